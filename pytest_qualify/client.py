@@ -1,0 +1,314 @@
+"""The client: one OpenAI-compatible endpoint, chat requests with client-observed timing.
+
+Suites call :meth:`QualifyClient.chat` (streamed or not) and get an :class:`Answer` that keeps
+everything the graders need — visible content, any reasoning field, tool calls, finish reason,
+usage — without stripping anything: stripping reasoning before grading would hide a leak.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_qualify.timing import Timeline
+
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
+class EndpointError(RuntimeError):
+    """The endpoint answered with an HTTP error; ``status`` and ``body`` say what it was."""
+
+    def __init__(self, status: int, body: Any, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
+
+
+class ServerGone(RuntimeError):
+    """The endpoint cannot be reached any more (connection refused or reset)."""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    arguments: str  # the raw JSON text, exactly as the server sent it
+    id: str = ""
+
+    def parsed_arguments(self) -> Any:
+        return json.loads(self.arguments) if self.arguments else {}
+
+
+@dataclass(frozen=True)
+class Answer:
+    content: str | None
+    reasoning: str | None
+    tool_calls: tuple[ToolCall, ...]
+    finish_reason: str | None
+    usage: Mapping[str, Any]
+    streamed: bool
+    timeline: Timeline | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict)
+    # Streaming only: how often each tool call's name appeared in the deltas.
+    tool_name_deltas: tuple[int, ...] = ()
+    # Visible markers seen anywhere in the stream (for leak checks).
+    reasoning_tokens: int | None = None
+
+    @property
+    def prompt_tokens(self) -> int | None:
+        return self.usage.get("prompt_tokens")
+
+    @property
+    def completion_tokens(self) -> int | None:
+        return self.usage.get("completion_tokens")
+
+    @property
+    def cached_tokens(self) -> int | None:
+        details = self.usage.get("prompt_tokens_details") or {}
+        return details.get("cached_tokens")
+
+
+def _as_dict(obj: Any) -> dict[str, Any]:
+    if obj is None:
+        return {}
+    if isinstance(obj, dict):
+        return obj
+    return obj.model_dump(exclude_none=False)
+
+
+def _reasoning_of(d: Mapping[str, Any]) -> str | None:
+    parts = [d.get(name) for name in REASONING_FIELDS if d.get(name)]
+    return "".join(parts) if parts else None
+
+
+class QualifyClient:
+    """An endpoint: ``base_url`` without ``/v1``. ``api_key`` is held, never printed."""
+
+    def __init__(self, base_url: str, api_key: str | None, model: str, timeout_s: float) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._api_key = api_key
+        self.model = model
+        self.timeout_s = timeout_s
+        self._openai = None
+        self._http = None
+
+    def __repr__(self) -> str:
+        return f"QualifyClient({self.base_url!r}, model={self.model!r})"
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+
+    @property
+    def openai(self):  # type: ignore[no-untyped-def]
+        """An ``openai.OpenAI`` client with no retries: a retry would hide a failure."""
+        if self._openai is None:
+            import openai
+
+            self._openai = openai.OpenAI(
+                base_url=self.base_url + "/v1",
+                api_key=self._api_key or "EMPTY",
+                max_retries=0,
+                timeout=self.timeout_s,
+            )
+        return self._openai
+
+    @property
+    def http(self):  # type: ignore[no-untyped-def]
+        """A raw ``httpx.Client`` for /health, /tokenize, /metrics, /version and raw requests."""
+        if self._http is None:
+            import httpx
+
+            self._http = httpx.Client(base_url=self.base_url, headers=self.headers, timeout=self.timeout_s)
+        return self._http
+
+    def close(self) -> None:
+        if self._http is not None:
+            self._http.close()
+        if self._openai is not None:
+            self._openai.close()
+
+    # -- raw endpoints ---------------------------------------------------------------------------
+
+    def get_json(self, path: str) -> Any:
+        resp = self._send("GET", path)
+        return resp.json()
+
+    def post_json(self, path: str, body: Mapping[str, Any], timeout_s: float | None = None) -> Any:
+        resp = self._send("POST", path, json=body, timeout=timeout_s or self.timeout_s)
+        return resp.json()
+
+    def _send(self, method: str, path: str, **kw: Any):  # type: ignore[no-untyped-def]
+        import httpx
+
+        try:
+            resp = self.http.request(method, path, **kw)
+        except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError) as exc:
+            raise ServerGone(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+        if resp.status_code >= 400:
+            try:
+                body = resp.json()
+            except ValueError:
+                body = resp.text
+            raise EndpointError(resp.status_code, body, f"{method} {path} -> HTTP {resp.status_code}: {body}")
+        return resp
+
+    def health(self) -> int:
+        import httpx
+
+        try:
+            return self.http.get("/health", timeout=10.0).status_code
+        except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError) as exc:
+            raise ServerGone(f"GET /health: {type(exc).__name__}: {exc}") from exc
+
+    def models(self) -> list[dict[str, Any]]:
+        return self.get_json("/v1/models")["data"]
+
+    def version(self) -> str:
+        return str(self.get_json("/version").get("version", ""))
+
+    def metrics_text(self) -> str:
+        return self._send("GET", "/metrics").text
+
+    def count_chat_tokens(self, messages: list[dict[str, Any]], **extra: Any) -> int:
+        """Prompt tokens of a chat as the *server's* tokenizer and template count them."""
+        body = {"model": self.model, "messages": messages, "add_generation_prompt": True, **extra}
+        return int(self.post_json("/tokenize", body)["count"])
+
+    # -- chat ------------------------------------------------------------------------------------
+
+    def chat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        stream: bool = False,
+        max_tokens: int | None = None,
+        timeout_s: float | None = None,
+        **params: Any,
+    ) -> Answer:
+        """One chat completion. Extra vLLM parameters (``cache_salt``, ``chat_template_kwargs``)
+        go through ``params`` as they are; an HTTP error raises :class:`EndpointError`."""
+        import openai
+
+        body: dict[str, Any] = {"model": self.model, "messages": messages, **params}
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        known = {
+            "temperature", "seed", "tools", "tool_choice", "response_format", "top_p",
+            "stream_options", "parallel_tool_calls", "n", "stop",
+        }
+        kwargs = {k: v for k, v in body.items() if k in known or k in ("model", "messages", "max_tokens")}
+        extra = {k: v for k, v in body.items() if k not in kwargs}
+        client = self.openai.with_options(timeout=timeout_s or self.timeout_s)
+        try:
+            if stream:
+                kwargs.setdefault("stream_options", {"include_usage": True})
+                return self._stream(client, kwargs, extra)
+            t0 = time.perf_counter()
+            resp = client.chat.completions.create(**kwargs, extra_body=extra or None)
+            return self._answer_from_response(_as_dict(resp), time.perf_counter() - t0)
+        except openai.APIStatusError as exc:
+            raise EndpointError(exc.status_code, _error_body(exc), f"HTTP {exc.status_code}: {exc.message}") from exc
+        except openai.APIConnectionError as exc:
+            if isinstance(exc, openai.APITimeoutError):
+                raise
+            raise ServerGone(f"chat completion: {exc}") from exc
+
+    @staticmethod
+    def _answer_from_response(data: Mapping[str, Any], e2e_s: float) -> Answer:
+        choice = (data.get("choices") or [{}])[0]
+        msg = choice.get("message") or {}
+        calls = tuple(
+            ToolCall(c["function"]["name"], c["function"].get("arguments") or "", c.get("id") or "")
+            for c in (msg.get("tool_calls") or [])
+        )
+        usage = data.get("usage") or {}
+        details = usage.get("completion_tokens_details") or {}
+        return Answer(
+            content=msg.get("content"),
+            reasoning=_reasoning_of(msg),
+            tool_calls=calls,
+            finish_reason=choice.get("finish_reason"),
+            usage=usage,
+            streamed=False,
+            timeline=Timeline.single(e2e_s),
+            raw=data,
+            reasoning_tokens=details.get("reasoning_tokens"),
+        )
+
+    def _stream(self, client: Any, kwargs: dict[str, Any], extra: dict[str, Any]) -> Answer:
+        timeline = Timeline.start()
+        stream = client.chat.completions.create(**kwargs, stream=True, extra_body=extra or None)
+        content: list[str] = []
+        reasoning: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
+        finish = None
+        usage: dict[str, Any] = {}
+        for chunk in stream:
+            data = _as_dict(chunk)
+            choices = data.get("choices") or []
+            visible = False
+            for choice in choices:
+                delta = choice.get("delta") or {}
+                if delta.get("content"):
+                    content.append(delta["content"])
+                    visible = True
+                r = _reasoning_of(delta)
+                if r:
+                    reasoning.append(r)
+                for tc in delta.get("tool_calls") or []:
+                    slot = calls.setdefault(tc.get("index", 0), {"name": "", "arguments": "", "id": "", "names": 0})
+                    fn = tc.get("function") or {}
+                    if fn.get("name"):
+                        slot["name"] += fn["name"]
+                        slot["names"] += 1
+                    if fn.get("arguments"):
+                        slot["arguments"] += fn["arguments"]
+                    if tc.get("id"):
+                        slot["id"] = tc["id"]
+                    visible = True
+                if choice.get("finish_reason"):
+                    finish = choice["finish_reason"]
+            if data.get("usage"):
+                usage = data["usage"]
+            timeline.chunk(has_choices=bool(choices), visible=visible)
+        timeline.finish()
+        ordered = [calls[i] for i in sorted(calls)]
+        details = usage.get("completion_tokens_details") or {}
+        return Answer(
+            content="".join(content) if content else None,
+            reasoning="".join(reasoning) if reasoning else None,
+            tool_calls=tuple(ToolCall(c["name"], c["arguments"], c["id"]) for c in ordered),
+            finish_reason=finish,
+            usage=usage,
+            streamed=True,
+            timeline=timeline,
+            tool_name_deltas=tuple(c["names"] for c in ordered),
+            reasoning_tokens=details.get("reasoning_tokens"),
+        )
+
+
+def _error_body(exc: Any) -> Any:
+    body = getattr(exc, "body", None)
+    if body is None and getattr(exc, "response", None) is not None:
+        try:
+            body = exc.response.json()
+        except ValueError:
+            body = exc.response.text
+    return body
+
+
+def error_message(body: Any) -> str:
+    """The human message of an OpenAI/vLLM error body, in either shape vLLM has used."""
+    if isinstance(body, Mapping):
+        inner = body.get("error", body)
+        if isinstance(inner, Mapping):
+            return str(inner.get("message", ""))
+        return str(inner)
+    return str(body or "")
+
+
+def text_parts(messages: Iterable[Mapping[str, Any]]) -> str:
+    return "\n".join(m["content"] for m in messages if isinstance(m.get("content"), str))

@@ -1,0 +1,262 @@
+"""Profiles: the deployment contract as data (TOML), validated against a JSON Schema.
+
+No pytest import here: an invalid profile raises :class:`ProfileError`, which the plugin turns
+into a usage error naming the file, the field and what was expected.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+BUILTIN_DIR = "profiles"
+
+
+class ProfileError(ValueError):
+    """A profile that cannot be used; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class Lane:
+    name: str
+    prompt_tokens: int
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Deployment:
+    model: str
+    served_name: str
+    revision: str = ""
+    engine: str = ""
+    image: str = ""
+    image_digest: str = ""
+    quantization: str = ""
+    kv_cache_dtype: str = ""
+
+
+@dataclass(frozen=True)
+class Limits:
+    window_tokens: int
+    answer_tokens: int
+    lanes: tuple[Lane, ...]
+    reasoning_headroom_tokens: int = 0
+    max_num_seqs: int = 1
+    images_per_request: int = 0
+    videos_per_request: int = 0
+    lane_tolerance_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Thinking:
+    enabled: bool
+    overridable: bool
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    startup_s: float
+    request_s: float
+    per_1k_prompt_tokens_s: float = 0.0
+
+    def for_prompt(self, prompt_tokens: int) -> float:
+        """The request timeout for a prompt of this size: long lanes legitimately take longer."""
+        return self.request_s + self.per_1k_prompt_tokens_s * prompt_tokens / 1000.0
+
+
+@dataclass(frozen=True)
+class Serve:
+    command: tuple[str, ...]
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    host: str = "127.0.0.1"
+    port: int | None = None
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    source: str
+    description: str
+    deployment: Deployment
+    limits: Limits
+    thinking: Thinking
+    timeouts: Timeouts
+    serve: Serve
+    required_modules: tuple[str, ...]
+    waivable_modules: tuple[str, ...] = ()
+    robustness_examples: int = 200
+
+    def lane(self, name: str) -> Lane:
+        for lane in self.limits.lanes:
+            if lane.name == name:
+                return lane
+        raise KeyError(name)
+
+
+@dataclass(frozen=True)
+class ModuleInfo:
+    id: str
+    title: str
+    waivable: bool
+
+
+@cache
+def module_registry() -> dict[str, ModuleInfo]:
+    """The protocol modules, in protocol order, from ``modules.toml``."""
+    data = tomllib.loads(resources.files("pytest_qualify").joinpath("modules.toml").read_text())
+    return {m["id"]: ModuleInfo(m["id"], m["title"], bool(m["waivable"])) for m in data["module"]}
+
+
+@cache
+def _schema() -> dict[str, Any]:
+    text = resources.files("pytest_qualify").joinpath("schemas/profile.schema.json").read_text()
+    return json.loads(text)
+
+
+def builtin_profiles() -> dict[str, Path]:
+    """Built-in profile names mapped to their files."""
+    folder = resources.files("pytest_qualify").joinpath(BUILTIN_DIR)
+    found = {}
+    for entry in folder.iterdir():
+        if entry.name.endswith(".toml"):
+            found[entry.name[: -len(".toml")]] = Path(str(entry))
+    return dict(sorted(found.items()))
+
+
+def resolve_profile_path(spec: str) -> Path:
+    """A built-in name or a path to a profile file."""
+    builtins = builtin_profiles()
+    if spec in builtins:
+        return builtins[spec]
+    path = Path(spec).expanduser()
+    if path.suffix == ".toml" or os.sep in spec or path.exists():
+        if not path.is_file():
+            raise ProfileError(f"profile file {spec!r} does not exist or is not a file")
+        return path
+    raise ProfileError(
+        f"unknown profile {spec!r}: expected a built-in name ({', '.join(builtins)}) "
+        "or a path to a .toml profile file"
+    )
+
+
+def _field_path(error: Any) -> str:
+    parts = [str(p) for p in error.absolute_path]
+    if error.validator == "required":
+        missing = error.message.split("'")[1] if "'" in error.message else "?"
+        parts.append(missing)
+    if error.validator == "additionalProperties":
+        return ".".join(parts) or "(top level)"
+    return ".".join(parts) or "(top level)"
+
+
+def load_profile(spec: str) -> Profile:
+    """Load and validate a profile; raise :class:`ProfileError` naming file and field."""
+    import jsonschema
+
+    path = resolve_profile_path(spec)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ProfileError(f"profile file {path}: cannot be read ({exc.strerror or exc})") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(f"profile file {path}: not valid TOML ({exc})") from exc
+
+    validator = jsonschema.Draft202012Validator(_schema())
+    errors = sorted(validator.iter_errors(raw), key=lambda e: list(e.absolute_path))
+    if errors:
+        err = errors[0]
+        raise ProfileError(
+            f"profile file {path}: field '{_field_path(err)}' is invalid: {err.message}"
+            + (f" (expected {err.validator}: {err.validator_value})" if err.validator in ("type", "minimum", "enum", "pattern") else "")
+        )
+    return _build(raw, path)
+
+
+def _build(raw: dict[str, Any], path: Path) -> Profile:
+    d = raw["deployment"]
+    model = os.path.expanduser(os.path.expandvars(d["model"]))
+    deployment = Deployment(
+        model=model,
+        served_name=d["served_name"],
+        revision=d.get("revision", ""),
+        engine=d.get("engine", ""),
+        image=d.get("image", ""),
+        image_digest=d.get("image_digest", ""),
+        quantization=d.get("quantization", ""),
+        kv_cache_dtype=d.get("kv_cache_dtype", ""),
+    )
+    lim = raw["limits"]
+    lanes = tuple(Lane(x["name"], x["prompt_tokens"]) for x in lim["lanes"])
+    limits = Limits(
+        window_tokens=lim["window_tokens"],
+        answer_tokens=lim["answer_tokens"],
+        lanes=lanes,
+        reasoning_headroom_tokens=lim.get("reasoning_headroom_tokens", 0),
+        max_num_seqs=lim.get("max_num_seqs", 1),
+        images_per_request=lim.get("images_per_request", 0),
+        videos_per_request=lim.get("videos_per_request", 0),
+        lane_tolerance_tokens=lim.get("lane_tolerance_tokens", 0),
+    )
+    names = [lane.name for lane in lanes]
+    if len(set(names)) != len(names):
+        raise ProfileError(f"profile file {path}: field 'limits.lanes' has duplicate lane names {names}")
+    budget = limits.answer_tokens + limits.reasoning_headroom_tokens
+    for i, lane in enumerate(lanes):
+        if lane.prompt_tokens + budget > limits.window_tokens:
+            raise ProfileError(
+                f"profile file {path}: field 'limits.lanes.{i}.prompt_tokens' is invalid: lane {lane.name} "
+                f"({lane.prompt_tokens} tokens) plus the answer budget ({budget}) exceeds the window "
+                f"({limits.window_tokens})"
+            )
+    modules = tuple(raw["modules"]["required"])
+    known = module_registry()
+    for i, mod in enumerate(modules):
+        if mod not in known:
+            raise ProfileError(
+                f"profile file {path}: field 'modules.required.{i}' is invalid: unknown module {mod!r} "
+                f"(expected one of {', '.join(known)})"
+            )
+    t = raw["timeouts"]
+    s = raw["serve"]
+    return Profile(
+        name=raw["name"],
+        source=str(path),
+        description=raw.get("description", ""),
+        deployment=deployment,
+        limits=limits,
+        thinking=Thinking(**raw["thinking"]),
+        timeouts=Timeouts(t["startup_s"], t["request_s"], t.get("per_1k_prompt_tokens_s", 0.0)),
+        serve=Serve(
+            command=tuple(s["command"]),
+            args=tuple(s.get("args", ())),
+            env=tuple(sorted(s.get("env", {}).items())),
+            host=s.get("host", "127.0.0.1"),
+            port=s.get("port"),
+        ),
+        required_modules=modules,
+        waivable_modules=_waivable(raw, path, known),
+        robustness_examples=raw["modules"].get("robustness_examples", 200),
+    )
+
+
+def _waivable(raw: dict[str, Any], path: Path, known: dict[str, ModuleInfo]) -> tuple[str, ...]:
+    """Modules whose failed items an operator may waive: the profile's list, else the registry's."""
+    listed = raw["modules"].get("waivable")
+    if listed is None:
+        return tuple(m.id for m in known.values() if m.waivable)
+    for i, mod in enumerate(listed):
+        if mod not in known or not known[mod].waivable:
+            raise ProfileError(
+                f"profile file {path}: field 'modules.waivable.{i}' is invalid: module {mod!r} is a hard "
+                "serving-contract module and cannot be waived"
+            )
+    return tuple(listed)

@@ -1,0 +1,55 @@
+"""Fault switches of the reference server: ``NAME`` or ``NAME=ARG``.
+
+Server-wide faults are listed here; each oracle module lists its own in ``FAULTS``. An unknown
+fault name is an error, so a typo cannot make a fault test pass vacuously.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+SERVER_FAULTS = {
+    "wrong_identity": "/v1/models reports another root and max_model_len",
+    "overwindow_500": "an over-window prompt gets HTTP 500 instead of 400",
+    "overwindow_accept": "an over-window prompt is answered instead of refused",
+    "die_after": "=N: the process exits after N chat requests",
+    "hang_after": "=N: chat requests after the first N never answer",
+    "slow": "=S: every chat request takes S more seconds",
+    "ignore_cache_salt": "the prefix cache ignores cache_salt",
+    "health_500": "/health answers 500",
+}
+
+
+class FaultError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Faults:
+    active: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, specs: Iterable[str]) -> "Faults":
+        from pytest_qualify.reference.oracle import known_faults
+
+        known = {**SERVER_FAULTS, **known_faults()}
+        active = {}
+        for spec in specs:
+            name, _, arg = spec.partition("=")
+            if name not in known:
+                raise FaultError(f"unknown fault {name!r}; known: {', '.join(sorted(known))}")
+            active[name] = arg
+        return cls(active)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.active
+
+    def arg(self, name: str, default: str = "") -> str:
+        return self.active.get(name, default) or default
+
+    def number(self, name: str, default: float) -> float:
+        try:
+            return float(self.active.get(name) or default)
+        except ValueError:
+            return default

@@ -1,0 +1,25 @@
+"""Short factual questions from ``fixtures/smoke.toml``, answered from their ground truth."""
+
+from __future__ import annotations
+
+import tomllib
+from functools import cache
+from importlib import resources
+
+from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Reply
+
+PRIORITY = 900  # a fallback: specific task oracles go first
+FAULTS = {"smoke_empty": "short factual answers come back empty"}
+
+
+@cache
+def questions() -> dict[str, str]:
+    data = tomllib.loads(resources.files("pytest_qualify.fixtures").joinpath("smoke.toml").read_text())
+    return {q["prompt"]: q["answer"] for q in data["question"]}
+
+
+def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:
+    truth = questions().get(req.last_user_text().strip())
+    if truth is None:
+        return None
+    return Reply(content="" if "smoke_empty" in ctx.faults else truth)

@@ -1,0 +1,358 @@
+"""HTTP side of the reference server: vLLM's OpenAI-compatible surface, simulated.
+
+Endpoints: ``/health``, ``/v1/models``, ``/version``, ``/tokenize``, ``/metrics`` (Prometheus
+text), ``/v1/chat/completions`` (streaming with ``include_usage`` and not; tool calls with
+streamed deltas; ``response_format``; ``cache_salt`` and a block prefix cache reporting
+``prompt_tokens_details.cached_tokens``). The window is enforced with vLLM's 400 error shape.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+import uuid
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from pytest_qualify.profiles import Profile
+from pytest_qualify.reference import SIMULATED_LABEL, oracle, tokenizer
+from pytest_qualify.reference.faults import Faults
+from pytest_qualify.reference.validation import validate_chat
+
+VERSION = "0.1.0-reference (SIMULATED, not vLLM)"
+CACHE_BLOCK = 16
+CONTENT_PIECE_TOKENS = 4
+
+
+class Metrics:
+    """vLLM-named Prometheus metrics, so evidence code parses the same names on both."""
+
+    def __init__(self, model: str) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        self.registry = CollectorRegistry()
+        labels = ["model_name"]
+        buckets = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0)
+        self.ttft = Histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", labels, registry=self.registry, buckets=buckets)
+        self.e2e = Histogram("vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", labels, registry=self.registry, buckets=buckets)
+        self.prompt = Counter("vllm:prompt_tokens", "Number of prefill tokens processed.", labels, registry=self.registry)
+        self.generation = Counter("vllm:generation_tokens", "Number of generation tokens processed.", labels, registry=self.registry)
+        self.cache_queries = Counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.", labels, registry=self.registry)
+        self.cache_hits = Counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", labels, registry=self.registry)
+        self.success = Counter("vllm:request_success", "Count of successfully processed requests.", labels, registry=self.registry)
+        self.running = Gauge("vllm:num_requests_running", "Number of requests in model execution batches.", labels, registry=self.registry)
+        self.model = model
+
+    def text(self) -> bytes:
+        from prometheus_client import generate_latest
+
+        return generate_latest(self.registry)
+
+
+class PrefixCache:
+    """Block-hash prefix cache; the salt is part of the first block's hash, as in vLLM."""
+
+    def __init__(self, ignore_salt: bool) -> None:
+        self.blocks: set[bytes] = set()
+        self.ignore_salt = ignore_salt
+        self.lock = threading.Lock()
+
+    def lookup_and_insert(self, token_ids: list[int], salt: str | None) -> int:
+        h = hashlib.sha256(b"" if self.ignore_salt or not salt else salt.encode())
+        cached, still_hit = 0, True
+        with self.lock:
+            for start in range(0, len(token_ids) - CACHE_BLOCK + 1, CACHE_BLOCK):
+                h.update(json.dumps(token_ids[start : start + CACHE_BLOCK]).encode())
+                key = h.copy().digest()
+                if still_hit and key in self.blocks:
+                    cached += CACHE_BLOCK
+                else:
+                    still_hit = False
+                    self.blocks.add(key)
+        return cached
+
+
+class ReferenceState:
+    def __init__(self, profile: Profile, faults: Faults, api_key: str | None, prefill_tok_s: float, decode_tok_s: float) -> None:
+        self.profile = profile
+        self.faults = faults
+        self.api_key = api_key
+        self.prefill_tok_s = prefill_tok_s
+        self.decode_tok_s = decode_tok_s
+        self.ctx = oracle.OracleContext(profile, faults)
+        self.metrics = Metrics(profile.deployment.served_name)
+        self.cache = PrefixCache("ignore_cache_salt" in faults)
+        self.chat_requests = 0
+        self.lock = threading.Lock()
+
+
+def error_body(status: int, message: str, err_type: str = "BadRequestError") -> dict[str, Any]:
+    return {"error": {"message": message, "type": err_type, "param": None, "code": status}}
+
+
+class Handler(BaseHTTPRequestHandler):
+    server_version = "pytest-qualify-reference"
+    state: ReferenceState  # set on the subclass by serve()
+
+    def log_message(self, fmt: str, *args: Any) -> None:
+        # One line per request, no headers and no bodies: nothing secret reaches the log.
+        print(f"{self.address_string()} {fmt % args}", flush=True)
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _send_json(self, status: int, payload: Any) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, status: int, message: str, err_type: str = "BadRequestError") -> None:
+        self._send_json(status, error_body(status, message, err_type))
+
+    def _authorized(self) -> bool:
+        key = self.state.api_key
+        if not key or self.path in ("/health", "/version", "/metrics"):
+            return True
+        if self.headers.get("Authorization", "") == f"Bearer {key}":
+            return True
+        self._send_json(401, {"error": "Unauthorized"})
+        return False
+
+    def _read_json(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            return json.loads(raw or b"null")
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise oracle.Rejection(400, f"invalid JSON body: {exc}") from None
+
+    # -- routes --------------------------------------------------------------------------------
+
+    def do_GET(self) -> None:  # noqa: N802
+        if not self._authorized():
+            return
+        profile = self.state.profile
+        if self.path == "/health":
+            if "health_500" in self.state.faults:
+                self._error(500, "health check failed", "InternalServerError")
+            else:
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+        elif self.path == "/version":
+            self._send_json(200, {"version": VERSION, "simulated": True})
+        elif self.path == "/v1/models":
+            wrong = "wrong_identity" in self.state.faults
+            root = profile.deployment.model + ("-other" if wrong else "")
+            window = profile.limits.window_tokens // (2 if wrong else 1)
+            self._send_json(200, {"object": "list", "data": [{
+                "id": profile.deployment.served_name, "object": "model", "created": 0,
+                "owned_by": SIMULATED_LABEL, "root": root, "parent": None,
+                "max_model_len": window, "simulated": True,
+            }]})
+        elif self.path == "/metrics":
+            data = self.state.metrics.text()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        else:
+            self._error(404, f"not found: {self.path}", "NotFoundError")
+
+    def do_POST(self) -> None:  # noqa: N802
+        if not self._authorized():
+            return
+        try:
+            body = self._read_json()
+            if self.path == "/tokenize":
+                self._tokenize(body)
+            elif self.path == "/v1/chat/completions":
+                self._chat(body)
+            else:
+                self._error(404, f"not found: {self.path}", "NotFoundError")
+        except oracle.Rejection as rej:
+            self._error(rej.status, rej.message, rej.err_type)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def _tokenize(self, body: Any) -> None:
+        if not isinstance(body, dict):
+            raise oracle.Rejection(400, "request body must be a JSON object")
+        if "messages" in body:
+            validate_chat({"messages": body["messages"], "model": body.get("model")}, require_model=False)
+            text, media = tokenizer.render_chat(body["messages"], body.get("tools"), body.get("add_generation_prompt", True))
+        elif isinstance(body.get("prompt"), str):
+            text, media = body["prompt"], 0
+        else:
+            raise oracle.Rejection(400, "tokenize needs 'messages' or 'prompt'")
+        token_ids = tokenizer.ids(text) + [0] * media
+        self._send_json(200, {"count": len(token_ids), "max_model_len": self.state.profile.limits.window_tokens,
+                              "tokens": token_ids, "token_strs": None})
+
+    def _chat(self, body: Any) -> None:
+        st = self.state
+        validate_chat(body)
+        if body.get("model") != st.profile.deployment.served_name:
+            raise oracle.Rejection(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
+        with st.lock:
+            st.chat_requests += 1
+            n = st.chat_requests
+        if "die_after" in st.faults and n > st.faults.number("die_after", 1):
+            print(f"fault die_after: exiting after {n - 1} chat requests", flush=True)
+            os._exit(3)
+        if "hang_after" in st.faults and n > st.faults.number("hang_after", 1):
+            time.sleep(3600)
+        if "slow" in st.faults:
+            time.sleep(st.faults.number("slow", 1.0))
+
+        req = oracle.ChatRequest(body)
+        window = st.profile.limits.window_tokens
+        text, media = tokenizer.render_chat(req.messages, req.tools or None)
+        prompt_ids = tokenizer.ids(text) + [0] * media
+        prompt_tokens = len(prompt_ids)
+        if prompt_tokens > window and "overwindow_accept" not in st.faults:
+            if "overwindow_500" in st.faults:
+                raise oracle.Rejection(500, "Internal Server Error", "InternalServerError")
+            raise oracle.Rejection(
+                400,
+                f"This model's maximum context length is {window} tokens. However, your request has "
+                f"{prompt_tokens} input tokens. Please reduce the length of the input messages.",
+            )
+        oracle.admit(req, st.ctx)
+        reply = oracle.answer(req, st.ctx)
+
+        t0 = time.perf_counter()
+        cached = st.cache.lookup_and_insert(prompt_ids, body.get("cache_salt"))
+        st.metrics.cache_queries.labels(st.metrics.model).inc(prompt_tokens)
+        st.metrics.cache_hits.labels(st.metrics.model).inc(cached)
+        max_tokens = body.get("max_tokens") or body.get("max_completion_tokens") or max(1, window - prompt_tokens)
+        max_tokens = min(max_tokens, max(1, window - prompt_tokens))
+        content, calls, finish = _shape(reply, max_tokens)
+        completion_tokens = max_tokens if finish == "length" else _completion_tokens(content, calls, reply.reasoning)
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached},
+        }
+        if st.prefill_tok_s > 0:
+            time.sleep(max(0, prompt_tokens - cached) / st.prefill_tok_s)
+        ttft = time.perf_counter() - t0
+        rid = f"chatcmpl-{uuid.uuid4().hex}"
+        if req.stream:
+            self._stream(rid, body, content, calls, reply.reasoning, finish, usage)
+        else:
+            if st.decode_tok_s > 0:
+                time.sleep(completion_tokens / st.decode_tok_s)
+            message: dict[str, Any] = {"role": "assistant", "content": content, "tool_calls": [
+                {"id": f"call_{i}_{uuid.uuid4().hex[:8]}", "type": "function", "function": {"name": name, "arguments": args}}
+                for i, (name, args) in enumerate(calls)
+            ]}
+            if reply.reasoning:
+                message["reasoning_content"] = reply.reasoning
+            self._send_json(200, {
+                "id": rid, "object": "chat.completion", "created": int(time.time()),
+                "model": st.profile.deployment.served_name,
+                "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+                "usage": usage,
+            })
+        m = st.metrics
+        m.ttft.labels(m.model).observe(ttft)
+        m.e2e.labels(m.model).observe(time.perf_counter() - t0)
+        m.prompt.labels(m.model).inc(prompt_tokens)
+        m.generation.labels(m.model).inc(completion_tokens)
+        m.success.labels(m.model).inc()
+
+    def _stream(self, rid: str, body: Any, content: str | None, calls: list[tuple[str, str]],
+                reasoning: str | None, finish: str, usage: dict[str, Any]) -> None:
+        st = self.state
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.end_headers()
+        created = int(time.time())
+        model = st.profile.deployment.served_name
+
+        def send(choices: list[Any], extra: dict[str, Any] | None = None) -> None:
+            payload = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model, "choices": choices}
+            payload.update(extra or {})
+            self.wfile.write(f"data: {json.dumps(payload)}\n\n".encode())
+            self.wfile.flush()
+
+        def pause(tokens: int) -> None:
+            if st.decode_tok_s > 0:
+                time.sleep(tokens / st.decode_tok_s)
+
+        send([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
+        if reasoning:
+            for piece in _pieces(reasoning):
+                send([{"index": 0, "delta": {"reasoning_content": piece}, "finish_reason": None}])
+        for piece in _pieces(content or ""):
+            pause(CONTENT_PIECE_TOKENS)
+            send([{"index": 0, "delta": {"content": piece}, "finish_reason": None}])
+        for i, (name, args) in enumerate(calls):
+            send([{"index": 0, "delta": {"tool_calls": [{"index": i, "id": f"call_{i}_{uuid.uuid4().hex[:8]}", "type": "function",
+                                                         "function": {"name": name, "arguments": ""}}]}, "finish_reason": None}])
+            for piece in _pieces(args):
+                pause(CONTENT_PIECE_TOKENS)
+                send([{"index": 0, "delta": {"tool_calls": [{"index": i, "function": {"arguments": piece}}]}, "finish_reason": None}])
+        send([{"index": 0, "delta": {}, "finish_reason": finish}])
+        if (body.get("stream_options") or {}).get("include_usage"):
+            send([], {"usage": usage})
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+
+
+def _pieces(text: str) -> list[str]:
+    """Split text into stream deltas of a few tokens, keeping every character."""
+    toks = list(tokenizer.TOKEN_RE.finditer(text))
+    if not toks:
+        return [text] if text else []
+    cuts = [toks[i].start() for i in range(0, len(toks), CONTENT_PIECE_TOKENS)][1:]
+    out, prev = [], 0
+    for cut in cuts:
+        out.append(text[prev:cut])
+        prev = cut
+    out.append(text[prev:])
+    return out
+
+
+def _shape(reply: oracle.Reply, max_tokens: int) -> tuple[str | None, list[tuple[str, str]], str]:
+    """Apply the token budget: an answer longer than ``max_tokens`` is cut, finish ``length``."""
+    calls = [(n, a if isinstance(a, str) else json.dumps(a)) for n, a in reply.tool_calls]
+    content = reply.content
+    finish = reply.finish_reason or ("tool_calls" if calls else "stop")
+    if content is not None and tokenizer.count(content) > max_tokens:
+        toks = list(tokenizer.TOKEN_RE.finditer(content))
+        content = content[: toks[max_tokens - 1].end()]
+        finish = "length"
+    return content, calls, finish
+
+
+def _completion_tokens(content: str | None, calls: list[tuple[str, str]], reasoning: str | None) -> int:
+    n = tokenizer.count(content or "") + tokenizer.count(reasoning or "")
+    n += sum(tokenizer.count(name) + tokenizer.count(args) for name, args in calls)
+    return max(1, n + 1)  # the end-of-sequence token counts, as it does on a real server
+
+
+def serve(host: str, port: int, profile: Profile, faults: Faults, api_key: str | None = None,
+          prefill_tok_s: float = 0.0, decode_tok_s: float = 0.0) -> None:
+    state = ReferenceState(profile, faults, api_key, prefill_tok_s, decode_tok_s)
+    handler = type("BoundHandler", (Handler,), {"state": state})
+    httpd = ThreadingHTTPServer((host, port), handler)
+    httpd.daemon_threads = True
+    print(f"{SIMULATED_LABEL}: profile {profile.name}, serving {profile.deployment.served_name} "
+          f"on http://{host}:{port}; faults: {', '.join(sorted(faults.active)) or 'none'}", flush=True)
+    try:
+        httpd.serve_forever(poll_interval=0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        httpd.server_close()

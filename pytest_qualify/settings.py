@@ -1,0 +1,127 @@
+"""Run settings, each reachable from the command line, the environment and an ini key.
+
+Precedence, highest first: command-line option > environment variable > ini key > default.
+(A ``qualify_repeat`` marker on a module or test then pins that test's own repetition count.)
+"""
+
+from __future__ import annotations
+
+import shlex
+import urllib.parse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+REFERENCE = "reference"
+
+
+class SettingsError(ValueError):
+    """A setting with a value that cannot be used; the message names the setting."""
+
+
+@dataclass(frozen=True)
+class Option:
+    dest: str
+    flag: str
+    env: str
+    ini: str
+    help: str
+    default: str | None = None
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("qualify", "--qualify", "QUALIFY_PROFILE", "qualify_profile",
+           "qualify a deployment with this profile: a built-in name or a path to a TOML file"),
+    Option("qualify_repeat", "--repeat", "QUALIFY_REPEAT", "qualify_repeat",
+           "run every protocol test N times, each repetition its own test item", "1"),
+    Option("qualify_endpoint", "--qualify-endpoint", "QUALIFY_ENDPOINT", "qualify_endpoint",
+           "attach to a running OpenAI-compatible server at URL instead of launching vLLM; "
+           "'reference' starts the built-in simulated reference server"),
+    Option("qualify_api_key_env", "--qualify-api-key-env", "QUALIFY_API_KEY_ENV", "qualify_api_key_env",
+           "name of the environment variable that holds the endpoint's API key", "QUALIFY_API_KEY"),
+    Option("qualify_evidence", "--qualify-evidence", "QUALIFY_EVIDENCE", "qualify_evidence",
+           "directory for the evidence bundle", "qualify-evidence"),
+    Option("qualify_serve_command", "--qualify-serve-command", "QUALIFY_SERVE_COMMAND", "qualify_serve_command",
+           "command prefix that launches vLLM, replacing the profile's (e.g. "
+           "'python -m vllm.entrypoints.openai.api_server --model {model}')"),
+    Option("qualify_startup_timeout", "--qualify-startup-timeout", "QUALIFY_STARTUP_TIMEOUT",
+           "qualify_startup_timeout", "seconds to wait for a launched server, replacing the profile's"),
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    profile: str | None
+    repeat: int
+    endpoint: str | None  # None: launch vLLM; REFERENCE; or a URL
+    api_key_env: str
+    evidence_dir: Path
+    serve_command: tuple[str, ...] | None
+    startup_timeout_s: float | None
+    reference_faults: tuple[str, ...] = ()
+
+    @property
+    def active(self) -> bool:
+        return bool(self.profile)
+
+    @property
+    def mode(self) -> str:
+        if self.endpoint is None:
+            return "launch"
+        return REFERENCE if self.endpoint == REFERENCE else "attach"
+
+
+def resolve(
+    cli: Mapping[str, object],
+    env: Mapping[str, str],
+    ini: Callable[[str], str | None],
+    reference_faults: tuple[str, ...] = (),
+) -> Settings:
+    values: dict[str, str | None] = {}
+    for opt in OPTIONS:
+        value = cli.get(opt.dest)
+        if value is None:
+            value = env.get(opt.env) or None
+        if value is None:
+            value = ini(opt.ini) or None
+        values[opt.dest] = str(value) if value is not None else opt.default
+
+    try:
+        repeat = int(values["qualify_repeat"] or "1")
+    except ValueError:
+        raise SettingsError(f"--repeat: expected a whole number, got {values['qualify_repeat']!r}") from None
+    if repeat < 1:
+        raise SettingsError(f"--repeat: expected at least 1, got {repeat}")
+
+    endpoint = values["qualify_endpoint"]
+    if endpoint and endpoint != REFERENCE:
+        parsed = urllib.parse.urlparse(endpoint)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise SettingsError(
+                f"--qualify-endpoint: {endpoint!r} is not a URL (expected http://HOST:PORT or 'reference')"
+            )
+        try:
+            parsed.port
+        except ValueError:
+            raise SettingsError(f"--qualify-endpoint: {endpoint!r} has an invalid port") from None
+        endpoint = endpoint.rstrip("/")
+        if endpoint.endswith("/v1"):
+            endpoint = endpoint[: -len("/v1")]
+
+    timeout = values["qualify_startup_timeout"]
+    try:
+        startup_timeout_s = float(timeout) if timeout else None
+    except ValueError:
+        raise SettingsError(f"--qualify-startup-timeout: expected seconds, got {timeout!r}") from None
+
+    command = values["qualify_serve_command"]
+    return Settings(
+        profile=values["qualify"],
+        repeat=repeat,
+        endpoint=endpoint,
+        api_key_env=values["qualify_api_key_env"] or "QUALIFY_API_KEY",
+        evidence_dir=Path(values["qualify_evidence"] or "qualify-evidence"),
+        serve_command=tuple(shlex.split(command)) if command else None,
+        startup_timeout_s=startup_timeout_s,
+        reference_faults=tuple(reference_faults),
+    )

@@ -1,0 +1,128 @@
+"""The session's one target: a launched vLLM, the reference server, or an attached endpoint.
+
+No pytest here: the plugin builds a :class:`Target` on the controller, starts it once, and hands
+its URL to xdist workers.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_qualify.lifecycle import LaunchSpec, ServerProcess, free_port, port_is_free, render_argv
+from pytest_qualify.profiles import Profile
+from pytest_qualify.settings import REFERENCE, Settings
+
+SERVER_LOG = "server.log"
+
+
+class TargetError(RuntimeError):
+    """The target cannot be used as configured (before anything is started)."""
+
+
+@dataclass
+class Target:
+    mode: str  # launch | reference | attach
+    base_url: str
+    display_command: str = ""
+    process: ServerProcess | None = None
+    log_path: Path | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def simulated(self) -> bool:
+        return self.mode == REFERENCE
+
+    def died(self) -> str | None:
+        """Why the launched process is gone, or None while it runs (or when attached)."""
+        if self.process is not None and self.process.proc is not None and not self.process.alive():
+            return f"server process exited with code {self.process.exit_code}"
+        return None
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop()
+
+
+def launch_spec(profile: Profile, settings: Settings, run_dir: Path, api_key: str | None) -> LaunchSpec:
+    """The exact command line for this profile: vLLM's recipe, or the reference server."""
+    host = profile.serve.host
+    if profile.serve.port is not None:
+        if not port_is_free(host, profile.serve.port):
+            raise TargetError(f"profile {profile.name}: serve.port {profile.serve.port} on {host} is already in use")
+        port = profile.serve.port
+    else:
+        port = free_port(host)
+    env = dict(profile.serve.env)
+    secrets: tuple[str, ...] = (api_key,) if api_key else ()
+    startup_timeout = settings.startup_timeout_s or profile.timeouts.startup_s
+    if settings.mode == REFERENCE:
+        argv: tuple[str, ...] = (
+            sys.executable, "-m", "pytest_qualify.reference",
+            "--host", host, "--port", str(port), "--profile", profile.source,
+        )
+        for fault in settings.reference_faults:
+            argv += ("--fault", fault)
+        if api_key:
+            # The key travels by environment, never on a command line.
+            argv += ("--api-key-env", "QUALIFY_REFERENCE_API_KEY")
+            env["QUALIFY_REFERENCE_API_KEY"] = api_key
+    else:
+        values = {
+            "model": profile.deployment.model,
+            "revision": profile.deployment.revision,
+            "served_name": profile.deployment.served_name,
+            "host": host,
+            "port": str(port),
+        }
+        command = settings.serve_command or profile.serve.command
+        argv = render_argv(command, values) + render_argv(profile.serve.args, values)
+        argv += ("--host", host, "--port", str(port))
+        if api_key:
+            env["VLLM_API_KEY"] = api_key
+    return LaunchSpec(
+        argv=argv,
+        host=host,
+        port=port,
+        log_path=run_dir / SERVER_LOG,
+        startup_timeout_s=startup_timeout,
+        env=env,
+        secrets=secrets,
+    )
+
+
+def start_target(
+    profile: Profile,
+    settings: Settings,
+    run_dir: Path,
+    api_key: str | None,
+    progress: Callable[[str], None] | None = None,
+) -> Target:
+    """Launch (or attach) and wait until ``/health`` answers. Raises StartupError/TargetError."""
+    if settings.mode == "attach":
+        assert settings.endpoint
+        return Target(mode="attach", base_url=settings.endpoint)
+    spec = launch_spec(profile, settings, run_dir, api_key)
+    process = ServerProcess(spec)
+    target = Target(
+        mode=settings.mode,
+        base_url=spec.base_url,
+        display_command=spec.display_command(),
+        process=process,
+        log_path=spec.log_path,
+    )
+    if progress:
+        progress(f"launching: {spec.display_command()}")
+    process.start()
+    seconds = process.wait_ready(progress=progress, progress_every_s=2.0 if settings.mode == REFERENCE else 10.0)
+    if progress:
+        progress(f"server ready at {spec.base_url} after {seconds:.1f} s (pid {process.pid})")
+    return target
+
+
+def api_key_from_env(settings: Settings) -> str | None:
+    return os.environ.get(settings.api_key_env) or None

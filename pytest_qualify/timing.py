@@ -1,0 +1,86 @@
+"""Client-observed request timing, with vLLM bench's definitions.
+
+TTFT is taken at the first chunk that carries ``choices`` (a usage-only chunk is not a token);
+time to first *visible* token at the first content or tool-call delta. Decode throughput is
+``(completion_tokens - 1) / (e2e - ttft)`` and prefill throughput ``prompt_tokens / ttft``; both
+are labelled client-observed, never kernel measurements.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Timeline:
+    """Offsets in seconds from the moment the request was sent."""
+
+    t0: float = 0.0
+    clock: Callable[[], float] = time.perf_counter
+    first_chunk_s: float | None = None
+    first_visible_s: float | None = None
+    chunk_s: list[float] = field(default_factory=list)
+    e2e_s: float | None = None
+
+    @classmethod
+    def start(cls, clock: Callable[[], float] = time.perf_counter) -> "Timeline":
+        return cls(t0=clock(), clock=clock)
+
+    @classmethod
+    def single(cls, e2e_s: float) -> "Timeline":
+        """A non-streamed request: only the end-to-end time is known."""
+        return cls(e2e_s=e2e_s)
+
+    def chunk(self, has_choices: bool, visible: bool, at_s: float | None = None) -> None:
+        t = self.clock() - self.t0 if at_s is None else at_s
+        if has_choices:
+            self.chunk_s.append(t)
+            if self.first_chunk_s is None:
+                self.first_chunk_s = t
+        if visible and self.first_visible_s is None:
+            self.first_visible_s = t
+
+    def finish(self, at_s: float | None = None) -> None:
+        self.e2e_s = self.clock() - self.t0 if at_s is None else at_s
+
+    @property
+    def ttft_s(self) -> float | None:
+        return self.first_chunk_s
+
+    @property
+    def inter_chunk_s(self) -> list[float]:
+        return [b - a for a, b in zip(self.chunk_s, self.chunk_s[1:])]
+
+
+@dataclass(frozen=True)
+class RequestMetrics:
+    ttft_s: float | None
+    ttfvt_s: float | None
+    e2e_s: float | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    decode_tok_s: float | None
+    prefill_tok_s: float | None
+
+    def as_properties(self) -> dict[str, float | int]:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+def request_metrics(timeline: Timeline | None, prompt_tokens: int | None, completion_tokens: int | None) -> RequestMetrics:
+    ttft = timeline.ttft_s if timeline else None
+    e2e = timeline.e2e_s if timeline else None
+    decode = None
+    if ttft is not None and e2e is not None and completion_tokens and completion_tokens > 1 and e2e > ttft:
+        decode = (completion_tokens - 1) / (e2e - ttft)
+    prefill = prompt_tokens / ttft if ttft and prompt_tokens else None
+    return RequestMetrics(
+        ttft_s=ttft,
+        ttfvt_s=timeline.first_visible_s if timeline else None,
+        e2e_s=e2e,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        decode_tok_s=decode,
+        prefill_tok_s=prefill,
+    )

@@ -1,0 +1,46 @@
+"""Protocol module 1 — smoke: health, identity, engine version, one short answer."""
+
+from __future__ import annotations
+
+import tomllib
+from importlib import resources
+
+import pytest
+
+from pytest_qualify.checks import fail, require
+from pytest_qualify.graders.identity import check_identity
+from pytest_qualify.graders.text import contains_answer
+
+pytestmark = pytest.mark.qualify_module("smoke")
+
+QUESTIONS = tomllib.loads(resources.files("pytest_qualify.fixtures").joinpath("smoke.toml").read_text())["question"]
+
+
+def test_health(qualify_client):
+    status = qualify_client.health()
+    if status != 200:
+        fail("GET /health", f"expected HTTP 200, got {status}")
+
+
+def test_identity(qualify_client, qualify_profile, qualify_record):
+    models = qualify_client.models()
+    qualify_record.props(served_models=",".join(m.get("id", "") for m in models))
+    require(check_identity(models, qualify_profile.deployment.served_name, qualify_profile.deployment.model,
+                           qualify_profile.limits.window_tokens), "GET /v1/models")
+
+
+def test_engine_version(qualify_client, qualify_record):
+    version = qualify_client.version()
+    qualify_record.props(engine_version=version)
+    if not version:
+        fail("GET /version", "no engine version reported")
+
+
+@pytest.mark.parametrize("question", QUESTIONS, ids=[f"q{i + 1}" for i in range(len(QUESTIONS))])
+def test_short_answer(qualify_client, qualify_profile, qualify_record, question):
+    answer = qualify_client.chat(
+        [{"role": "user", "content": question["prompt"]}],
+        max_tokens=qualify_profile.limits.answer_tokens, temperature=0, seed=1,
+    )
+    qualify_record.answer(answer)
+    require(contains_answer(answer.content, question["accept"]), f"question {question['prompt']!r}")
