@@ -5,7 +5,9 @@ Each ``pytest_qualify/reference/oracle_*.py`` module may define:
 - ``PRIORITY: int`` — lower runs first (default 100);
 - ``FAULTS: dict[str, str]`` — its fault switches and what they do;
 - ``admit(req, ctx) -> None`` — raise :class:`Rejection` to refuse a request (media limits, ...);
-- ``answer(req, ctx) -> Reply | None`` — the answer when the request is one of its tasks.
+- ``answer(req, ctx) -> Reply | None`` — the answer when the request is one of its tasks;
+- ``finalize(req, reply, ctx) -> Reply`` — change any answer after it is chosen (server-wide
+  faults such as a reasoning leak).
 
 Oracles read the request (and the project's fixture ground truth), never test names.
 """
@@ -142,5 +144,11 @@ def answer(req: ChatRequest, ctx: OracleContext) -> Reply:
             continue
         reply = fn(req, ctx)
         if reply is not None:
-            return reply
-    return Reply(content="I do not know.")
+            break
+    else:
+        reply = Reply(content="I do not know.")
+    for mod in oracle_modules():
+        post = getattr(mod, "finalize", None)
+        if post is not None:
+            reply = post(req, reply, ctx)
+    return reply
