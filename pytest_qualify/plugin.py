@@ -85,13 +85,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     if config.getoption("qualify_profiles"):
-        tw = config.get_terminal_writer()
+        # Runs before the terminal reporter exists: plain output.
         for name, path in builtin_profiles().items():
             try:
                 profile = load_profile(name)
-                tw.line(f"{name:<12} {profile.description}  [{path}]")
+                print(f"{name:<12} {profile.description}  [{path}]")
             except ProfileError as exc:
-                tw.line(f"{name:<12} INVALID: {exc}")
+                print(f"{name:<12} INVALID: {exc}")
         return 0
     return None
 

@@ -1,0 +1,113 @@
+"""Profiles: built-ins load, the 262k profile is exactly the promoted deployment, bad files are named."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from pytest_qualify.profiles import ProfileError, builtin_profiles, load_profile, module_registry
+
+
+def test_builtins_are_listed_and_valid():
+    names = builtin_profiles()
+    assert {"262k", "small"} <= set(names)
+    for name in names:
+        assert load_profile(name).name == name
+
+
+def test_262k_is_the_promoted_deployment():
+    p = load_profile("262k")
+    assert p.deployment.model == "InternScience/Agents-A1-FP8"
+    assert p.deployment.revision == "4d7d59380f327b76e73bc71f40e0c589ad0ca1d5"
+    assert p.deployment.served_name == "agents-a1-fp8-mm-262k"
+    assert p.deployment.kv_cache_dtype == "fp8"
+    assert p.limits.window_tokens == 262_144
+    assert [lane.name for lane in p.limits.lanes] == ["32K", "128K", "240K"]
+    assert [lane.prompt_tokens for lane in p.limits.lanes] == [32_768, 131_072, 245_760]
+    assert p.limits.answer_tokens == 256 and p.limits.reasoning_headroom_tokens == 0
+    assert (p.limits.images_per_request, p.limits.videos_per_request, p.limits.max_num_seqs) == (4, 1, 1)
+    assert p.thinking.enabled is False and p.thinking.overridable is False
+    args = " ".join(p.serve.args)
+    assert "--max-model-len 262144" in args and "--kv-cache-dtype fp8" in args and "--max-num-seqs 1" in args
+    assert set(p.required_modules) == set(module_registry())
+    assert p.waivable_modules == ("multimodal",)
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "p.toml"
+    path.write_text(text)
+    return path
+
+
+def _small_text() -> str:
+    return Path(builtin_profiles()["small"]).read_text()
+
+
+def test_unknown_name_is_named():
+    with pytest.raises(ProfileError, match="unknown profile 'nope'"):
+        load_profile("nope")
+
+
+def test_missing_file_is_named(tmp_path):
+    with pytest.raises(ProfileError, match="does not exist"):
+        load_profile(str(tmp_path / "absent.toml"))
+
+
+def test_wrong_field_type_names_the_field(tmp_path):
+    path = _write(tmp_path, _small_text().replace("window_tokens = 4096", 'window_tokens = "4096"'))
+    with pytest.raises(ProfileError) as err:
+        load_profile(str(path))
+    assert str(path) in str(err.value)
+    assert "limits.window_tokens" in str(err.value)
+    assert "integer" in str(err.value)
+
+
+def test_missing_field_names_the_field(tmp_path):
+    path = _write(tmp_path, _small_text().replace('served_name = "small-chat-4k"\n', ""))
+    with pytest.raises(ProfileError, match=r"deployment\.served_name"):
+        load_profile(str(path))
+
+
+def test_lane_that_does_not_fit_the_window(tmp_path):
+    path = _write(tmp_path, _small_text().replace("prompt_tokens = 3072", "prompt_tokens = 4000"))
+    with pytest.raises(ProfileError, match=r"limits\.lanes\.2\.prompt_tokens.*exceeds the window"):
+        load_profile(str(path))
+
+
+def test_unknown_module_is_named(tmp_path):
+    path = _write(tmp_path, _small_text().replace('"smoke", "json"', '"smoke", "jsn"'))
+    with pytest.raises(ProfileError, match=r"modules\.required\.1.*unknown module 'jsn'"):
+        load_profile(str(path))
+
+
+def test_hard_module_cannot_be_waivable(tmp_path):
+    path = _write(tmp_path, _small_text() + '\n')
+    text = path.read_text().replace("[modules]\n", '[modules]\nwaivable = ["tools"]\n')
+    path.write_text(text)
+    with pytest.raises(ProfileError, match=r"modules\.waivable\.0.*cannot be waived"):
+        load_profile(str(path))
+
+
+def test_invalid_toml_is_named(tmp_path):
+    path = _write(tmp_path, "name = [")
+    with pytest.raises(ProfileError, match="not valid TOML"):
+        load_profile(str(path))
+
+
+def test_model_path_expands_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("QUALIFY_MODELS", "/models")
+    path = _write(tmp_path, _small_text().replace('model = "pytest-qualify/small-chat"', 'model = "$QUALIFY_MODELS/tiny"'))
+    assert load_profile(str(path)).deployment.model == "/models/tiny"
+
+
+def test_timeout_scales_with_prompt():
+    t = load_profile("262k").timeouts
+    assert t.for_prompt(245_760) > t.for_prompt(32_768) > t.request_s
+
+
+def test_module_registry_matches_the_protocol():
+    data = tomllib.loads((Path(__file__).parents[1] / "pytest_qualify" / "modules.toml").read_text())
+    assert [m["id"] for m in data["module"]] == list(module_registry())
+    assert [m for m, info in module_registry().items() if info.waivable] == ["multimodal"]

@@ -1,0 +1,52 @@
+"""Settings: one documented precedence (CLI > environment > ini > default) and clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_qualify.settings import SettingsError, resolve
+
+
+def _resolve(cli=None, env=None, ini=None):
+    ini = ini or {}
+    return resolve(cli or {}, env or {}, lambda key: ini.get(key))
+
+
+def test_defaults():
+    s = _resolve()
+    assert not s.active
+    assert (s.repeat, s.endpoint, s.api_key_env, s.evidence_dir) == (1, None, "QUALIFY_API_KEY", Path("qualify-evidence"))
+    assert s.mode == "launch"
+
+
+def test_precedence_cli_over_env_over_ini():
+    ini = {"qualify_repeat": "2", "qualify_profile": "small"}
+    assert _resolve(ini=ini).repeat == 2
+    assert _resolve(env={"QUALIFY_REPEAT": "4"}, ini=ini).repeat == 4
+    assert _resolve(cli={"qualify_repeat": "3"}, env={"QUALIFY_REPEAT": "4"}, ini=ini).repeat == 3
+    assert _resolve(ini=ini).profile == "small"
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "three"])
+def test_bad_repeat(bad):
+    with pytest.raises(SettingsError, match="--repeat"):
+        _resolve(cli={"qualify_repeat": bad})
+
+
+@pytest.mark.parametrize("bad", ["localhost:8000", "ftp://x", "http://", "not a url"])
+def test_endpoint_must_be_a_url(bad):
+    with pytest.raises(SettingsError, match="--qualify-endpoint.*not a URL"):
+        _resolve(cli={"qualify_endpoint": bad})
+
+
+def test_endpoint_forms():
+    assert _resolve(cli={"qualify_endpoint": "reference"}).mode == "reference"
+    s = _resolve(cli={"qualify_endpoint": "http://127.0.0.1:8000/v1/"})
+    assert (s.mode, s.endpoint) == ("attach", "http://127.0.0.1:8000")
+
+
+def test_serve_command_is_split():
+    s = _resolve(cli={"qualify_serve_command": "python -m vllm.entrypoints.openai.api_server --model {model}"})
+    assert s.serve_command == ("python", "-m", "vllm.entrypoints.openai.api_server", "--model", "{model}")
