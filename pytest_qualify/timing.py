@@ -1,15 +1,19 @@
-"""Client-observed request timing, with vLLM bench's definitions.
+"""Client-observed request timing, with vLLM bench's definitions, and the statistics over it.
 
-TTFT is taken at the first chunk that carries ``choices`` (a usage-only chunk is not a token);
-time to first *visible* token at the first content or tool-call delta. Decode throughput is
-``(completion_tokens - 1) / (e2e - ttft)`` and prefill throughput ``prompt_tokens / ttft``; both
-are labelled client-observed, never kernel measurements.
+TTFT is taken at the first chunk that carries ``choices`` — a role-only first chunk counts, as in
+``vllm bench serve``; a usage-only chunk (``choices: []``) is not a token. Time to first *visible*
+token (TTFVT) is the first content or tool-call delta. Token counts come from the server's
+``usage`` and are never re-tokenised here. Decode throughput is ``(completion_tokens - 1) /
+(e2e - ttft)`` and prefill throughput ``prompt_tokens / ttft``; both are client-observed (they
+include network and HTTP time), never kernel measurements, and the evidence labels them so.
 """
 
 from __future__ import annotations
 
+import math
+import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 
@@ -23,6 +27,7 @@ class Timeline:
     first_visible_s: float | None = None
     chunk_s: list[float] = field(default_factory=list)
     e2e_s: float | None = None
+    streamed: bool = True
 
     @classmethod
     def start(cls, clock: Callable[[], float] = time.perf_counter) -> "Timeline":
@@ -30,10 +35,12 @@ class Timeline:
 
     @classmethod
     def single(cls, e2e_s: float) -> "Timeline":
-        """A non-streamed request: only the end-to-end time is known."""
-        return cls(e2e_s=e2e_s)
+        """A non-streamed request: only the end-to-end time is known (no TTFT, no decode rate)."""
+        return cls(e2e_s=e2e_s, streamed=False)
 
     def chunk(self, has_choices: bool, visible: bool, at_s: float | None = None) -> None:
+        """One SSE chunk arrived. ``has_choices``: it carries a ``choices`` entry (role-only
+        included); ``visible``: it carries content or a tool-call delta."""
         t = self.clock() - self.t0 if at_s is None else at_s
         if has_choices:
             self.chunk_s.append(t)
@@ -51,6 +58,8 @@ class Timeline:
 
     @property
     def inter_chunk_s(self) -> list[float]:
+        """Gaps between consecutive chunks with choices (vLLM bench's inter-token latencies,
+        per chunk: one chunk may carry several tokens)."""
         return [b - a for a, b in zip(self.chunk_s, self.chunk_s[1:])]
 
 
@@ -63,18 +72,29 @@ class RequestMetrics:
     completion_tokens: int | None
     decode_tok_s: float | None
     prefill_tok_s: float | None
+    chunks: int | None = None
+    inter_chunk_p50_s: float | None = None
+    inter_chunk_max_s: float | None = None
 
     def as_properties(self) -> dict[str, float | int]:
+        """The non-missing values, under the names the JUnit properties use."""
         return {k: v for k, v in self.__dict__.items() if v is not None}
 
 
+TIMING_PROPERTIES: tuple[str, ...] = tuple(RequestMetrics.__dataclass_fields__)
+
+
 def request_metrics(timeline: Timeline | None, prompt_tokens: int | None, completion_tokens: int | None) -> RequestMetrics:
+    """One request's metrics. Rates that cannot be defined honestly stay None: no decode rate
+    from a single token or a non-streamed request, no prefill rate without a TTFT."""
     ttft = timeline.ttft_s if timeline else None
     e2e = timeline.e2e_s if timeline else None
     decode = None
     if ttft is not None and e2e is not None and completion_tokens and completion_tokens > 1 and e2e > ttft:
         decode = (completion_tokens - 1) / (e2e - ttft)
     prefill = prompt_tokens / ttft if ttft and prompt_tokens else None
+    gaps = timeline.inter_chunk_s if timeline else []
+    streamed = timeline is not None and timeline.streamed
     return RequestMetrics(
         ttft_s=ttft,
         ttfvt_s=timeline.first_visible_s if timeline else None,
@@ -83,4 +103,44 @@ def request_metrics(timeline: Timeline | None, prompt_tokens: int | None, comple
         completion_tokens=completion_tokens,
         decode_tok_s=decode,
         prefill_tok_s=prefill,
+        chunks=len(timeline.chunk_s) if streamed else None,
+        inter_chunk_p50_s=percentile(gaps, 50) if gaps else None,
+        inter_chunk_max_s=max(gaps) if gaps else None,
     )
+
+
+# -- statistics ------------------------------------------------------------------------------------
+
+
+def percentile(values: Iterable[float], q: float) -> float:
+    """The q-th percentile with linear interpolation between closest ranks (numpy's default,
+    which ``vllm bench`` reports), so figures compare with vLLM's own benchmark output."""
+    data = sorted(values)
+    if not data:
+        raise ValueError("percentile of no values")
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile q must be within 0..100, got {q}")
+    pos = (len(data) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(data) - 1)
+    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Median with min and max: how a lane's figure is reported over its repetitions."""
+
+    median: float
+    min: float
+    max: float
+    n: int
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {"median": self.median, "min": self.min, "max": self.max, "n": self.n}
+
+
+def spread(values: Sequence[float]) -> Spread | None:
+    data = [v for v in values if v is not None]
+    if not data:
+        return None
+    return Spread(statistics.median(data), min(data), max(data), len(data))

@@ -1,0 +1,174 @@
+"""JUnit XML evidence: per-testcase properties and the run's suite properties. No pytest here.
+
+Per testcase: module, item, lane, repetition, the timing of the item's *first streamed request*
+(or its first request when none streamed) — ttft_s, ttfvt_s, e2e_s, prompt_tokens,
+completion_tokens, decode_tok_s, prefill_tok_s — plus ``requests`` (how many requests the item
+recorded) and ``requests_e2e_s`` (their summed end-to-end time), and ``reason`` on failure.
+These travel as the item's ``user_properties``, so they survive pytest-xdist and also land in a
+``--junitxml`` file pytest writes itself.
+
+Suite properties (profile, model, revision, served name, engine version, launch command with
+secrets redacted, verdict) are written here on the controller, because
+``record_testsuite_property`` does not work under xdist.
+
+The file is xunit1-shaped (``<properties>`` inside ``<testcase>``), which is what pytest itself
+writes for user properties and what CI viewers read.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from pytest_qualify.timing import TIMING_PROPERTIES, RequestMetrics
+
+PRIMARY_KEYS = frozenset(TIMING_PROPERTIES) | {"timing_source", "timing_request", "cached_tokens"}
+COUNT_KEYS = frozenset({"requests", "requests_e2e_s"})
+# Where each protocol property comes from in the item's user properties.
+RENAMED = {"qualify_module": "module"}
+# Launch-command flags whose next argument is a secret, whatever its value.
+SECRET_FLAGS = ("--api-key", "--hf-token", "--token", "--api_key")
+REDACTED = "***"
+# XML 1.0 cannot carry these characters at all; a model's answer may contain them.
+_ILLEGAL_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def merge_answer_properties(props: list[tuple[str, Any]], metrics: RequestMetrics, streamed: bool,
+                            cached_tokens: int | None = None) -> None:
+    """Fold one request's metrics into an item's user properties, in place.
+
+    The first streamed request is the item's timing (a context lane's main request is streamed;
+    a helper request before it — a token count, a warm-up — is not); until one arrives, the first
+    request stands in. Every request bumps ``requests`` and ``requests_e2e_s``.
+    """
+    current = dict(props)
+    n = int(current.get("requests", 0)) + 1
+    total = float(current.get("requests_e2e_s", 0.0)) + (metrics.e2e_s or 0.0)
+    take = n == 1 or (streamed and current.get("timing_source") != "streamed")
+    drop = COUNT_KEYS | (PRIMARY_KEYS if take else frozenset())
+    props[:] = [(k, v) for k, v in props if k not in drop]
+    if take:
+        props.extend((k, round(v, 6) if isinstance(v, float) else v) for k, v in metrics.as_properties().items())
+        if cached_tokens is not None:
+            props.append(("cached_tokens", cached_tokens))
+        props.append(("timing_source", "streamed" if streamed else "non-streamed"))
+        props.append(("timing_request", n))
+    props.append(("requests", n))
+    props.append(("requests_e2e_s", round(total, 6)))
+
+
+def redact_command(command: str, secrets: Sequence[str] = ()) -> str:
+    """A launch command fit for evidence: known secret flags' values and secret values masked."""
+    for flag in SECRET_FLAGS:
+        command = re.sub(rf"({re.escape(flag)}(?:=|\s+))(?:'[^']*'|\"[^\"]*\"|\S+)", rf"\g<1>{REDACTED}", command)
+    for secret in secrets:
+        if secret:
+            command = command.replace(secret, REDACTED)
+    return command
+
+
+def suite_properties(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
+    p, d, t = summary["profile"], summary["profile"]["deployment"], summary["target"]
+    v = summary["verdict"]
+    reasons = list(v["reasons"]) + [f"{f['module']}: {f['item']}, repetition {f['repetition']}: {f['reason']}"
+                                    for f in v["failures"][:20]]
+    props = [
+        ("profile", p["name"]),
+        ("model", d["model"]),
+        ("revision", d["revision"]),
+        ("served_name", d["served_name"]),
+        ("engine", d["engine"]),
+        ("engine_version", t.get("engine_version") or ""),
+        ("target", t["mode"]),
+        ("simulated", "true" if summary["simulated"] else "false"),
+        ("launch_command", t.get("launch_command") or ""),
+        ("repeat", str(summary["run"]["repeat"])),
+        ("run_id", summary["run"]["id"]),
+        ("verdict", v["result"]),
+    ]
+    if reasons:
+        props.append(("verdict_reasons", "; ".join(reasons)))
+    return props
+
+
+def _clean(text: Any) -> str:
+    return _ILLEGAL_XML.sub("\ufffd", str(text))
+
+
+def _classname_and_name(nodeid: str) -> tuple[str, str]:
+    # As pytest's own junitxml does: path segments become dots, the last part is the name.
+    parts = nodeid.split("::")
+    path = parts[0].replace("/", ".").replace("\\", ".")
+    if path.endswith(".py"):
+        path = path[:-3]
+    return ".".join([path, *parts[1:-1]]).lstrip("."), parts[-1]
+
+
+def testcase_properties(item: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The properties of one protocol item, protocol names first."""
+    props = dict(item["properties"])
+    out: list[tuple[str, str]] = [
+        ("module", item["module"]),
+        ("item", item["item"]),
+        ("repetition", str(item["repetition"])),
+        ("repetitions", str(item["repetitions"])),
+    ]
+    if item.get("lane"):
+        out.append(("lane", str(item["lane"])))
+    skip = {"qualify_module", "module", "item", "repetition", "repetitions", "lane", "reason"}
+    out += [(RENAMED.get(k, k), "" if v is None else str(v)) for k, v in props.items() if k not in skip]
+    if item["outcome"] != "passed":
+        out.append(("reason", item["reason"]))
+    if item.get("waiver"):
+        out.append(("waiver", item["waiver"]))
+    return out
+
+
+def build_xml(summary: Mapping[str, Any], cases: Mapping[str, Any], suite_name: str = "pytest-qualify") -> bytes:
+    items: Sequence[Mapping[str, Any]] = summary["items"]
+    failures = sum(1 for i in items if i["outcome"] in ("failed", "rerun") and not i.get("waiver"))
+    skipped = sum(1 for i in items if i["outcome"] == "skipped")
+    suites = ET.Element("testsuites", name="pytest-qualify")
+    suite = ET.SubElement(
+        suites, "testsuite", name=suite_name, tests=str(len(items)), failures=str(failures), errors="0",
+        skipped=str(skipped), time=f"{summary['run']['duration_s']:.3f}", timestamp=summary["run"]["started_at"],
+        hostname=platform.node(),
+    )
+    sprops = ET.SubElement(suite, "properties")
+    for name, value in suite_properties(summary):
+        ET.SubElement(sprops, "property", name=name, value=_clean(value))
+    for item in items:
+        classname, name = _classname_and_name(item["nodeid"])
+        case = cases.get(item["nodeid"])
+        tc = ET.SubElement(suite, "testcase", classname=classname, name=name,
+                           time=f"{(item.get('duration_s') or 0.0):.3f}")
+        tprops = ET.SubElement(tc, "properties")
+        for key, value in testcase_properties(item):
+            ET.SubElement(tprops, "property", name=_clean(key), value=_clean(value))
+        body = _clean(getattr(case, "longrepr", "") or item["reason"])
+        if item["outcome"] == "skipped":
+            ET.SubElement(tc, "skipped", message=_clean(item["reason"]))
+        elif item["outcome"] != "passed" and item.get("waiver"):
+            # A waived failure is still reported as what it was, with its waiver beside it.
+            out = ET.SubElement(tc, "system-out")
+            out.text = _clean(f"WAIVED: {item['waiver']}\nfailure: {item['reason']}\n\n{body}")
+        elif item["outcome"] != "passed":
+            fail = ET.SubElement(tc, "failure", message=_clean(item["reason"]))
+            fail.text = body
+    ET.indent(suites)
+    return b'<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="utf-8", xml_declaration=False)
+
+
+def all_testcases_have(xml_bytes: bytes, names: Iterable[str]) -> list[str]:
+    """Test cases missing any of ``names`` as a property (empty list: all have them)."""
+    root = ET.fromstring(xml_bytes)
+    wanted = set(names)
+    missing = []
+    for tc in root.iter("testcase"):
+        have = {p.get("name") for p in tc.iter("property")}
+        if not wanted <= have:
+            missing.append(f"{tc.get('classname')}::{tc.get('name')} lacks {sorted(wanted - have)}")
+    return missing

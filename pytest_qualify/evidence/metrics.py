@@ -1,0 +1,159 @@
+"""Server-side cross-check: vLLM's Prometheus ``/metrics``, parsed tolerantly.
+
+Names differ between vLLM versions and exporters (``vllm:prompt_tokens`` as a counter family
+whose sample is ``vllm:prompt_tokens_total``; ``_created`` timestamps; one series per
+``model_name`` or engine label). A :class:`Snapshot` therefore keys every sample by its name
+without the ``vllm:`` prefix and without a ``_total`` suffix, skips ``_created`` and histogram
+buckets, and sums over labels. No pytest here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+PREFIXES = ("vllm:", "vllm_")
+
+# Whichever of these the server exposes counts prefix-cache hits in tokens (vLLM V1 first).
+CACHE_HIT_NAMES = ("prefix_cache_hits", "prompt_tokens_cached", "gpu_prefix_cache_hits")
+TTFT = "time_to_first_token_seconds"
+E2E = "e2e_request_latency_seconds"
+
+
+def normalize(sample_name: str) -> str | None:
+    """The tolerant key of a sample name; None for samples that are not values (timestamps)."""
+    name = sample_name
+    for prefix in PREFIXES:
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+            break
+    if name.endswith("_created") or name.endswith("_bucket"):
+        return None
+    if name.endswith("_total"):
+        name = name[: -len("_total")]
+    return name
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One scrape: tolerant sample name -> value summed over labels."""
+
+    values: Mapping[str, float] = field(default_factory=dict)
+    text: str = ""
+
+    def get(self, name: str) -> float | None:
+        return self.values.get(name)
+
+    def first(self, names: tuple[str, ...]) -> tuple[str, float] | None:
+        for name in names:
+            if name in self.values:
+                return name, self.values[name]
+        return None
+
+
+class MetricsParseError(ValueError):
+    pass
+
+
+def parse(text: str) -> Snapshot:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    values: dict[str, float] = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                key = normalize(sample.name)
+                if key is None:
+                    continue
+                value = float(sample.value)
+                if value != value:  # NaN: a gauge with no observation yet
+                    continue
+                values[key] = values.get(key, 0.0) + value
+    except ValueError as exc:
+        raise MetricsParseError(f"/metrics is not Prometheus text: {exc}") from exc
+    return Snapshot(values, text)
+
+
+@dataclass(frozen=True)
+class Delta:
+    """What the server did between two scrapes."""
+
+    requests: float | None  # TTFT observations (one per request that produced a token)
+    ttft_sum_s: float | None
+    e2e_count: float | None
+    e2e_sum_s: float | None
+    prompt_tokens: float | None
+    generation_tokens: float | None
+    cache_hit_tokens: float | None
+    cache_metric: str | None  # which name counted the hits, for the report
+
+    @property
+    def server_ttft_mean_s(self) -> float | None:
+        if self.requests and self.ttft_sum_s is not None:
+            return self.ttft_sum_s / self.requests
+        return None
+
+    @property
+    def server_e2e_mean_s(self) -> float | None:
+        if self.e2e_count and self.e2e_sum_s is not None:
+            return self.e2e_sum_s / self.e2e_count
+        return None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "ttft_sum_s": self.ttft_sum_s,
+            "ttft_mean_s": self.server_ttft_mean_s,
+            "e2e_count": self.e2e_count,
+            "e2e_sum_s": self.e2e_sum_s,
+            "e2e_mean_s": self.server_e2e_mean_s,
+            "prompt_tokens": self.prompt_tokens,
+            "generation_tokens": self.generation_tokens,
+            "cache_hit_tokens": self.cache_hit_tokens,
+            "cache_metric": self.cache_metric,
+        }
+
+
+def _diff(before: Snapshot, after: Snapshot, name: str) -> float | None:
+    a, b = after.get(name), before.get(name)
+    if a is None:
+        return None
+    # A counter that went down means the server restarted between scrapes: the delta is unknown.
+    d = a - (b or 0.0)
+    return d if d >= 0 else None
+
+
+def delta(before: Snapshot, after: Snapshot) -> Delta:
+    hit = after.first(CACHE_HIT_NAMES)
+    return Delta(
+        requests=_diff(before, after, TTFT + "_count"),
+        ttft_sum_s=_diff(before, after, TTFT + "_sum"),
+        e2e_count=_diff(before, after, E2E + "_count"),
+        e2e_sum_s=_diff(before, after, E2E + "_sum"),
+        prompt_tokens=_diff(before, after, "prompt_tokens"),
+        generation_tokens=_diff(before, after, "generation_tokens"),
+        cache_hit_tokens=_diff(before, after, hit[0]) if hit else None,
+        cache_metric=("vllm:" + hit[0]) if hit else None,
+    )
+
+
+def lane_properties(d: Delta, client_requests: int | None) -> dict[str, Any]:
+    """JUnit properties for the server-side view of one context-lane item.
+
+    ``metrics_attribution`` is ``exclusive`` when the server saw no more requests than the item
+    made; under ``pytest -n N`` other items may run concurrently, and then the deltas are
+    ``shared`` and the report says so instead of blaming the lane.
+    """
+    props: dict[str, Any] = {}
+    if d.requests is not None:
+        props["server_requests"] = int(d.requests)
+    if d.server_ttft_mean_s is not None:
+        props["server_ttft_s"] = round(d.server_ttft_mean_s, 6)
+    if d.server_e2e_mean_s is not None:
+        props["server_e2e_s"] = round(d.server_e2e_mean_s, 6)
+    if d.cache_hit_tokens is not None:
+        props["prefix_cache_hit_tokens"] = int(d.cache_hit_tokens)
+    if d.requests is not None and client_requests is not None:
+        props["metrics_attribution"] = "exclusive" if d.requests <= client_requests else "shared"
+    return props

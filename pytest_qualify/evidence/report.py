@@ -1,0 +1,292 @@
+"""``report.md``: what an operator pastes into a promotion record, rendered from the summary.
+
+Tables follow the promotion record the protocol was drawn from: the deployment profile, Gate |
+Result, Context lane | TTFT | End to end, decode p50/p95 and prefill p50, waivers with reasons,
+failures with reasons, and the verdict. A run against the reference server says SIMULATED at
+the top, in the title and in the verdict. No pytest here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_qualify.evidence.baseline import render_rows
+
+MAX_FAILURE_ROWS = 60
+SIMULATED_BANNER = (
+    "> **SIMULATED** — this run qualified the built-in reference server, a deterministic oracle, "
+    "**not vLLM and not a model**. Its verdict and figures say nothing about a real deployment "
+    "and must not be attached to a promotion record."
+)
+
+
+def cell(value: Any) -> str:
+    """A table cell: pipes and newlines would break the Markdown table."""
+    text = "" if value is None else str(value)
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").strip() or "-"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value < 1:
+        return f"{value * 1000:.1f} ms"
+    return f"{value:.3f} s"
+
+
+def rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.2f} tok/s"
+
+
+def spread_text(spread: Mapping[str, Any] | None, fmt: Any = seconds) -> str:
+    if not spread:
+        return "-"
+    text = fmt(spread["median"])
+    if spread["n"] > 1:
+        text += f" ({fmt(spread['min'])} – {fmt(spread['max'])}, n={spread['n']})"
+    return text
+
+
+def _thinking(th: Mapping[str, Any]) -> str:
+    state = "enabled" if th["enabled"] else "disabled"
+    return f"{state}; {'overridable' if th['overridable'] else 'not overridable'} by the caller"
+
+
+def profile_rows(s: Mapping[str, Any]) -> list[tuple[str, str]]:
+    p, d, lim, t = s["profile"], s["profile"]["deployment"], s["profile"]["limits"], s["target"]
+    lanes = ", ".join(f"{lane['name']} ({lane['prompt_tokens']:,} tokens)" for lane in lim["lanes"]) or "-"
+    models = t.get("models") or []
+    served = ", ".join(
+        f"{m['id']} (root {m.get('root') or '-'}, max_model_len {m.get('max_model_len') or '-'})" for m in models
+    )
+    rows = [
+        ("Profile", f"{p['name']} — {p['description']}" if p.get("description") else p["name"]),
+        ("Profile file", p["source"]),
+        ("Model", d["model"]),
+        ("Revision", d["revision"] or "-"),
+        ("Served name", d["served_name"]),
+        ("Engine (profile)", d["engine"] or "-"),
+        ("Engine (server /version)", t.get("engine_version") or "-"),
+        ("Image", (d.get("image") or "-") + (f" @ {d['image_digest']}" if d.get("image_digest") else "")),
+        ("Quantization / KV cache", f"{d['quantization'] or '-'} / KV {d['kv_cache_dtype'] or '-'}"),
+        ("Window (max_model_len)", f"{lim['window_tokens']:,} tokens"),
+        ("Context lanes", lanes),
+        ("Visible-answer budget", f"{lim['answer_tokens']:,} tokens; reasoning headroom {lim['reasoning_headroom_tokens']:,}"),
+        ("Admission", f"{lim['max_num_seqs']} sequence{'s' if lim['max_num_seqs'] != 1 else ''} (max_num_seqs)"),
+        ("Media limits", f"{lim['images_per_request']} images, {lim['videos_per_request']} video per request"),
+        ("Thinking", _thinking(p["thinking"])),
+        ("Target", t["mode"] + (" (SIMULATED reference server)" if s["simulated"] else "")),
+        ("Served by the endpoint", served or "-"),
+        ("Launch command", f"`{t['launch_command']}`" if t.get("launch_command") else "- (attached to a running endpoint)"),
+    ]
+    return rows
+
+
+def _verdict_block(s: Mapping[str, Any]) -> list[str]:
+    v = s["verdict"]
+    label = f"**{v['result']}**" + (" (SIMULATED)" if s["simulated"] else "")
+    lines = [f"## Verdict: {label}", ""]
+    if v["result"] == "PASS":
+        waived = len(v["waived"])
+        lines.append(
+            "Every hard assertion passed in every repetition"
+            + (f"; {waived} corpus item(s) failed and were waived (listed below)." if waived else ".")
+        )
+    else:
+        lines.append("The gate failed because:")
+        lines.append("")
+        lines += [f"- {cell(r)}" for r in v["reasons"]]
+        failures = v["failures"]
+        if failures:
+            lines.append(f"- {len(failures)} protocol item(s) failed (see Failures)")
+    return lines + [""]
+
+
+def render(s: Mapping[str, Any]) -> str:
+    p, run = s["profile"], s["run"]
+    title = f"# Qualification report: {p['deployment']['served_name']} — {s['verdict']['result']}"
+    if s["simulated"]:
+        title += " (SIMULATED)"
+    out = [title, ""]
+    if s["simulated"]:
+        out += [SIMULATED_BANNER, ""]
+    out += [
+        f"Run `{run['id']}` · started {run['started_at']} · {run['duration_s']:.1f} s · "
+        f"`--repeat {run['repeat']}`" + (f" · {run['workers']} xdist workers" if run["workers"] else "")
+        + f" · pytest-qualify {run['tool_version']}",
+        "",
+    ]
+    out += _verdict_block(s)
+
+    out += ["## Deployment", ""] + table(("Field", "Value"), profile_rows(s)) + [""]
+    if s["target"].get("startup_error"):
+        out += ["**Server startup failed:**", "", "```", s["target"]["startup_error"].strip(), "```", ""]
+    if s["target"].get("died"):
+        out += [f"**Server died during the run:** {cell(s['target']['died'])}", ""]
+
+    out += ["## Gate", ""]
+    out += table(("Gate", "Result", ""), [(g["title"], g["result"], "PASS" if g["ok"] else "FAIL") for g in s["gate"]])
+    out.append("")
+
+    out += _timing(s)
+    out += _server(s)
+    out += _waivers(s)
+    out += _failures(s)
+    out += _baseline(s)
+    out += _artifacts(s)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _timing(s: Mapping[str, Any]) -> list[str]:
+    t = s["timing"]
+    out = ["## Context lanes", ""]
+    lanes = t["lanes"]
+    if lanes:
+        rows = []
+        for lane in lanes:
+            rows.append((
+                lane["lane"],
+                spread_text(lane["prompt_tokens"], lambda v: f"{v:,.0f}"),
+                spread_text(lane["ttft_s"]),
+                spread_text(lane["e2e_s"]),
+                f"{lane['passed']}/{lane['items']}",
+            ))
+        out += table(("Context lane", "Prompt tokens (server)", "TTFT", "End to end", "Passed"), rows)
+        out += ["", "Median over repetitions, (min – max) when there is more than one.", ""]
+        flags = [f for lane in lanes for f in lane["flags"]]
+        if flags:
+            out += ["**Prefix-cache flags** (a context lane must not be served from the cache):", ""]
+            out += [f"- {cell(f)}" for f in flags] + [""]
+    else:
+        out += ["No context-lane item recorded timing in this run.", ""]
+
+    out += ["## Throughput (client-observed)", ""]
+    d, pf = t["decode_tok_s"], t["prefill_tok_s"]
+    rows = [
+        ("Decode tok/s p50", rate(d["p50"]) if d else "-", f"n={d['n']}" if d else "no streamed request with >1 token"),
+        ("Decode tok/s p95", rate(d["p95"]) if d else "-", ""),
+        ("Prefill tok/s p50", rate(pf["p50"]) if pf else "-", f"n={pf['n']}" if pf else "no streamed request"),
+        ("TTFT (all streamed items)", spread_text(t["ttft_s"]), f"{t['streamed_measured']} streamed of {t['requests_measured']} measured"),
+    ]
+    out += table(("Metric", "Value", "Sample"), rows)
+    out += [
+        "",
+        "Decode tok/s = (completion_tokens − 1) / (end to end − TTFT); prefill tok/s = prompt_tokens / TTFT. "
+        "Token counts are the server's `usage`; times are observed by the client (network and HTTP included). "
+        "Each item contributes its first streamed request.",
+        "",
+    ]
+    return out
+
+
+def _server(s: Mapping[str, Any]) -> list[str]:
+    m = s["server_metrics"]
+    out = ["## Server-side cross-check (/metrics)", ""]
+    if not m["available"]:
+        errs = "; ".join(f"{k}: {v}" for k, v in m["errors"].items()) or "no scrape"
+        return out + [f"Not available: {cell(errs)}", ""]
+    run = m["run"]
+    rows = [
+        ("Requests (TTFT observations)", _n(run["requests"])),
+        ("Server TTFT mean", seconds(run["ttft_mean_s"])),
+        ("Server end-to-end mean", seconds(run["e2e_mean_s"])),
+        ("Prompt tokens", _n(run["prompt_tokens"])),
+        ("Generation tokens", _n(run["generation_tokens"])),
+        (f"Prefix-cache hit tokens ({run['cache_metric'] or 'not exposed'})", _n(run["cache_hit_tokens"])),
+    ]
+    out += table(("Whole run (end − start scrape)", "Value"), rows) + [""]
+    lanes = [lane for lane in s["timing"]["lanes"] if lane["server_ttft_s"]]
+    if lanes:
+        out += table(
+            ("Context lane", "Client TTFT", "Server TTFT", "Client / server", "Prefix-cache hits", "Attribution"),
+            [(lane["lane"], spread_text(lane["ttft_s"]), spread_text(lane["server_ttft_s"]),
+              spread_text(lane["ttft_client_server_ratio"], lambda v: f"{v:.2f}×"),
+              _n(lane["prefix_cache_hit_tokens"]), lane["metrics_attribution"] or "-") for lane in lanes],
+        )
+        out += ["", "Scraped before and after each context-lane item. `shared`: other requests ran at the same "
+                "time (pytest -n), so the lane's server figures and ratio are not attributable to it alone.", ""]
+    if m["errors"]:
+        out += [f"Scrape errors: {cell('; '.join(f'{k}: {v}' for k, v in m['errors'].items()))}", ""]
+    return out
+
+
+def _n(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def _waivers(s: Mapping[str, Any]) -> list[str]:
+    w = s["waivers"]
+    waived = s["verdict"]["waived"]
+    out = ["## Waivers", ""]
+    if w is None:
+        return out + ["No waiver file was given.", ""]
+    out.append(f"Waiver file: `{w['file']}`")
+    out.append("")
+    if w["waivers"]:
+        out += table(
+            ("Waiver", "Reason", "Expires", "Status", "Waived items"),
+            [(x["item"], x["reason"], x["expires"], x["status"].upper() if x["status"] == "stale" else x["status"],
+              ", ".join(x["applied_to"]) or "-") for x in w["waivers"]],
+        )
+        out.append("")
+    if waived:
+        out += ["Waived failures (not hidden; each still failed):", ""]
+        out += table(("Item", "Repetition", "Failure", "Waiver"),
+                     [(f["item"], f["repetition"], f["reason"], f["waiver"]) for f in waived])
+        out.append("")
+    stale = [x for x in w["waivers"] if x["status"] == "stale"]
+    if stale:
+        out += [f"**Stale waivers** (match no test in this run): {', '.join(cell(x['item']) for x in stale)}", ""]
+    return out
+
+
+def _failures(s: Mapping[str, Any]) -> list[str]:
+    failures = s["verdict"]["failures"]
+    out = ["## Failures", ""]
+    if not failures:
+        return out + ["None.", ""]
+    rows = [(f["module"], f["item"], f["lane"] or "-", f["repetition"], f["outcome"], f["reason"])
+            for f in failures[:MAX_FAILURE_ROWS]]
+    out += table(("Module", "Item", "Lane", "Repetition", "Outcome", "Reason"), rows)
+    if len(failures) > MAX_FAILURE_ROWS:
+        out.append(f"\n… and {len(failures) - MAX_FAILURE_ROWS} more in summary.json and junit.xml.")
+    return out + [""]
+
+
+def _baseline(s: Mapping[str, Any]) -> list[str]:
+    b = s["baseline"]
+    if b is None:
+        return []
+    out = ["## Against the baseline", "",
+           f"Baseline: `{b['path']}` (run {b['run_id'] or '-'}); regression threshold {b['threshold_pct']:g}%"
+           + ("; regressions fail the gate." if b["fail_on_regression"] else "; regressions are flagged, not failed."),
+           ""]
+    out += table(("Metric", "Baseline", "This run", "Δ"), render_rows(b))
+    out.append("")
+    if b["notes"]:
+        out += [f"- note: {cell(n)}" for n in b["notes"]] + [""]
+    if b["regressions"]:
+        out += ["**Regressions:**", ""] + [f"- {cell(r)}" for r in b["regressions"]] + [""]
+    return out
+
+
+def _artifacts(s: Mapping[str, Any]) -> list[str]:
+    a = s["artifacts"]
+    out = ["## Evidence files", ""]
+    out.append("`junit.xml`, `report.md`, `summary.json` (schema `pytest-qualify/summary` v1), "
+               + ("`server.log`, " if s["target"]["mode"] != "attach" else "")
+               + (", ".join(f"`{f}`" for f in s["server_metrics"]["files"]) or "no metrics snapshots")
+               + (f", `{a['plot']}`" if a["plot"] else "")
+               + "; `SHA256SUMS` verifies them all (`sha256sum -c SHA256SUMS`).")
+    if a["plot"]:
+        out += ["", f"![TTFT against prompt tokens]({a['plot']})"]
+    if a["notes"]:
+        out += [""] + [f"- {cell(n)}" for n in a["notes"]]
+    return out + [""]

@@ -1,0 +1,262 @@
+"""``summary.json``: the run as data, versioned and validated by the JSON Schema that ships in
+``pytest_qualify/schemas/summary.schema.json``. The report, the terminal lines and the baseline
+comparison are all rendered from this one dictionary, so they cannot disagree. No pytest here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from pytest_qualify.evidence.metrics import Snapshot, delta
+from pytest_qualify.timing import percentile, spread
+
+SCHEMA_ID = "pytest-qualify/summary"
+SCHEMA_VERSION = 1
+CONTEXT_MODULE = "context"
+SCALARS = (str, int, float, bool, type(None))
+
+
+class SummaryError(ValueError):
+    """A summary that does not validate (or is not a summary at all)."""
+
+
+@cache
+def schema() -> dict[str, Any]:
+    text = resources.files("pytest_qualify").joinpath("schemas/summary.schema.json").read_text()
+    return json.loads(text)
+
+
+def validate(summary: Mapping[str, Any]) -> None:
+    """Raise :class:`SummaryError` naming the first invalid field."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema())
+    errors = sorted(validator.iter_errors(summary), key=lambda e: list(e.absolute_path))
+    if errors:
+        err = errors[0]
+        where = ".".join(str(p) for p in err.absolute_path) or "(top level)"
+        raise SummaryError(f"summary field '{where}' is invalid: {err.message}")
+
+
+def iso(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, SCALARS):
+        return value
+    return str(value)
+
+
+def _num(props: Mapping[str, Any], key: str) -> float | None:
+    value = props.get(key)
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if math.isfinite(out) else None
+
+
+def _spread(values: Iterable[float | None]) -> dict[str, Any] | None:
+    s = spread([v for v in values if v is not None])
+    return s.as_dict() if s else None
+
+
+# -- pieces ----------------------------------------------------------------------------------------
+
+
+def profile_section(profile: Any) -> dict[str, Any]:
+    d, lim, th = profile.deployment, profile.limits, profile.thinking
+    return {
+        "name": profile.name,
+        "source": profile.source,
+        "description": profile.description,
+        "deployment": {
+            "model": d.model, "revision": d.revision, "served_name": d.served_name, "engine": d.engine,
+            "image": d.image, "image_digest": d.image_digest, "quantization": d.quantization,
+            "kv_cache_dtype": d.kv_cache_dtype,
+        },
+        "limits": {
+            "window_tokens": lim.window_tokens,
+            "answer_tokens": lim.answer_tokens,
+            "reasoning_headroom_tokens": lim.reasoning_headroom_tokens,
+            "max_num_seqs": lim.max_num_seqs,
+            "images_per_request": lim.images_per_request,
+            "videos_per_request": lim.videos_per_request,
+            "lanes": [{"name": lane.name, "prompt_tokens": lane.prompt_tokens} for lane in lim.lanes],
+        },
+        "thinking": {"enabled": th.enabled, "overridable": th.overridable},
+        "required_modules": list(profile.required_modules),
+        "waivable_modules": list(profile.waivable_modules),
+    }
+
+
+def item_section(result: Any, case: Any | None) -> dict[str, Any]:
+    props = {k: _json_safe(v) for k, v in result.properties.items()}
+    return {
+        "nodeid": result.nodeid,
+        "module": result.module,
+        "item": result.item,
+        "repetition": result.repetition,
+        "repetitions": result.repetitions,
+        "lane": result.lane,
+        "outcome": result.outcome,
+        "reason": result.reason,
+        "waiver": result.waiver,
+        "duration_s": round(case.duration_s, 6) if case else None,
+        "properties": props,
+    }
+
+
+def timing_section(items: Sequence[Mapping[str, Any]], lane_order: Sequence[str]) -> dict[str, Any]:
+    """Suite-level decode p50/p95 and prefill p50 over every item's recorded request, and the
+    context lanes' TTFT / end-to-end as median with min-max over repetitions."""
+    props = [i["properties"] for i in items]
+    decode = [v for v in (_num(p, "decode_tok_s") for p in props) if v is not None]
+    prefill = [v for v in (_num(p, "prefill_tok_s") for p in props) if v is not None]
+    ttft = [v for v in (_num(p, "ttft_s") for p in props) if v is not None]
+    out: dict[str, Any] = {
+        "label": "client-observed (includes network and HTTP time)",
+        "requests_measured": sum(1 for p in props if _num(p, "e2e_s") is not None),
+        "streamed_measured": len(ttft),
+        "decode_tok_s": {"p50": percentile(decode, 50), "p95": percentile(decode, 95), "n": len(decode)} if decode else None,
+        "prefill_tok_s": {"p50": percentile(prefill, 50), "n": len(prefill)} if prefill else None,
+        "ttft_s": _spread(ttft),
+        "points": [
+            {"prompt_tokens": int(_num(p, "prompt_tokens") or 0), "ttft_s": _num(p, "ttft_s"),
+             "lane": i.get("lane"), "module": i["module"]}
+            for i, p in zip(items, props)
+            if _num(p, "ttft_s") is not None and _num(p, "prompt_tokens") is not None
+        ],
+        "lanes": lanes_section(items, lane_order),
+    }
+    return out
+
+
+def lanes_section(items: Sequence[Mapping[str, Any]], lane_order: Sequence[str]) -> list[dict[str, Any]]:
+    lane_items: dict[str, list[Mapping[str, Any]]] = {}
+    for i in items:
+        if i["module"] == CONTEXT_MODULE and i.get("lane"):
+            lane_items.setdefault(str(i["lane"]), []).append(i)
+    order = [n for n in lane_order if n in lane_items] + sorted(n for n in lane_items if n not in lane_order)
+    lanes = []
+    for name in order:
+        group = sorted(lane_items[name], key=lambda i: i["repetition"])
+        props = [i["properties"] for i in group]
+        ratios = []
+        for p in props:
+            c, s = _num(p, "ttft_s"), _num(p, "server_ttft_s")
+            if c is not None and s and p.get("metrics_attribution") == "exclusive":
+                ratios.append(c / s)
+        hits = [int(_num(p, "prefix_cache_hit_tokens") or 0) for p in props if _num(p, "prefix_cache_hit_tokens") is not None]
+        cached = [int(_num(p, "cached_tokens") or 0) for p in props if _num(p, "cached_tokens") is not None]
+        attributions = {str(p.get("metrics_attribution")) for p in props if p.get("metrics_attribution")}
+        flags = []
+        for i, p in zip(group, props):
+            where = f"{name} lane, repetition {i['repetition']}"
+            h = _num(p, "prefix_cache_hit_tokens")
+            if h:
+                shared = p.get("metrics_attribution") == "shared"
+                flags.append(
+                    f"{where}: the server counted {int(h)} prefix-cache hit tokens during the lane"
+                    + (" (other requests ran concurrently: attribution uncertain)" if shared else "")
+                )
+            c = _num(p, "cached_tokens")
+            if c:
+                flags.append(f"{where}: usage reports {int(c)} cached prompt tokens")
+        lanes.append({
+            "lane": name,
+            "items": len(group),
+            "passed": sum(1 for i in group if i["outcome"] == "passed"),
+            "repetitions": sorted({i["repetition"] for i in group}),
+            "prompt_tokens": _spread(_num(p, "prompt_tokens") for p in props),
+            "ttft_s": _spread(_num(p, "ttft_s") for p in props),
+            "ttfvt_s": _spread(_num(p, "ttfvt_s") for p in props),
+            "e2e_s": _spread(_num(p, "e2e_s") for p in props),
+            "decode_tok_s": _spread(_num(p, "decode_tok_s") for p in props),
+            "prefill_tok_s": _spread(_num(p, "prefill_tok_s") for p in props),
+            "server_ttft_s": _spread(_num(p, "server_ttft_s") for p in props),
+            "ttft_client_server_ratio": _spread(ratios),
+            "prefix_cache_hit_tokens": sum(hits) if hits else None,
+            "cached_tokens": sum(cached) if cached else None,
+            "metrics_attribution": (attributions.pop() if len(attributions) == 1 else "mixed") if attributions else None,
+            "flags": flags,
+        })
+    return lanes
+
+
+def server_metrics_section(snapshots: Mapping[str, Snapshot], errors: Mapping[str, str],
+                           files: Sequence[str]) -> dict[str, Any]:
+    start, end = snapshots.get("start"), snapshots.get("end")
+    run = delta(start, end).as_dict() if start is not None and end is not None else None
+    return {
+        "available": run is not None,
+        "errors": dict(errors),
+        "files": list(files),
+        "run": run,
+    }
+
+
+def gate_section(verdict: Any) -> list[dict[str, Any]]:
+    return [
+        {"module": r.module, "title": r.title, "items": r.items, "passed": r.passed, "waived": r.waived,
+         "repetitions": r.repetitions, "repetitions_passed": r.repetitions_passed, "ok": r.ok, "result": r.result}
+        for r in verdict.rows
+    ]
+
+
+def verdict_section(verdict: Any) -> dict[str, Any]:
+    def brief(r: Any) -> dict[str, Any]:
+        return {"nodeid": r.nodeid, "module": r.module, "item": r.item, "repetition": r.repetition,
+                "lane": r.lane, "outcome": r.outcome, "reason": r.reason, "waiver": r.waiver}
+
+    return {
+        "result": verdict.verdict,
+        "reasons": list(verdict.reasons),
+        "failures": [brief(r) for r in verdict.failures],
+        "waived": [brief(r) for r in verdict.waived],
+    }
+
+
+def build_summary(
+    *,
+    run: Mapping[str, Any],
+    target: Mapping[str, Any],
+    profile: Any,
+    verdict: Any,
+    results: Iterable[Any],
+    cases: Mapping[str, Any],
+    snapshots: Mapping[str, Snapshot],
+    metrics_errors: Mapping[str, str],
+    metrics_files: Sequence[str],
+    waivers: Mapping[str, Any] | None,
+    baseline: Mapping[str, Any] | None,
+    artifacts: Mapping[str, Any],
+) -> dict[str, Any]:
+    items = [item_section(r, cases.get(r.nodeid)) for r in results]
+    return {
+        "schema": SCHEMA_ID,
+        "schema_version": SCHEMA_VERSION,
+        "run": dict(run),
+        "simulated": bool(target.get("simulated")),
+        "target": dict(target),
+        "profile": profile_section(profile),
+        "verdict": verdict_section(verdict),
+        "gate": gate_section(verdict),
+        "timing": timing_section(items, [lane.name for lane in profile.limits.lanes]),
+        "server_metrics": server_metrics_section(snapshots, metrics_errors, metrics_files),
+        "waivers": dict(waivers) if waivers is not None else None,
+        "baseline": dict(baseline) if baseline is not None else None,
+        "artifacts": dict(artifacts),
+        "items": items,
+    }

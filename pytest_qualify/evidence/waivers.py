@@ -1,0 +1,212 @@
+"""Operator waivers for failed corpus items: a TOML file, checked strictly. No pytest here.
+
+::
+
+    [[waiver]]
+    item = "test_multimodal.py::test_video[clip07]"   # a test id without the repetition, or a glob
+    reason = "clip07's caption names a brand the model is told not to read out; ticket MM-12"
+    expires = 2026-09-30                               # last day the waiver is valid
+
+Rules, because a waiver is the one way to turn a failure into a pass:
+
+- only modules the profile marks waivable (the corpus) accept waivers; a waiver that names a
+  test of a hard serving-contract module is a usage error;
+- a waiver without a reason or an expiry date, or past its expiry date, is a usage error;
+- a waiver that matches no test at all is reported as stale (it may hide a renamed test);
+- waived items are listed in the report with the waiver's reason, never hidden.
+
+Patterns: ``*`` matches any run of characters and ``?`` one character; everything else,
+including the ``[...]`` of parametrized ids, is literal. A pattern is matched against the item
+id (``test_x[case]``), the file-qualified id (``test_mod.py::test_x[case]``) and the full
+node id, each without the ``repNofM`` repetition part.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import tomllib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+_REP = re.compile(r"^rep\d+of\d+$")
+KEYS = {"item", "reason", "expires"}
+
+
+class WaiverError(ValueError):
+    """A waiver file that cannot be used; the message names the file, the waiver and the rule."""
+
+
+@dataclass(frozen=True)
+class Waiver:
+    pattern: str
+    reason: str
+    expires: dt.date
+    index: int  # 1-based position in the file, for messages
+
+    @property
+    def label(self) -> str:
+        return f"waiver #{self.index} ({self.pattern!r})"
+
+    def matches(self, ids: Iterable[str]) -> bool:
+        rx = _compile(self.pattern)
+        return any(rx.fullmatch(i) for i in ids)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"item": self.pattern, "reason": self.reason, "expires": self.expires.isoformat()}
+
+
+def _compile(pattern: str) -> re.Pattern[str]:
+    return re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern), re.S)
+
+
+def without_repetition(nodeid: str) -> str:
+    """``a.py::test_x[rep2of3-case]`` -> ``a.py::test_x[case]``."""
+    head, sep, last = nodeid.rpartition("::")
+    if "[" not in last or not last.endswith("]"):
+        return nodeid
+    base, params = last[:-1].split("[", 1)
+    kept = [p for p in params.split("-") if not _REP.match(p)]
+    last = f"{base}[{'-'.join(kept)}]" if kept else base
+    return f"{head}{sep}{last}"
+
+
+def item_ids(nodeid: str, item: str | None = None) -> tuple[str, ...]:
+    """Every id a waiver may name for one test item (repetition parts removed)."""
+    full = without_repetition(nodeid)
+    path, _, rest = full.partition("::")
+    ids = [full]
+    if rest:
+        ids += [f"{path.rsplit('/', 1)[-1]}::{rest}", rest]
+    if item:
+        ids.append(without_repetition(f"x::{item}").split("::", 1)[1])
+    return tuple(dict.fromkeys(ids))
+
+
+def _date(value: Any, where: str) -> dt.date:
+    if isinstance(value, dt.datetime):
+        return value.date()
+    if isinstance(value, dt.date):
+        return value
+    if isinstance(value, str):
+        try:
+            return dt.date.fromisoformat(value)
+        except ValueError:
+            pass
+    raise WaiverError(f"{where}: 'expires' must be a date like 2026-09-30, got {value!r}")
+
+
+def load_waivers(path: Path, today: dt.date | None = None) -> tuple[Waiver, ...]:
+    """Parse and check a waiver file; raise :class:`WaiverError` on any rule broken."""
+    today = today or dt.date.today()
+    try:
+        raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise WaiverError(f"waiver file {path}: cannot be read ({exc.strerror or exc})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise WaiverError(f"waiver file {path}: not valid TOML ({exc})") from None
+    extra = set(raw) - {"waiver"}
+    if extra:
+        raise WaiverError(f"waiver file {path}: unknown top-level key(s) {sorted(extra)}; expected [[waiver]] tables")
+    entries = raw.get("waiver", [])
+    if not isinstance(entries, list):
+        raise WaiverError(f"waiver file {path}: 'waiver' must be an array of tables ([[waiver]])")
+    waivers = []
+    for i, entry in enumerate(entries, start=1):
+        where = f"waiver file {path}: waiver #{i}"
+        if not isinstance(entry, dict):
+            raise WaiverError(f"{where}: must be a table")
+        unknown = set(entry) - KEYS
+        if unknown:
+            raise WaiverError(f"{where}: unknown key(s) {sorted(unknown)}; expected {sorted(KEYS)}")
+        item, reason = entry.get("item"), entry.get("reason")
+        if not isinstance(item, str) or not item.strip():
+            raise WaiverError(f"{where}: 'item' must name a test id or a glob pattern")
+        if not isinstance(reason, str) or not reason.strip():
+            raise WaiverError(f"{where} ({item!r}): a waiver needs a 'reason'")
+        if "expires" not in entry:
+            raise WaiverError(f"{where} ({item!r}): a waiver needs an 'expires' date")
+        expires = _date(entry["expires"], f"{where} ({item!r})")
+        if expires < today:
+            raise WaiverError(
+                f"{where} ({item!r}) expired on {expires.isoformat()} (today is {today.isoformat()}): "
+                "renew it with a new reason or fix the failure"
+            )
+        waivers.append(Waiver(item.strip(), reason.strip(), expires, i))
+    return tuple(waivers)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A test item as waiver rules see it: its ids and its module."""
+
+    nodeid: str
+    module: str
+    ids: tuple[str, ...]
+
+
+def hard_module_conflicts(
+    waivers: Sequence[Waiver], items: Iterable[Candidate], waivable_modules: Sequence[str]
+) -> list[str]:
+    """One message per waiver that names a test of a module that cannot be waived."""
+    problems: dict[int, str] = {}
+    for cand in items:
+        if cand.module in waivable_modules:
+            continue
+        for w in waivers:
+            if w.index not in problems and w.matches(cand.ids):
+                problems[w.index] = (
+                    f"{w.label} names {without_repetition(cand.nodeid)} of the hard serving-contract module "
+                    f"'{cand.module}'; only {', '.join(waivable_modules) or 'no modules'} accept waivers"
+                )
+    return [problems[i] for i in sorted(problems)]
+
+
+@dataclass
+class WaiverSet:
+    """The run's waivers, and which items each one matched (for the report and stale check)."""
+
+    waivers: tuple[Waiver, ...]
+    waivable_modules: tuple[str, ...]
+    source: str = ""
+    matched: dict[int, list[str]] = field(default_factory=dict)  # waiver index -> node ids seen
+    applied: dict[int, list[str]] = field(default_factory=dict)  # waiver index -> failed node ids waived
+
+    def observe(self, items: Iterable[Candidate]) -> None:
+        for cand in items:
+            for w in self.waivers:
+                if w.matches(cand.ids):
+                    self.matched.setdefault(w.index, []).append(cand.nodeid)
+
+    def waiver_for(self, result: Any) -> str | None:
+        """gate.evaluate's hook: the waiver reason for a failed item, or None."""
+        # Only a failure can be waived: a skipped or interrupted item proves nothing either way.
+        if result.module not in self.waivable_modules or result.outcome != "failed":
+            return None
+        ids = item_ids(result.nodeid, result.item)
+        for w in self.waivers:
+            if w.matches(ids):
+                self.applied.setdefault(w.index, []).append(result.nodeid)
+                return f"{w.reason} (waiver #{w.index}, expires {w.expires.isoformat()})"
+        return None
+
+    def stale(self) -> list[Waiver]:
+        return [w for w in self.waivers if w.index not in self.matched]
+
+    def unused(self) -> list[Waiver]:
+        """Matched items, but none of them failed: the waiver is no longer needed."""
+        return [w for w in self.waivers if w.index in self.matched and w.index not in self.applied]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "file": self.source,
+            "waivers": [
+                {**w.as_dict(), "matched": sorted(set(self.matched.get(w.index, []))),
+                 "applied_to": sorted(set(self.applied.get(w.index, []))),
+                 "status": "stale" if w.index not in self.matched
+                 else "applied" if w.index in self.applied else "unused"}
+                for w in self.waivers
+            ],
+        }
