@@ -95,6 +95,8 @@ class Reply:
     tool_calls: list[tuple[str, Any]] = field(default_factory=list)  # (name, arguments dict or JSON text)
     reasoning: str | None = None
     finish_reason: str | None = None
+    # A fault may report prefix-cache hits the cache did not have (None: report the real hits).
+    cached_tokens: int | None = None
 
 
 @dataclass

@@ -230,6 +230,8 @@ class Handler(BaseHTTPRequestHandler):
 
         t0 = time.perf_counter()
         cached = st.cache.lookup_and_insert(prompt_ids, body.get("cache_salt"))
+        if reply.cached_tokens is not None:
+            cached = min(prompt_tokens, reply.cached_tokens)
         st.metrics.cache_queries.labels(st.metrics.model).inc(prompt_tokens)
         st.metrics.cache_hits.labels(st.metrics.model).inc(cached)
         max_tokens = body.get("max_tokens") or body.get("max_completion_tokens") or max(1, window - prompt_tokens)
