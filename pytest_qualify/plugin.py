@@ -423,12 +423,24 @@ class Recorder:
         for key, value in values.items():
             self._item.user_properties.append((key, value))
 
-    def answer(self, answer: Any) -> None:
+    def answer(self, answer: Any, tool_turn: bool = False) -> None:
         """Record an answer's client-observed timing and token counts."""
         from pytest_qualify.timing import request_metrics
 
         metrics = request_metrics(answer.timeline, answer.prompt_tokens, answer.completion_tokens)
         self.props(**{k: round(v, 6) if isinstance(v, float) else v for k, v in metrics.as_properties().items()})
+        self.finish(answer, tool_turn)
+
+    def finish(self, answer: Any, tool_turn: bool = False) -> None:
+        """The shared visible-answer / finish-state check (graders/finish.py), run on every recorded
+        answer: records ``finish_reason`` and ``finish_check`` ("ok" or why it failed) and fails the
+        test on a bad finish. ``tool_turn``: the turn offered tools, so ``tool_calls`` may end it."""
+        from pytest_qualify.graders.finish import check_finish
+
+        verdict = check_finish(answer, expect_tool=tool_turn)
+        self.props(finish_reason=answer.finish_reason, finish_check="ok" if verdict.ok else verdict.reason)
+        if not verdict.ok:
+            pytest.fail(f"finish state: {verdict.reason}", pytrace=False)
 
 
 @pytest.fixture
