@@ -1,0 +1,408 @@
+"""Tool-call grading in the manner of BFCL's AST checker, plus the tool cases read from fixtures.
+
+A call is checked in this order, and the first problem names its kind in the reason:
+``wrong_function`` → ``invalid_json`` → ``missing_required`` / ``unexpected_param`` →
+``schema_violation`` (the tool's JSON Schema, via jsonschema) → ``wrong_value``. A set of calls
+first checks ``wrong_count``; parallel calls match in any order.
+
+Expected values are compared the way a careful reviewer would: strings ignore case, whitespace and
+punctuation ("New York" = "new-york"), numbers compare by value (68 = 68.0, "3" = "3.0" where the
+schema allows a string). An expected value may be ``{"$one_of": [...]}`` (``null`` there: may be
+left out) or ``{"$unordered": [...]}`` (a list whose order does not matter).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+import unicodedata
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Protocol
+
+from pytest_qualify.graders import Verdict
+from pytest_qualify.graders.text import json_objects, parse_number
+
+ERROR_KINDS = (
+    "wrong_function", "invalid_json", "missing_required", "unexpected_param",
+    "schema_violation", "wrong_value", "wrong_count",
+)
+ONE_OF = "$one_of"
+UNORDERED = "$unordered"
+# Separators that carry no meaning in a free-text argument value (BFCL's standardisation).
+STRING_NOISE = re.compile(r"[\s,./\-_*^'\"!?;:()]+")
+
+
+class CallLike(Protocol):
+    """A tool call as the client returns it: the function name and the raw JSON arguments."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def arguments(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class RawCall:
+    """A tool call built from plain values (tests, or calls found written as text)."""
+
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class ExpectedCall:
+    name: str
+    arguments: Mapping[str, Any]
+
+
+# -- fixture records ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolCase:
+    id: str
+    prompt: str
+    calls: tuple[ExpectedCall, ...]
+
+
+@dataclass(frozen=True)
+class IrrelevanceCase:
+    id: str
+    prompt: str
+    answer: str
+    accept: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RoundTripCase:
+    id: str
+    prompt: str
+    calls: tuple[ExpectedCall, ...]
+    result: Mapping[str, Any]
+    result_field: str
+    result_range: tuple[float, float]
+
+
+@dataclass(frozen=True)
+class ToolFixtures:
+    tools: tuple[Mapping[str, Any], ...]
+    system: str
+    cases: tuple[ToolCase, ...]
+    irrelevance: tuple[IrrelevanceCase, ...]
+    parallel: tuple[ToolCase, ...]
+    round_trip: tuple[RoundTripCase, ...]
+    streaming: tuple[str, ...]
+
+    def tool_case(self, case_id: str) -> ToolCase:
+        for case in self.cases + self.parallel:
+            if case.id == case_id:
+                return case
+        raise KeyError(case_id)
+
+    @property
+    def schemas(self) -> dict[str, Mapping[str, Any]]:
+        return tool_schemas(self.tools)
+
+
+def _calls(raw: Sequence[Mapping[str, Any]]) -> tuple[ExpectedCall, ...]:
+    return tuple(ExpectedCall(c["name"], c["arguments"]) for c in raw)
+
+
+@cache
+def load_fixtures() -> ToolFixtures:
+    """The tool set and the tool cases shipped in ``fixtures/tools/``."""
+    from importlib import resources
+
+    base = resources.files("pytest_qualify.fixtures").joinpath("tools")
+    tools = json.loads(base.joinpath("tools.json").read_text())
+    data = json.loads(base.joinpath("cases.json").read_text())
+    fixtures = ToolFixtures(
+        tools=tuple(tools),
+        system=data["system"],
+        cases=tuple(ToolCase(c["id"], c["prompt"], _calls(c["calls"])) for c in data["cases"]),
+        irrelevance=tuple(
+            IrrelevanceCase(c["id"], c["prompt"], c["answer"], tuple(c["accept"])) for c in data["irrelevance"]
+        ),
+        parallel=tuple(ToolCase(c["id"], c["prompt"], _calls(c["calls"])) for c in data["parallel"]),
+        round_trip=tuple(
+            RoundTripCase(c["id"], c["prompt"], _calls(c["calls"]), c["result"], c["result_field"],
+                          (float(c["result_range"][0]), float(c["result_range"][1])))
+            for c in data["round_trip"]
+        ),
+        streaming=tuple(data["streaming"]),
+    )
+    ids = [c.id for c in fixtures.cases + fixtures.parallel] + [c.id for c in fixtures.irrelevance + fixtures.round_trip]
+    if len(ids) != len(set(ids)):
+        raise ValueError("fixtures/tools/cases.json: case ids are not unique")
+    for case_id in fixtures.streaming:
+        fixtures.tool_case(case_id)  # a streaming entry names an existing case
+    return fixtures
+
+
+def tool_schemas(tools: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """Function name → its parameters' JSON Schema, from an OpenAI ``tools`` list."""
+    return {t["function"]["name"]: t["function"].get("parameters") or {"type": "object"} for t in tools}
+
+
+def canonical_arguments(expected: Mapping[str, Any]) -> dict[str, Any]:
+    """The plainest concrete arguments an expected call allows (first alternative, given order)."""
+
+    def concrete(value: Any) -> Any:
+        if isinstance(value, Mapping) and ONE_OF in value:
+            return concrete(value[ONE_OF][0])
+        if isinstance(value, Mapping) and UNORDERED in value:
+            return [concrete(v) for v in value[UNORDERED]]
+        if isinstance(value, Mapping):
+            return {k: concrete(v) for k, v in value.items() if not _omittable(v) or _first_is_value(v)}
+        if isinstance(value, list):
+            return [concrete(v) for v in value]
+        return value
+
+    return concrete(dict(expected))
+
+
+def _first_is_value(value: Any) -> bool:
+    return not (isinstance(value, Mapping) and ONE_OF in value and value[ONE_OF][0] is None)
+
+
+def _omittable(value: Any) -> bool:
+    return isinstance(value, Mapping) and ONE_OF in value and None in value[ONE_OF]
+
+
+# -- value comparison ----------------------------------------------------------------------------
+
+
+def normalize_string(text: str) -> str:
+    """Case-folded, NFKC, without whitespace or punctuation that does not change meaning."""
+    return STRING_NOISE.sub("", unicodedata.normalize("NFKC", text).casefold())
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        parsed = parse_number(value)
+        return float(parsed) if parsed is not None else None
+    return None
+
+
+def _show(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
+
+
+@dataclass(frozen=True)
+class Problem:
+    kind: str
+    message: str
+
+
+def _wrong(path: str, wanted: str, given: Any) -> list[Problem]:
+    return [Problem("wrong_value", f"argument {path}: expected {wanted}, got {_show(given)}")]
+
+
+def compare_value(expected: Any, given: Any, path: str) -> list[Problem]:
+    """Every way ``given`` differs from ``expected`` (empty when they match)."""
+    if isinstance(expected, Mapping) and ONE_OF in expected:
+        options = [o for o in expected[ONE_OF] if o is not None]
+        if any(not compare_value(o, given, path) for o in options):
+            return []
+        return _wrong(path, " or ".join(_show(o) for o in options), given)
+    if isinstance(expected, Mapping) and UNORDERED in expected:
+        wanted = list(expected[UNORDERED])
+        if isinstance(given, list) and len(given) == len(wanted):
+            for order in itertools.permutations(given):
+                if all(not compare_value(w, g, path) for w, g in zip(wanted, order)):
+                    return []
+        return _wrong(path, f"{_show(wanted)} in any order", given)
+    if isinstance(expected, Mapping):
+        if not isinstance(given, Mapping):
+            return _wrong(path, "an object", given)
+        return compare_arguments(expected, given, path + ".")
+    if isinstance(expected, list):
+        if not isinstance(given, list) or len(given) != len(expected):
+            return _wrong(path, _show(expected), given)
+        return [p for i, (e, g) in enumerate(zip(expected, given)) for p in compare_value(e, g, f"{path}[{i}]")]
+    want_n, got_n = _number(expected), _number(given)
+    if want_n is not None and got_n is not None:
+        # Numbers compare by value: 68 for 68.0, "3" for "3.0" (the schema judges the type).
+        same = math.isclose(want_n, got_n, rel_tol=1e-9, abs_tol=1e-9)
+    elif isinstance(expected, str) and isinstance(given, str):
+        same = normalize_string(expected) == normalize_string(given)
+    else:
+        same = expected == given and type(expected) is type(given)
+    return [] if same else _wrong(path, _show(expected), given)
+
+
+def compare_arguments(expected: Mapping[str, Any], given: Mapping[str, Any], prefix: str = "") -> list[Problem]:
+    """Missing, unexpected and wrong arguments of one object, recursively."""
+    problems = []
+    for key, want in expected.items():
+        if key not in given:
+            if not _omittable(want):
+                problems.append(Problem("missing_required", f"argument {prefix}{key} is missing"))
+            continue
+        if given[key] is None and _omittable(want):
+            continue  # an explicit null for an argument that may be left out
+        problems.extend(compare_value(want, given[key], prefix + key))
+    for key in given:
+        if key not in expected:
+            problems.append(Problem("unexpected_param", f"argument {prefix}{key}={_show(given[key])} was not asked for"))
+    return problems
+
+
+def schema_problems(arguments: Any, schema: Mapping[str, Any]) -> list[str]:
+    """Where the arguments break the tool's JSON Schema, as "path: message" lines."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema)
+    out = []
+    for err in sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path)):
+        where = ".".join(str(p) for p in err.absolute_path) or "arguments"
+        out.append(f"{where}: {err.message}")
+    return out
+
+
+# -- one call, several calls, no call ------------------------------------------------------------------
+
+
+def _reject(kind: str, message: str, call_name: str) -> Verdict:
+    return Verdict.reject(f"{kind}: {message} ({call_name})")
+
+
+def _problems(problems: Sequence[Problem], call_name: str) -> Verdict:
+    shown = "; ".join(f"{p.kind}: {p.message}" for p in problems[:3])
+    more = f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
+    return Verdict.reject(f"{shown}{more} ({call_name})")
+
+
+def grade_call(call: CallLike, expected: ExpectedCall, schemas: Mapping[str, Mapping[str, Any]]) -> Verdict:
+    """One call against one expected call and the tool's schema."""
+    if call.name != expected.name:
+        return Verdict.reject(f"wrong_function: called {call.name or '(no name)'!r}, expected {expected.name!r}")
+    try:
+        arguments = json.loads(call.arguments) if call.arguments.strip() else {}
+    except json.JSONDecodeError as exc:
+        return _reject("invalid_json", f"arguments {call.arguments[:120]!r} are not JSON ({exc.msg})", call.name)
+    if not isinstance(arguments, dict):
+        return _reject("invalid_json", f"arguments {call.arguments[:120]!r} are not a JSON object", call.name)
+    problems = compare_arguments(expected.arguments, arguments)
+    structural = [p for p in problems if p.kind in ("missing_required", "unexpected_param")]
+    if structural:
+        return _problems(structural, call.name)
+    schema = schemas.get(call.name)
+    if schema is None:
+        return Verdict.reject(f"wrong_function: {call.name!r} is not one of the offered tools")
+    violations = schema_problems(arguments, schema)
+    if violations:
+        return _reject("schema_violation", "; ".join(violations[:3]), call.name)
+    if problems:
+        return _problems(problems, call.name)
+    return Verdict.accept(f"{call.name} matches")
+
+
+def _describe(calls: Sequence[CallLike]) -> str:
+    return ", ".join(f"{c.name}({c.arguments})" for c in calls) if calls else "none"
+
+
+def grade_calls(
+    calls: Sequence[CallLike],
+    expected: Sequence[ExpectedCall],
+    schemas: Mapping[str, Mapping[str, Any]],
+    content: str | None = None,
+) -> Verdict:
+    """All calls of one answer: the exact count, then each expected call matched in any order."""
+    if len(calls) != len(expected):
+        reason = (f"wrong_count: expected {len(expected)} tool call(s) "
+                  f"({', '.join(e.name for e in expected)}), got {len(calls)}: {_describe(calls)}")
+        if not calls:
+            in_text = call_in_text(content)
+            if in_text is not None:
+                reason += f"; the content holds a call written as text instead: {in_text.name}({in_text.arguments})"
+            elif content:
+                reason += f"; content {content.strip()[:100]!r}"
+        return Verdict.reject(reason)
+    best: tuple[tuple[int, float], list[Verdict]] | None = None
+    for order in itertools.permutations(calls):
+        verdicts = [grade_call(call, want, schemas) for call, want in zip(order, expected)]
+        if all(verdicts):
+            return Verdict.accept(f"{len(calls)} call(s) match")
+        # Report the pairing closest to right, so the reason compares each call with its own target.
+        score = (sum(map(bool, verdicts)), sum(_likeness(c, w) for c, w in zip(order, expected)))
+        if best is None or score > best[0]:
+            best = (score, verdicts)
+    assert best is not None
+    return Verdict.reject("; ".join(v.reason for v in best[1] if not v))
+
+
+def _likeness(call: CallLike, expected: ExpectedCall) -> float:
+    import difflib
+
+    want = json.dumps(canonical_arguments(expected.arguments), sort_keys=True)
+    return float(call.name == expected.name) + difflib.SequenceMatcher(None, want, call.arguments).ratio()
+
+
+def grade_no_call(calls: Sequence[CallLike], content: str | None) -> Verdict:
+    """No tool fits: the answer must be text, with no call in tool_calls or written in the content."""
+    if calls:
+        return Verdict.reject(f"wrong_count: expected no tool call, got {len(calls)}: {_describe(calls)}")
+    in_text = call_in_text(content)
+    if in_text is not None:
+        return Verdict.reject(f"wrong_count: expected no tool call, the content holds one: {in_text.name}({in_text.arguments})")
+    if content is None or not content.strip():
+        return Verdict.reject("expected a text answer, got empty content")
+    return Verdict.accept("answered in text")
+
+
+def call_in_text(content: str | None) -> RawCall | None:
+    """A tool call written into the content as JSON (what small models do instead of calling)."""
+    for obj in json_objects(content or ""):
+        obj = obj.get("function") if isinstance(obj.get("function"), dict) else obj
+        args = obj.get("arguments", obj.get("parameters"))
+        if isinstance(obj.get("name"), str) and isinstance(args, (dict, str)):
+            return RawCall(obj["name"], args if isinstance(args, str) else json.dumps(args))
+    return None
+
+
+# -- streaming -----------------------------------------------------------------------------------
+
+
+def _parsed(call: CallLike) -> tuple[str, str]:
+    try:
+        args = json.loads(call.arguments) if call.arguments.strip() else {}
+    except json.JSONDecodeError:
+        return call.name, "invalid JSON: " + call.arguments
+    return call.name, json.dumps(args, sort_keys=True)
+
+
+def same_calls(streamed: Sequence[CallLike], plain: Sequence[CallLike]) -> Verdict:
+    """Streamed deltas reassembled into the same calls as the non-streamed answer (as parsed JSON)."""
+    a = sorted(_parsed(c) for c in streamed)
+    b = sorted(_parsed(c) for c in plain)
+    if a == b:
+        return Verdict.accept("streamed calls equal the non-streamed calls")
+    return Verdict.reject(
+        f"streamed calls {_describe(streamed)} differ from the non-streamed calls {_describe(plain)}"
+    )
+
+
+def grade_stream_shape(name_deltas: Sequence[int], finish_reason: str | None) -> Verdict:
+    """Each streamed call names its function in exactly one delta; the stream ends ``tool_calls``.
+
+    A stream with no calls at all has no shape to judge: :func:`grade_calls` reports it.
+    """
+    if not name_deltas:
+        return Verdict.accept("no tool calls streamed")
+    repeated = [(i, n) for i, n in enumerate(name_deltas) if n != 1]
+    if repeated:
+        shown = ", ".join(f"call {i + 1} in {n} deltas" for i, n in repeated)
+        return Verdict.reject(f"function name not streamed exactly once ({shown})")
+    if finish_reason != "tool_calls":
+        return Verdict.reject(f"finish_reason {finish_reason!r} after streamed tool calls, expected 'tool_calls'")
+    return Verdict.accept("stream shape ok")

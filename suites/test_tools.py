@@ -1,0 +1,102 @@
+"""Protocol module 5 — tool calls with ``tool_choice: "auto"`` over a realistic tool set.
+
+Twenty single-call cases, no call when no tool fits, a parallel call, the round trip (the tool's
+result sent back, the final answer uses it) and streamed deltas that reassemble into the same
+calls as the non-streamed answer. Cases, tool set and expected calls: ``fixtures/tools/``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pytest
+
+from pytest_qualify.checks import require
+from pytest_qualify.graders.text import contains_answer, contains_number
+from pytest_qualify.graders.tools import (
+    grade_calls, grade_no_call, grade_stream_shape, load_fixtures, same_calls,
+)
+
+pytestmark = pytest.mark.qualify_module("tools")
+
+FIXTURES = load_fixtures()
+SCHEMAS = FIXTURES.schemas
+SEED = 1
+
+
+def _ask(client: Any, profile: Any, salt: str, messages: list[dict[str, Any]], stream: bool = False) -> Any:
+    return client.chat(
+        messages, stream=stream, tools=list(FIXTURES.tools), tool_choice="auto",
+        max_tokens=profile.limits.answer_tokens, temperature=0, seed=SEED, cache_salt=salt,
+    )
+
+
+def _messages(prompt: str) -> list[dict[str, Any]]:
+    return [{"role": "system", "content": FIXTURES.system}, {"role": "user", "content": prompt}]
+
+
+@pytest.mark.parametrize("case", FIXTURES.cases, ids=[c.id for c in FIXTURES.cases])
+def test_tool_call(case, qualify_client, qualify_profile, qualify_record, qualify_salt, qualify_repetition):
+    answer = _ask(qualify_client, qualify_profile, qualify_salt, _messages(case.prompt))
+    qualify_record.answer(answer)
+    qualify_record.props(case=case.id, tool_calls=len(answer.tool_calls))
+    require(grade_calls(answer.tool_calls, case.calls, SCHEMAS, answer.content),
+            f"case {case.id}, repetition {qualify_repetition}")
+
+
+@pytest.mark.parametrize("case", FIXTURES.irrelevance, ids=[c.id for c in FIXTURES.irrelevance])
+def test_no_tool_fits(case, qualify_client, qualify_profile, qualify_record, qualify_salt, qualify_repetition):
+    answer = _ask(qualify_client, qualify_profile, qualify_salt, _messages(case.prompt))
+    qualify_record.answer(answer)
+    qualify_record.props(case=case.id, tool_calls=len(answer.tool_calls))
+    where = f"case {case.id}, repetition {qualify_repetition}"
+    require(grade_no_call(answer.tool_calls, answer.content), where)
+    require(contains_answer(answer.content, case.accept), where)
+
+
+@pytest.mark.parametrize("case", FIXTURES.parallel, ids=[c.id for c in FIXTURES.parallel])
+def test_parallel_calls(case, qualify_client, qualify_profile, qualify_record, qualify_salt, qualify_repetition):
+    answer = _ask(qualify_client, qualify_profile, qualify_salt, _messages(case.prompt))
+    qualify_record.answer(answer)
+    qualify_record.props(case=case.id, tool_calls=len(answer.tool_calls))
+    require(grade_calls(answer.tool_calls, case.calls, SCHEMAS, answer.content),
+            f"case {case.id}, repetition {qualify_repetition}")
+
+
+@pytest.mark.parametrize("case", FIXTURES.round_trip, ids=[c.id for c in FIXTURES.round_trip])
+def test_round_trip(case, qualify_client, qualify_profile, qualify_record, qualify_salt, qualify_repetition):
+    where = f"case {case.id}, repetition {qualify_repetition}"
+    messages = _messages(case.prompt)
+    first = _ask(qualify_client, qualify_profile, qualify_salt, messages)
+    qualify_record.answer(first)
+    require(grade_calls(first.tool_calls, case.calls, SCHEMAS, first.content), f"{where}, tool call")
+
+    # A fresh value each repetition: the final answer can only carry it by reading the tool result.
+    value = round(random.Random(qualify_salt).uniform(*case.result_range), 2)
+    call = first.tool_calls[0]
+    call_id = call.id or "call_0"
+    messages += [
+        {"role": "assistant", "content": first.content or "", "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}},
+        ]},
+        {"role": "tool", "tool_call_id": call_id, "content": json.dumps({**case.result, case.result_field: value})},
+    ]
+    final = _ask(qualify_client, qualify_profile, qualify_salt, messages)
+    qualify_record.answer(final)
+    qualify_record.props(case=case.id, tool_result=value)
+    require(contains_number(final.content, value), f"{where}, final answer after the tool result {value}")
+
+
+@pytest.mark.parametrize("case_id", FIXTURES.streaming, ids=list(FIXTURES.streaming))
+def test_streamed_calls(case_id, qualify_client, qualify_profile, qualify_record, qualify_salt, qualify_repetition):
+    case = FIXTURES.tool_case(case_id)
+    where = f"case {case.id}, repetition {qualify_repetition}"
+    plain = _ask(qualify_client, qualify_profile, qualify_salt, _messages(case.prompt))
+    streamed = _ask(qualify_client, qualify_profile, qualify_salt, _messages(case.prompt), stream=True)
+    qualify_record.answer(streamed)
+    qualify_record.props(case=case.id, tool_name_deltas=",".join(map(str, streamed.tool_name_deltas)))
+    require(grade_stream_shape(streamed.tool_name_deltas, streamed.finish_reason), f"{where}, streamed")
+    require(grade_calls(streamed.tool_calls, case.calls, SCHEMAS, streamed.content), f"{where}, streamed")
+    require(same_calls(streamed.tool_calls, plain.tool_calls), where)
