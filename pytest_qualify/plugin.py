@@ -81,6 +81,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--qualify-profiles", dest="qualify_profiles", action="store_true", default=False,
         help="list the built-in profiles and exit",
     )
+    group.addoption(
+        "--qualify-waivers", dest="qualify_waivers", default=None, metavar="FILE",
+        help="TOML file of operator waivers for failed corpus items (item id or glob, reason, expires)",
+    )
+    group.addoption(
+        "--qualify-baseline", dest="qualify_baseline", default=None, metavar="SUMMARY_JSON",
+        help="an earlier run's summary.json: report per-lane and throughput deltas against it",
+    )
+    group.addoption(
+        "--qualify-fail-on-regression", dest="qualify_fail_on_regression", default=None, metavar="PCT",
+        help="with --qualify-baseline: a regression beyond PCT percent fails the gate "
+        "(without it, regressions beyond 10%% are flagged only)",
+    )
+
 
 
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
@@ -158,6 +172,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.args[:] = [str(suites_dir())]
     if workerinput is None:
         _install_sigterm_handler()
+    _configure_evidence(config, state)
 
 
 def _install_sigterm_handler() -> None:
@@ -337,6 +352,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     state = state_of(config)
     if state is not None and state.target is not None:
         state.target.stop()
+    _finalize_evidence(config)
 
 
 def _make_client(state: RunState) -> Any:
@@ -424,11 +440,13 @@ class Recorder:
             self._item.user_properties.append((key, value))
 
     def answer(self, answer: Any, tool_turn: bool = False) -> None:
-        """Record an answer's client-observed timing and token counts."""
+        """Record an answer's client-observed timing and token counts. An item that makes several
+        requests keeps the timing of its first streamed one (see evidence/junit.py)."""
+        from pytest_qualify.evidence.junit import merge_answer_properties
         from pytest_qualify.timing import request_metrics
 
         metrics = request_metrics(answer.timeline, answer.prompt_tokens, answer.completion_tokens)
-        self.props(**{k: round(v, 6) if isinstance(v, float) else v for k, v in metrics.as_properties().items()})
+        merge_answer_properties(self._item.user_properties, metrics, bool(answer.streamed), answer.cached_tokens)
         self.finish(answer, tool_turn)
 
     def finish(self, answer: Any, tool_turn: bool = False) -> None:
@@ -517,9 +535,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         problems.append("run interrupted before the protocol finished")
     if session.shouldfail:
         problems.append(f"run stopped early: {session.shouldfail}")
-    state.verdict = gate_mod.evaluate(
-        state.results.values(), module_registry(), state.profile.required_modules, run_problems=problems
-    )
+    state.verdict = _conclude(session, state, problems, exitstatus)
     if not state.verdict.passed and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -542,3 +558,249 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     tr.write_line(verdict_lines[0], bold=True, green=state.verdict.passed, red=not state.verdict.passed)
     for line in verdict_lines[1:]:
         tr.write_line(line)
+    ev = evidence_of(config)
+    if ev is not None:
+        from pytest_qualify.evidence.finish import terminal_lines
+
+        tr.write_line("")
+        for line in terminal_lines(ev):
+            tr.write_line(line)
+
+
+# -- evidence --------------------------------------------------------------------------------------
+# Timing, the /metrics cross-check, JUnit properties, waivers, the baseline and the bundle. The
+# writers live in pytest_qualify/evidence/ (no pytest there); these are the hooks that feed them.
+
+EVIDENCE_KEY = pytest.StashKey[Any]()
+
+
+def evidence_of(config: pytest.Config) -> Any:
+    """The run's ``evidence.session.EvidenceState``, or None without --qualify."""
+    return config.stash.get(EVIDENCE_KEY, None)
+
+
+def _secrets(state: RunState) -> tuple[str, ...]:
+    # The value of the API key variable must reach no artifact, whatever the variable is called.
+    value = os.environ.get(state.settings.api_key_env)
+    return (value,) if value else ()
+
+
+def _configure_evidence(config: pytest.Config, state: RunState) -> None:
+    """Load waivers and the baseline now, so a bad file is a usage error before any server starts."""
+    from pytest_qualify.evidence.baseline import DEFAULT_THRESHOLD_PCT, BaselineError, load_baseline
+    from pytest_qualify.evidence.session import EvidenceState
+    from pytest_qualify.evidence.waivers import WaiverError, WaiverSet, load_waivers
+
+    ev = EvidenceState()
+    waivers_path = config.getoption("qualify_waivers", None)
+    if waivers_path:
+        try:
+            ev.waivers = WaiverSet(load_waivers(Path(waivers_path)), state.profile.waivable_modules, str(waivers_path))
+        except WaiverError as exc:
+            raise pytest.UsageError(f"--qualify-waivers: {exc}") from None
+    fail_pct = config.getoption("qualify_fail_on_regression", None)
+    baseline_path = config.getoption("qualify_baseline", None)
+    if fail_pct is not None:
+        try:
+            ev.regression_threshold_pct = float(fail_pct)
+        except ValueError:
+            raise pytest.UsageError(f"--qualify-fail-on-regression: expected a percentage, got {fail_pct!r}") from None
+        if ev.regression_threshold_pct < 0:
+            raise pytest.UsageError(f"--qualify-fail-on-regression: expected a percentage >= 0, got {fail_pct!r}")
+        if not baseline_path:
+            raise pytest.UsageError("--qualify-fail-on-regression needs --qualify-baseline")
+        ev.fail_on_regression = True
+    else:
+        ev.regression_threshold_pct = DEFAULT_THRESHOLD_PCT
+    if baseline_path and not state.is_worker:
+        try:
+            ev.baseline = load_baseline(Path(baseline_path))
+        except BaselineError as exc:
+            raise pytest.UsageError(f"--qualify-baseline: {exc}") from None
+        ev.baseline_path = str(baseline_path)
+    try:
+        ev.workers = int(getattr(config.option, "numprocesses", 0) or 0)
+    except (TypeError, ValueError):
+        ev.workers = 0
+    config.stash[EVIDENCE_KEY] = ev
+    if not state.is_worker and not config.pluginmanager.has_plugin("qualify-evidence"):
+        config.pluginmanager.register(_EvidenceHooks(state, ev), "qualify-evidence")
+
+
+def _scrape(state: RunState, name: str, client: Any = None) -> Any:
+    """GET /metrics, keep it as ``metrics-<name>.prom`` and return the parsed snapshot, or the
+    error text: a missing /metrics (a router in front of vLLM) costs the cross-check, not the run.
+    Without ``client`` a short-lived one is used (the session's is closed by the end of the run)."""
+    from pytest_qualify.evidence.bundle import save_snapshot
+
+    own = client is None
+    try:
+        if own:
+            client = _make_client(state)
+        try:
+            text = client.http.get("/metrics", timeout=10.0).raise_for_status().text
+        finally:
+            if own:
+                client.close()
+        return save_snapshot(state.run_dir, name, text, _secrets(state))
+    except Exception as exc:  # noqa: BLE001 - any failure is recorded as the reason
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+
+
+class _EvidenceHooks:
+    """Controller-side evidence hooks (they see xdist workers' reports too)."""
+
+    def __init__(self, state: RunState, ev: Any) -> None:
+        from pytest_qualify.evidence.session import EvidenceCollector
+
+        self.state = state
+        self.ev = ev
+        self.collector = EvidenceCollector(ev)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.collector.pytest_runtest_logreport(report)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        # After the plugin's own sessionstart has started the server: the run's first scrape.
+        state = self.state
+        if session.config.option.collectonly or state.startup_error or not state.base_url:
+            return
+        self._keep("start", _scrape(state, "start"))
+
+    def scrape_end(self) -> None:
+        state = self.state
+        if state.startup_error or not state.base_url:
+            return
+        if state.target is not None and state.target.died():
+            self.ev.metrics_errors["end"] = "server died before the end of the run"
+            return
+        self._keep("end", _scrape(state, "end"))
+
+    def _keep(self, name: str, result: Any) -> None:
+        if isinstance(result, str):
+            self.ev.metrics_errors[name] = result
+        else:
+            self.ev.snapshots[name] = result
+
+
+def _conclude(session: pytest.Session, state: RunState, problems: list[str], exitstatus: int) -> gate_mod.GateVerdict:
+    """The verdict (waivers and baseline applied) and the bundle, written whatever happened."""
+    from functools import partial
+
+    from pytest_qualify.evidence.finish import conclude, death_of
+
+    evaluate = partial(gate_mod.evaluate, modules=module_registry(), required=state.profile.required_modules)
+    ev = evidence_of(session.config)
+    died = None
+    if not state.dead:
+        died = death_of(state)
+        if died:
+            problems.append(f"server died during the run: {died}")
+    if ev is None:
+        return evaluate(state.results.values(), run_problems=problems)
+    hooks = session.config.pluginmanager.get_plugin("qualify-evidence")
+    if hooks is not None:
+        hooks.scrape_end()
+    verdict = conclude(state, ev, problems=problems, evaluate=evaluate, exitstatus=int(exitstatus),
+                       secrets=_secrets(state), died=died)
+    _add_junit_suite_properties(session.config, ev)
+    return verdict
+
+
+def _add_junit_suite_properties(config: pytest.Config, ev: Any) -> None:
+    """Suite properties into pytest's own --junitxml file too (its writer runs after this hook)."""
+    if ev.summary is None:
+        return
+    try:
+        from _pytest.junitxml import xml_key
+    except ImportError:  # pytest moved it: the bundle's junit.xml still has them
+        return
+    xml = config.stash.get(xml_key, None)
+    if xml is None:
+        return
+    from pytest_qualify.evidence.bundle import redact
+    from pytest_qualify.evidence.junit import suite_properties
+
+    state = state_of(config)
+    secrets = _secrets(state) if state is not None else ()
+    for name, value in suite_properties(ev.summary):
+        xml.add_global_property(name, redact(value, secrets))
+
+
+def _finalize_evidence(config: pytest.Config) -> None:
+    state, ev = state_of(config), evidence_of(config)
+    if state is None or ev is None or state.is_worker or config.option.collectonly:
+        return
+    from pytest_qualify.evidence.finish import finalize
+
+    error = finalize(state, ev, _secrets(state))
+    if error:
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None:
+            tr.write_line(f"qualify: {error}", red=True)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    """Scrape /metrics around each context-lane item: the server's own TTFT for the lane and any
+    prefix-cache hit during it land in the item's properties."""
+    state = state_of(item.config)
+    props = dict(item.user_properties)
+    lane = props.get("lane")
+    if state is None or lane is None or state.client is None or state.startup_error or state.dead:
+        return (yield)
+    from pytest_qualify.evidence.finish import lane_metrics_name
+
+    label, rep = str(props.get("item", item.name)), props.get(REPETITION_KEY, 1)
+    before = _scrape(state, lane_metrics_name(label, str(lane), rep, "before"), state.client)
+    try:
+        return (yield)
+    finally:
+        after = _scrape(state, lane_metrics_name(label, str(lane), rep, "after"), state.client)
+        if isinstance(before, str) or isinstance(after, str):
+            item.user_properties.append(("metrics_error", before if isinstance(before, str) else after))
+        else:
+            from pytest_qualify.evidence.metrics import delta, lane_properties
+
+            requests = dict(item.user_properties).get("requests")
+            item.user_properties.extend(lane_properties(delta(before, after), requests).items())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Protocol names for pytest's own --junitxml too: ``module``, and ``reason`` on failure
+    (user properties reach the file from the teardown report, also under xdist)."""
+    report = yield
+    props = item.user_properties
+    keys = {k for k, _ in props}
+    if MODULE_KEY in keys:
+        if "module" not in keys:
+            props.append(("module", dict(props)[MODULE_KEY]))
+        if report.failed and REASON_KEY not in keys:
+            props.append((REASON_KEY, ("" if report.when == "call" else f"[{report.when}] ") + _reason(report)))
+        if report.when == "teardown":
+            # Every protocol name on every test case, empty where the item has no such value.
+            from pytest_qualify.evidence.junit import PROTOCOL_PROPERTIES
+
+            missing = [(k, "") for k in PROTOCOL_PROPERTIES if k not in keys and k != "module"]
+            props.extend(missing)
+            report.user_properties.extend(missing)
+    return report
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A waiver that names a hard serving-contract test is a usage error, found at collection."""
+    state, ev = state_of(session.config), evidence_of(session.config)
+    if state is None or ev is None or ev.waivers is None:
+        return
+    from pytest_qualify.evidence.waivers import Candidate, hard_module_conflicts, item_ids
+
+    candidates = [
+        Candidate(item.nodeid, module, item_ids(item.nodeid, _item_label(item)))
+        for item in session.items
+        if (module := _module_of(item)) is not None
+    ]
+    conflicts = hard_module_conflicts(ev.waivers.waivers, candidates, ev.waivers.waivable_modules)
+    if conflicts:
+        raise pytest.UsageError("--qualify-waivers: " + "; ".join(conflicts))

@@ -1,0 +1,170 @@
+"""Media on the reference server: admission (limits, real decoding) and corpus answers.
+
+This is an ORACLE, not a vision model. ``admit`` really decodes every image (Pillow) and video
+(PyAV) a request carries in data URLs, so malformed media is rejected because it does not decode,
+and counts media against the profile's limits with vLLM's wording. ``answer`` recognises a corpus
+item by the request's prompt together with the hashes of the decoded media content, and answers
+with the manifest's ground truth; it never sees a test name. Requests with media that are no
+corpus item are answered with what the oracle can know: how many images and videos arrived.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import OrderedDict
+from collections.abc import Mapping
+from functools import cache
+from threading import Lock
+from typing import Any
+
+from pytest_qualify.corpus import MediaError, decode_data_url, decoded_file, load_manifest
+from pytest_qualify.graders.media import mentions
+from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Rejection, Reply
+
+PRIORITY = 50  # before generic oracles: only requests that carry media are answered here
+FAULTS = {
+    "drop_required_word": "=ITEM_ID: the answer for that corpus item omits its first required word",
+    "accept_over_limit": "requests over the profile's image/video limits are admitted with HTTP 200",
+    "malformed_500": "malformed media gets HTTP 500 instead of a 400 refusal",
+}
+KIND_OF_PART = {"image_url": "image", "video_url": "video"}
+_CACHE_SIZE = 16  # decoded videos are ~1 MB each
+
+
+class _DecodeCache:
+    """Decoded media by payload hash: ``admit`` and ``answer`` see the same request."""
+
+    def __init__(self) -> None:
+        self._data: OrderedDict[str, Any] = OrderedDict()
+        self._lock = Lock()
+
+    def decode(self, url: str, part: str) -> Any:
+        key = hashlib.sha256(f"{part}\0{url}".encode()).hexdigest()
+        with self._lock:
+            if key in self._data:
+                self._data.move_to_end(key)
+                return self._data[key]
+        decoded = decode_data_url(url, part)  # raises MediaError
+        with self._lock:
+            self._data[key] = decoded
+            while len(self._data) > _CACHE_SIZE:
+                self._data.popitem(last=False)
+        return decoded
+
+
+_decoded = _DecodeCache()
+
+
+def _media(req: ChatRequest) -> list[tuple[str, str]]:
+    """(part type, URL) of every image/video part, in message order."""
+    out = []
+    for part in req.media_parts():
+        kind = part.get("type")
+        if kind in KIND_OF_PART:
+            out.append((kind, str((part.get(kind) or {}).get("url", ""))))
+    return out
+
+
+def admit(req: ChatRequest, ctx: OracleContext) -> None:
+    media = _media(req)
+    if not media:
+        return
+    limits = ctx.profile.limits
+    if "accept_over_limit" not in ctx.faults:
+        for kind, limit in (("image", limits.images_per_request), ("video", limits.videos_per_request)):
+            count = sum(1 for part, _ in media if KIND_OF_PART[part] == kind)
+            if count > limit:
+                # vLLM's wording, so suites written against the reference read real vLLM too.
+                raise Rejection(400, f"At most {limit} {kind}(s) may be provided in one prompt.")
+    for index, (part, url) in enumerate(media):
+        try:
+            _decoded.decode(url, part)
+        except MediaError as exc:
+            if "malformed_500" in ctx.faults:
+                raise Rejection(500, "Internal Server Error", "InternalServerError") from None
+            raise Rejection(400, f"Failed to load {KIND_OF_PART[part]} #{index + 1} ({part}): {exc}") from None
+
+
+def _prompt_key(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+@cache
+def _index() -> tuple[dict[tuple[str, tuple[str, ...]], str], dict[tuple[str, tuple[str, ...]], str]]:
+    """(prompt, sorted media fingerprints) -> item id, for corpus items and for the tool case."""
+    manifest = load_manifest()
+
+    def key(prompt: str, files: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+        return _prompt_key(prompt), tuple(sorted(decoded_file(name).fingerprint for name in files))
+
+    items = {key(item.prompt, item.files): item.id for item in manifest.items}
+    tool = manifest.tool_case
+    tools = {key(tool.prompt, manifest.item(tool.item).files): tool.item}
+    return items, tools
+
+
+def _request_key(req: ChatRequest) -> tuple[str, tuple[str, ...]]:
+    prints = tuple(sorted(_decoded.decode(url, part).fingerprint for part, url in _media(req)))
+    return _prompt_key(req.last_user_text()), prints
+
+
+def _drop_word(answer: str, term: str) -> str:
+    """The answer without any alternative of ``term`` (nor its plural): the word a model omitted."""
+    words = re.findall(r"\S+", answer)
+    kept = [w for w in words if not any(mentions(w, alt) for alt in term.split("|"))]
+    return " ".join(kept)
+
+
+# Repetitions phrase the same truth differently, as models do: the graders must accept all three.
+_PHRASINGS = ("{answer}", "Answer: {answer}", "```\n{answer}\n```")
+
+
+def _item_reply(item_id: str, ctx: OracleContext) -> Reply:
+    manifest = load_manifest()
+    item = manifest.item(item_id)
+    answer = item.answer
+    if "drop_required_word" in ctx.faults:
+        target = ctx.faults.arg("drop_required_word")
+        if target not in {i.id for i in manifest.items}:
+            raise Rejection(500, f"reference fault drop_required_word={target!r}: not a corpus item id",
+                            "InternalServerError")
+        if target == item_id:
+            answer = _drop_word(answer, item.required[0])
+    phrasing = _PHRASINGS[(ctx.occurrence(f"media:{item_id}") - 1) % len(_PHRASINGS)]
+    return Reply(content=phrasing.format(answer=answer))
+
+
+def _tool_reply(item_id: str) -> Reply:
+    manifest = load_manifest()
+    tool = manifest.tool_case
+    start, end = manifest.item(item_id).interval_s or (0.0, 0.0)
+    return Reply(tool_calls=[(tool.function["name"], {"event": tool.event, "start_s": start, "end_s": end})])
+
+
+def _offers(req: ChatRequest, name: str) -> bool:
+    return any((t.get("function") or {}).get("name") == name for t in req.tools if isinstance(t, Mapping))
+
+
+def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:
+    media = _media(req)
+    if not media:
+        return None
+    items, tools = _index()
+    key = _request_key(req)
+    if req.tools:
+        tool_item = tools.get(key)
+        if tool_item is not None and _offers(req, load_manifest().tool_case.function["name"]):
+            return _tool_reply(tool_item)
+    item_id = items.get(key)
+    if item_id is not None:
+        return _item_reply(item_id, ctx)
+    images = sum(1 for part, _ in media if part == "image_url")
+    videos = len(media) - images
+    admission = load_manifest().admission
+    prompt = _prompt_key(req.last_user_text())
+    if prompt == _prompt_key(admission["images_prompt"]):
+        return Reply(content=str(images))
+    if prompt == _prompt_key(admission["videos_prompt"]):
+        return Reply(content=str(videos))
+    return Reply(content=f"This message carries {images} image(s) and {videos} video(s).")

@@ -1,0 +1,147 @@
+"""Protocol module 9, hard part — media admission, malformed media, tools and streaming with video.
+
+- One image (video) over the profile's per-request limit is refused with HTTP 400 naming the
+  limit; exactly at the limit the request is answered with visible content.
+- Malformed media (bad base64, a truncated MP4, an image declared as video/mp4, zero bytes, text
+  declared as PNG) is refused with HTTP 400 — never a 5xx, never a hang — and afterwards the
+  server still answers ``/health`` and a short question.
+- A tool call made from a video carries the event and its interval read from the video.
+- A streamed request with a video passes the same strict assertions as a non-streamed one.
+
+Unlike the corpus module, nothing here is waivable.
+"""
+
+from __future__ import annotations
+
+import itertools
+import tomllib
+from importlib import resources
+
+import pytest
+
+from pytest_qualify.checks import fail, require
+from pytest_qualify.client import EndpointError, ServerGone, error_message
+from pytest_qualify.corpus import load_manifest, malformed_part, media_part, user_message
+from pytest_qualify.graders import Verdict
+from pytest_qualify.graders.media import grade_event_call, grade_item, grade_limit_refusal, grade_refusal, grade_words
+from pytest_qualify.graders.text import contains_answer
+
+pytestmark = pytest.mark.qualify_module("media_admission")
+
+MANIFEST = load_manifest()
+KINDS = ("image", "video")
+SMOKE = tomllib.loads(resources.files("pytest_qualify.fixtures").joinpath("smoke.toml").read_text())["question"][0]
+
+
+def _limit(profile, kind: str) -> int:
+    return profile.limits.images_per_request if kind == "image" else profile.limits.videos_per_request
+
+
+def _media_message(kind: str, count: int) -> list[dict]:
+    """``count`` corpus files of one kind (cycled) and the admission question for that kind."""
+    names = list(itertools.islice(itertools.cycle(MANIFEST.files_of_kind(kind)), count))
+    parts = [media_part(name) for name in names]
+    parts.append({"type": "text", "text": MANIFEST.admission[f"{kind}s_prompt"]})
+    return [{"role": "user", "content": parts}]
+
+
+def _send(client, messages, profile, case: str, **params):
+    """(status, error message, answer or None); a timeout or a lost connection fails the test."""
+    import openai
+
+    try:
+        answer = client.chat(messages, max_tokens=profile.limits.answer_tokens, temperature=0, **params)
+    except EndpointError as exc:
+        return exc.status, error_message(exc.body), None
+    except openai.APITimeoutError:
+        fail(case, f"no answer within the profile's request timeout ({profile.timeouts.request_s:g} s)")
+    except ServerGone as exc:
+        fail(case, f"the server dropped the connection: {exc}")
+    return 200, "", answer
+
+
+def _still_serving(client, profile, case: str) -> None:
+    """After a refusal the server must still be healthy and answer a short question."""
+    status = client.health()
+    if status != 200:
+        fail(case, f"after the refusal GET /health answered HTTP {status}, expected 200")
+    status, message, answer = _send(client, [{"role": "user", "content": SMOKE["prompt"]}], profile, case, seed=1)
+    if answer is None:
+        fail(case, f"after the refusal a short question got HTTP {status}: {message}")
+    verdict = contains_answer(answer.content, SMOKE["accept"])
+    if not verdict.ok:
+        fail(case, f"after the refusal a short question was answered wrongly: {verdict.reason}")
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=["images", "videos"])
+def test_over_limit_refused(qualify_client, qualify_profile, qualify_record, kind):
+    limit = _limit(qualify_profile, kind)
+    sent = limit + 1
+    qualify_record.props(media_kind=kind, media_limit=limit, media_sent=sent)
+    status, message, _ = _send(qualify_client, _media_message(kind, sent), qualify_profile, f"{sent} {kind}s")
+    qualify_record.props(http_status=status, error_message=message)
+    require(grade_limit_refusal(status, message, kind=kind, limit=limit, sent=sent))
+    _still_serving(qualify_client, qualify_profile, f"{sent} {kind}s")
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=["images", "videos"])
+def test_at_limit_answered(qualify_client, qualify_profile, qualify_record, kind):
+    limit = _limit(qualify_profile, kind)
+    case = f"{limit} {kind}s (at the limit)"
+    qualify_record.props(media_kind=kind, media_limit=limit, media_sent=limit)
+    if limit < 1:
+        fail(case, f"profile {qualify_profile.name} allows no {kind}s per request: nothing to admit; "
+                   "drop media_admission from modules.required or set the limit")
+    status, message, answer = _send(qualify_client, _media_message(kind, limit), qualify_profile, case)
+    qualify_record.props(http_status=status)
+    if answer is None:
+        fail(case, f"refused with HTTP {status}: {message}; expected HTTP 200 with an answer")
+    qualify_record.answer(answer)
+    verdict = grade_words(answer.content, [str(limit)])
+    require(verdict, f"{case}: the answer must give the number of {kind}s ({limit})")
+
+
+@pytest.mark.parametrize("case", MANIFEST.malformed, ids=[c.id for c in MANIFEST.malformed])
+def test_malformed_media_refused(qualify_client, qualify_profile, qualify_record, case):
+    messages = [{"role": "user", "content": [malformed_part(case), {"type": "text", "text": MANIFEST.admission["malformed_prompt"]}]}]
+    status, message, _ = _send(qualify_client, messages, qualify_profile, case.id)
+    qualify_record.props(http_status=status, error_message=message, media_part=case.part, media_mime=case.mime)
+    require(grade_refusal(status, message, case=f"{case.id} ({case.part}, {case.mime})"))
+    _still_serving(qualify_client, qualify_profile, case.id)
+
+
+def test_tool_call_from_video(qualify_client, qualify_profile, qualify_record, qualify_salt):
+    tool = MANIFEST.tool_case
+    item = MANIFEST.item(tool.item)
+    qualify_record.props(corpus_item=item.id)
+    answer = qualify_client.chat(
+        user_message(item.files, tool.prompt), tools=[tool.tool], tool_choice="auto",
+        max_tokens=qualify_profile.limits.answer_tokens, temperature=0, seed=1, cache_salt=qualify_salt,
+    )
+    qualify_record.answer(answer, tool_turn=True)
+    qualify_record.props(tool_calls=";".join(f"{c.name}({c.arguments})" for c in answer.tool_calls))
+    require(grade_event_call(
+        [(c.name, c.arguments) for c in answer.tool_calls], function=tool.function, event=tool.event,
+        interval_s=item.interval_s, tolerance_s=tool.tolerance_s,
+    ), f"item {item.id} with tool {tool.function['name']}")
+
+
+def test_streaming_with_video(qualify_client, qualify_profile, qualify_record, qualify_salt):
+    item = MANIFEST.item(MANIFEST.stream_item)
+    qualify_record.props(corpus_item=item.id)
+    verdicts: list[Verdict] = []
+    for stream in (True, False):
+        answer = qualify_client.chat(
+            user_message(item.files, item.prompt), stream=stream,
+            max_tokens=qualify_profile.limits.answer_tokens, temperature=0, seed=1,
+            cache_salt=f"{qualify_salt}-{'stream' if stream else 'whole'}",
+        )
+        qualify_record.answer(answer)  # the streamed answer's TTFT is the one kept
+        verdict = grade_item(
+            item.id, answer.content, required=item.required, forbidden=item.forbidden,
+            interval_s=item.interval_s, tolerance_s=item.tolerance_s, finish_reason=answer.finish_reason,
+        )
+        verdicts.append(Verdict(verdict.ok, ("streamed: " if stream else "not streamed: ") + verdict.reason))
+    failed = [v.reason for v in verdicts if not v.ok]
+    if failed:
+        fail("", "; ".join(failed))

@@ -1,0 +1,34 @@
+"""Protocol module 9 — the multimodal corpus: 12 images, 4 mixed, 14 videos, graded strictly.
+
+Each corpus item is its own test item per repetition (ids are the item ids) and records its kind
+as the ``corpus_kind`` property, from which the per-kind table (x/12 images, x/4 mixed,
+x/14 videos) is drawn. Media travels inline as base64 data URLs in ``image_url``/``video_url``
+parts. The module is waivable: a failed item fails the gate unless an operator waiver names it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_qualify.checks import require
+from pytest_qualify.corpus import load_manifest, user_message
+from pytest_qualify.graders.media import grade_item
+
+pytestmark = pytest.mark.qualify_module("multimodal")
+
+ITEMS = load_manifest().items
+
+
+@pytest.mark.parametrize("item", ITEMS, ids=[item.id for item in ITEMS])
+def test_corpus_item(qualify_client, qualify_profile, qualify_record, qualify_salt, item):
+    qualify_record.props(corpus_kind=item.kind, corpus_item=item.id, corpus_files=",".join(item.files))
+    answer = qualify_client.chat(
+        user_message(item.files, item.prompt),
+        max_tokens=qualify_profile.limits.answer_tokens, temperature=0, seed=1,
+        cache_salt=qualify_salt,  # every repetition really reads its media again
+    )
+    qualify_record.answer(answer)
+    require(grade_item(
+        item.id, answer.content, required=item.required, forbidden=item.forbidden,
+        interval_s=item.interval_s, tolerance_s=item.tolerance_s, finish_reason=answer.finish_reason,
+    ))
