@@ -27,6 +27,9 @@ from pytest_qualify.timing import TIMING_PROPERTIES, RequestMetrics
 
 PRIMARY_KEYS = frozenset(TIMING_PROPERTIES) | {"timing_source", "timing_request", "cached_tokens"}
 COUNT_KEYS = frozenset({"requests", "requests_e2e_s"})
+# The protocol's per-testcase timing properties, present on every test case (empty when n/a).
+TIMING_COLUMNS = ("ttft_s", "e2e_s", "prompt_tokens", "completion_tokens", "decode_tok_s", "prefill_tok_s")
+PROTOCOL_PROPERTIES = ("module", "lane", "repetition", *TIMING_COLUMNS)
 # Where each protocol property comes from in the item's user properties.
 RENAMED = {"qualify_module": "module"}
 # Launch-command flags whose next argument is a secret, whatever its value.
@@ -108,23 +111,28 @@ def _classname_and_name(nodeid: str) -> tuple[str, str]:
 
 
 def testcase_properties(item: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The properties of one protocol item, protocol names first."""
+    """The properties of one protocol item: every protocol name on every test case (empty when
+    the item has no such value, e.g. no lane or no streamed request), then the item's own."""
     props = dict(item["properties"])
     out: list[tuple[str, str]] = [
         ("module", item["module"]),
         ("item", item["item"]),
+        ("lane", str(item.get("lane") or "")),
         ("repetition", str(item["repetition"])),
         ("repetitions", str(item["repetitions"])),
     ]
-    if item.get("lane"):
-        out.append(("lane", str(item["lane"])))
-    skip = {"qualify_module", "module", "item", "repetition", "repetitions", "lane", "reason"}
-    out += [(RENAMED.get(k, k), "" if v is None else str(v)) for k, v in props.items() if k not in skip]
+    out += [(k, _text(props.get(k))) for k in TIMING_COLUMNS]
+    done = {k for k, _ in out} | {"qualify_module", "reason", "waiver"}
+    out += [(RENAMED.get(k, k), _text(v)) for k, v in props.items() if k not in done and RENAMED.get(k, k) not in done]
     if item["outcome"] != "passed":
         out.append(("reason", item["reason"]))
     if item.get("waiver"):
         out.append(("waiver", item["waiver"]))
     return out
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
 
 
 def build_xml(summary: Mapping[str, Any], cases: Mapping[str, Any], suite_name: str = "pytest-qualify") -> bytes:
