@@ -1,0 +1,140 @@
+"""Deterministic JSON: the answer to a ``response_format`` json_schema request.
+
+The content must be one JSON value — bare, as guided decoding returns it, or inside a single code
+fence (accepted, and reported as fenced). Prose around the JSON is rejected: a caller that asked
+for a schema parses the content as it is. The value must validate against the schema and carry
+the task's expected values (numbers by value, strings by case- and whitespace-insensitive text).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_qualify.graders import Verdict
+from pytest_qualify.graders.text import normalize
+
+_FENCE = re.compile(r"\A\s*```[\w+-]*[ \t]*\n?(.*?)\n?```\s*\Z", re.S)
+
+
+class JsonAnswerError(ValueError):
+    """The content is not one JSON value; the message says why."""
+
+
+@dataclass(frozen=True)
+class ParsedJson:
+    value: Any
+    fenced: bool
+
+
+def parse_json_answer(content: str | None) -> ParsedJson:
+    """The JSON value in ``content`` (bare or in one code fence), or :class:`JsonAnswerError`."""
+    if content is None or not content.strip():
+        raise JsonAnswerError("empty answer")
+    fence = _FENCE.match(content)
+    text = fence.group(1) if fence else content
+    try:
+        return ParsedJson(json.loads(text), fenced=bool(fence))
+    except json.JSONDecodeError as exc:
+        shown = " ".join(content.split())
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        if exc.msg == "Extra data":
+            raise JsonAnswerError(f"content is not one JSON value (extra text at char {exc.pos}): {shown!r}") from None
+        where = "truncated" if exc.pos >= len(text.rstrip()) else f"at char {exc.pos}"
+        raise JsonAnswerError(f"content is not valid JSON ({exc.msg}, {where}): {shown!r}") from None
+
+
+def _path(parts: Iterable[Any]) -> str:
+    out = "$"
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else f".{p}"
+    return out
+
+
+def schema_problem(value: Any, schema: Mapping[str, Any]) -> str | None:
+    """The first schema violation (path and message), or None when the value validates."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(value), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if not errors:
+        return None
+    err = errors[0]
+    return f"{_path(err.absolute_path)}: {err.message}"
+
+
+def _same(actual: Any, expected: Any, unordered: bool) -> bool:
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return type(actual) is type(expected) and actual == expected
+    if isinstance(expected, (int, float)):
+        return isinstance(actual, (int, float)) and float(actual) == float(expected)
+    if isinstance(expected, str):
+        return isinstance(actual, str) and normalize(actual) == normalize(expected)
+    if isinstance(expected, Mapping):
+        return isinstance(actual, Mapping) and all(
+            k in actual and _same(actual[k], v, False) for k, v in expected.items()
+        )
+    if isinstance(expected, list):
+        if not isinstance(actual, list) or len(actual) != len(expected):
+            return False
+        if not unordered:
+            return all(_same(a, e, False) for a, e in zip(actual, expected))
+        left = list(actual)
+        for e in expected:
+            hit = next((i for i, a in enumerate(left) if _same(a, e, False)), None)
+            if hit is None:
+                return False
+            left.pop(hit)
+        return True
+    return actual == expected
+
+
+def value_problems(value: Any, expected: Mapping[str, Any], unordered: Iterable[str] = ()) -> list[str]:
+    """Each expected top-level field the value misses or gets wrong."""
+    loose = set(unordered)
+    problems = []
+    if not isinstance(value, Mapping):
+        return [f"expected a JSON object, got {type(value).__name__}"]
+    for key, want in expected.items():
+        if key not in value:
+            problems.append(f"field {key!r} missing (expected {want!r})")
+        elif not _same(value[key], want, key in loose):
+            problems.append(f"field {key!r} is {value[key]!r}, expected {want!r}")
+    return problems
+
+
+def check_json_answer(
+    content: str | None,
+    schema: Mapping[str, Any],
+    expected: Mapping[str, Any],
+    *,
+    unordered: Iterable[str] = (),
+) -> Verdict:
+    """Accept content that is one JSON value, validates against ``schema`` and holds ``expected``."""
+    try:
+        parsed = parse_json_answer(content)
+    except JsonAnswerError as exc:
+        return Verdict.reject(str(exc))
+    problem = schema_problem(parsed.value, schema)
+    if problem:
+        return Verdict.reject(f"does not validate against the schema: {problem}")
+    wrong = value_problems(parsed.value, expected, unordered)
+    if wrong:
+        return Verdict.reject("; ".join(wrong))
+    return Verdict.accept("valid against the schema with the expected values" + (" (inside a code fence)" if parsed.fenced else ""))
+
+
+def check_identical(first: str | None, second: str | None) -> Verdict:
+    """Two answers to identical requests (temperature 0, same seed) must be byte-identical."""
+    a, b = first or "", second or ""
+    if a == b:
+        return Verdict.accept(f"identical ({len(a)} chars)")
+    at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    lo = max(0, at - 20)
+    return Verdict.reject(
+        f"identical requests gave different content: first differs at char {at}: "
+        f"{a[lo:at + 20]!r} vs {b[lo:at + 20]!r} (lengths {len(a)} and {len(b)})"
+    )

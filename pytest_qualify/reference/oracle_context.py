@@ -1,0 +1,96 @@
+"""Context retrieval (and the window bracket's prompts): read the document like a perfect reader.
+
+The question after ``</document>`` is matched against the needle templates of
+``fixtures/haystack/needles.toml``; the answer is the value the document gives for the question's
+key, found in the text itself. Faults pick a context lane by the prompt's size, as the server sees
+it: the lane whose prompt_tokens are within the profile's tolerance.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pytest_qualify.haystack import NeedleTemplate, needle_spec
+from pytest_qualify.profiles import Lane, Profile
+from pytest_qualify.reference import tokenizer
+from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Reply
+
+PRIORITY = 50
+FAULTS = {
+    "drop_needle": "=LANE: prompts of that context lane (default: the longest) get a distractor's value",
+    "fail_repetition": "=N: the N-th context prompt of each lane (default 2) gets a near miss of the value",
+    "cached_tokens": "context prompts report prefix-cache hits (cached_tokens > 0) despite a fresh cache salt",
+}
+
+
+@dataclass(frozen=True)
+class Found:
+    template: NeedleTemplate
+    key: str
+    value: str | None  # None: the document has no needle for the key
+    document: str
+
+
+def read_task(req: ChatRequest) -> Found | None:
+    """The needle question in the last user message and the value its document gives."""
+    text = req.last_user_text()
+    document, marker, question = text.rpartition("</document>")
+    if not marker:
+        return None
+    for template in needle_spec().templates:
+        asked = template.question_regex().search(question)
+        if asked is None:
+            continue
+        key = asked.group("key")
+        hit = template.needle_regex(key).search(document)
+        return Found(template, key, hit.group("value") if hit else None, document)
+    return None
+
+
+def lane_of(prompt_tokens: int, profile: Profile) -> Lane | None:
+    """The context lane a prompt of this size was built for, or None (e.g. a window probe)."""
+    slack = max(1, profile.limits.lane_tolerance_tokens)
+    near = [lane for lane in profile.limits.lanes if abs(lane.prompt_tokens - prompt_tokens) <= slack]
+    return min(near, key=lambda lane: abs(lane.prompt_tokens - prompt_tokens)) if near else None
+
+
+def near_miss(value: str) -> str:
+    """The value with its last digit changed: what a careless reader might answer."""
+    for i in range(len(value) - 1, -1, -1):
+        if value[i].isdigit():
+            return value[:i] + str((int(value[i]) + 1) % 10) + value[i + 1 :]
+    return value[:-1] + ("A" if value[-1] != "A" else "B")
+
+
+def _distractor(found: Found) -> str | None:
+    for match in found.template.needle_regex().finditer(found.document):
+        if match.group("key") != found.key:
+            return match.group("value")
+    return None
+
+
+def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:
+    found = read_task(req)
+    if found is None:
+        return None
+    if found.value is None:
+        return Reply(content="The document does not say.")
+    value = found.value
+    faults = ctx.faults
+    lane = None
+    if "drop_needle" in faults or "fail_repetition" in faults:
+        lane = lane_of(tokenizer.count_chat(req.messages, req.tools or None), ctx.profile)
+    if lane is not None:
+        # Counted for every lane prompt, so "the N-th" means the N-th of that lane.
+        nth = ctx.occurrence(f"context-lane:{lane.name}")
+        longest = max(ctx.profile.limits.lanes, key=lambda x: x.prompt_tokens).name
+        if "drop_needle" in faults and lane.name == faults.arg("drop_needle", longest):
+            value = _distractor(found) or near_miss(value)
+        elif "fail_repetition" in faults and nth == int(faults.number("fail_repetition", 2)):
+            value = near_miss(value)
+    reply = Reply(content=f"The {found.template.id} value is {value}.")
+    if "cached_tokens" in faults:
+        # As if the cache ignored the salt and a previous request had the same long prefix.
+        reply.cached_tokens = max(16, tokenizer.count(found.document) // 2)
+    return reply

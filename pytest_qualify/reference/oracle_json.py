@@ -1,0 +1,50 @@
+"""Deterministic JSON: tasks from ``fixtures/json_tasks.toml`` answered with their ground truth.
+
+A task is recognised by its prompt and a ``json_schema`` response format; the answer is the task's
+expected and free fields in the schema's property order, as guided decoding would produce them.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Reply
+
+PRIORITY = 40
+FAULTS = {
+    "json_nondeterministic": "every second answer to the same JSON task is formatted differently",
+    "json_invalid": "answers to JSON tasks are cut off half way (invalid JSON)",
+}
+
+
+@cache
+def tasks_by_prompt() -> dict[str, dict[str, Any]]:
+    text = resources.files("pytest_qualify.fixtures").joinpath("json_tasks.toml").read_text(encoding="utf-8")
+    return {t["prompt"].strip(): t for t in tomllib.loads(text)["task"]}
+
+
+def truth(task: dict[str, Any]) -> dict[str, Any]:
+    values = {**task.get("free", {}), **task["expected"]}
+    order = list(task["schema"].get("properties", {}))
+    return {k: values[k] for k in sorted(values, key=lambda k: order.index(k) if k in order else len(order))}
+
+
+def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:
+    fmt = req.response_format
+    if not fmt or fmt.get("type") != "json_schema":
+        return None
+    task = tasks_by_prompt().get(req.last_user_text().strip())
+    if task is None:
+        return None
+    value = truth(task)
+    text = json.dumps(value)
+    n = ctx.occurrence(f"json:{task['id']}")
+    if "json_nondeterministic" in ctx.faults and n % 2 == 0:
+        text = json.dumps(value, indent=1)
+    if "json_invalid" in ctx.faults:
+        text = text[: len(text) // 2]
+    return Reply(content=text)

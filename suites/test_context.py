@@ -1,0 +1,69 @@
+"""Protocol module 3 — context retrieval.
+
+Per lane and repetition: a fresh haystack (seeded by run, lane and repetition) sized to the lane in
+the server's own tokens (``/tokenize``), a target needle and distractor needles of the same form,
+the target at a depth swept across lanes and repetitions. The streamed answer must carry the
+target's exact value and no distractor's; the prompt must land within the lane's tolerance; with a
+fresh cache salt, no prompt token may come from the prefix cache.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_qualify.checks import fail, require
+from pytest_qualify.client import EndpointError, error_message
+from pytest_qualify.graders.needle import grade_needle
+from pytest_qualify.haystack import Haystack, SizingError, depth_for, haystack_seed, needle_spec, plan_haystack, size_to_tokens
+from pytest_qualify.plugin import state_of
+
+pytestmark = pytest.mark.qualify_module("context")
+
+# A 240K-token lane is sized in at most this many /tokenize round trips.
+MAX_TOKENIZE_CALLS = 6
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "lane" in metafunc.fixturenames:
+        state = state_of(metafunc.config)
+        lanes = state.profile.limits.lanes if state is not None else ()
+        metafunc.parametrize("lane", lanes, ids=[lane.name for lane in lanes])
+
+
+def test_context_retrieval(lane, qualify_client, qualify_profile, qualify_run, qualify_record, qualify_salt, qualify_repetition):
+    where = f"{lane.name} lane, repetition {qualify_repetition}"
+    limits = qualify_profile.limits
+    seed = haystack_seed(qualify_run.run_id, "context", lane.name, qualify_repetition)
+    plan = plan_haystack(seed, depth_for(limits.lanes.index(lane), qualify_repetition, needle_spec().depths))
+    qualify_record.props(
+        haystack_seed=seed, needle_template=plan.template.id, needle_key=plan.target.key,
+        needle_depth=plan.target.depth, distractors=len(plan.distractors),
+    )
+    tolerance = limits.lane_tolerance_tokens
+    try:
+        # Half the tolerance: the chat request may count a few template tokens more than /tokenize.
+        sized = size_to_tokens(Haystack(plan).build, qualify_client.count_chat_tokens, lane.prompt_tokens,
+                               tolerance=tolerance // 2, max_calls=MAX_TOKENIZE_CALLS)
+    except SizingError as exc:
+        fail(where, str(exc))
+    except EndpointError as exc:
+        fail(where, f"POST /tokenize failed, so the lane cannot be sized in server tokens: HTTP {exc.status}: {error_message(exc.body)}")
+    qualify_record.props(tokenize_calls=sized.calls, sized_prompt_tokens=sized.tokens)
+
+    answer = qualify_client.chat(
+        sized.messages, stream=True, temperature=0, cache_salt=qualify_salt,
+        max_tokens=limits.answer_tokens + limits.reasoning_headroom_tokens,
+        timeout_s=qualify_profile.timeouts.for_prompt(lane.prompt_tokens),
+    )
+    qualify_record.answer(answer)
+
+    prompt_tokens = answer.prompt_tokens
+    if prompt_tokens is None:
+        fail(where, "the server reported no usage.prompt_tokens, so the lane's size cannot be verified")
+    if abs(prompt_tokens - lane.prompt_tokens) > tolerance:
+        fail(where, f"prompt has {prompt_tokens} tokens; the lane is {lane.prompt_tokens} ± {tolerance}")
+    cached = answer.cached_tokens
+    qualify_record.props(cached_tokens=cached if cached is not None else "not reported")
+    if cached:
+        fail(where, f"{cached} of {prompt_tokens} prompt tokens came from the prefix cache despite a fresh haystack and cache_salt")
+    require(grade_needle(answer.content, plan.target.value, plan.distractor_values, key=plan.target.key), where)

@@ -1,0 +1,91 @@
+"""Protocol module 4 — window bracket.
+
+A prompt of exactly window − answer budget tokens (sized with the server's ``/tokenize``) is
+answered; a prompt one token over the window is refused with HTTP 400 and an error naming the
+limit, after which the server still answers ``/health`` and a short request.
+
+A tokenizer may not be able to hit a count exactly (one more filler piece adding two tokens); the
+prompt is then the nearest on the correct side, at most ``SLACK_TOKENS`` away, and its size is
+recorded. Hangs and a dead server surface as the run's timeout / dead-server reasons.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from importlib import resources
+
+import pytest
+
+from pytest_qualify.checks import fail, require
+from pytest_qualify.client import EndpointError, error_message
+from pytest_qualify.graders.text import contains_answer
+from pytest_qualify.graders.window import check_overwindow_refusal
+from pytest_qualify.haystack import Haystack, Sized, SizingError, haystack_seed, plan_haystack, size_to_tokens
+
+pytestmark = pytest.mark.qualify_module("window")
+
+SLACK_TOKENS = 2
+MAX_TOKENIZE_CALLS = 10
+FOLLOW_UP = tomllib.loads(resources.files("pytest_qualify.fixtures").joinpath("finish.toml").read_text())["prompt"][0]
+
+
+def _budget(profile) -> int:
+    return profile.limits.answer_tokens + profile.limits.reasoning_headroom_tokens
+
+
+def _sized_prompt(client, run_id: str, label: str, repetition: int, target: int, side: str, where: str) -> Sized:
+    plan = plan_haystack(haystack_seed(run_id, "window", label, repetition), 0.5, distractors=0)
+    build = Haystack(plan).build
+    try:
+        return size_to_tokens(build, client.count_chat_tokens, target, side=side, max_calls=MAX_TOKENIZE_CALLS)
+    except SizingError as exc:
+        if exc.closest is not None and abs(exc.closest.tokens - target) <= SLACK_TOKENS:
+            return exc.closest
+        fail(where, str(exc))
+    except EndpointError as exc:
+        fail(where, f"POST /tokenize failed, so the prompt cannot be sized in server tokens: HTTP {exc.status}: {error_message(exc.body)}")
+    raise AssertionError("unreachable")
+
+
+def test_prompt_that_fits_is_answered(qualify_client, qualify_profile, qualify_run, qualify_record, qualify_salt, qualify_repetition):
+    window, budget = qualify_profile.limits.window_tokens, _budget(qualify_profile)
+    target = window - budget
+    where = f"window {window}, repetition {qualify_repetition}: prompt of window − answer budget ({target} tokens)"
+    sized = _sized_prompt(qualify_client, qualify_run.run_id, "fit", qualify_repetition, target, "below", where)
+    qualify_record.props(window_tokens=window, fit_prompt_tokens=sized.tokens, tokenize_calls=sized.calls)
+    try:
+        answer = qualify_client.chat(sized.messages, max_tokens=budget, temperature=0, cache_salt=qualify_salt,
+                                     timeout_s=qualify_profile.timeouts.for_prompt(sized.tokens))
+    except EndpointError as exc:
+        fail(where, f"refused with HTTP {exc.status} although {sized.tokens} + {budget} answer tokens fit the window: "
+                    f"{error_message(exc.body)[:200]!r}")
+    qualify_record.answer(answer)  # visible content, finish "stop"
+    if answer.prompt_tokens is not None and answer.prompt_tokens > target:
+        fail(where, f"the server counted {answer.prompt_tokens} prompt tokens, /tokenize {sized.tokens}")
+
+
+def test_prompt_over_window_is_refused(qualify_client, qualify_profile, qualify_run, qualify_record, qualify_salt, qualify_repetition):
+    window, budget = qualify_profile.limits.window_tokens, _budget(qualify_profile)
+    target = window + 1
+    where = f"window {window}, repetition {qualify_repetition}"
+    sized = _sized_prompt(qualify_client, qualify_run.run_id, "over", qualify_repetition, target, "above", where)
+    qualify_record.props(window_tokens=window, over_prompt_tokens=sized.tokens, tokenize_calls=sized.calls)
+    status, message = None, ""
+    try:
+        answer = qualify_client.chat(sized.messages, max_tokens=budget, temperature=0, cache_salt=qualify_salt,
+                                     timeout_s=qualify_profile.timeouts.for_prompt(sized.tokens))
+        qualify_record.props(overwindow_answer=(answer.content or "")[:200])
+    except EndpointError as exc:
+        status, message = exc.status, error_message(exc.body) or str(exc)
+    qualify_record.props(overwindow_status=status if status is not None else 200, overwindow_message=message[:300])
+    require(check_overwindow_refusal(status, message, window, sized.tokens), where)
+
+    health = qualify_client.health()
+    if health != 200:
+        fail(where, f"after refusing the over-window prompt, GET /health answered HTTP {health}, expected 200")
+    try:
+        follow_up = qualify_client.chat([{"role": "user", "content": FOLLOW_UP["text"]}], max_tokens=budget, temperature=0)
+    except EndpointError as exc:
+        fail(where, f"a short request after the over-window refusal failed: HTTP {exc.status}: {error_message(exc.body)[:200]!r}")
+    qualify_record.answer(follow_up)
+    require(contains_answer(follow_up.content, FOLLOW_UP["accept"]), f"{where}, short request after the refusal")
