@@ -18,8 +18,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", required=True, help="built-in profile name or path")
     parser.add_argument("--fault", action="append", default=[], metavar="NAME[=ARG]")
     parser.add_argument("--api-key-env", default=None, help="environment variable holding the API key")
-    parser.add_argument("--prefill-tok-s", type=float, default=1_000_000.0, help="simulated prefill rate (0: none)")
-    parser.add_argument("--decode-tok-s", type=float, default=2_000.0, help="simulated decode rate (0: none)")
+    # The environment can set the rates because the plugin launches this server itself: the
+    # harness benchmark (bench/) runs it with no added latency.
+    parser.add_argument("--prefill-tok-s", type=float,
+                        default=float(os.environ.get("QUALIFY_REFERENCE_PREFILL_TOK_S", 1_000_000.0)),
+                        help="simulated prefill rate (0: none; env QUALIFY_REFERENCE_PREFILL_TOK_S)")
+    parser.add_argument("--decode-tok-s", type=float,
+                        default=float(os.environ.get("QUALIFY_REFERENCE_DECODE_TOK_S", 2_000.0)),
+                        help="simulated decode rate (0: none; env QUALIFY_REFERENCE_DECODE_TOK_S)")
     args = parser.parse_args(argv)
     try:
         profile = load_profile(args.profile)
