@@ -440,15 +440,16 @@ def kind_table(results: Iterable[tuple[str, str, bool]]) -> list[str]:
         counts = attempts.setdefault(kind, [0, 0])
         counts[0] += int(passed)
         counts[1] += 1
-    lines = ["Corpus kind | Items passed | Attempts passed", "------------+--------------+----------------"]
-    total_items = total_passed = 0
+    rows = []
+    totals = [0, 0, 0, 0]  # items passed, items, attempts passed, attempts
     for kind in sorted(items, key=lambda k: (KINDS.index(k) if k in KINDS else len(KINDS), k)):
-        passed = sum(items[kind].values())
-        total_items += len(items[kind])
-        total_passed += passed
-        ok, n = attempts[kind]
-        lines.append(f"{KIND_TITLES.get(kind, kind):<11} | {passed}/{len(items[kind]):<12} | {ok}/{n}")
-    lines.append(f"{'total':<11} | {total_passed}/{total_items}")
+        row = [sum(items[kind].values()), len(items[kind]), *attempts[kind]]
+        totals = [t + x for t, x in zip(totals, row)]
+        rows.append((KIND_TITLES.get(kind, kind), row))
+    rows.append(("total", totals))
+    lines = ["Corpus kind | Items passed | Attempts passed", "------------+--------------+----------------"]
+    for title, (passed, n, ok, tries) in rows:
+        lines.append(f"{title:<11} | {f'{passed}/{n}':<12} | {ok}/{tries}")
     return lines
 
 

@@ -553,6 +553,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         tr.write_line(line)
     if state.deselected_modules:
         tr.write_line(f"not in this profile: {', '.join(sorted(state.deselected_modules))}")
+    _write_corpus_table(tr, state)
     tr.write_line("")
     verdict_lines = state.verdict.summary_lines()
     tr.write_line(verdict_lines[0], bold=True, green=state.verdict.passed, red=not state.verdict.passed)
@@ -564,6 +565,21 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
         tr.write_line("")
         for line in terminal_lines(ev):
+            tr.write_line(line)
+
+
+def _write_corpus_table(tr: Any, state: RunState) -> None:
+    """The multimodal corpus per kind (x/12 images, x/4 mixed, x/14 videos), when it ran."""
+    rows = [
+        (str(r.properties["corpus_kind"]), r.item, r.passed)
+        for r in state.results.values()
+        if r.module == "multimodal" and "corpus_kind" in r.properties
+    ]
+    if rows:
+        from pytest_qualify.corpus import kind_table
+
+        tr.write_line("")
+        for line in kind_table(rows):
             tr.write_line(line)
 
 
