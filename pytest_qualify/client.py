@@ -11,9 +11,12 @@ import json
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_qualify.timing import Timeline
+
+if TYPE_CHECKING:
+    from pytest_qualify.profiles import Timeouts
 
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 
@@ -29,6 +32,53 @@ class EndpointError(RuntimeError):
 
 class ServerGone(RuntimeError):
     """The endpoint cannot be reached any more (connection refused or reset)."""
+
+
+class AuthRejected(EndpointError):
+    """HTTP 401: the endpoint refused our API key. Reported as such, never as a traceback."""
+
+    def __init__(self, where: str, body: Any, api_key_env: str = "") -> None:
+        source = f" (the key is read from ${api_key_env})" if api_key_env else ""
+        super().__init__(401, body, f"the endpoint rejected the API key{source}: HTTP 401 on {where}")
+
+
+class RequestTimeout(RuntimeError):
+    """No (complete) answer within the request's time limit: a hung or overloaded server."""
+
+    def __init__(self, where: str, elapsed_s: float, limit_s: float, prompt_tokens: int | None = None) -> None:
+        size = f" for a ~{prompt_tokens:,}-token prompt" if prompt_tokens else ""
+        super().__init__(f"{where}: no answer after {elapsed_s:.1f} s (request timeout {limit_s:.1f} s{size})")
+        self.elapsed_s = elapsed_s
+        self.limit_s = limit_s
+
+
+# A generous estimate of prompt size for the per-request timeout when the caller gives none:
+# real tokenizers average 3.5-4.5 characters per token on English, and media blocks vary by model.
+CHARS_PER_TOKEN_ESTIMATE = 3
+IMAGE_TOKENS_ESTIMATE = 2048
+VIDEO_TOKENS_ESTIMATE = 16384
+
+
+def estimate_prompt_tokens(messages: Iterable[Mapping[str, Any]], tools: Any = None) -> int:
+    """An upper-side estimate of a chat's prompt tokens, from characters and media parts."""
+    chars = len(json.dumps(tools)) if tools else 0
+    media = 0
+    for msg in messages:
+        content = msg.get("content") if isinstance(msg, Mapping) else None
+        if isinstance(content, str):
+            chars += len(content)
+        elif isinstance(content, list):
+            for part in content:
+                if not isinstance(part, Mapping):
+                    continue
+                kind = part.get("type")
+                if kind == "text":
+                    chars += len(str(part.get("text", "")))
+                elif kind == "image_url":
+                    media += IMAGE_TOKENS_ESTIMATE
+                elif kind == "video_url":
+                    media += VIDEO_TOKENS_ESTIMATE
+    return chars // CHARS_PER_TOKEN_ESTIMATE + media
 
 
 @dataclass(frozen=True)
@@ -86,11 +136,22 @@ def _reasoning_of(d: Mapping[str, Any]) -> str | None:
 class QualifyClient:
     """An endpoint: ``base_url`` without ``/v1``. ``api_key`` is held, never printed."""
 
-    def __init__(self, base_url: str, api_key: str | None, model: str, timeout_s: float) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None,
+        model: str,
+        timeout_s: float,
+        timeouts: Timeouts | None = None,
+        api_key_env: str = "",
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self._api_key = api_key
         self.model = model
         self.timeout_s = timeout_s
+        # The profile's timeouts scale a chat's limit with its prompt size (long lanes take longer).
+        self.timeouts = timeouts
+        self.api_key_env = api_key_env
         self._openai = None
         self._http = None
 
@@ -143,10 +204,16 @@ class QualifyClient:
     def _send(self, method: str, path: str, **kw: Any):  # type: ignore[no-untyped-def]
         import httpx
 
+        limit = kw.get("timeout") or self.timeout_s
+        t0 = time.perf_counter()
         try:
             resp = self.http.request(method, path, **kw)
-        except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError) as exc:
+        except httpx.TimeoutException as exc:
+            raise RequestTimeout(f"{method} {path}", time.perf_counter() - t0, limit) from exc
+        except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
             raise ServerGone(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+        if resp.status_code == 401:
+            raise AuthRejected(f"{method} {path}", resp.text, self.api_key_env)
         if resp.status_code >= 400:
             try:
                 body = resp.json()
@@ -158,9 +225,12 @@ class QualifyClient:
     def health(self) -> int:
         import httpx
 
+        t0 = time.perf_counter()
         try:
             return self.http.get("/health", timeout=10.0).status_code
-        except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError) as exc:
+        except httpx.TimeoutException as exc:
+            raise RequestTimeout("GET /health", time.perf_counter() - t0, 10.0) from exc
+        except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
             raise ServerGone(f"GET /health: {type(exc).__name__}: {exc}") from exc
 
     def models(self) -> list[dict[str, Any]]:
@@ -186,10 +256,16 @@ class QualifyClient:
         stream: bool = False,
         max_tokens: int | None = None,
         timeout_s: float | None = None,
+        prompt_tokens_hint: int | None = None,
         **params: Any,
     ) -> Answer:
         """One chat completion. Extra vLLM parameters (``cache_salt``, ``chat_template_kwargs``)
-        go through ``params`` as they are; an HTTP error raises :class:`EndpointError`."""
+        go through ``params`` as they are; an HTTP error raises :class:`EndpointError`.
+
+        The time limit is ``timeout_s`` if given, else the profile's timeout for the prompt's
+        size (``prompt_tokens_hint``, e.g. a lane's size, or an estimate from the messages); no
+        complete answer within it raises :class:`RequestTimeout` with the elapsed time."""
+        import httpx
         import openai
 
         body: dict[str, Any] = {"model": self.model, "messages": messages, **params}
@@ -201,20 +277,26 @@ class QualifyClient:
         }
         kwargs = {k: v for k, v in body.items() if k in known or k in ("model", "messages", "max_tokens")}
         extra = {k: v for k, v in body.items() if k not in kwargs}
-        client = self.openai.with_options(timeout=timeout_s or self.timeout_s)
+        prompt_tokens = prompt_tokens_hint or estimate_prompt_tokens(messages, params.get("tools"))
+        limit = timeout_s or (self.timeouts.for_prompt(prompt_tokens) if self.timeouts else self.timeout_s)
+        client = self.openai.with_options(timeout=limit)
+        where = "streamed chat completion" if stream else "chat completion"
+        t0 = time.perf_counter()
         try:
             if stream:
                 kwargs.setdefault("stream_options", {"include_usage": True})
-                return self._stream(client, kwargs, extra)
-            t0 = time.perf_counter()
+                return self._stream(client, kwargs, extra, t0 + limit)
             resp = client.chat.completions.create(**kwargs, extra_body=extra or None)
             return self._answer_from_response(_as_dict(resp), time.perf_counter() - t0)
+        except openai.AuthenticationError as exc:
+            raise AuthRejected("POST /v1/chat/completions", _error_body(exc), self.api_key_env) from exc
         except openai.APIStatusError as exc:
             raise EndpointError(exc.status_code, _error_body(exc), f"HTTP {exc.status_code}: {exc.message}") from exc
-        except openai.APIConnectionError as exc:
-            if isinstance(exc, openai.APITimeoutError):
-                raise
-            raise ServerGone(f"chat completion: {exc}") from exc
+        except (openai.APITimeoutError, httpx.TimeoutException, _Deadline) as exc:
+            raise RequestTimeout(where, time.perf_counter() - t0, limit, prompt_tokens) from exc
+        except (openai.APIConnectionError, httpx.TransportError) as exc:
+            # Raised mid-stream, httpx errors reach us unwrapped by the SDK.
+            raise ServerGone(f"{where}: {type(exc).__name__}: {exc}") from exc
 
     @staticmethod
     def _answer_from_response(data: Mapping[str, Any], e2e_s: float) -> Answer:
@@ -238,7 +320,7 @@ class QualifyClient:
             reasoning_tokens=details.get("reasoning_tokens"),
         )
 
-    def _stream(self, client: Any, kwargs: dict[str, Any], extra: dict[str, Any]) -> Answer:
+    def _stream(self, client: Any, kwargs: dict[str, Any], extra: dict[str, Any], deadline: float) -> Answer:
         timeline = Timeline.start()
         stream = client.chat.completions.create(**kwargs, stream=True, extra_body=extra or None)
         content: list[str] = []
@@ -274,6 +356,10 @@ class QualifyClient:
             if data.get("usage"):
                 usage = data["usage"]
             timeline.chunk(has_choices=bool(choices), visible=visible)
+            # httpx's read timeout is per read: a server that trickles forever needs a total limit.
+            if time.perf_counter() > deadline:
+                stream.close()
+                raise _Deadline()
         timeline.finish()
         ordered = [calls[i] for i in sorted(calls)]
         details = usage.get("completion_tokens_details") or {}
@@ -288,6 +374,10 @@ class QualifyClient:
             tool_name_deltas=tuple(c["names"] for c in ordered),
             reasoning_tokens=details.get("reasoning_tokens"),
         )
+
+
+class _Deadline(Exception):
+    """A stream still running at the request's time limit."""
 
 
 def _error_body(exc: Any) -> Any:

@@ -8,6 +8,7 @@ log tail — when the process dies before it is ready.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import os
 import shlex
@@ -23,6 +24,9 @@ from pathlib import Path
 
 LOG_TAIL_LINES = 50
 REDACTED = "***"
+PR_SET_PDEATHSIG = 1
+# How long teardown waits for the killed group to disappear before reporting survivors.
+KILL_WAIT_S = 5.0
 
 
 class StartupError(RuntimeError):
@@ -87,15 +91,23 @@ class LaunchSpec:
         return redact(shlex.join(self.argv), self.secrets)
 
 
-def _die_with_parent() -> None:
-    # Own process group (so teardown reaches every child) and SIGTERM when the launching process
-    # dies, even by SIGKILL: a server must never outlive the run that owns it.
-    os.setsid()
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
+def _child_setup(parent_pid: int) -> Callable[[], None]:
+    """What the child runs between fork and exec."""
+
+    def setup() -> None:
+        # Own process group (so teardown reaches every child) and SIGTERM when the launching
+        # process dies, even by SIGKILL: a server must never outlive the run that owns it.
+        os.setsid()
+        try:
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        except OSError:
+            return
+        # The parent may have died between fork and prctl: then no signal would ever come.
+        if os.getppid() != parent_pid:
+            os._exit(1)
+
+    return setup
 
 
 class ServerProcess:
@@ -133,7 +145,7 @@ class ServerProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
-                preexec_fn=_die_with_parent,
+                preexec_fn=_child_setup(os.getpid()),
             )
         except OSError as exc:
             raise StartupError(
@@ -142,6 +154,8 @@ class ServerProcess:
         finally:
             log.close()
         self.started_at = time.monotonic()
+        # Safety net for an exit that skips the plugin's teardown (an error inside pytest itself).
+        atexit.register(self.stop)
 
     def _failure(self, what: str) -> StartupError:
         return StartupError(
@@ -154,12 +168,17 @@ class ServerProcess:
         progress: Callable[[str], None] | None = None,
         progress_every_s: float = 10.0,
         poll_s: float = 0.25,
+        first_progress_s: float = 2.0,
     ) -> float:
-        """Poll ``/health`` until 200; return seconds taken. Raise StartupError on death or timeout."""
+        """Poll ``/health`` until 200; return seconds taken. Raise StartupError on death or timeout.
+
+        Progress lines come early and then less often (2 s, 4 s, 8 s, ... capped at
+        ``progress_every_s``): an operator sees at once that a slow start is moving."""
         assert self.proc is not None and self.started_at is not None, "start() first"
         url = self.spec.base_url + self.spec.health_path
         deadline = self.started_at + self.spec.startup_timeout_s
-        next_progress = self.started_at + progress_every_s
+        interval = min(first_progress_s, progress_every_s)
+        next_progress = self.started_at + interval
         while True:
             code = self.proc.poll()
             if code is not None:
@@ -183,29 +202,39 @@ class ServerProcess:
             if progress is not None and now >= next_progress:
                 newest = self.log_tail(1).strip() or "(no log output yet)"
                 progress(f"waiting for {url}: {now - self.started_at:.0f} s elapsed; log: {newest[:160]}")
-                next_progress = now + progress_every_s
+                interval = min(interval * 2, progress_every_s)
+                next_progress = now + interval
             time.sleep(poll_s)
 
     def stop(self) -> int | None:
-        """SIGTERM the process group, wait, then SIGKILL it. Safe to call twice."""
+        """SIGTERM the process group, wait, then SIGKILL it and wait until no member is left.
+
+        Safe to call twice. A KeyboardInterrupt while waiting (a second Ctrl-C, or SIGTERM to
+        pytest) cuts the polite wait short; the group is still killed before it propagates."""
         proc = self.proc
         if proc is None:
             return None
+        # setsid() made the leader's pid the group id; getpgid() would fail once it is reaped.
+        pgid = proc.pid
+        interrupted: BaseException | None = None
         try:
-            pgid = os.getpgid(proc.pid)
-        except ProcessLookupError:
-            pgid = proc.pid
-        _signal_group(pgid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=self.spec.term_grace_s)
-        except subprocess.TimeoutExpired:
-            pass
-        # Children may linger after the leader exits (engine workers): kill the whole group.
-        _signal_group(pgid, signal.SIGKILL)
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
+            _signal_group(pgid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=self.spec.term_grace_s)
+            except subprocess.TimeoutExpired:
+                pass
+        except KeyboardInterrupt as exc:
+            interrupted = exc
+        finally:
+            # Children may linger after the leader exits (engine workers): kill the whole group.
+            _signal_group(pgid, signal.SIGKILL)
+            try:
+                proc.wait(timeout=KILL_WAIT_S)
+            except subprocess.TimeoutExpired:
+                pass
+            wait_group_gone(pgid, KILL_WAIT_S)
+        if interrupted is not None:
+            raise interrupted
         return proc.returncode
 
 
@@ -216,20 +245,55 @@ def _signal_group(pgid: int, sig: int) -> None:
         pass
 
 
+def _stat_fields(pid: int) -> list[str] | None:
+    """Fields of ``/proc/PID/stat`` after the command name (state is the first), or None."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()
+
+
 def group_alive(pgid: int) -> bool:
     """Whether any process of the group still exists (zombies aside)."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
+        rest = _stat_fields(int(entry.name))
         # Fields after the command name: state, ppid, pgrp.
-        rest = stat.rsplit(")", 1)[1].split()
-        if int(rest[2]) == pgid and rest[0] != "Z":
+        if rest is not None and int(rest[2]) == pgid and rest[0] != "Z":
             return True
     return False
+
+
+def wait_group_gone(pgid: int, timeout_s: float) -> bool:
+    """Wait until no live process is left in the group; True when it is empty."""
+    deadline = time.monotonic() + timeout_s
+    while group_alive(pgid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def pid_exit(pid: int) -> tuple[bool, int | None]:
+    """(exited, exit code) of a process that is not our child, e.g. the server seen from an
+    xdist worker. A zombie still carries its wait status (``/proc/PID/stat`` field 52), so the
+    code is known until the parent reaps it; after that it is gone with the process."""
+    rest = _stat_fields(pid)
+    if rest is None:
+        return True, None
+    if rest[0] not in ("Z", "X"):
+        return False, None
+    try:
+        status = int(rest[-1])
+    except (IndexError, ValueError):
+        return True, None
+    if os.WIFEXITED(status):
+        return True, os.WEXITSTATUS(status)
+    if os.WIFSIGNALED(status):
+        return True, -os.WTERMSIG(status)
+    return True, None
 
 
 def render_argv(template: Sequence[str], values: Mapping[str, str]) -> tuple[str, ...]:

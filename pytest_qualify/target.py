@@ -7,13 +7,16 @@ its URL to xdist workers.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_qualify.lifecycle import LaunchSpec, ServerProcess, free_port, port_is_free, render_argv
+from pytest_qualify.lifecycle import (
+    LaunchSpec, ServerProcess, free_port, pid_exit, port_is_free, redact, render_argv, tail,
+)
 from pytest_qualify.profiles import Profile
 from pytest_qualify.settings import REFERENCE, Settings
 
@@ -40,12 +43,64 @@ class Target:
     def died(self) -> str | None:
         """Why the launched process is gone, or None while it runs (or when attached)."""
         if self.process is not None and self.process.proc is not None and not self.process.alive():
-            return f"server process exited with code {self.process.exit_code}"
+            return f"server process (pid {self.process.pid}) exited with code {self.process.exit_code}"
         return None
 
+    def log_tail(self, lines: int = 20) -> str:
+        return self.process.log_tail(lines) if self.process is not None else ""
+
     def stop(self) -> None:
-        if self.process is not None:
+        """Stop the process group; then scrub secrets from the log the server wrote."""
+        if self.process is None:
+            return
+        try:
             self.process.stop()
+        finally:
+            redact_file(self.process.spec.log_path, self.process.spec.secrets)
+
+
+def redact_file(path: Path, secrets: tuple[str, ...]) -> None:
+    """Replace every secret in a file we keep as evidence (a server may log its own flags)."""
+    if not any(secrets):
+        return
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return
+    text = data.decode("utf-8", errors="surrogateescape")
+    clean = redact(text, secrets)
+    if clean != text:
+        path.write_bytes(clean.encode("utf-8", errors="surrogateescape"))
+
+
+def process_gone(pid: int) -> str | None:
+    """Why a server process we did not start (seen from an xdist worker) is gone, or None."""
+    exited, code = pid_exit(pid)
+    if not exited:
+        return None
+    return f"server process (pid {pid}) exited" + (f" with code {code}" if code is not None else "")
+
+
+def log_tail(path: str | os.PathLike[str] | None, secrets: tuple[str, ...] = (), lines: int = 20) -> str:
+    return tail(Path(path), lines, secrets) if path else ""
+
+
+def preflight(profile: Profile, settings: Settings) -> None:
+    """Local problems that make a launch pointless, found before anything is started."""
+    if settings.mode == "attach":
+        return
+    host = profile.serve.host
+    if profile.serve.port is not None and not port_is_free(host, profile.serve.port):
+        raise TargetError(
+            f"profile {profile.name}: serve.port {profile.serve.port} on {host} is already in use "
+            f"(profile file {profile.source})"
+        )
+    if settings.mode == "launch":
+        command = settings.serve_command or profile.serve.command
+        exe = command[0]
+        where = "--qualify-serve-command" if settings.serve_command else f"serve.command of profile {profile.source}"
+        if shutil.which(exe) is None:
+            raise TargetError(f"{where}: cannot run {exe!r}: not found or not executable")
 
 
 def launch_spec(profile: Profile, settings: Settings, run_dir: Path, api_key: str | None) -> LaunchSpec:
@@ -118,7 +173,13 @@ def start_target(
     if progress:
         progress(f"launching: {spec.display_command()}")
     process.start()
-    seconds = process.wait_ready(progress=progress, progress_every_s=2.0 if settings.mode == REFERENCE else 10.0)
+    try:
+        seconds = process.wait_ready(progress=progress, progress_every_s=2.0 if settings.mode == REFERENCE else 10.0)
+    except BaseException:
+        # A failed start, a startup timeout, or Ctrl-C/SIGTERM while waiting: nothing may be
+        # left running, and the caller never got a Target to stop.
+        target.stop()
+        raise
     if progress:
         progress(f"server ready at {spec.base_url} after {seconds:.1f} s (pid {process.pid})")
     return target
