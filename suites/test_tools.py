@@ -40,7 +40,7 @@ def _messages(prompt: str) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("case", FIXTURES.cases, ids=[c.id for c in FIXTURES.cases])
 def test_tool_call(case, qualify_client, qualify_profile, qualify_record, qualify_salt, qualify_repetition):
     answer = _ask(qualify_client, qualify_profile, qualify_salt, _messages(case.prompt))
-    qualify_record.answer(answer)
+    qualify_record.answer(answer, tool_turn=True)
     qualify_record.props(case=case.id, tool_calls=len(answer.tool_calls))
     require(grade_calls(answer.tool_calls, case.calls, SCHEMAS, answer.content),
             f"case {case.id}, repetition {qualify_repetition}")
@@ -49,7 +49,7 @@ def test_tool_call(case, qualify_client, qualify_profile, qualify_record, qualif
 @pytest.mark.parametrize("case", FIXTURES.irrelevance, ids=[c.id for c in FIXTURES.irrelevance])
 def test_no_tool_fits(case, qualify_client, qualify_profile, qualify_record, qualify_salt, qualify_repetition):
     answer = _ask(qualify_client, qualify_profile, qualify_salt, _messages(case.prompt))
-    qualify_record.answer(answer)
+    qualify_record.answer(answer, tool_turn=True)
     qualify_record.props(case=case.id, tool_calls=len(answer.tool_calls))
     where = f"case {case.id}, repetition {qualify_repetition}"
     require(grade_no_call(answer.tool_calls, answer.content), where)
@@ -59,7 +59,7 @@ def test_no_tool_fits(case, qualify_client, qualify_profile, qualify_record, qua
 @pytest.mark.parametrize("case", FIXTURES.parallel, ids=[c.id for c in FIXTURES.parallel])
 def test_parallel_calls(case, qualify_client, qualify_profile, qualify_record, qualify_salt, qualify_repetition):
     answer = _ask(qualify_client, qualify_profile, qualify_salt, _messages(case.prompt))
-    qualify_record.answer(answer)
+    qualify_record.answer(answer, tool_turn=True)
     qualify_record.props(case=case.id, tool_calls=len(answer.tool_calls))
     require(grade_calls(answer.tool_calls, case.calls, SCHEMAS, answer.content),
             f"case {case.id}, repetition {qualify_repetition}")
@@ -70,7 +70,7 @@ def test_round_trip(case, qualify_client, qualify_profile, qualify_record, quali
     where = f"case {case.id}, repetition {qualify_repetition}"
     messages = _messages(case.prompt)
     first = _ask(qualify_client, qualify_profile, qualify_salt, messages)
-    qualify_record.answer(first)
+    qualify_record.answer(first, tool_turn=True)
     require(grade_calls(first.tool_calls, case.calls, SCHEMAS, first.content), f"{where}, tool call")
 
     # A fresh value each repetition: the final answer can only carry it by reading the tool result.
@@ -84,7 +84,7 @@ def test_round_trip(case, qualify_client, qualify_profile, qualify_record, quali
         {"role": "tool", "tool_call_id": call_id, "content": json.dumps({**case.result, case.result_field: value})},
     ]
     final = _ask(qualify_client, qualify_profile, qualify_salt, messages)
-    qualify_record.answer(final)
+    qualify_record.answer(final)  # the turn after the tool result must answer in text
     qualify_record.props(case=case.id, tool_result=value)
     require(contains_number(final.content, value), f"{where}, final answer after the tool result {value}")
 
@@ -95,7 +95,8 @@ def test_streamed_calls(case_id, qualify_client, qualify_profile, qualify_record
     where = f"case {case.id}, repetition {qualify_repetition}"
     plain = _ask(qualify_client, qualify_profile, qualify_salt, _messages(case.prompt))
     streamed = _ask(qualify_client, qualify_profile, qualify_salt, _messages(case.prompt), stream=True)
-    qualify_record.answer(streamed)
+    qualify_record.answer(plain, tool_turn=True)
+    qualify_record.answer(streamed, tool_turn=True)
     qualify_record.props(case=case.id, tool_name_deltas=",".join(map(str, streamed.tool_name_deltas)))
     require(grade_stream_shape(streamed.tool_name_deltas, streamed.finish_reason), f"{where}, streamed")
     require(grade_calls(streamed.tool_calls, case.calls, SCHEMAS, streamed.content), f"{where}, streamed")

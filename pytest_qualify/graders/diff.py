@@ -1,0 +1,190 @@
+"""Unified diffs: find the diff in an answer (pure), then let git judge it (a subprocess).
+
+:func:`extract_diff` tolerates what models write: a fenced ```diff block or a bare diff, prose
+before and after, ``a/`` ``b/`` path prefixes or none. :func:`apply_diff` runs the real ``git apply
+--check`` and ``git apply`` in a throwaway repository and compares the patched file with the
+expected one; a diff git refuses fails with git's own message. Cases are data in ``fixtures/diff/``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from pytest_qualify.graders import Verdict
+from pytest_qualify.graders.text import FENCE_RE
+
+HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+# Lines that belong to a diff's file header (git's extended headers included).
+HEADER_PREFIXES = ("diff ", "index ", "--- ", "+++ ", "new file", "deleted file", "old mode", "new mode",
+                   "similarity", "rename ")
+GIT_TIMEOUT_S = 30
+
+
+@dataclass(frozen=True)
+class DiffCase:
+    id: str
+    path: str  # where the file lives in the repository the diff is applied to
+    lang: str
+    request: str
+    source: str
+    expected: str
+    prompt: str
+
+
+@cache
+def load_cases() -> tuple[DiffCase, ...]:
+    """The cases of ``fixtures/diff/cases.toml`` with their source and expected files read in."""
+    from importlib import resources
+
+    base = resources.files("pytest_qualify.fixtures").joinpath("diff")
+    data = tomllib.loads(base.joinpath("cases.toml").read_text())
+    cases = []
+    for c in data["case"]:
+        source = base.joinpath(c["source"]).read_text()
+        prompt = data["prompt"].format(path=c["path"], lang=c["lang"], source=source, request=c["request"])
+        cases.append(DiffCase(c["id"], c["path"], c["lang"], c["request"], source,
+                              base.joinpath(c["expected"]).read_text(), prompt))
+    return tuple(cases)
+
+
+# -- extraction (pure) -----------------------------------------------------------------------------
+
+
+def _looks_like_diff(text: str) -> bool:
+    lines = text.splitlines()
+    return any(HUNK_RE.match(line) for line in lines) and any(line.startswith("--- ") for line in lines)
+
+
+def extract_diff(text: str | None) -> str | None:
+    """The unified diff in an answer, ending with a newline, or None when there is none."""
+    if not text:
+        return None
+    fenced = [block for block in FENCE_RE.findall(text) if _looks_like_diff(block)]
+    return _read_diff((fenced[0] if fenced else text).splitlines())
+
+
+def _read_diff(lines: list[str]) -> str | None:
+    """The diff in these lines: from its first header line to the end of its last hunk.
+
+    Hunks are read by their header's line counts, so prose after the diff is left out while a
+    blank context line (which models often write without its leading space) is kept. A hunk whose
+    counts run past its lines is passed on as written, for git to judge.
+    """
+    start = next((i for i, line in enumerate(lines)
+                  if (line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "))
+                  or line.startswith("diff --git ")), None)
+    if start is None:
+        return None
+    out: list[str] = []
+    i = start
+    while i < len(lines):
+        line = lines[i]
+        match = HUNK_RE.match(line)
+        if match is None:
+            if not line.startswith(HEADER_PREFIXES):
+                break
+            out.append(line)
+            i += 1
+            continue
+        old = int(match.group(2)) if match.group(2) is not None else 1
+        new = int(match.group(4)) if match.group(4) is not None else 1
+        out.append(line)
+        i += 1
+        while i < len(lines) and (old > 0 or new > 0 or lines[i].startswith("\\")):
+            body = lines[i]
+            if body.startswith("-"):
+                old -= 1
+            elif body.startswith("+"):
+                new -= 1
+            elif body.startswith(" ") or body == "":
+                old, new = old - 1, new - 1
+            elif not body.startswith("\\"):
+                break  # prose inside a hunk: the counts were wrong; git will say so
+            out.append(body)
+            i += 1
+        if i == len(lines) and old == new > 0:
+            # The text ended where only blank context lines remain: trailing blank lines are
+            # routinely trimmed from answers, and git needs them back.
+            out.extend([""] * old)
+    if not any(HUNK_RE.match(line) for line in out):
+        return None
+    return "\n".join(out) + "\n"
+
+
+def strip_level(diff: str) -> int:
+    """``git apply -p`` level: 1 when the paths carry ``a/`` and ``b/`` prefixes, else 0."""
+    old = next((line[4:] for line in diff.splitlines() if line.startswith("--- ")), "")
+    new = next((line[4:] for line in diff.splitlines() if line.startswith("+++ ")), "")
+    return 1 if old.startswith("a/") and new.startswith("b/") else 0
+
+
+def first_difference(got: str, expected: str) -> str:
+    """Where two texts first differ, for a reason an operator can act on."""
+    got_lines, want_lines = got.splitlines(), expected.splitlines()
+    for n, (g, w) in enumerate(zip(got_lines, want_lines), start=1):
+        if g.rstrip() != w.rstrip():
+            return f"line {n}: got {g.strip()!r}, expected {w.strip()!r}"
+    if len(got_lines) != len(want_lines):
+        return f"{len(got_lines)} lines, expected {len(want_lines)}"
+    return "no difference"
+
+
+def same_file(got: str, expected: str) -> bool:
+    """Equal apart from trailing whitespace on lines and at the end of the file."""
+    def norm(text: str) -> list[str]:
+        return [line.rstrip() for line in text.rstrip().splitlines()]
+
+    return norm(got) == norm(expected)
+
+
+# -- git (a subprocess, no socket) -----------------------------------------------------------------
+
+
+def _git(args: list[str], cwd: str) -> subprocess.CompletedProcess[str]:
+    # No user or system configuration: the verdict must not depend on the machine it runs on.
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "LC_ALL": "C"}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=GIT_TIMEOUT_S)
+
+
+def apply_diff(source: str, path: str, diff: str, expected: str) -> Verdict:
+    """Apply ``diff`` to ``source`` (living at ``path``) with the real git, then compare with ``expected``.
+
+    ``git apply --check`` must accept the diff, and the patched file must equal the expected one.
+    """
+    level = strip_level(diff)
+    with tempfile.TemporaryDirectory(prefix="qualify-diff-") as repo:
+        init = _git(["init", "-q"], repo)
+        if init.returncode != 0:
+            return Verdict.reject(f"git init failed: {init.stderr.strip()}")
+        target = Path(repo, path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(source)
+        patch = Path(repo, ".qualify.patch")
+        patch.write_text(diff)
+        for args in (["apply", "--check", f"-p{level}", patch.name], ["apply", f"-p{level}", patch.name]):
+            run = _git(args, repo)
+            if run.returncode != 0:
+                message = " ".join(run.stderr.split()) or f"exit status {run.returncode}"
+                return Verdict.reject(f"git {' '.join(args[:-1])} rejects the diff: {message}")
+        patched = target.read_text() if target.exists() else ""
+    if not same_file(patched, expected):
+        return Verdict.reject(f"the patched {path} differs from the expected file at {first_difference(patched, expected)}")
+    return Verdict.accept(f"git applies the diff and {path} matches")
+
+
+def grade_diff_answer(content: str | None, source: str, path: str, expected: str) -> Verdict:
+    """An answer holding a diff: extract it, then :func:`apply_diff`."""
+    if content is None or not content.strip():
+        return Verdict.reject("empty answer")
+    diff = extract_diff(content)
+    if diff is None:
+        shown = content.strip().replace("\n", " ")
+        return Verdict.reject(f"no unified diff in answer {shown[:120]!r}")
+    return apply_diff(source, path, diff, expected)

@@ -1,0 +1,25 @@
+"""Protocol module 7 — unified diff: a source file and a precise change request; the answer's diff
+must pass ``git apply --check`` and turn the source into the expected file. Data: ``fixtures/diff/``."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_qualify.checks import require
+from pytest_qualify.graders.diff import grade_diff_answer, load_cases
+
+pytestmark = pytest.mark.qualify_module("diff")
+
+CASES = load_cases()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_unified_diff(case, qualify_client, qualify_profile, qualify_record, qualify_salt, qualify_repetition):
+    answer = qualify_client.chat(
+        [{"role": "user", "content": case.prompt}], max_tokens=qualify_profile.limits.answer_tokens,
+        temperature=0, seed=1, cache_salt=qualify_salt,
+    )
+    qualify_record.answer(answer)
+    qualify_record.props(case=case.id)
+    require(grade_diff_answer(answer.content, case.source, case.path, case.expected),
+            f"case {case.id}, repetition {qualify_repetition}")

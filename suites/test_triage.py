@@ -1,0 +1,25 @@
+"""Protocol module 8 — timeout triage: a synthetic incident log with one real cause among red
+herrings; the answer (JSON) names component, cause and evidence line, graded on ground truth.
+Data: ``fixtures/triage/``."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_qualify.checks import require
+from pytest_qualify.graders.triage import grade_triage, load_incidents
+
+pytestmark = pytest.mark.qualify_module("triage")
+
+INCIDENTS = load_incidents()
+
+
+@pytest.mark.parametrize("incident", INCIDENTS, ids=[i.id for i in INCIDENTS])
+def test_timeout_triage(incident, qualify_client, qualify_profile, qualify_record, qualify_salt, qualify_repetition):
+    answer = qualify_client.chat(
+        [{"role": "user", "content": incident.prompt}], max_tokens=qualify_profile.limits.answer_tokens,
+        temperature=0, seed=1, cache_salt=qualify_salt,
+    )
+    qualify_record.answer(answer)
+    qualify_record.props(case=incident.id)
+    require(grade_triage(answer.content, incident), f"incident {incident.id}, repetition {qualify_repetition}")
