@@ -302,6 +302,8 @@ class Handler(BaseHTTPRequestHandler):
         for i, (name, args) in enumerate(calls):
             send([{"index": 0, "delta": {"tool_calls": [{"index": i, "id": f"call_{i}_{uuid.uuid4().hex[:8]}", "type": "function",
                                                          "function": {"name": name, "arguments": ""}}]}, "finish_reason": None}])
+            if "tool_name_repeated_in_stream" in st.faults:  # declared in oracle_tools.FAULTS
+                send([{"index": 0, "delta": {"tool_calls": [{"index": i, "function": {"name": name}}]}, "finish_reason": None}])
             for piece in _pieces(args):
                 pause(CONTENT_PIECE_TOKENS)
                 send([{"index": 0, "delta": {"tool_calls": [{"index": i, "function": {"arguments": piece}}]}, "finish_reason": None}])
