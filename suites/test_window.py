@@ -26,7 +26,7 @@ pytestmark = pytest.mark.qualify_module("window")
 
 SLACK_TOKENS = 2
 MAX_TOKENIZE_CALLS = 10
-FOLLOW_UP = tomllib.loads(resources.files("pytest_qualify.fixtures").joinpath("finish.toml").read_text())["prompt"][0]
+FOLLOW_UP = tomllib.loads(resources.files("pytest_qualify.fixtures").joinpath("finish.toml").read_text())["follow_up"][0]
 
 
 def _budget(profile) -> int:

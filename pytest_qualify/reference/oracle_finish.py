@@ -1,5 +1,6 @@
-"""Visible answer / finish state: the finish module's plain prompts (``fixtures/finish.toml``)
-answered with their ground truth; the faults end them wrongly."""
+"""Visible answer / finish state: the plain prompts of ``fixtures/finish.toml`` answered with their
+ground truth. The faults end the finish module's prompts wrongly; the window bracket's follow-up
+question (``follow_up``) is always answered normally."""
 
 from __future__ import annotations
 
@@ -17,13 +18,20 @@ FAULTS = {
 
 
 @cache
-def prompts() -> dict[str, str]:
-    text = resources.files("pytest_qualify.fixtures").joinpath("finish.toml").read_text(encoding="utf-8")
-    return {p["text"].strip(): p["answer"] for p in tomllib.loads(text)["prompt"]}
+def _data() -> dict[str, list[dict[str, str]]]:
+    return tomllib.loads(resources.files("pytest_qualify.fixtures").joinpath("finish.toml").read_text(encoding="utf-8"))
+
+
+def prompts(section: str = "prompt") -> dict[str, str]:
+    return {p["text"].strip(): p["answer"] for p in _data().get(section, [])}
 
 
 def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:
-    truth = prompts().get(req.last_user_text().strip())
+    text = req.last_user_text().strip()
+    follow_up = prompts("follow_up").get(text)
+    if follow_up is not None:
+        return Reply(content=follow_up)
+    truth = prompts().get(text)
     if truth is None:
         return None
     if "empty_answer" in ctx.faults:
