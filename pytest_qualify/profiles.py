@@ -167,6 +167,8 @@ def load_profile(spec: str) -> Profile:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ProfileError(f"profile file {path}: cannot be read ({exc.strerror or exc})") from exc
+    except UnicodeDecodeError as exc:
+        raise ProfileError(f"profile file {path}: cannot be read (not UTF-8 text: {exc.reason} at byte {exc.start})") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ProfileError(f"profile file {path}: not valid TOML ({exc})") from exc
 

@@ -105,6 +105,8 @@ def load_waivers(path: Path, today: dt.date | None = None) -> tuple[Waiver, ...]
         raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise WaiverError(f"waiver file {path}: cannot be read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise WaiverError(f"waiver file {path}: cannot be read (not UTF-8 text: {exc.reason} at byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise WaiverError(f"waiver file {path}: not valid TOML ({exc})") from None
     extra = set(raw) - {"waiver"}
