@@ -96,7 +96,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     if config.getoption("qualify_profiles"):
         # Runs before the terminal reporter exists: plain output.
@@ -1013,7 +1012,7 @@ def _conclude(session: pytest.Session, state: RunState, problems: list[str], exi
     """The verdict (waivers and baseline applied) and the bundle, written whatever happened."""
     from functools import partial
 
-    from pytest_qualify.evidence.finish import conclude, death_of
+    from pytest_qualify.evidence.finish import WAIVER_USAGE_ERROR, conclude, death_of
 
     evaluate = partial(gate_mod.evaluate, modules=module_registry(), required=state.profile.required_modules)
     ev = evidence_of(session.config)
@@ -1030,6 +1029,14 @@ def _conclude(session: pytest.Session, state: RunState, problems: list[str], exi
     verdict = conclude(state, ev, problems=problems, evaluate=evaluate, exitstatus=int(exitstatus),
                        secrets=_secrets(state), died=died)
     _add_junit_suite_properties(session.config, ev)
+    if any(p.startswith(WAIVER_USAGE_ERROR) for p in problems):
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR
+    elif verdict.passed and verdict.waived and session.exitstatus == pytest.ExitCode.TESTS_FAILED:
+        # A PASS whose only failures are waived corpus items exits 0 (they stay listed as failed);
+        # any other failed test in the session keeps the failing status.
+        waived_reports = sum(ev.cases[r.nodeid].failed_reports for r in verdict.waived if r.nodeid in ev.cases)
+        if session.testsfailed == waived_reports:
+            session.exitstatus = pytest.ExitCode.OK
     return verdict
 
 
@@ -1115,9 +1122,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """A waiver that names a hard serving-contract test is a usage error, found at collection."""
+    """A waiver that names a hard serving-contract test is a usage error, found at collection.
+    (An xdist worker cannot raise one cleanly: there the controller finds it at the end of the
+    run, from the results, and exits with the usage-error status and the reason.)"""
     state, ev = state_of(session.config), evidence_of(session.config)
-    if state is None or ev is None or ev.waivers is None:
+    if state is None or ev is None or ev.waivers is None or state.is_worker:
         return
     from pytest_qualify.evidence.waivers import Candidate, hard_module_conflicts, item_ids
 

@@ -20,6 +20,9 @@ from pytest_qualify.evidence.summary import build_summary, iso, verdict_section,
 from pytest_qualify.evidence.waivers import Candidate, hard_module_conflicts, item_ids
 
 
+WAIVER_USAGE_ERROR = "usage error in --qualify-waivers"
+
+
 def tool_version() -> str:
     from importlib import metadata
 
@@ -97,7 +100,7 @@ def conclude(
     if ev.waivers is not None:
         ev.waivers.observe(candidates(results))
         for conflict in hard_module_conflicts(ev.waivers.waivers, candidates(results), ev.waivers.waivable_modules):
-            problems.append(f"usage error in --qualify-waivers: {conflict}")
+            problems.append(f"{WAIVER_USAGE_ERROR}: {conflict}")
         waiver_for = ev.waivers.waiver_for
     verdict = evaluate(results, waiver_for=waiver_for, run_problems=problems)
 

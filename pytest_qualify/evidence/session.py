@@ -19,6 +19,7 @@ class CaseRecord:
     nodeid: str
     duration_s: float = 0.0
     failed_when: str = ""
+    failed_reports: int = 0  # as pytest counts them in session.testsfailed
     longrepr: str = ""
     skipped_message: str = ""
 
@@ -54,6 +55,8 @@ class EvidenceCollector:
             return
         case = self.state.cases.setdefault(report.nodeid, CaseRecord(report.nodeid))
         case.duration_s += float(getattr(report, "duration", 0.0) or 0.0)
+        if report.failed and not hasattr(report, "wasxfail"):
+            case.failed_reports += 1
         if report.failed and not case.failed_when:
             case.failed_when = report.when
             case.longrepr = str(report.longrepr or "")[-LONGREPR_CHARS:]
