@@ -1,0 +1,186 @@
+"""Haystack building and sizing: deterministic, needles where planned, sized in few count calls."""
+
+from __future__ import annotations
+
+import re
+import time
+import zlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_qualify.haystack import (
+    FillerStream,
+    Haystack,
+    SizingError,
+    depth_for,
+    haystack_seed,
+    needle_spec,
+    plan_haystack,
+    render_messages,
+    size_to_tokens,
+)
+from pytest_qualify.reference import tokenizer
+from pytest_qualify.reference.oracle import ChatRequest
+from pytest_qualify.reference.oracle_context import read_task
+
+
+class Counter:
+    """A fake /tokenize: counts calls; ``per_word`` maps a word to its token count."""
+
+    def __init__(self, per_word=None, overhead: int = 0) -> None:
+        self.calls = 0
+        self.per_word = per_word
+        self.overhead = overhead
+
+    def __call__(self, messages) -> int:
+        self.calls += 1
+        if self.per_word is None:
+            return tokenizer.count_chat(messages)
+        text = "\n".join(m["content"] for m in messages)
+        return self.overhead + sum(self.per_word(w) for w in re.findall(r"\S+", text))
+
+
+def bpe_like(word: str) -> int:
+    # A subword tokenizer: most words one token, some two or three, punctuation usually glued on.
+    return 1 + (zlib.crc32(word.encode()) % 7 == 0) + (len(word) > 9)
+
+
+def test_240k_lane_is_sized_within_tolerance_in_at_most_six_calls_and_fast():
+    count = Counter()
+    plan = plan_haystack(haystack_seed("run", "240K", 1), 0.5)
+    t0 = time.perf_counter()
+    sized = size_to_tokens(Haystack(plan).build, count, 245_760, tolerance=128, max_calls=6)
+    elapsed = time.perf_counter() - t0
+    assert abs(sized.tokens - 245_760) <= 128
+    assert sized.tokens == tokenizer.count_chat(sized.messages)
+    assert count.calls == sized.calls <= 6
+    assert elapsed < 5.0, f"building and sizing a 240K haystack took {elapsed:.1f} s"
+
+
+@pytest.mark.parametrize("target", [1024, 2048, 3072, 32_768, 131_072])
+def test_lanes_with_a_subword_tokenizer_land_in_few_calls(target):
+    count = Counter(bpe_like, overhead=40)
+    plan = plan_haystack(haystack_seed("run", target, 2), 0.3)
+    sized = size_to_tokens(Haystack(plan).build, count, target, tolerance=16, max_calls=6)
+    assert abs(sized.tokens - target) <= 16 and count.calls <= 6
+
+
+@pytest.mark.parametrize("target", [4096 - 256, 4097, 262_144 - 256, 262_145])
+def test_window_prompts_are_sized_to_the_exact_token(target):
+    plan = plan_haystack(haystack_seed("run", "window", target), 0.5, distractors=0)
+    count = Counter()
+    sized = size_to_tokens(Haystack(plan).build, count, target, side="below" if target % 2 == 0 else "above", max_calls=10)
+    assert sized.exact and sized.tokens == target and count.calls <= 6
+
+
+def test_unreachable_exact_target_reports_the_closest_on_the_requested_side():
+    # Every unit adds two tokens: odd targets cannot be hit.
+    def build(n):
+        return [{"role": "user", "content": "x" * n}]
+
+    def count(messages):
+        return 2 * len(messages[0]["content"])
+
+    with pytest.raises(SizingError) as below:
+        size_to_tokens(build, count, 1001, side="below", max_calls=8)
+    assert below.value.closest.tokens == 1000
+    with pytest.raises(SizingError) as above:
+        size_to_tokens(build, count, 1001, side="above", max_calls=8)
+    assert above.value.closest.tokens == 1002
+    assert "1001 tokens" in str(above.value)
+
+
+def test_sizing_stops_at_max_calls():
+    calls = []
+
+    def count(messages):
+        calls.append(1)
+        return 10 ** 6 if len(calls) % 2 else 1  # wildly non-monotonic: never converges
+
+    with pytest.raises(SizingError):
+        size_to_tokens(lambda n: [{"role": "user", "content": str(n)}], count, 5000, max_calls=4)
+    assert len(calls) <= 4
+
+
+def test_haystack_is_deterministic_per_seed_and_fresh_across_seeds():
+    a = Haystack(plan_haystack("seed-a", 0.5)).build(3000)
+    b = Haystack(plan_haystack("seed-a", 0.5)).build(3000)
+    c = Haystack(plan_haystack("seed-b", 0.5)).build(3000)
+    assert a == b
+    assert a != c
+
+
+def test_repetitions_and_runs_get_different_seeds():
+    seeds = {haystack_seed(run, "context", lane, rep) for run in ("r1", "r2") for lane in ("1K", "2K") for rep in (1, 2, 3)}
+    assert len(seeds) == 12
+
+
+def test_depths_are_swept_across_lanes_and_repetitions():
+    depths = needle_spec().depths
+    seen = {depth_for(lane, rep, depths) for lane in range(3) for rep in (1, 2, 3)}
+    assert seen == set(depths)
+    assert len({depth_for(0, rep, depths) for rep in (1, 2, 3)}) == 3
+
+
+def test_needles_are_placed_once_each_at_sentence_boundaries_and_the_question_comes_last():
+    plan = plan_haystack(haystack_seed("needles"), 0.7)
+    messages = Haystack(plan).build(20_000)
+    user = messages[-1]["content"]
+    document = user.split("<document>")[1].split("</document>")[0]
+    for needle in plan.needles:
+        sentence = plan.template.needle_text(needle.key, needle.value)
+        assert document.count(sentence) == 1
+        at = document.index(sentence)
+        assert at == 0 or document[at - 1] in " \n" and document[:at].rstrip().endswith(".")
+    target_at = document.index(plan.template.needle_text(plan.target.key, plan.target.value)) / len(document)
+    assert abs(target_at - 0.7) < 0.03
+    assert user.rstrip().endswith(plan.question)
+    assert len(plan.distractors) == needle_spec().distractors
+    assert len({n.key for n in plan.needles}) == len(plan.needles)
+
+
+def test_filler_has_no_digits_and_no_needle_text():
+    stream = FillerStream("filler")
+    text = " ".join(stream.sentences(50_000))
+    assert not re.search(r"\d", text)
+    for template in needle_spec().templates:
+        assert not template.needle_regex().search(text)
+        assert not template.question_regex().search(text)
+
+
+@given(st.integers(1, 4000))
+def test_property_filler_holds_exactly_the_requested_pieces(n):
+    sentences = FillerStream("pieces").sentences(n)
+    pieces = sum(s.count(" ") + 1 + s.endswith(".") for s in sentences)
+    assert pieces == n
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(300, 40_000), st.floats(0.6, 2.5), st.integers(0, 200), st.sampled_from(["nearest", "below", "above"]))
+def test_property_sizing_lands_within_tolerance_in_few_calls(target, guess, tolerance, side):
+    count = Counter()
+    plan = plan_haystack(haystack_seed("prop", target), 0.5)
+    sized = size_to_tokens(Haystack(plan).build, count, target, tolerance=tolerance, side=side,
+                           tokens_per_unit=guess, max_calls=8)
+    assert abs(sized.tokens - target) <= tolerance
+    assert (side != "below" or sized.tokens <= target) and (side != "above" or sized.tokens >= target)
+    assert count.calls <= 6
+
+
+@given(st.text(alphabet="0123456789abcdef", min_size=4, max_size=16), st.sampled_from(needle_spec().depths))
+def test_property_values_are_distinct_and_never_one_slip_apart(seed, depth):
+    plan = plan_haystack(seed, depth)
+    values = [n.value for n in plan.needles]
+    assert len(set(values)) == len(values)
+    for i, a in enumerate(values):
+        for b in values[i + 1 :]:
+            assert sum(x != y for x, y in zip(a, b)) >= 2
+
+
+@given(st.text(alphabet="0123456789abcdef", min_size=4, max_size=16), st.sampled_from(needle_spec().depths), st.integers(200, 3000))
+def test_property_the_reference_reader_finds_the_target_value(seed, depth, pieces):
+    plan = plan_haystack(seed, depth)
+    found = read_task(ChatRequest({"messages": render_messages(plan, FillerStream(seed).sentences(pieces))}))
+    assert found is not None and found.key == plan.target.key and found.value == plan.target.value
