@@ -476,6 +476,9 @@ class Recorder:
         from pytest_qualify.graders.finish import check_finish
 
         verdict = check_finish(answer, expect_tool=tool_turn)
+        # One pair per item: a failing check fails the test at once, so "ok" means every answer so far.
+        props = self._item.user_properties
+        props[:] = [(k, v) for k, v in props if k not in ("finish_reason", "finish_check")]
         self.props(finish_reason=answer.finish_reason, finish_check="ok" if verdict.ok else verdict.reason)
         if not verdict.ok:
             pytest.fail(f"finish state: {verdict.reason}", pytrace=False)
