@@ -91,22 +91,27 @@ def _prompt_key(text: str) -> str:
 
 
 @cache
-def _index() -> tuple[dict[tuple[str, tuple[str, ...]], str], dict[tuple[str, tuple[str, ...]], str]]:
-    """(prompt, sorted media fingerprints) -> item id, for corpus items and for the tool case."""
+def _by_prompt() -> dict[str, list[tuple[str, tuple[str, ...], bool]]]:
+    """Prompt -> (item id, its files, whether it is the tool case) for every corpus request."""
     manifest = load_manifest()
-
-    def key(prompt: str, files: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
-        return _prompt_key(prompt), tuple(sorted(decoded_file(name).fingerprint for name in files))
-
-    items = {key(item.prompt, item.files): item.id for item in manifest.items}
+    index: dict[str, list[tuple[str, tuple[str, ...], bool]]] = {}
+    for item in manifest.items:
+        index.setdefault(_prompt_key(item.prompt), []).append((item.id, item.files, False))
     tool = manifest.tool_case
-    tools = {key(tool.prompt, manifest.item(tool.item).files): tool.item}
-    return items, tools
+    index.setdefault(_prompt_key(tool.prompt), []).append((tool.item, manifest.item(tool.item).files, True))
+    return index
 
 
-def _request_key(req: ChatRequest) -> tuple[str, tuple[str, ...]]:
-    prints = tuple(sorted(_decoded.decode(url, part).fingerprint for part, url in _media(req)))
-    return _prompt_key(req.last_user_text()), prints
+def _recognise(req: ChatRequest, media: list[tuple[str, str]]) -> tuple[str, bool] | None:
+    """The corpus item this request asks about: same prompt AND same decoded media content."""
+    candidates = _by_prompt().get(_prompt_key(req.last_user_text()), [])
+    if not candidates:
+        return None  # only decode the corpus files a request could be about
+    prints = sorted(_decoded.decode(url, part).fingerprint for part, url in media)
+    for item_id, files, is_tool in candidates:
+        if sorted(decoded_file(name).fingerprint for name in files) == prints:
+            return item_id, is_tool
+    return None
 
 
 def _drop_word(answer: str, term: str) -> str:
@@ -150,15 +155,13 @@ def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:
     media = _media(req)
     if not media:
         return None
-    items, tools = _index()
-    key = _request_key(req)
-    if req.tools:
-        tool_item = tools.get(key)
-        if tool_item is not None and _offers(req, load_manifest().tool_case.function["name"]):
-            return _tool_reply(tool_item)
-    item_id = items.get(key)
-    if item_id is not None:
-        return _item_reply(item_id, ctx)
+    found = _recognise(req, media)
+    if found is not None:
+        item_id, is_tool = found
+        if not is_tool:
+            return _item_reply(item_id, ctx)
+        if _offers(req, load_manifest().tool_case.function["name"]):
+            return _tool_reply(item_id)
     images = sum(1 for part, _ in media if part == "image_url")
     videos = len(media) - images
     admission = load_manifest().admission
