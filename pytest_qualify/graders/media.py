@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import json
 import re
-import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pytest_qualify.graders import Verdict
+from pytest_qualify.graders.text import normalize
 
 _UNITS = {
     "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
@@ -61,10 +61,6 @@ _START_END_RE = re.compile(
 )
 
 
-def _normalize(text: str) -> str:
-    return unicodedata.normalize("NFKC", text).casefold()
-
-
 def _words_to_digits(text: str) -> str:
     """Number words become digits: "forty-two" -> "42", "three" -> "3" (text already case-folded)."""
     text = _COMPOUND_RE.sub(lambda m: str(_TENS[m.group(1)] + _UNITS[m.group(2)]), text)
@@ -73,7 +69,7 @@ def _words_to_digits(text: str) -> str:
 
 def tokens(text: str) -> list[str]:
     """Words (letter runs) and numbers of a text, normalised: case-folded, number words as digits."""
-    return _TOKEN_RE.findall(_words_to_digits(_normalize(text)))
+    return _TOKEN_RE.findall(_words_to_digits(normalize(text)))
 
 
 def _is_number(token: str) -> bool:
@@ -148,7 +144,7 @@ def _seconds(value: str) -> float:
 
 def find_intervals(content: str) -> list[tuple[float, float]]:
     """Every time interval (start, end) in seconds that the text names, in order of appearance."""
-    text = _words_to_digits(_normalize(content))
+    text = _words_to_digits(normalize(content))
     found: list[tuple[int, int, tuple[float, float]]] = []
     for pattern in (*_INTERVAL_RES, _START_END_RE):
         for m in pattern.finditer(text):
