@@ -18,6 +18,8 @@ SERVER_FAULTS = {
     "slow": "=S: every chat request takes S more seconds",
     "ignore_cache_salt": "the prefix cache ignores cache_salt",
     "health_500": "/health answers 500",
+    "hostile_500": "=CLASS: malformed input of this class (validation.HOSTILE_CLASSES) gets HTTP 500, not 400",
+    "drop_connection": "=N: the Nth chat request's connection is closed without an answer; the server lives on",
 }
 
 
@@ -39,6 +41,11 @@ class Faults:
             name, _, arg = spec.partition("=")
             if name not in known:
                 raise FaultError(f"unknown fault {name!r}; known: {', '.join(sorted(known))}")
+            if name == "hostile_500":
+                from pytest_qualify.reference.validation import HOSTILE_CLASSES
+
+                if arg not in HOSTILE_CLASSES:
+                    raise FaultError(f"hostile_500={arg}: expected one of {', '.join(HOSTILE_CLASSES)}")
             active[name] = arg
         return cls(active)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import threading
 import time
 import uuid
@@ -21,7 +22,9 @@ from typing import Any
 from pytest_qualify.profiles import Profile
 from pytest_qualify.reference import SIMULATED_LABEL, oracle, tokenizer
 from pytest_qualify.reference.faults import Faults
-from pytest_qualify.reference.validation import validate_chat
+from pytest_qualify.reference.validation import (
+    hostile_class, overwindow, parse_json_body, validate_budget, validate_chat,
+)
 
 VERSION = "0.1.0-reference (SIMULATED, not vLLM)"
 CACHE_BLOCK = 16
@@ -127,10 +130,7 @@ class Handler(BaseHTTPRequestHandler):
     def _read_json(self) -> Any:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
-        try:
-            return json.loads(raw or b"null")
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise oracle.Rejection(400, f"invalid JSON body: {exc}") from None
+        return parse_json_body(raw)
 
     # -- routes --------------------------------------------------------------------------------
 
@@ -178,9 +178,20 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 self._error(404, f"not found: {self.path}", "NotFoundError")
         except oracle.Rejection as rej:
-            self._error(rej.status, rej.message, rej.err_type)
+            kind = hostile_class(rej)
+            if kind is not None and kind == self.state.faults.arg("hostile_500"):
+                self._error(500, "Internal Server Error", "InternalServerError")
+            else:
+                self._error(rej.status, rej.message, rej.err_type)
         except (BrokenPipeError, ConnectionResetError):
             pass
+        except Exception:
+            # As an ASGI server would: a bug answers 500 (and is logged) instead of a dropped
+            # connection, so the robustness module sees it as the 5xx it is.
+            import traceback
+
+            traceback.print_exc()
+            self._error(500, "Internal Server Error", "InternalServerError")
 
     def _tokenize(self, body: Any) -> None:
         if not isinstance(body, dict):
@@ -209,6 +220,11 @@ class Handler(BaseHTTPRequestHandler):
             os._exit(3)
         if "hang_after" in st.faults and n > st.faults.number("hang_after", 1):
             time.sleep(3600)
+        if "drop_connection" in st.faults and n == st.faults.number("drop_connection", 1):
+            print(f"fault drop_connection: closing chat request {n} without an answer", flush=True)
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
         if "slow" in st.faults:
             time.sleep(st.faults.number("slow", 1.0))
 
@@ -220,11 +236,9 @@ class Handler(BaseHTTPRequestHandler):
         if prompt_tokens > window and "overwindow_accept" not in st.faults:
             if "overwindow_500" in st.faults:
                 raise oracle.Rejection(500, "Internal Server Error", "InternalServerError")
-            raise oracle.Rejection(
-                400,
-                f"This model's maximum context length is {window} tokens. However, your request has "
-                f"{prompt_tokens} input tokens. Please reduce the length of the input messages.",
-            )
+            raise overwindow(window, prompt_tokens)
+        if prompt_tokens <= window:
+            validate_budget(body, prompt_tokens, window)
         oracle.admit(req, st.ctx)
         reply = oracle.answer(req, st.ctx)
 
