@@ -7,6 +7,7 @@ Importing this module is cheap: openai, vllm, av and PIL load only when a test u
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 import uuid
@@ -24,6 +25,7 @@ from pytest_qualify.settings import OPTIONS, REFERENCE, Settings, SettingsError,
 MODULE_KEY = "qualify_module"
 REPETITION_KEY = "repetition"
 REPEAT_FIXTURE = "qualify_repetition"
+REP_ID_RE = re.compile(r"(?:(?<=\[)|(-))rep\d+of\d+(?:(?=\])|(-))")
 
 
 @dataclass
@@ -241,13 +243,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def _item_label(item: pytest.Item) -> str:
     """The test id without the repetition: what the report and a waiver name."""
-    name = item.nodeid.split("::", 1)[-1]
-    rep = item.callspec.params.get(REPEAT_FIXTURE) if hasattr(item, "callspec") else None
-    if rep is not None and "[" in name:
-        base, params = name.split("[", 1)
-        parts = [p for p in params.rstrip("]").split("-") if not p.startswith("rep")]
-        return f"{base}[{'-'.join(parts)}]" if parts else base
-    return name
+    return strip_repetition_id(item.nodeid.split("::", 1)[-1])
+
+
+def strip_repetition_id(name: str) -> str:
+    """Remove exactly the repetition id pytest joined in ("rep2of3"), wherever it stands."""
+    if "[" not in name:
+        return name
+    label = REP_ID_RE.sub(lambda m: "-" if m.group(1) and m.group(2) else "", name)
+    return label.replace("[]", "")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

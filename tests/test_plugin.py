@@ -126,3 +126,19 @@ def test_reruns_are_refused(pytester, tmp_path):
     result = run(pytester, f"--qualify={smoke_only_profile(tmp_path)}", "--qualify-endpoint", "reference", "--reruns", "2", SMOKE)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--reruns cannot be combined with --qualify" in result.stderr.str()
+
+
+@pytest.mark.parametrize(("nodeid", "label"), [
+    ("test_x[rep1of3]", "test_x"),
+    ("test_x[rep1of3-q1]", "test_x[q1]"),
+    ("test_x[q1-rep2of3]", "test_x[q1]"),
+    ("test_x[a-rep2of3-b]", "test_x[a-b]"),
+    ("test_x[report-event-rep1of3]", "test_x[report-event]"),
+    ("test_x[rep3of3-replay-1]", "test_x[replay-1]"),
+    ("test_x[replay-1]", "test_x[replay-1]"),
+    ("test_x", "test_x"),
+])
+def test_item_label_drops_only_the_repetition(nodeid, label):
+    from pytest_qualify.plugin import strip_repetition_id
+
+    assert strip_repetition_id(nodeid) == label
