@@ -179,7 +179,8 @@ def _omittable(value: Any) -> bool:
 
 def normalize_string(text: str) -> str:
     """Case-folded, NFKC, without whitespace or punctuation that does not change meaning."""
-    return STRING_NOISE.sub("", unicodedata.normalize("NFKC", text).casefold())
+    folded = STRING_NOISE.sub("", unicodedata.normalize("NFKC", text).casefold())
+    return unicodedata.normalize("NFKC", folded)  # removing a space can leave a composable pair
 
 
 def _number(value: Any) -> float | None:

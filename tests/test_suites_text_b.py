@@ -1,0 +1,183 @@
+"""The tools, recall, diff and triage suites against the reference server.
+
+End to end through pytester (one small run per fault): clean, they pass; each fault switch fails
+exactly the tests it breaks, with a reason that names the case and the repetition. In process:
+each fault leaves the answers to the other three modules' requests untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_qualify.graders.diff import load_cases as load_diff_cases
+from pytest_qualify.graders.recall import load_fixtures as load_recall_fixtures
+from pytest_qualify.graders.tools import canonical_arguments
+from pytest_qualify.graders.tools import load_fixtures as load_tool_fixtures
+from pytest_qualify.graders.triage import load_incidents
+from pytest_qualify.plugin import suites_dir
+from pytest_qualify.profiles import builtin_profiles, load_profile
+from pytest_qualify.reference import oracle
+from pytest_qualify.reference.faults import Faults
+
+MODULES = ("tools", "recall", "diff", "triage")
+SUITES = [str(suites_dir() / f"test_{m}.py") for m in MODULES]
+FAILED_RE = re.compile(r"^FAILED \S*suites/test_(\w+)\.py::(\w+)\[(\S+?)\]")
+
+
+def my_profile(tmp_path: Path) -> str:
+    """The small profile with a gate that needs only these four modules."""
+    text = Path(builtin_profiles()["small"]).read_text()
+    path = tmp_path / "small-text-b.toml"
+    path.write_text(text[: text.index("[modules]")] + f"[modules]\nrequired = {list(MODULES)!r}\n".replace("'", '"'))
+    return str(path)
+
+
+def run(pytester: pytest.Pytester, tmp_path: Path, repeat: int, suites: list[str], *faults: str) -> pytest.RunResult:
+    args = ["-p", "no:cacheprovider", f"--qualify={my_profile(tmp_path)}", "--qualify-endpoint", "reference",
+            "--qualify-evidence", str(tmp_path / "ev"), "--repeat", str(repeat), "-rf"]
+    for fault in faults:
+        args += ["--qualify-reference-fault", fault]
+    return pytester.runpytest_subprocess(*args, *suites)
+
+
+def suite(module: str) -> list[str]:
+    return [str(suites_dir() / f"test_{module}.py")]
+
+
+def failures(result: pytest.RunResult) -> set[tuple[str, str, str]]:
+    """(module, test function, parameters) of every failed test."""
+    return {m.groups() for line in result.stdout.lines if (m := FAILED_RE.match(line))}
+
+
+def gate_row(result: pytest.RunResult, title: str) -> str:
+    return next(line for line in result.stdout.lines if line.startswith(title))
+
+
+def test_clean_run_passes_every_module(pytester, tmp_path):
+    result = run(pytester, tmp_path, 1, SUITES)
+    outcomes = result.parseoutcomes()
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    assert outcomes["passed"] == 27 + 3 + 3 + 3 and "failed" not in outcomes
+    assert "QUALIFICATION: PASS" in result.stdout.str()
+    assert "27/27" in gate_row(result, "Automatic tool calling")
+
+
+TOOL_CALL_TESTS = {"test_tool_call", "test_parallel_calls", "test_round_trip", "test_streamed_calls"}
+
+# fault → (module, the test functions it must fail (all their items), a phrase of the reason)
+FAULTS = {
+    "wrong_tool_args": ("tools", TOOL_CALL_TESTS, "wrong_value: argument"),
+    "tool_in_text": ("tools", TOOL_CALL_TESTS, "written as text"),
+    "tool_name_repeated_in_stream": ("tools", {"test_streamed_calls"}, "function name not streamed exactly once"),
+    "irrelevant_tool_call": ("tools", {"test_no_tool_fits"}, "expected no tool call"),
+    "recall_near_miss": ("recall", {"test_recall"}, "states the near-miss"),
+    "bad_diff_hunk": ("diff", {"test_unified_diff"}, "corrupt patch"),
+    "triage_red_herring": ("triage", {"test_timeout_triage"}, "is a red herring"),
+}
+
+
+def items_of(functions: set[str], repeat: int = 1) -> set[tuple[str, str, str]]:
+    """(module, test function, parameters) of every item of these test functions, from the fixtures."""
+    tools = load_tool_fixtures()
+    ids = {
+        "test_tool_call": ("tools", [c.id for c in tools.cases]),
+        "test_no_tool_fits": ("tools", [c.id for c in tools.irrelevance]),
+        "test_parallel_calls": ("tools", [c.id for c in tools.parallel]),
+        "test_round_trip": ("tools", [c.id for c in tools.round_trip]),
+        "test_streamed_calls": ("tools", list(tools.streaming)),
+        "test_recall": ("recall", [c.id for c in load_recall_fixtures().conversations]),
+        "test_unified_diff": ("diff", [c.id for c in load_diff_cases()]),
+        "test_timeout_triage": ("triage", [i.id for i in load_incidents()]),
+    }
+    return {(ids[f][0], f, f"rep{r}of{repeat}-{case}") for f in functions for case in ids[f][1] for r in range(1, repeat + 1)}
+
+
+def reason_lines(result: pytest.RunResult, module: str) -> list[str]:
+    """The gate summary's failure lines of one module."""
+    return [line for line in result.stdout.lines if line.startswith(f"  - {module}: ")]
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_fault_fails_exactly_its_tests(pytester, tmp_path, fault):
+    module, functions, phrase = FAULTS[fault]
+    expected = items_of(functions)
+    result = run(pytester, tmp_path, 1, suite(module), fault)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert failures(result) == expected
+    out = result.stdout.str()
+    assert "QUALIFICATION: FAIL" in out
+    for _, _, params in expected:
+        case = params.split("-", 1)[1]
+        # The reason names the case and the repetition, and says what went wrong.
+        assert re.search(rf"(case|conversation|incident) {case}, repetition 1\b.*{re.escape(phrase)}", out), case
+    assert len(reason_lines(result, module)) == len(expected)
+
+
+def test_recall_fail_repetition_fails_only_that_repetition(pytester, tmp_path):
+    result = run(pytester, tmp_path, 2, suite("recall"), "recall_fail_repetition=2")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    expected = {item for item in items_of({"test_recall"}, repeat=2) if item[2].startswith("rep2of2-")}
+    assert failures(result) == expected
+    out = result.stdout.str()
+    for _, _, params in expected:
+        assert f"conversation {params.split('-', 1)[1]}, repetition 2: answer" in out
+    assert "3/6" in gate_row(result, "Session recall")
+
+
+# -- isolation: a fault of one module changes no answer of the other three ----------------------
+
+
+def module_requests() -> dict[str, list[dict[str, Any]]]:
+    """Request bodies as the suites send them, per module (the round trip's second turn included)."""
+    tools = load_tool_fixtures()
+    offered = {"tools": list(tools.tools), "tool_choice": "auto"}
+
+    def chat(messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+        return {"model": "m", "messages": messages, **extra}
+
+    def ask(prompt: str) -> list[dict[str, Any]]:
+        return [{"role": "system", "content": tools.system}, {"role": "user", "content": prompt}]
+
+    tool_requests = [chat(ask(c.prompt), **offered) for c in tools.cases + tools.parallel + tools.irrelevance]
+    for rt in tools.round_trip:
+        tool_requests.append(chat(ask(rt.prompt), **offered))
+        tool_requests.append(chat(ask(rt.prompt) + [
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {
+                "name": rt.calls[0].name, "arguments": json.dumps(canonical_arguments(rt.calls[0].arguments))}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": json.dumps({**rt.result, rt.result_field: 123.45})},
+        ], **offered))
+    recall = load_recall_fixtures()
+    return {
+        "tools": tool_requests,
+        "recall": [chat(c.messages(recall.system)) for c in recall.conversations],
+        "diff": [chat([{"role": "user", "content": c.prompt}]) for c in load_diff_cases()],
+        "triage": [chat([{"role": "user", "content": i.prompt}]) for i in load_incidents()],
+    }
+
+
+ORACLE_FAULTS = {
+    "wrong_tool_args": "tools", "tool_in_text": "tools", "irrelevant_tool_call": "tools",
+    "recall_near_miss": "recall", "recall_fail_repetition=2": "recall",
+    "bad_diff_hunk": "diff", "triage_red_herring": "triage",
+}
+
+
+@pytest.mark.parametrize("fault", sorted(ORACLE_FAULTS))
+def test_fault_changes_only_its_own_module(fault):
+    profile = load_profile("small")
+    clean = oracle.OracleContext(profile, Faults.parse([]))
+    faulty = oracle.OracleContext(profile, Faults.parse([fault]))
+    changed = set()
+    # Three rounds, as in --repeat 3: faults that count occurrences act on some rounds only.
+    for _ in range(3):
+        for module, bodies in module_requests().items():
+            for body in bodies:
+                request = oracle.ChatRequest(body)
+                if oracle.answer(request, clean) != oracle.answer(request, faulty):
+                    changed.add(module)
+    assert changed == {ORACLE_FAULTS[fault]}
