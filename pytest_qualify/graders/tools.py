@@ -26,10 +26,6 @@ from typing import Any, Protocol
 from pytest_qualify.graders import Verdict
 from pytest_qualify.graders.text import json_objects, parse_number
 
-ERROR_KINDS = (
-    "wrong_function", "invalid_json", "missing_required", "unexpected_param",
-    "schema_violation", "wrong_value", "wrong_count",
-)
 ONE_OF = "$one_of"
 UNORDERED = "$unordered"
 # Separators that carry no meaning in a free-text argument value (BFCL's standardisation).
@@ -158,7 +154,7 @@ def canonical_arguments(expected: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(value, Mapping) and UNORDERED in value:
             return [concrete(v) for v in value[UNORDERED]]
         if isinstance(value, Mapping):
-            return {k: concrete(v) for k, v in value.items() if not _omittable(v) or _first_is_value(v)}
+            return {k: concrete(v) for k, v in value.items() if _first_is_value(v)}
         if isinstance(value, list):
             return [concrete(v) for v in value]
         return value
