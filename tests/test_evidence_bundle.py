@@ -246,3 +246,27 @@ def test_bundle_notes_a_missing_matplotlib(run, tmp_path, monkeypatch):
     assert any("matplotlib is not installed" in n for n in summary["artifacts"]["notes"])
     assert "matplotlib is not installed" in (d / "report.md").read_text()
     assert not (d / "ttft-vs-prompt-tokens.png").exists()
+
+
+def test_cache_flags_blame_a_lane_only_on_its_own_evidence():
+    from pytest_qualify.evidence.summary import lanes_section
+
+    def item(rep: int, **props) -> dict:
+        return {"module": "context", "lane": "1K", "repetition": rep, "outcome": "passed", "properties": props}
+
+    items = [
+        # Concurrent items (pytest -n) hit the cache while the lane ran; the lane's usage says 0.
+        item(1, prefix_cache_hit_tokens=64, metrics_attribution="shared", cached_tokens=0),
+        # Concurrent, and the server reported no cached-token count: cannot tell.
+        item(2, prefix_cache_hit_tokens=64, metrics_attribution="shared"),
+        # The lane alone, and its own usage confirms it.
+        item(3, prefix_cache_hit_tokens=16, metrics_attribution="exclusive", cached_tokens=16),
+    ]
+    (lane,) = lanes_section(items, ["1K"])
+    assert lane["flags"] == [
+        "1K lane, repetition 2: the server counted 64 prefix-cache hit tokens during the lane "
+        "(other requests ran concurrently: attribution uncertain)",
+        "1K lane, repetition 3: the server counted 16 prefix-cache hit tokens during the lane",
+        "1K lane, repetition 3: usage reports 16 cached prompt tokens",
+    ]
+    assert lane["metrics_attribution"] == "mixed" and lane["prefix_cache_hit_tokens"] == 144
