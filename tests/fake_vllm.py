@@ -14,7 +14,8 @@ or from ``FAKE_VLLM_ARGS`` (so one profile serves many tests)::
     --fault NAME[=ARG]         a reference-server fault (e.g. slow=30)
 
 Once listening it answers like the reference server (whose request handling it reuses), with the
-identity taken from its command line. ``FAKE_VLLM_LAUNCH_LOG`` names a file that gets one line per
+identity taken from its command line; with ``VLLM_API_KEY`` set it requires that key, and logs
+it (as a careless server might). ``FAKE_VLLM_LAUNCH_LOG`` names a file that gets one line per
 start; ``FAKE_VLLM_EVENTS`` a file of events (``leader PID``, ``child PID``, ``chat``, ``sigterm``).
 """
 
@@ -91,7 +92,11 @@ def main(argv: list[str]) -> int:
     if args.spawn_child:
         subprocess.Popen([sys.executable, str(HERE), "--engine-core"], stdin=subprocess.DEVNULL)
 
-    _log(f"vLLM API server (fake) for {model}: non-default args {{'max_model_len': {args.max_model_len}}}")
+    flags = {"max_model_len": args.max_model_len}
+    if os.environ.get("VLLM_API_KEY"):
+        # As a server may: its own flags, secret included, in its log (the harness must scrub it).
+        flags["api_key"] = os.environ["VLLM_API_KEY"]
+    _log(f"vLLM API server (fake) for {model}: non-default args {flags}")
     started = time.monotonic()
     step = 0
     while time.monotonic() - started < args.startup_s:

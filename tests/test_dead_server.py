@@ -1,0 +1,229 @@
+"""A server that dies, hangs or drops a connection: a dead server fails every later protocol test at
+once with one reason (exit code and log tail) and the verdict names the death, also under xdist;
+a hung request fails its own test with the elapsed time (and lane) and the run goes on; a dropped
+connection with the server still up is not taken for a death."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from fake_vllm import pid_gone, smoke_profile, wait_for
+from pytest_qualify.lifecycle import free_port
+from pytest_qualify.plugin import suites_dir
+
+SMOKE = str(suites_dir() / "test_smoke.py")
+DEATH = "server died during {root}test_smoke.py::test_short_answer[rep2of3-q1]: server process (pid {pid}) exited with code 3"
+
+
+def run(pytester: pytest.Pytester, tmp_path: Path, *args: str, profile: Path | None = None) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(
+        f"--qualify={profile or smoke_profile(tmp_path)}", "--qualify-evidence", str(tmp_path / "ev"),
+        "--junitxml", str(tmp_path / "junit.xml"), "-p", "no:cacheprovider", *args,
+    )
+
+
+def server_pid(output: str) -> int:
+    match = re.search(r"server ready at \S+ after [\d.]+ s \(pid (\d+)\)", output)
+    assert match, output
+    return int(match.group(1))
+
+
+def cases(tmp_path: Path) -> dict[str, ET.Element]:
+    root = ET.parse(tmp_path / "junit.xml").getroot()
+    return {f"{c.get('classname')}::{c.get('name')}": c for c in root.iter("testcase")}
+
+
+def failure_text(case: ET.Element) -> str | None:
+    for tag in ("failure", "error"):
+        node = case.find(tag)
+        if node is not None:
+            return (node.get("message") or "") + "\n" + (node.text or "")
+    return None
+
+
+def bundle_text(tmp_path: Path, name: str) -> str:
+    (run_dir,) = [p for p in (tmp_path / "ev").iterdir() if p.is_dir()]
+    return (run_dir / name).read_text()
+
+
+def test_death_fails_every_later_test_at_once_and_names_it_in_the_verdict(pytester, tmp_path):
+    result = run(pytester, tmp_path, "--qualify-endpoint", "reference", "--qualify-reference-fault", "die_after=2",
+                 "--repeat", "3", SMOKE)
+    out = result.stdout.str()
+    root = "suites/" if "suites/test_smoke.py::" in out else ""
+    death = DEATH.format(root=root, pid=server_pid(out))
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    # rep1: 5 pass; rep2: health, identity, version pass, then the third chat request kills it.
+    result.assert_outcomes(passed=8, failed=1, errors=6)
+    junit = cases(tmp_path)
+    after = [name for name in junit if "rep2of3-q" in name or "rep3of3" in name]
+    assert len(after) == 7
+    for name in after:
+        text = failure_text(junit[name])
+        assert text is not None and death in text, (name, text)
+        # The log tail travels with the reason: the operator sees why it died.
+        assert "fault die_after: exiting after 2 chat requests" in text
+        if not name.endswith("test_smoke::test_short_answer[rep2of3-q1]"):
+            assert float(junit[name].get("time") or 0) < 2.0, f"{name} did not fail at once"
+    assert f"QUALIFICATION: FAIL\n  - {death}" in out
+    assert death in bundle_text(tmp_path, "summary.json")
+    assert death in bundle_text(tmp_path, "server-death.txt")
+
+
+def test_death_under_xdist_each_worker_fails_fast_with_the_same_reason(pytester, tmp_path):
+    result = run(pytester, tmp_path, "--qualify-endpoint", "reference", "--qualify-reference-fault", "die_after=2",
+                 "--repeat", "3", "-n", "2", SMOKE)
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    death = re.search(r"server died during \S+: server process \(pid \d+\) exited with code 3", out)
+    assert death, out
+    # Both workers found the death on their own and report the first finder's account of it.
+    failures = [line for line in out.splitlines() if line.startswith("  - smoke:")]
+    # How many tests ran before the death depends on the workers' schedule; all after it fail.
+    assert failures and all(death.group(0) in line for line in failures), failures
+    assert len(failures) == len([c for c in cases(tmp_path).values() if failure_text(c) is not None])
+    assert f"QUALIFICATION: FAIL\n  - {death.group(0)}" in out
+    for name, case in cases(tmp_path).items():
+        text = failure_text(case)
+        if text is not None and "test_short_answer[rep" not in name:
+            assert float(case.get("time") or 0) < 2.0, f"{name} did not fail at once"
+
+
+def test_run_ends_within_seconds_of_the_death(tmp_path):
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    out_path = tmp_path / "out.txt"
+    with open(out_path, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--qualify={smoke_profile(tmp_path)}",
+             "--qualify-endpoint", "reference", "--qualify-reference-fault", "die_after=2", "--repeat", "3",
+             "--qualify-evidence", str(tmp_path / "ev"), SMOKE],
+            cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, env=env,
+        )
+    try:
+        assert wait_for(lambda: "server ready at" in out_path.read_text(), 60)
+        pid = server_pid(out_path.read_text())
+        assert wait_for(lambda: pid_gone(pid), 60)
+        died_at = time.monotonic()
+        proc.wait(timeout=120)
+        ended_at = time.monotonic()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    seconds = ended_at - died_at
+    print(f"death to end of run: {seconds:.2f} s")
+    # Seven tests remain after the death; with the 60 s request timeout of the profile a run that
+    # waited on each would take minutes. The rest is evidence writing (report, plot, bundle).
+    assert seconds < 30, out_path.read_text()
+
+
+def test_dropped_connection_with_the_server_up_is_not_a_death(pytester, tmp_path):
+    result = run(pytester, tmp_path, "--qualify-endpoint", "reference", "--qualify-reference-fault",
+                 "drop_connection=1", SMOKE)
+    out = result.stdout.str()
+    result.assert_outcomes(passed=4, failed=1)
+    assert "test_short_answer[q1], repetition 1: connection to the server failed, but it still answers /health" in out
+    assert "server died" not in out
+
+
+def test_hung_request_fails_its_test_with_the_elapsed_time_and_the_run_goes_on(pytester, tmp_path):
+    profile = smoke_profile(tmp_path, request_s=2)
+    t0 = time.monotonic()
+    result = run(pytester, tmp_path, "--qualify-endpoint", "reference", "--qualify-reference-fault", "hang_after=2",
+                 "--repeat", "2", SMOKE, profile=profile)
+    elapsed = time.monotonic() - t0
+    out = result.stdout.str()
+    # rep2's two short answers hang; its health, identity and version checks still pass.
+    result.assert_outcomes(passed=8, failed=2)
+    for q in ("q1", "q2"):
+        assert re.search(rf"test_short_answer\[{q}\], repetition 2: request timed out: chat completion: "
+                         rf"no answer after 2\.\d s \(request timeout 2\.\d s for a ~\d+-token prompt\)", out), out
+    assert "server died" not in out
+    assert elapsed < 90
+
+
+def test_timeout_scales_with_the_lane_and_names_it(pytester, tmp_path):
+    profile = smoke_profile(tmp_path, request_s=1, modules=("context",))
+    text = profile.read_text().replace("per_1k_prompt_tokens_s = 5.0", "per_1k_prompt_tokens_s = 1.0")
+    profile.write_text(text)
+    pytester.makepyfile(test_lanes=textwrap.dedent("""
+        import pytest
+        from pytest_qualify.profiles import Lane
+
+        pytestmark = pytest.mark.qualify_module("context")
+
+        @pytest.mark.parametrize("lane", [Lane("1K", 1024)], ids=["1K"])
+        def test_lane(qualify_client, lane):
+            qualify_client.chat([{"role": "user", "content": "What is the capital of France?"}],
+                                max_tokens=8, prompt_tokens_hint=lane.prompt_tokens)
+    """))
+    result = run(pytester, tmp_path, "--qualify-endpoint", "reference", "--qualify-reference-fault", "hang_after=0",
+                 "test_lanes.py", profile=profile)
+    out = result.stdout.str()
+    result.assert_outcomes(failed=1)
+    assert re.search(r"1K lane: request timed out: chat completion: no answer after 2\.\d s "
+                     r"\(request timeout 2\.0 s for a ~1,024-token prompt\)", out), out
+
+
+def test_server_killed_between_tests_is_found_before_the_next_one(pytester, tmp_path):
+    pytester.makepyfile(test_kill=textwrap.dedent("""
+        import os, signal, time
+        import pytest
+
+        pytestmark = pytest.mark.qualify_module("smoke")
+
+        def test_a_kills_the_server(qualify_client, qualify_run):
+            assert qualify_client.health() == 200
+            os.kill(qualify_run.server_info["server_pid"], signal.SIGKILL)
+            time.sleep(0.5)
+
+        def test_b(qualify_client):
+            qualify_client.health()
+
+        def test_c(qualify_http):
+            qualify_http.get("/health")
+    """))
+    result = run(pytester, tmp_path, "--qualify-endpoint", "reference", "test_kill.py")
+    out = result.stdout.str()
+    result.assert_outcomes(passed=1, errors=2)
+    assert re.search(r"server died during test_kill.py::test_a_kills_the_server\[rep1of1\] or right after it "
+                     r"\(found gone before test_kill.py::test_b\[rep1of1\]\): server process \(pid \d+\) exited "
+                     r"with code -9", out), out
+
+
+def test_attached_endpoint_that_stops_accepting_connections_is_dead(pytester, tmp_path):
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "pytest_qualify.reference", "--port", str(port), "--profile", str(smoke_profile(tmp_path)),
+         "--fault", "die_after=1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        import urllib.request
+
+        def up() -> bool:
+            try:
+                return urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).status == 200
+            except OSError:
+                return False
+
+        assert wait_for(up, 30)
+        result = run(pytester, tmp_path, "--qualify-endpoint", f"http://127.0.0.1:{port}/v1", SMOKE)
+    finally:
+        server.kill()
+        server.wait()
+    out = result.stdout.str()
+    result.assert_outcomes(passed=4, failed=1)
+    assert re.search(r"server died during \S*test_smoke.py::test_short_answer\[rep1of1-q2\]: "
+                     r"the endpoint no longer accepts connections", out), out
+    summary = json.loads(bundle_text(tmp_path, "summary.json"))
+    assert "the endpoint no longer accepts connections" in json.dumps(summary)
