@@ -1,0 +1,249 @@
+"""End to end through pytester against the reference server: the context, window, JSON, reasoning and
+finish modules pass on a conforming server, and each fault fails exactly its module's tests, with a
+reason that names the lane, case or repetition."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from pytest_qualify.plugin import suites_dir
+from pytest_qualify.profiles import builtin_profiles
+
+MODULES = ["context", "window", "json", "reasoning", "finish"]
+SUITES = [str(suites_dir() / f"test_{m}.py") for m in MODULES]
+# Test function -> module, for the suites above.
+MODULE_OF = {
+    "test_context_retrieval": "context",
+    "test_prompt_that_fits_is_answered": "window",
+    "test_prompt_over_window_is_refused": "window",
+    "test_json_task": "json",
+    "test_no_reasoning_leak": "reasoning",
+    "test_thinking_override": "reasoning",
+    "test_finish_state": "finish",
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str  # test id with parameters, e.g. test_context_retrieval[2K-rep1of1]
+    outcome: str  # passed | failed | skipped
+    message: str
+    properties: dict[str, str]
+
+    @property
+    def module(self) -> str:
+        return MODULE_OF[self.name.split("[")[0]]
+
+
+def profile(tmp_path: Path, base: str = "small", modules=MODULES, lanes: list[tuple[str, int]] | None = None,
+            request_s: float | None = None) -> str:
+    """A built-in profile whose gate needs only ``modules`` (optionally other lanes / timeouts)."""
+    text = Path(builtin_profiles()[base]).read_text()
+    text = text[: text.index("[modules]")] + f"[modules]\nrequired = {list(modules)!r}\n".replace("'", '"')
+    if lanes is not None:
+        text = re.sub(r"(\[\[limits\.lanes\]\]\nname = \"[^\"]+\"\nprompt_tokens = \d+\n\n?)+", "", text)
+        text = text.replace("[thinking]", "".join(f'[[limits.lanes]]\nname = "{n}"\nprompt_tokens = {t}\n\n' for n, t in lanes) + "[thinking]")
+    if request_s is not None:
+        text = re.sub(r"request_s = \d+", f"request_s = {request_s}", text)
+        text = re.sub(r"per_1k_prompt_tokens_s = [\d.]+", "per_1k_prompt_tokens_s = 0.0", text)
+    path = tmp_path / f"{base}-text-a.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def run(pytester: pytest.Pytester, prof: str, *args: str, faults: tuple[str, ...] = (), repeat: int = 1,
+        suites: list[str] = SUITES) -> tuple[pytest.RunResult, list[Case]]:
+    junit = pytester.path / "junit.xml"
+    fault_args = [a for f in faults for a in ("--qualify-reference-fault", f)]
+    result = pytester.runpytest_subprocess(
+        f"--qualify={prof}", "--qualify-endpoint", "reference", "--qualify-evidence", str(pytester.path / "ev"),
+        "--repeat", str(repeat), "-p", "no:cacheprovider", f"--junitxml={junit}", *fault_args, *args, *suites,
+    )
+    cases = []
+    for tc in ET.parse(junit).getroot().iter("testcase"):
+        failure = tc.find("failure")
+        if failure is None:
+            failure = tc.find("error")
+        outcome = "failed" if failure is not None else ("skipped" if tc.find("skipped") is not None else "passed")
+        props = {p.get("name"): p.get("value") for p in tc.iter("property")}
+        message = failure.get("message", "").removeprefix("Failed: ") if failure is not None else ""
+        cases.append(Case(tc.get("name"), outcome, message, props))
+    return result, cases
+
+
+def failed(cases: list[Case]) -> dict[str, str]:
+    return {c.name: c.message for c in cases if c.outcome != "passed"}
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory) -> str:
+    return profile(tmp_path_factory.mktemp("profiles"))
+
+
+def test_conforming_server_passes_every_module_with_evidence(pytester, small):
+    result, cases = run(pytester, small, repeat=2)
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(["*QUALIFICATION: PASS*"])
+    assert {c.module for c in cases} == set(MODULES) and all(c.outcome == "passed" for c in cases)
+    lanes = {"1K": 1024, "2K": 2048, "3K": 3072}
+    context = [c for c in cases if c.module == "context"]
+    assert len(context) == 6
+    for c in context:
+        p = c.properties
+        assert abs(int(p["prompt_tokens"]) - lanes[p["lane"]]) <= 32
+        assert int(p["tokenize_calls"]) <= 6 and p["needle_key"] and p["haystack_seed"]
+        assert float(p["needle_depth"]) in (0.1, 0.3, 0.5, 0.7, 0.9)
+        assert p["finish_check"] == "ok" and p["finish_reason"] == "stop" and p["cached_tokens"] == "0"
+        assert "ttft_s" in p and "e2e_s" in p
+    # A fresh haystack for every lane and repetition.
+    assert len({c.properties["haystack_seed"] for c in context}) == 6
+    window = {c.name: c.properties for c in cases if c.module == "window"}
+    assert int(window["test_prompt_that_fits_is_answered[rep1of2]"]["fit_prompt_tokens"]) == 4096 - 256
+    assert int(window["test_prompt_over_window_is_refused[rep1of2]"]["over_prompt_tokens"]) == 4097
+    assert window["test_prompt_over_window_is_refused[rep1of2]"]["overwindow_status"] == "400"
+
+
+def test_240k_lane_lands_within_tolerance_in_six_tokenize_calls(pytester, tmp_path):
+    prof = profile(tmp_path, "262k", modules=["context"], lanes=[("240K", 245_760)])
+    result, cases = run(pytester, prof, suites=[SUITES[0]])
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    (case,) = cases
+    assert abs(int(case.properties["prompt_tokens"]) - 245_760) <= 256
+    assert int(case.properties["tokenize_calls"]) <= 6
+
+
+CONTEXT = [f"test_context_retrieval[{lane}-REP]" for lane in ("1K", "2K", "3K")]
+JSON = [f"test_json_task[REP-{t}]" for t in ("order", "meeting", "review", "speed", "prime")]
+OVERRIDE = ["test_thinking_override[REP-plain]", "test_thinking_override[REP-streamed]"]
+REASONING = [f"test_no_reasoning_leak[REP-{p}-{s}]" for p in ("sky", "train", "spider") for s in ("plain", "streamed")] + OVERRIDE
+FINISH = [f"test_finish_state[REP-{p}-{s}]" for p in ("planet", "sum", "opposite") for s in ("plain", "streamed")]
+OVER = ["test_prompt_over_window_is_refused[REP]"]
+
+# Each fault: the tests it must fail (REP: in every repetition; every other test must pass) and what
+# each reason must say.
+FAULTS = {
+    "drop_needle=2K": (["test_context_retrieval[2K-REP]"],
+                       r"^2K lane, repetition \d: answer .* gives distractor value '[\w-]+' \(key '\w+'\), not needle value '[\w-]+'"),
+    "fail_repetition=2": ([f"test_context_retrieval[{lane}-rep2of2]" for lane in ("1K", "2K", "3K")],
+                          r"^(1K|2K|3K) lane, repetition 2: answer .* lacks needle value '[\w-]+' \(key '\w+'\): .* one character off"),
+    "cached_tokens": (CONTEXT, r"^(1K|2K|3K) lane, repetition \d: \d+ of \d+ prompt tokens came from the prefix cache"),
+    "json_nondeterministic": (JSON, r"^task \w+, repetition \d: identical requests gave different content: first differs at char"),
+    "json_invalid": (JSON, r"^task \w+, repetition \d: content is not valid JSON"),
+    "leak_reasoning": (REASONING, r"(prompt \w+|enable_thinking=True).*repetition \d.*: reasoning field populated"),
+    "leak_think_tag": (REASONING, r"repetition \d.*: reasoning markers in the visible content: '<think>'"),
+    "thinking_overridable": (OVERRIDE, r"^chat_template_kwargs enable_thinking=True with thinking disabled and not overridable, "
+                                       r"(not )?streamed, repetition \d: reasoning field populated"),
+    "finish_length": (FINISH, r"^finish state: answer budget exhausted \(finish_reason 'length' after \d+ completion tokens\)"),
+    "empty_answer": (FINISH, r"^finish state: empty answer: no visible content"),
+    "overwindow_500": (OVER, r"^window 4096, repetition \d: over-window prompt \(4097 tokens, window 4096\) got HTTP 500, expected 400"),
+    "overwindow_accept": (OVER, r"^window 4096, repetition \d: over-window prompt \(4097 tokens, window 4096\) was answered \(HTTP 200\)"),
+}
+# Faults of different modules share a run (a run costs seconds of start-up on a 2-core CI box).
+# Each failing test's reason must be its own module's fault: a fault leaking into another module
+# would fail that module's tests with a reason of the wrong kind, or fail tests no fault targets.
+FAULT_RUNS = [
+    (("drop_needle=2K", "json_nondeterministic", "leak_reasoning", "finish_length", "overwindow_500"), 1),
+    (("cached_tokens", "json_invalid", "leak_think_tag", "empty_answer", "overwindow_accept"), 1),
+    (("fail_repetition=2", "thinking_overridable"), 2),
+]
+
+
+def _key(name: str) -> str:
+    # Parameter order in ids follows pytest's parametrization order; compare the parts as a set.
+    base, _, params = name.partition("[")
+    return base + "[" + "-".join(sorted(params.rstrip("]").split("-"))) + "]"
+
+
+@pytest.mark.parametrize("faults, repeat", FAULT_RUNS, ids=["+".join(f.split("=")[0] for f in r[0]) for r in FAULT_RUNS])
+def test_each_fault_fails_exactly_its_tests_with_its_reason(pytester, small, faults, repeat):
+    result, cases = run(pytester, small, faults=faults, repeat=repeat)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*QUALIFICATION: FAIL*"])
+    expected: dict[str, str] = {}
+    for fault in faults:
+        names, reason = FAULTS[fault]
+        for name in names:
+            for one in {name.replace("REP", f"rep{rep}of{repeat}") for rep in range(1, repeat + 1)}:
+                assert _key(one) not in expected, f"{fault} and another fault in the run target {one}"
+                expected[_key(one)] = reason
+    bad = {_key(n): m for n, m in failed(cases).items()}
+    assert set(bad) == set(expected), f"unexpected: {sorted(set(bad) - set(expected))}; missing: {sorted(set(expected) - set(bad))}"
+    for name, message in bad.items():
+        assert re.search(expected[name], message), f"{name}: {message}"
+
+
+def test_every_fault_of_these_modules_is_exercised():
+    from pytest_qualify.reference import oracle_context, oracle_finish, oracle_json, oracle_reasoning
+
+    names = {f.split("=")[0] for run_faults, _ in FAULT_RUNS for f in run_faults}
+    own = {**oracle_context.FAULTS, **oracle_json.FAULTS, **oracle_reasoning.FAULTS, **oracle_finish.FAULTS}
+    assert set(own) | {"overwindow_500", "overwindow_accept"} == names
+
+
+def test_salt_ignoring_prefix_cache_is_caught_by_context(pytester, small):
+    # The server-wide fault: context prompts share a short template prefix, which a cache that
+    # ignores cache_salt serves from an earlier request.
+    result, cases = run(pytester, small, faults=("ignore_cache_salt",), repeat=2, suites=[SUITES[0]])
+    bad = failed(cases)
+    assert len(bad) >= 5, sorted(bad)  # every context request after the very first one
+    assert all("came from the prefix cache" in m for m in bad.values())
+
+
+def test_window_hang_and_dead_server_fail_with_a_reason(pytester, tmp_path):
+    prof = profile(tmp_path, modules=["window"], request_s=3)
+    window = [SUITES[1], "-k", "over_window"]
+    # The over-window request is the first chat request: it hangs, then the server dies on it.
+    result, cases = run(pytester, prof, "-p", "no:randomly", faults=("hang_after=0",), suites=window)
+    (case,) = cases
+    assert case.outcome == "failed" and re.search(r"time[sd]? ?out", case.message, re.I), case.message
+    result, cases = run(pytester, prof, faults=("die_after=0",), suites=window)
+    (case,) = cases
+    assert case.outcome == "failed" and re.search(r"died|gone|refuse|connection", case.message, re.I), case.message
+
+
+def test_recorder_checks_the_finish_state_of_every_answer(pytester):
+    # Any module's answers go through qualify_record.answer: a bad finish fails the test with its
+    # reason, and the outcome is recorded as properties.
+    pytester.makepyfile(test_probe=textwrap.dedent("""
+        import pytest
+        from pytest_qualify.client import Answer, ToolCall
+        from pytest_qualify.timing import Timeline
+
+        def make(content, finish, calls=()):
+            return Answer(content=content, reasoning=None, tool_calls=calls, finish_reason=finish,
+                          usage={"prompt_tokens": 10, "completion_tokens": 256}, streamed=False,
+                          timeline=Timeline.single(0.5))
+
+        def test_ok(qualify_record):
+            qualify_record.answer(make("Paris", "stop"))
+
+        def test_tool_turn(qualify_record):
+            qualify_record.answer(make(None, "tool_calls", (ToolCall("f", "{}"),)), tool_turn=True)
+
+        def test_length(qualify_record):
+            qualify_record.answer(make("Paris is the cap", "length"))
+
+        def test_empty(qualify_record):
+            qualify_record.answer(make("", "stop"))
+
+        def test_tool_calls_on_plain_turn(qualify_record):
+            qualify_record.answer(make(None, "tool_calls", (ToolCall("f", "{}"),)))
+    """))
+    junit = pytester.path / "probe.xml"
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--junitxml={junit}")
+    result.assert_outcomes(passed=2, failed=3)
+    cases = {tc.get("name"): tc for tc in ET.parse(junit).getroot().iter("testcase")}
+    props = {name: {p.get("name"): p.get("value") for p in tc.iter("property")} for name, tc in cases.items()}
+    messages = {name: tc.find("failure").get("message") for name, tc in cases.items() if tc.find("failure") is not None}
+    assert "finish state: answer budget exhausted (finish_reason 'length' after 256 completion tokens)" in messages["test_length"]
+    assert "finish state: empty answer: no visible content" in messages["test_empty"]
+    assert "finish_reason 'tool_calls' not allowed on a non-tool answer" in messages["test_tool_calls_on_plain_turn"]
+    assert props["test_ok"]["finish_check"] == "ok" and props["test_ok"]["finish_reason"] == "stop"
+    assert props["test_tool_turn"]["finish_check"] == "ok"
+    assert props["test_length"]["finish_check"].startswith("answer budget exhausted")
