@@ -850,7 +850,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         problems.append("run interrupted before the protocol finished")
     if session.shouldfail:
         problems.append(f"run stopped early: {session.shouldfail}")
-    state.verdict = _conclude(session, state, problems, exitstatus)
+    state.verdict = _conclude(session, state, problems)
     if not state.verdict.passed and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -1015,7 +1015,7 @@ class _EvidenceHooks:
             self.ev.snapshots[name] = result
 
 
-def _conclude(session: pytest.Session, state: RunState, problems: list[str], exitstatus: int) -> gate_mod.GateVerdict:
+def _conclude(session: pytest.Session, state: RunState, problems: list[str]) -> gate_mod.GateVerdict:
     """The verdict (waivers and baseline applied) and the bundle, written whatever happened."""
     from functools import partial
 
@@ -1033,8 +1033,7 @@ def _conclude(session: pytest.Session, state: RunState, problems: list[str], exi
     hooks = session.config.pluginmanager.get_plugin("qualify-evidence")
     if hooks is not None:
         hooks.scrape_end()
-    verdict = conclude(state, ev, problems=problems, evaluate=evaluate, exitstatus=int(exitstatus),
-                       secrets=_secrets(state), died=died)
+    verdict = conclude(state, ev, problems=problems, evaluate=evaluate, secrets=_secrets(state), died=died)
     _add_junit_suite_properties(session.config, ev)
     if any(p.startswith(WAIVER_USAGE_ERROR) for p in problems):
         session.exitstatus = pytest.ExitCode.USAGE_ERROR

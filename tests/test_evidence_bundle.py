@@ -71,7 +71,7 @@ def run():
     summary = build_summary(
         run={"id": "20260101T000000Z-abcdef", "started_at": "2026-01-01T00:00:00+00:00",
              "finished_at": "2026-01-01T00:01:00+00:00", "duration_s": 60.0, "repeat": 3, "workers": 0,
-             "tool_version": "0.1.0", "exit_status": 1},
+             "tool_version": "0.1.0"},
         target={"mode": "reference", "simulated": True, "base_url": "http://127.0.0.1:1",
                 "launch_command": junit.redact_command(f"python -m x --api-key {SECRET} --port 1"),
                 "engine_version": "0.1.0-reference", "models": [{"id": "small-chat-4k", "root": "m", "max_model_len": 4096}],

@@ -89,7 +89,6 @@ def conclude(
     *,
     problems: list[str],
     evaluate: Callable[..., Any],
-    exitstatus: int | None,
     secrets: Sequence[str],
     died: str | None = None,
 ) -> Any:
@@ -113,7 +112,6 @@ def conclude(
         "repeat": state.settings.repeat,
         "workers": ev.workers,
         "tool_version": tool_version(),
-        "exit_status": exitstatus,
     }
     run_dir = Path(state.run_dir)
     if died is None and getattr(state, "dead", None):
