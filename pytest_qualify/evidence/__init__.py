@@ -1,0 +1,12 @@
+"""Evidence: what a run leaves behind for the promotion record. No pytest in this package.
+
+- ``metrics``  — ``/metrics`` scrapes parsed tolerantly (vLLM names), deltas, per-lane properties
+- ``junit``    — per-testcase properties (which request an item's timing describes) and junit.xml
+- ``summary``  — ``summary.json``, the run as data, validated by ``schemas/summary.schema.json``
+- ``report``   — ``report.md`` rendered from the summary
+- ``waivers``  — operator waivers for failed corpus items, checked strictly
+- ``baseline`` — head-to-head against an earlier summary.json, regressions flagged or failed
+- ``plot``     — TTFT against prompt tokens (matplotlib, optional)
+- ``bundle``   — the files, redaction and ``SHA256SUMS``
+- ``session``, ``finish`` — what is collected during the run and how it ends
+"""
