@@ -149,12 +149,18 @@ def test_full_bundle_with_lane_cross_check(pytester, tmp_path, monkeypatch):
 def test_junit_properties_survive_xdist(pytester, tmp_path):
     pytest.importorskip("xdist")
     pytester.makepyfile(test_lanes=LANES)
+    junit_path = tmp_path / "pytest-junit.xml"
     result = run(pytester, tmp_path, ["context"], "--qualify-endpoint", "reference", "--repeat", "2",
-                 "-n", "2", "test_lanes.py")
+                 "-n", "2", "--junitxml", str(junit_path), "test_lanes.py")
     assert result.ret == 0, result.stdout.str()
     d = run_dir(tmp_path)
     summary = check_bundle(d)
     assert summary["run"]["workers"] == 2
+    # pytest's own file, written on the controller from the workers' reports.
+    own = junit_path.read_bytes()
+    assert all_testcases_have(own, PROTOCOL_PROPERTIES) == []
+    suite_props = {p.get("name"): p.get("value") for p in ET.fromstring(own).find("testsuite").find("properties")}
+    assert suite_props["verdict"] == "PASS" and suite_props["run_id"] == summary["run"]["id"]
     xml_bytes = (d / "junit.xml").read_bytes()
     assert len(list(ET.fromstring(xml_bytes).iter("testcase"))) == 6
     assert all_testcases_have(xml_bytes, PROTOCOL_PROPERTIES + ("server_requests", "metrics_attribution")) == []
