@@ -90,9 +90,17 @@ def test_profile_port_already_taken(pytester, tmp_path, monkeypatch, mode):
 
 
 @pytest.mark.parametrize("url", ["not a url", "localhost:8000", "ftp://host/v1", "http://", "http://host:notaport"])
-def test_endpoint_that_is_not_a_url(pytester, tmp_path, url):
-    text = usage_error(pytester, tmp_path, f"--qualify={smoke_profile(tmp_path)}", "--qualify-endpoint", url)
-    assert "--qualify-endpoint" in text and repr(url) in text
+def test_endpoint_that_is_not_a_url_is_refused_naming_it(url):
+    from pytest_qualify.settings import SettingsError, resolve
+
+    with pytest.raises(SettingsError) as info:
+        resolve({"qualify": "small", "qualify_endpoint": url}, {}, lambda key: None)
+    assert "--qualify-endpoint" in str(info.value) and repr(url) in str(info.value)
+
+
+def test_endpoint_that_is_not_a_url_is_a_usage_error(pytester, tmp_path):
+    text = usage_error(pytester, tmp_path, f"--qualify={smoke_profile(tmp_path)}", "--qualify-endpoint", "localhost:8000")
+    assert "--qualify-endpoint: 'localhost:8000' is not a URL" in text
 
 
 def test_serve_command_that_does_not_exist(pytester, tmp_path):
