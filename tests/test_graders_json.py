@@ -7,7 +7,7 @@ import tomllib
 from importlib import resources
 
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from pytest_qualify.graders.json_output import (
@@ -125,6 +125,7 @@ def test_parse_error_type():
 names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz ", min_size=1, max_size=20).filter(lambda s: s.strip())
 
 
+@settings(deadline=None)  # a loaded CI box must not turn slowness into a failure
 @given(st.integers(1, 10**9), names, st.integers(1, 1000), st.sampled_from([None, 0, 2, 4]), st.booleans(), st.booleans())
 def test_property_formatting_and_case_do_not_matter(order_id, customer, quantity, indent, fence, upper):
     expected = {"order_id": order_id, "customer": customer, "quantity": quantity, "unit_price": 1.25, "currency": "USD", "tags": []}
@@ -135,6 +136,7 @@ def test_property_formatting_and_case_do_not_matter(order_id, customer, quantity
     assert check_json_answer(text, SCHEMA, expected).ok
 
 
+@settings(deadline=None)  # a loaded CI box must not turn slowness into a failure
 @given(st.integers(1, 10**9), st.integers(1, 10**9))
 def test_property_a_different_number_is_rejected(want, got):
     assume(want != got)
@@ -142,18 +144,21 @@ def test_property_a_different_number_is_rejected(want, got):
     assert not check_json_answer(json.dumps(value), SCHEMA, {**EXPECTED, "order_id": want}).ok
 
 
+@settings(deadline=None)  # a loaded CI box must not turn slowness into a failure
 @given(st.integers(1, len(json.dumps(GOOD)) - 1))
 def test_property_any_truncation_is_rejected(cut):
     text = json.dumps(GOOD)[:cut]
     assert not grade(text).ok
 
 
+@settings(deadline=None)  # a loaded CI box must not turn slowness into a failure
 @given(st.text(alphabet="abcdefghij XYZ.:!", min_size=1, max_size=30).filter(lambda s: s.strip()))
 def test_property_prose_around_json_is_rejected(prose):
     assert not grade(prose + " " + json.dumps(GOOD)).ok
     assert not grade(json.dumps(GOOD) + " " + prose).ok
 
 
+@settings(deadline=None)  # a loaded CI box must not turn slowness into a failure
 @given(st.text(max_size=50), st.text(max_size=50))
 def test_property_identical_iff_equal(a, b):
     assert check_identical(a, b).ok == (a == b)

@@ -49,14 +49,21 @@ def bpe_like(word: str) -> int:
 
 def test_240k_lane_is_sized_within_tolerance_in_at_most_six_calls_and_fast():
     count = Counter()
-    plan = plan_haystack(haystack_seed("run", "240K", 1), 0.5)
-    t0 = time.perf_counter()
-    sized = size_to_tokens(Haystack(plan).build, count, 245_760, tolerance=128, max_calls=6)
-    elapsed = time.perf_counter() - t0
+    haystack = Haystack(plan_haystack(haystack_seed("run", "240K", 1), 0.5))
+    spent: list[float] = []
+
+    def build(n):
+        t0 = time.perf_counter()
+        messages = haystack.build(n)
+        spent.append(time.perf_counter() - t0)
+        return messages
+
+    sized = size_to_tokens(build, count, 245_760, tolerance=128, max_calls=6)
     assert abs(sized.tokens - 245_760) <= 128
     assert sized.tokens == tokenizer.count_chat(sized.messages)
     assert count.calls == sized.calls <= 6
-    assert elapsed < 5.0, f"building and sizing a 240K haystack took {elapsed:.1f} s"
+    # Building every candidate prompt (not counting it: that is the server's work) stays fast.
+    assert sum(spent) < 3.0, f"building the 240K haystack's candidates took {sum(spent):.1f} s"
 
 
 @pytest.mark.parametrize("target", [1024, 2048, 3072, 32_768, 131_072])
@@ -150,6 +157,7 @@ def test_filler_has_no_digits_and_no_needle_text():
         assert not template.question_regex().search(text)
 
 
+@settings(deadline=None)
 @given(st.integers(1, 4000))
 def test_property_filler_holds_exactly_the_requested_pieces(n):
     sentences = FillerStream("pieces").sentences(n)
@@ -179,6 +187,7 @@ def test_property_values_are_distinct_and_never_one_slip_apart(seed, depth):
             assert sum(x != y for x, y in zip(a, b)) >= 2
 
 
+@settings(deadline=None)
 @given(st.text(alphabet="0123456789abcdef", min_size=4, max_size=16), st.sampled_from(needle_spec().depths), st.integers(200, 3000))
 def test_property_the_reference_reader_finds_the_target_value(seed, depth, pieces):
     plan = plan_haystack(seed, depth)
