@@ -20,7 +20,7 @@ import argparse
 import contextlib
 import json
 import os
-import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -73,10 +73,15 @@ def bench_protocol(profile: str, repeat: int, workdir: Path, workers: int) -> di
         if workers:
             argv += ["-n", str(workers)]
         cpu0 = cpu_seconds(pid)
+        # The pytest process tree's CPU (its xdist workers included; the server is not its child):
+        # unlike wall time, this does not grow when the machine is busy with something else.
+        kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         proc = subprocess.run(argv, cwd=workdir, capture_output=True, text=True)
         wall_s = time.perf_counter() - t0
+        kids1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         server_cpu_s = cpu_seconds(pid) - cpu0
+    harness_cpu_s = (kids1.ru_utime - kids0.ru_utime) + (kids1.ru_stime - kids0.ru_stime)
     runs = sorted(evidence.iterdir())
     if not runs or not (runs[-1] / "summary.json").exists():
         raise SystemExit(f"the protocol run wrote no summary.json (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
@@ -94,6 +99,7 @@ def bench_protocol(profile: str, repeat: int, workdir: Path, workers: int) -> di
         "chat_requests": server.get("e2e_count") or 0,
         "server_metrics_s": server.get("e2e_sum_s") or 0.0,
         "server_cpu_s": server_cpu_s,
+        "harness_cpu_s": harness_cpu_s,
         "client_recorded_request_s": sum(float(i["properties"].get("requests_e2e_s") or 0.0) for i in items),
     }
 
@@ -161,6 +167,7 @@ def main() -> int:
             print(f"  of which its metrics' e2e sum  {r['server_metrics_s']:8.2f} s")
             print(f"harness time = wall - server CPU {harness:8.2f} s")
             print(f"harness time / wall time         {harness / r['wall_s']:8.3f}")
+            print(f"harness CPU time (pytest tree)   {r['harness_cpu_s']:8.2f} s")
             print(f"harness seconds per item         {harness / max(1, r['items']):8.3f} s")
             print(f"harness seconds per chat request {harness / max(1, r['chat_requests']):8.3f} s")
             print()
