@@ -137,7 +137,8 @@ def test_report_has_every_table(run):
         assert needle in text, needle
     # 1K lane: median 200 ms with min-max over three repetitions.
     assert "| 1K | 1,024 (1,024 – 1,024, n=3) | 200.0 ms (100.0 ms – 300.0 ms, n=3) | 600.0 ms (300.0 ms – 900.0 ms, n=3) | 3/3 |" in text
-    assert "| Multimodal corpus | 0/1 (1 waived), 1/3 repetitions | PASS |" in text
+    assert "| Multimodal corpus | 0/1 (1 waived), 1/3 repetitions |" in text
+    assert "| Smoke: health, identity, short answer | 3/4, 2/3 repetitions — **FAIL** |" in text
 
 
 def test_report_cells_cannot_break_tables():

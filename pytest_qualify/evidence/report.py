@@ -132,7 +132,7 @@ def render(s: Mapping[str, Any]) -> str:
         out += [f"**Server died during the run:** {cell(s['target']['died'])}", ""]
 
     out += ["## Gate", ""]
-    out += table(("Gate", "Result", ""), [(g["title"], g["result"], "PASS" if g["ok"] else "FAIL") for g in s["gate"]])
+    out += table(("Gate", "Result"), [(g["title"], g["result"] + ("" if g["ok"] else " — **FAIL**")) for g in s["gate"]])
     out.append("")
 
     out += _timing(s)
