@@ -277,8 +277,12 @@ class QualifyClient:
         }
         kwargs = {k: v for k, v in body.items() if k in known or k in ("model", "messages", "max_tokens")}
         extra = {k: v for k, v in body.items() if k not in kwargs}
-        prompt_tokens = prompt_tokens_hint or estimate_prompt_tokens(messages, params.get("tools"))
-        limit = timeout_s or (self.timeouts.for_prompt(prompt_tokens) if self.timeouts else self.timeout_s)
+        prompt_tokens: int | None = None
+        if timeout_s is None and self.timeouts is not None:
+            prompt_tokens = prompt_tokens_hint or estimate_prompt_tokens(messages, params.get("tools"))
+            limit = self.timeouts.for_prompt(prompt_tokens)
+        else:
+            limit = timeout_s or self.timeout_s
         client = self.openai.with_options(timeout=limit)
         where = "streamed chat completion" if stream else "chat completion"
         t0 = time.perf_counter()
