@@ -116,6 +116,9 @@ def test_240k_lane_lands_within_tolerance_in_six_tokenize_calls(pytester, tmp_pa
     (case,) = cases
     assert abs(int(case.properties["prompt_tokens"]) - 245_760) <= 256
     assert int(case.properties["tokenize_calls"]) <= 6
+    # The server's own request log agrees: the lane cost at most six /tokenize round trips.
+    (log,) = (pytester.path / "ev").glob("*/server.log")
+    assert 1 <= log.read_text().count('"POST /tokenize ') <= 6
 
 
 CONTEXT = [f"test_context_retrieval[{lane}-REP]" for lane in ("1K", "2K", "3K")]
