@@ -202,7 +202,7 @@ def test_window_hang_and_dead_server_fail_with_a_reason(pytester, tmp_path):
     prof = profile(tmp_path, modules=["window"], request_s=3)
     window = [SUITES[1], "-k", "over_window"]
     # The over-window request is the first chat request: it hangs, then the server dies on it.
-    result, cases = run(pytester, prof, "-p", "no:randomly", faults=("hang_after=0",), suites=window)
+    result, cases = run(pytester, prof, faults=("hang_after=0",), suites=window)
     (case,) = cases
     assert case.outcome == "failed" and re.search(r"time[sd]? ?out", case.message, re.I), case.message
     result, cases = run(pytester, prof, faults=("die_after=0",), suites=window)

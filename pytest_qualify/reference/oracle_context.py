@@ -8,7 +8,6 @@ it: the lane whose prompt_tokens are within the profile's tolerance.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from pytest_qualify.haystack import NeedleTemplate, needle_spec
