@@ -177,12 +177,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _install_sigterm_handler() -> None:
-    # SIGTERM to pytest becomes an interruption, so teardown stops the server like Ctrl-C does.
+    # SIGTERM (a cancelled CI job) and SIGHUP (a closed terminal or SSH session) to pytest become an
+    # interruption, so teardown stops the server's whole process group as Ctrl-C does. A signal
+    # someone chose to ignore or handle stays as it is.
     def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f"received signal {signum}")
+        raise KeyboardInterrupt(f"received {signal.Signals(signum).name}")
 
-    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
-        signal.signal(signal.SIGTERM, handler)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) in (signal.SIG_DFL, None):
+            signal.signal(sig, handler)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
@@ -424,6 +427,8 @@ def _qualify_session_client(request: pytest.FixtureRequest) -> Any:
     state = _state(request)
     client = _make_client(state)
     state.client = client
+    if state.base_url and not state.startup_error:
+        client.warm_up()
     yield client
     client.close()
 

@@ -209,6 +209,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def _chat(self, body: Any) -> None:
         st = self.state
+        # Server-side latency counts from arrival, as vLLM's arrival_time does.
+        t0 = time.perf_counter()
         validate_chat(body)
         if body.get("model") != st.profile.deployment.served_name:
             raise oracle.Rejection(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
@@ -242,7 +244,6 @@ class Handler(BaseHTTPRequestHandler):
         oracle.admit(req, st.ctx)
         reply = oracle.answer(req, st.ctx)
 
-        t0 = time.perf_counter()
         cached = st.cache.lookup_and_insert(prompt_ids, body.get("cache_salt"))
         if reply.cached_tokens is not None:
             cached = min(prompt_tokens, reply.cached_tokens)
