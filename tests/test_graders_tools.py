@@ -14,6 +14,9 @@ from pytest_qualify.graders.tools import (
     grade_stream_shape, load_fixtures, normalize_string, same_calls,
 )
 
+# Examples are judged by their outcome only: a loaded CI machine must not fail a slow one.
+RELAXED = settings(deadline=None)
+
 FIXTURES = load_fixtures()
 SCHEMAS = FIXTURES.schemas
 ALL_CASES = FIXTURES.cases + FIXTURES.parallel + tuple(FIXTURES.round_trip)
@@ -207,6 +210,7 @@ variant = st.sampled_from([str.lower, str.upper, str.title, lambda s: f"  {s} ",
                            lambda s: s.replace(" ", "  "), lambda s: s.replace(" ", "-")])
 
 
+@RELAXED
 @given(case=st.sampled_from(SINGLE), change=variant, data=st.data())
 def test_property_free_text_variants_are_accepted(case, change, data):
     expected = case.calls[0]
@@ -219,6 +223,7 @@ def test_property_free_text_variants_are_accepted(case, change, data):
     assert verdict.ok, verdict.reason
 
 
+@RELAXED
 @given(case=st.sampled_from(SINGLE), data=st.data())
 def test_property_changed_number_is_rejected(case, data):
     expected = case.calls[0]
@@ -233,6 +238,7 @@ def test_property_changed_number_is_rejected(case, data):
     assert verdict.reason.startswith(("wrong_value", "schema_violation")), verdict.reason
 
 
+@RELAXED
 @given(case=st.sampled_from(SINGLE), data=st.data(), junk=st.text(alphabet="abcxyz0123456789", min_size=1, max_size=6))
 def test_property_changed_string_is_rejected(case, data, junk):
     expected = case.calls[0]
@@ -245,6 +251,7 @@ def test_property_changed_string_is_rejected(case, data, junk):
     assert not verdict.ok and verdict.reason.startswith("wrong_value"), verdict.reason
 
 
+@RELAXED
 @given(case=st.sampled_from(SINGLE), cut=st.integers(min_value=1))
 def test_property_truncated_arguments_are_invalid_json(case, cut):
     expected = case.calls[0]
@@ -254,6 +261,7 @@ def test_property_truncated_arguments_are_invalid_json(case, cut):
     assert not verdict.ok and verdict.reason.startswith("invalid_json"), verdict.reason
 
 
+@RELAXED
 @given(case=st.sampled_from(SINGLE), key=st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12),
        value=st.one_of(st.integers(), st.text(max_size=5), st.booleans()))
 def test_property_extra_argument_is_unexpected(case, key, value):
@@ -264,6 +272,7 @@ def test_property_extra_argument_is_unexpected(case, key, value):
     assert not verdict.ok and verdict.reason.startswith("unexpected_param"), verdict.reason
 
 
+@RELAXED
 @given(order=st.permutations(range(2)))
 def test_property_parallel_order_is_free(order):
     case = FIXTURES.parallel[0]
@@ -271,9 +280,40 @@ def test_property_parallel_order_is_free(order):
     assert grade_calls([calls[i] for i in order], case.calls, SCHEMAS).ok
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(text=st.text(max_size=30))
 def test_property_normalize_string_is_idempotent_and_case_blind(text):
     once = normalize_string(text)
     assert normalize_string(once) == once
     assert normalize_string(text.upper()) == normalize_string(text.lower()) or not text.isascii()
+
+
+STRING_SCHEMA = {"set_version": {"type": "object", "properties": {"major": {"type": "string"}}}}
+NUMBER_SCHEMA = {"set_level": {"type": "object", "properties": {"level": {"type": "number"}}}}
+
+
+@RELAXED
+@given(n=st.integers(min_value=-10**6, max_value=10**6),
+       written=st.sampled_from([lambda n: n, lambda n: float(n)]),
+       expected=st.sampled_from([lambda n: n, lambda n: float(n)]))
+def test_property_equal_numbers_in_any_json_form(n, written, expected):
+    want = ExpectedCall("set_level", {"level": expected(n)})
+    assert grade_call(call("set_level", {"level": written(n)}), want, NUMBER_SCHEMA).ok
+
+
+@RELAXED
+@given(n=st.integers(min_value=0, max_value=10**6),
+       written=st.sampled_from(["{}", "{}.0", "{}.00"]), expected=st.sampled_from(["{}", "{}.0"]))
+def test_property_equal_numbers_written_as_strings(n, written, expected):
+    want = ExpectedCall("set_version", {"major": expected.format(n)})
+    assert grade_call(call("set_version", {"major": written.format(n)}), want, STRING_SCHEMA).ok
+    near = ExpectedCall("set_version", {"major": str(n + 1)})
+    assert not grade_call(call("set_version", {"major": written.format(n)}), near, STRING_SCHEMA).ok
+
+
+@RELAXED
+@given(n=st.integers(min_value=0, max_value=10**6))
+def test_property_number_as_string_violates_a_number_schema(n):
+    want = ExpectedCall("set_level", {"level": n})
+    verdict = grade_call(call("set_level", {"level": str(n)}), want, NUMBER_SCHEMA)
+    assert not verdict.ok and verdict.reason.startswith("schema_violation")
