@@ -67,7 +67,7 @@ def test_clean_run_passes_every_module(pytester, tmp_path):
     assert "27/27" in gate_row(result, "Automatic tool calling")
 
 
-TOOL_CALL_TESTS = {"test_tool_call", "test_parallel_calls", "test_round_trip", "test_streamed_calls"}
+TOOL_CALL_TESTS = {"test_tool_call", "test_round_trip", "test_streamed_calls"}
 
 # fault → (module, the test functions it must fail (all their items), a phrase of the reason)
 FAULTS = {
@@ -85,9 +85,8 @@ def items_of(functions: set[str], repeat: int = 1) -> set[tuple[str, str, str]]:
     """(module, test function, parameters) of every item of these test functions, from the fixtures."""
     tools = load_tool_fixtures()
     ids = {
-        "test_tool_call": ("tools", [c.id for c in tools.cases]),
+        "test_tool_call": ("tools", [c.id for c in tools.cases + tools.parallel]),
         "test_no_tool_fits": ("tools", [c.id for c in tools.irrelevance]),
-        "test_parallel_calls": ("tools", [c.id for c in tools.parallel]),
         "test_round_trip": ("tools", [c.id for c in tools.round_trip]),
         "test_streamed_calls": ("tools", list(tools.streaming)),
         "test_recall": ("recall", [c.id for c in load_recall_fixtures().conversations]),
