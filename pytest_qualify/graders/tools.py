@@ -266,7 +266,7 @@ def schema_problems(arguments: Any, schema: Mapping[str, Any]) -> list[str]:
     return out
 
 
-# -- one call, several calls, no call ------------------------------------------------------------------
+# -- one call, several calls, no call -------------------------------------------------------------
 
 
 def _reject(kind: str, message: str, call_name: str) -> Verdict:

@@ -7,7 +7,7 @@ final answer is read from the ``tool`` message the client sent back, not from th
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_qualify.graders.tools import ExpectedCall, canonical_arguments, load_fixtures, tool_schemas
@@ -54,8 +54,7 @@ def _first_tool(req: ChatRequest) -> str:
     return str(req.tools[0]["function"]["name"])
 
 
-def _calls_reply(calls: tuple[ExpectedCall, ...] | list[ExpectedCall], schemas: Mapping[str, Any],
-                 ctx: OracleContext) -> Reply:
+def _calls_reply(calls: Sequence[ExpectedCall], schemas: Mapping[str, Any], ctx: OracleContext) -> Reply:
     concrete = []
     for call in calls:
         args = canonical_arguments(call.arguments)
