@@ -24,6 +24,7 @@ def normalize(text: str) -> str:
 
 def contains_answer(content: str | None, accepted: Iterable[str]) -> Verdict:
     """Whether the answer holds one of the accepted forms as a whole word (case/space-insensitive)."""
+    accepted = list(accepted)  # iterated twice: once to match, once for the reason
     if content is None or not content.strip():
         return Verdict.reject("empty answer")
     text = normalize(content)
