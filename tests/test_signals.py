@@ -1,4 +1,4 @@
-"""Ctrl-C (SIGINT) and SIGTERM to pytest during startup, during a test and during teardown leave no
+"""Ctrl-C (SIGINT), SIGTERM and SIGHUP to pytest during startup, during a test and during teardown leave no
 server process: checked by pid and by process group, with real children (the fake vLLM with an
 engine-like grandchild that ignores SIGTERM, and the reference server)."""
 
@@ -71,8 +71,8 @@ class PytestRun:
 def _default_signal_handling() -> None:
     # A parent shell may start us with SIGINT ignored (background jobs): then Python would never
     # raise KeyboardInterrupt. The child gets the defaults a terminal user has.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
 
 
 @pytest.fixture
@@ -111,7 +111,7 @@ def test_signal_during_startup(run_pytest, tmp_path, sig):
     assert_fake_tree_gone(run)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["SIGINT", "SIGTERM", "SIGHUP"])
 def test_signal_during_a_test_launch_mode(run_pytest, tmp_path, sig):
     run = run_pytest(*launch_args(tmp_path, "--spawn-child", "--fault", "slow=120"))
     run.wait_for_event("chat")  # a short-answer test is waiting for its answer
