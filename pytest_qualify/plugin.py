@@ -83,19 +83,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--qualify-profiles", dest="qualify_profiles", action="store_true", default=False,
         help="list the built-in profiles and exit",
     )
-    group.addoption(
-        "--qualify-waivers", dest="qualify_waivers", default=None, metavar="FILE",
-        help="TOML file of operator waivers for failed corpus items (item id or glob, reason, expires)",
-    )
-    group.addoption(
-        "--qualify-baseline", dest="qualify_baseline", default=None, metavar="SUMMARY_JSON",
-        help="an earlier run's summary.json: report per-lane and throughput deltas against it",
-    )
-    group.addoption(
-        "--qualify-fail-on-regression", dest="qualify_fail_on_regression", default=None, metavar="PCT",
-        help="with --qualify-baseline: a regression beyond PCT percent fails the gate "
-        "(without it, regressions beyond 10%% are flagged only)",
-    )
 
 
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
@@ -510,6 +497,7 @@ DEAD_PROPERTY = "server_dead"
 # The first process to find the server dead writes the reason here; xdist workers share run_dir,
 # so every worker and the controller report the same death the same way.
 DEATH_FILE = "server-death.txt"
+WORKER_ACCOUNT_WAIT_S = 1.5
 HEALTH_PROBE_TIMEOUT_S = 5.0
 EXIT_WAIT_S = 2.0
 DEATH_LOG_LINES = 20
@@ -757,9 +745,19 @@ def _fail_if_server_gone(config: pytest.Config, state: RunState, nodeid: str) ->
     if state.dead is None:
         how = _process_gone(state)
         if how is not None:
+            if state.is_worker:
+                # The worker whose request met the death names the exact test: give it a moment.
+                deadline = time.monotonic() + WORKER_ACCOUNT_WAIT_S
+                while state.dead is None and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    state.dead = _adopt_death(state)
+        if how is not None and state.dead is None:
             watch = config.stash.get(WATCH_KEY, None)
             last = watch.last_nodeid if watch is not None else ""
-            during = f"{last} or right after it" if last else "startup or another worker's test"
+            if state.is_worker:
+                during = f"a test on another worker or {last}" if last else "a test on another worker"
+            else:
+                during = f"{last} or right after it" if last else "startup"
             _declare_dead(state, f"{during} (found gone before {nodeid})", how)
     if state.dead:
         pytest.fail(state.dead, pytrace=False)
@@ -928,14 +926,14 @@ def _configure_evidence(config: pytest.Config, state: RunState) -> None:
     from pytest_qualify.evidence.waivers import WaiverError, WaiverSet, load_waivers
 
     ev = EvidenceState()
-    waivers_path = config.getoption("qualify_waivers", None)
+    waivers_path = state.settings.waivers
     if waivers_path:
         try:
             ev.waivers = WaiverSet(load_waivers(Path(waivers_path)), state.profile.waivable_modules, str(waivers_path))
         except WaiverError as exc:
             raise pytest.UsageError(f"--qualify-waivers: {exc}") from None
-    fail_pct = config.getoption("qualify_fail_on_regression", None)
-    baseline_path = config.getoption("qualify_baseline", None)
+    fail_pct = state.settings.fail_on_regression_pct
+    baseline_path = state.settings.baseline
     if fail_pct is not None:
         try:
             ev.regression_threshold_pct = float(fail_pct)

@@ -46,6 +46,14 @@ OPTIONS: tuple[Option, ...] = (
            "'python -m vllm.entrypoints.openai.api_server --model {model}')"),
     Option("qualify_startup_timeout", "--qualify-startup-timeout", "QUALIFY_STARTUP_TIMEOUT",
            "qualify_startup_timeout", "seconds to wait for a launched server, replacing the profile's"),
+    Option("qualify_waivers", "--qualify-waivers", "QUALIFY_WAIVERS", "qualify_waivers",
+           "TOML file of operator waivers for failed corpus items (item id or glob, reason, expires)"),
+    Option("qualify_baseline", "--qualify-baseline", "QUALIFY_BASELINE", "qualify_baseline",
+           "an earlier run's summary.json: report per-lane and throughput deltas against it"),
+    Option("qualify_fail_on_regression", "--qualify-fail-on-regression", "QUALIFY_FAIL_ON_REGRESSION",
+           "qualify_fail_on_regression",
+           "with --qualify-baseline: a regression beyond PCT percent fails the gate "
+           "(without it, regressions beyond 10%% are flagged only)"),
 )
 
 
@@ -59,6 +67,9 @@ class Settings:
     serve_command: tuple[str, ...] | None
     startup_timeout_s: float | None
     reference_faults: tuple[str, ...] = ()
+    waivers: str | None = None
+    baseline: str | None = None
+    fail_on_regression_pct: str | None = None
 
     @property
     def active(self) -> bool:
@@ -124,4 +135,7 @@ def resolve(
         serve_command=tuple(shlex.split(command)) if command else None,
         startup_timeout_s=startup_timeout_s,
         reference_faults=tuple(reference_faults),
+        waivers=values["qualify_waivers"],
+        baseline=values["qualify_baseline"],
+        fail_on_regression_pct=values["qualify_fail_on_regression"],
     )

@@ -50,3 +50,9 @@ def test_endpoint_forms():
 def test_serve_command_is_split():
     s = _resolve(cli={"qualify_serve_command": "python -m vllm.entrypoints.openai.api_server --model {model}"})
     assert s.serve_command == ("python", "-m", "vllm.entrypoints.openai.api_server", "--model", "{model}")
+
+
+def test_evidence_options_share_the_precedence():
+    s = _resolve(cli={"qualify_baseline": "old.json"}, env={"QUALIFY_WAIVERS": "w.toml", "QUALIFY_BASELINE": "x.json"},
+                 ini={"qualify_fail_on_regression": "5"})
+    assert (s.waivers, s.baseline, s.fail_on_regression_pct) == ("w.toml", "old.json", "5")
