@@ -74,7 +74,7 @@ def test_death_fails_every_later_test_at_once_and_names_it_in_the_verdict(pytest
         # The log tail travels with the reason: the operator sees why it died.
         assert "fault die_after: exiting after 2 chat requests" in text
         if not name.endswith("test_smoke::test_short_answer[rep2of3-q1]"):
-            assert float(junit[name].get("time") or 0) < 2.0, f"{name} did not fail at once"
+            assert float(junit[name].get("time") or 0) < 5.0, f"{name} did not fail at once"  # vs a 60 s timeout
     assert f"QUALIFICATION: FAIL\n  - {death}" in out
     assert death in bundle_text(tmp_path, "summary.json")
     assert death in bundle_text(tmp_path, "server-death.txt")
@@ -96,7 +96,7 @@ def test_death_under_xdist_each_worker_fails_fast_with_the_same_reason(pytester,
     for name, case in cases(tmp_path).items():
         text = failure_text(case)
         if text is not None and "test_short_answer[rep" not in name:
-            assert float(case.get("time") or 0) < 2.0, f"{name} did not fail at once"
+            assert float(case.get("time") or 0) < 5.0, f"{name} did not fail at once"  # vs a 60 s timeout
 
 
 def test_run_ends_within_seconds_of_the_death(tmp_path):
