@@ -25,6 +25,7 @@ from pytest_qualify.settings import OPTIONS, REFERENCE, Settings, SettingsError,
 MODULE_KEY = "qualify_module"
 REPETITION_KEY = "repetition"
 REPEAT_FIXTURE = "qualify_repetition"
+PROFILE_DESELECTED = pytest.StashKey[bool]()
 REP_ID_RE = re.compile(r"(?:(?<=\[)|(-))rep\d+of\d+(?:(?=\])|(-))")
 
 
@@ -46,6 +47,10 @@ class RunState:
     verdict: gate_mod.GateVerdict | None = None
     interrupted: str | None = None
     deselected_modules: set[str] = field(default_factory=set)
+    # Protocol items of required modules that a selection (-k, -m, --deselect, --lf, node ids)
+    # left out: a partial protocol can never be a PASS.
+    user_deselected: int = 0
+    partial_selection: str | None = None
     client: Any = None
 
 
@@ -155,6 +160,9 @@ def pytest_configure(config: pytest.Config) -> None:
             ) from None
     config.stash[STATE_KEY] = state
 
+    node_ids = [arg for arg in config.option.file_or_dir or [] if "::" in arg]
+    if node_ids:
+        state.partial_selection = f"test ids selected on the command line ({', '.join(node_ids[:3])})"
     # With --qualify and no test path, run the protocol suites themselves.
     if not config.option.file_or_dir:
         config.args[:] = [str(suites_dir())]
@@ -274,8 +282,37 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.user_properties.append(("lane", lane.name if isinstance(lane, Lane) else str(lane)))
         keep.append(item)
     if drop:
+        for item in drop:
+            item.stash[PROFILE_DESELECTED] = True
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    if not items:
+        return
+    state = state_of(items[0].config)
+    if state is None:
+        return
+    state.user_deselected += sum(
+        1 for item in items if _module_of(item) is not None and not item.stash.get(PROFILE_DESELECTED, False)
+    )
+    if state.is_worker:
+        _workeroutput(items[0].config)["qualify_user_deselected"] = state.user_deselected
+
+
+def _workeroutput(config: pytest.Config) -> dict[str, Any]:
+    return getattr(config, "workeroutput", {})
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """xdist: a worker's selection counts come back with its output; every worker collected
+    the same items, so the largest count is the run's."""
+    state = state_of(node.config)
+    output = getattr(node, "workeroutput", None) or {}
+    if state is not None and "qualify_user_deselected" in output:
+        state.user_deselected = max(state.user_deselected, int(output["qualify_user_deselected"]))
 
 
 # -- the session's server --------------------------------------------------------------------------
@@ -853,6 +890,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         problems.append("run interrupted before the protocol finished")
     if session.shouldfail:
         problems.append(f"run stopped early: {session.shouldfail}")
+    if state.user_deselected:
+        problems.append(
+            f"partial run: {state.user_deselected} protocol items deselected (-k, -m, --deselect, --lf, ...); "
+            "a promotion needs the whole protocol"
+        )
+    if state.partial_selection:
+        problems.append(f"partial run: {state.partial_selection}; a promotion needs the whole protocol")
     state.verdict = _conclude(session, state, problems)
     if not state.verdict.passed and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

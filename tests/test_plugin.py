@@ -142,3 +142,18 @@ def test_item_label_drops_only_the_repetition(nodeid, label):
     from pytest_qualify.plugin import strip_repetition_id
 
     assert strip_repetition_id(nodeid) == label
+
+
+@pytest.mark.parametrize("how", [["-k", "not test_health"], ["-n", "2", "-k", "not test_engine_version"]])
+def test_a_partial_selection_is_never_a_pass(pytester, tmp_path, how):
+    result = run(pytester, f"--qualify={smoke_only_profile(tmp_path)}", "--qualify-endpoint", "reference", *how, SMOKE)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    out = result.stdout.str()
+    assert "QUALIFICATION: FAIL" in out
+    assert "partial run: 1 protocol items deselected" in out
+
+
+def test_a_node_id_selection_is_never_a_pass(pytester, tmp_path):
+    result = run(pytester, f"--qualify={smoke_only_profile(tmp_path)}", "--qualify-endpoint", "reference", f"{SMOKE}::test_health")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "partial run: test ids selected on the command line" in result.stdout.str()
