@@ -151,6 +151,17 @@ def test_hostile_500_answers_only_its_class_with_500():
     assert all(400 <= s < 500 for s in others)
 
 
+@pytest.mark.parametrize("faulty", HOSTILE_CLASSES)
+def test_hostile_500_fails_exactly_its_class(faulty):
+    with reference_server(f"hostile_500={faulty}") as client:
+        statuses = {kind: [] for kind in HOSTILE_CLASSES}
+        for kind in HOSTILE_CLASSES:
+            hostile.collect(kind, TARGET, 12, lambda e, kind=kind: statuses[kind].append(post(client, e.body).status_code))
+    assert 500 in statuses[faulty]
+    for kind, codes in statuses.items():
+        assert all(400 <= code < 500 for code in codes if kind != faulty), (kind, codes)
+
+
 def test_hostile_500_needs_a_known_class():
     with pytest.raises(FaultError, match="hostile_500=nope: expected one of malformed_json"):
         Faults.parse(["hostile_500=nope"])

@@ -115,8 +115,10 @@ def _validate_messages(messages: Any) -> None:
 
 
 def _validate_part(part: Any, where: str) -> None:
-    if not isinstance(part, Mapping) or not isinstance(part.get("type"), str):
-        raise Invalid("media", f"{where} must be an object with a 'type'")
+    if not isinstance(part, Mapping):
+        raise Invalid("wrong_types", f"{where} must be an object, got {part!r:.80}")
+    if not isinstance(part.get("type"), str):
+        raise Invalid("media", f"{where}.type must be a string, got {part.get('type')!r:.80}")
     kind = part["type"]
     if kind == "text":
         if not isinstance(part.get("text"), str):
