@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -183,9 +185,31 @@ def load_profile(spec: str) -> Profile:
     return _build(raw, path)
 
 
+# ``${VAR:-default}`` (VAR when set and not empty, else the default), ``${VAR}`` and ``$VAR``.
+_VAR_RE = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}|(?P<bare>[A-Za-z_][A-Za-z0-9_]*))")
+
+
+def expand(text: str, environ: Mapping[str, str] | None = None) -> str:
+    """Environment references in a profile value, then a leading ``~``: one profile file can then
+    point at a venv or model directory that differs per machine (``QUALIFY_VLLM_VENV``,
+    ``QUALIFY_MODELS``) with a default that works without any variable set. A variable that is not
+    set and has no default is left as written, so the launch error shows what was missing."""
+    env = os.environ if environ is None else environ
+
+    def sub(m: re.Match[str]) -> str:
+        name = m.group("braced") or m.group("bare")
+        value = env.get(name)
+        if m.group("default") is not None:
+            return value if value else expand(m.group("default"), env)
+        return value if value is not None else m.group(0)
+
+    out = _VAR_RE.sub(sub, text)
+    return os.path.expanduser(out) if out.startswith("~") else out
+
+
 def _build(raw: dict[str, Any], path: Path) -> Profile:
     d = raw["deployment"]
-    model = os.path.expanduser(os.path.expandvars(d["model"]))
+    model = expand(d["model"])
     deployment = Deployment(
         model=model,
         served_name=d["served_name"],
@@ -238,9 +262,9 @@ def _build(raw: dict[str, Any], path: Path) -> Profile:
         thinking=Thinking(**raw["thinking"]),
         timeouts=Timeouts(t["startup_s"], t["request_s"], t.get("per_1k_prompt_tokens_s", 0.0)),
         serve=Serve(
-            command=tuple(s["command"]),
-            args=tuple(s.get("args", ())),
-            env=tuple(sorted(s.get("env", {}).items())),
+            command=tuple(expand(a) for a in s["command"]),
+            args=tuple(expand(a) for a in s.get("args", ())),
+            env=tuple(sorted((k, expand(v)) for k, v in s.get("env", {}).items())),
             host=s.get("host", "127.0.0.1"),
             port=s.get("port"),
         ),

@@ -111,3 +111,72 @@ def test_module_registry_matches_the_protocol():
     data = tomllib.loads((Path(__file__).parents[1] / "pytest_qualify" / "modules.toml").read_text())
     assert [m["id"] for m in data["module"]] == list(module_registry())
     assert [m for m, info in module_registry().items() if info.waivable] == ["multimodal"]
+
+
+# -- ${VAR:-default} in the places a profile names files and commands ------------------------------
+
+
+def test_expand_default_value_and_home():
+    from pytest_qualify.profiles import expand
+
+    env = {"SET": "/opt/venv", "EMPTY": "", "HOME": "/home/op"}
+    assert expand("${SET:-~/.cache/v}/bin/python", env) == "/opt/venv/bin/python"
+    # Unset or empty: the default, whose leading ~ is the user's home.
+    assert expand("${UNSET:-~/.cache/v}/bin/python", env) == str(Path("~/.cache/v/bin/python").expanduser())
+    assert expand("${EMPTY:-/srv/models}/tiny", env) == "/srv/models/tiny"
+    assert expand("${UNSET:-$SET/m}", env) == "/opt/venv/m"
+    assert expand("$SET/x ${SET}/y", env) == "/opt/venv/x /opt/venv/y"
+    # Without a default an unset variable stays as written, so a launch error shows what was missing.
+    assert expand("$UNSET/x ${UNSET}/y", env) == "$UNSET/x ${UNSET}/y"
+    # Placeholders and JSON flags are not variables.
+    assert expand('{model} {"image": 4}', env) == '{model} {"image": 4}'
+
+
+def test_command_args_and_env_expand(tmp_path, monkeypatch):
+    monkeypatch.setenv("QUALIFY_VLLM_VENV", "/venvs/vllm")
+    monkeypatch.delenv("QUALIFY_MODELS", raising=False)
+    text = _small_text().replace(
+        'command = ["vllm", "serve", "{model}"]',
+        'command = ["${QUALIFY_VLLM_VENV:-~/v}/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", "{model}"]',
+    ).replace('"--max-num-seqs", "1",', '"--download-dir", "${QUALIFY_MODELS:-/data/models}",')
+    text = text.replace("[modules]", '[serve.env]\nHF_HOME = "${QUALIFY_VLLM_CACHE:-/cache}/hf"\nKEEP = "1"\n\n[modules]')
+    p = load_profile(str(_write(tmp_path, text)))
+    assert p.serve.command[:2] == ("/venvs/vllm/bin/python", "-m") and p.serve.command[-1] == "{model}"
+    assert "/data/models" in p.serve.args
+    assert dict(p.serve.env) == {"HF_HOME": "/cache/hf", "KEEP": "1"}
+
+
+def test_cpu_profiles_point_at_the_vllm_env_builder(monkeypatch):
+    monkeypatch.setenv("QUALIFY_VLLM_VENV", "/v")
+    monkeypatch.setenv("QUALIFY_MODELS", "/m")
+    for name, model in (("qwen-cpu", "qwen2.5-coder-0.5b-instruct"), ("tiny-cpu", "tiny-llama")):
+        p = load_profile(name)
+        assert p.serve.command[:4] == ("/v/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model")
+        assert p.deployment.model == f"/m/{model}" and p.deployment.served_name == model
+    monkeypatch.delenv("QUALIFY_VLLM_VENV")
+    p = load_profile("qwen-cpu")
+    assert p.serve.command[0] == str(Path("~/.cache/pytest-qualify/vllm-venv/bin/python").expanduser())
+
+
+def test_qwen_cpu_is_the_text_protocol_on_a_4k_window():
+    p = load_profile("qwen-cpu")
+    assert p.limits.window_tokens == 4096
+    assert [(lane.name, lane.prompt_tokens) for lane in p.limits.lanes] == [("1K", 1024), ("2K", 2048), ("3K", 3072)]
+    assert p.limits.answer_tokens + p.limits.lanes[-1].prompt_tokens <= p.limits.window_tokens
+    args = " ".join(p.serve.args)
+    for flag in ("--dtype float32", "--enforce-eager", "--max-model-len 4096", "--enable-auto-tool-choice",
+                 "--tool-call-parser hermes", "--enable-prompt-tokens-details",
+                 "--served-model-name {served_name}"):
+        assert flag in args, flag
+    env = dict(p.serve.env)
+    assert env["VLLM_CPU_OMP_THREADS_BIND"] == "0-1" and int(env["VLLM_CPU_KVCACHE_SPACE"]) >= 1
+    assert env["HF_HUB_OFFLINE"] == env["TRANSFORMERS_OFFLINE"] == "1"
+    assert {"HF_HOME", "VLLM_CACHE_ROOT", "XDG_CACHE_HOME"} <= set(env)
+    # A text-only model: the media modules are not in the profile, and the description says so.
+    assert set(module_registry()) - set(p.required_modules) == {"multimodal", "media_admission"}
+    assert "text" in p.description and "multimodal" in p.description and "CPU" in p.description
+
+
+def test_promotion_profiles_report_cached_tokens():
+    for name in ("262k", "small", "qwen-cpu", "tiny-cpu"):
+        assert "--enable-prompt-tokens-details" in load_profile(name).serve.args, name
