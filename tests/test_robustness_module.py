@@ -228,3 +228,17 @@ def test_a_500_fails_its_class_with_a_replayable_example(pytester, tmp_path):
         assert post(faulty, body).status_code == 500
     with reference_server() as healthy:
         assert post(healthy, body).status_code == 400
+
+
+def test_reference_answer_budget_follows_vllm_0_32():
+    """max_tokens over the window and a prompt filling the window are refused; otherwise vLLM
+    0.32 cuts max_tokens to what fits rather than refusing (observed on the real engine)."""
+    from pytest_qualify.reference.oracle import Rejection
+    from pytest_qualify.reference.validation import overwindow, validate_budget
+
+    with pytest.raises(Rejection, match="max_tokens=5000 cannot be greater than max_model_len=4096"):
+        validate_budget({"max_tokens": 5000}, 100, 4096)
+    with pytest.raises(Rejection, match="max_tokens must be at least 1, got 0"):
+        validate_budget({"max_tokens": 16}, 4096, 4096)
+    validate_budget({"max_tokens": 64}, 4086, 4096)  # clamped by the server, not refused
+    assert "at least 4097 input tokens" in overwindow(4096, 4200).message

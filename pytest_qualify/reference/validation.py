@@ -194,21 +194,26 @@ def _validate_response_format(fmt: Any) -> None:
 
 
 def overwindow(window: int, prompt_tokens: int) -> Invalid:
-    """vLLM's refusal of a prompt longer than the window."""
+    """vLLM's refusal of a prompt longer than the window (0.32 wording: it names window + 1,
+    whatever the prompt's real size)."""
     return Invalid(
         "oversized",
-        f"This model's maximum context length is {window} tokens. However, your request has "
-        f"{prompt_tokens} input tokens. Please reduce the length of the input messages.",
+        f"This model's maximum context length is {window} tokens. However, your prompt contains at least "
+        f"{window + 1} input tokens, which exceeds this limit even without any output tokens. Please reduce "
+        f"the length of the input prompt. (parameter=input_tokens, value={window + 1})",
     )
 
 
 def validate_budget(body: Mapping[str, Any], prompt_tokens: int, window: int) -> None:
-    """A prompt that fits but leaves no room for the requested answer: vLLM refuses it too."""
+    """vLLM 0.32's answer-budget rules: ``max_tokens`` over the window is refused, a prompt that
+    fills the whole window leaves no room and is refused, and otherwise ``max_tokens`` is cut to
+    what fits (the server clamps; the answer then ends with finish ``length``)."""
     requested = body.get("max_completion_tokens") or body.get("max_tokens")
-    if _is_int(requested) and prompt_tokens + requested > window:
+    if _is_int(requested) and requested > window:
         raise Invalid(
             "max_tokens",
-            f"'max_tokens' or 'max_completion_tokens' is too large: {requested}. This model's maximum context "
-            f"length is {window} tokens and your request has {prompt_tokens} input tokens "
-            f"({requested} > {window} - {prompt_tokens}).",
+            f"max_tokens={requested} cannot be greater than max_model_len={window}. Please request fewer "
+            f"output tokens. (parameter=max_tokens, value={requested})",
         )
+    if prompt_tokens >= window:
+        raise Invalid("max_tokens", "max_tokens must be at least 1, got 0. (parameter=max_tokens, value=0)")
