@@ -11,7 +11,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_qualify import gate as gate_mod
 from pytest_qualify.evidence import bundle
 from pytest_qualify.evidence.baseline import compare
 from pytest_qualify.evidence.junit import redact_command

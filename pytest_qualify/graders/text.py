@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator
+from decimal import Decimal, InvalidOperation
 
 from pytest_qualify.graders import Verdict
 
@@ -43,10 +44,8 @@ NUMBER_RE = re.compile(r"(?<![\d.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![
 PHRASE_GAP = r"[\s\-\u2010-\u2015_.:/]*"
 
 
-def parse_number(text: str) -> "Decimal | None":
+def parse_number(text: str) -> Decimal | None:
     """The value of one number as written ("1,299.50", "+3", "3.0"), or None when it is not one."""
-    from decimal import Decimal, InvalidOperation
-
     text = text.strip()
     if not NUMBER_RE.fullmatch(text):
         return None
@@ -56,7 +55,7 @@ def parse_number(text: str) -> "Decimal | None":
         return None
 
 
-def numbers_in(text: str) -> list["Decimal"]:
+def numbers_in(text: str) -> list[Decimal]:
     """Every number written in the text, as exact decimals (so 3 == 3.0 == 3.00)."""
     from decimal import Decimal
 

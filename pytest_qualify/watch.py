@@ -1,0 +1,308 @@
+"""A dead, hung or refusing server, seen from pytest.
+
+A request that fails because the server is gone marks the run's server dead: every later protocol
+test fails at once with the same reason (exit code and log tail), and the gate names the death.
+Each xdist worker finds out on its own (its requests are refused, or the server's pid is gone);
+the controller adopts the first worker's finding. Timeouts and a rejected API key become one
+readable line instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from pytest_qualify.run import RunState, module_of, secrets_of, state_of
+
+
+DEAD_PROPERTY = "server_dead"
+# The first process to find the server dead writes the reason here; xdist workers share run_dir,
+# so every worker and the controller report the same death the same way.
+DEATH_FILE = "server-death.txt"
+WORKER_ACCOUNT_WAIT_S = 1.5
+HEALTH_PROBE_TIMEOUT_S = 5.0
+EXIT_WAIT_S = 2.0
+DEATH_LOG_LINES = 20
+
+
+class ServerWatch:
+    """Per process, registered at session start: fails protocol items at once when the server is
+    gone, turns server-state failures into one readable line, scrubs secrets from reports; on the
+    controller, adopts workers' findings. (A plugin object, so its hooks do not collide with the
+    plugin module's own.)"""
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+        self.last_nodeid = ""  # the protocol item whose body ran last in this process
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Any:
+        state = _protocol_state(item)
+        if state is None:
+            return (yield)
+        # The gone-server check itself runs inside setup, in the qualify_client fixture: failing
+        # out here, before pytest's own setup, would leave its teardown bookkeeping unbalanced.
+        try:
+            return (yield)
+        except Exception as exc:
+            reason = _harness_reason(state, item, exc)
+            if reason is None:
+                raise
+            raise pytest.fail.Exception(reason, pytrace=False) from None
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Any:
+        state = _protocol_state(item)
+        if state is None:
+            return (yield)
+        # For a protocol test that does not use qualify_client: still fail at once, not after
+        # its request timeout.
+        fail_if_server_gone(item.config, state, item.nodeid)
+        try:
+            return (yield)
+        except Exception as exc:
+            reason = _harness_reason(state, item, exc)
+            if reason is None:
+                raise
+            raise pytest.fail.Exception(reason, pytrace=False) from None
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        report = yield
+        state = self.state
+        if call.when == "call" and module_of(item) is not None:
+            self.last_nodeid = item.nodeid
+        if state.dead and report.failed and module_of(item) is not None:
+            if state.dead.splitlines()[0] in str(report.longrepr):
+                # Tells the xdist controller, which sees only reports, that the server is gone.
+                report.user_properties.append((DEAD_PROPERTY, state.dead.splitlines()[0]))
+        _redact_report(report, secrets_of(state))
+        return report
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        state = self.state
+        if state.dead is not None or state.is_worker:
+            return
+        first = dict(report.user_properties).get(DEAD_PROPERTY)
+        if first is not None:
+            state.dead = _adopt_death(state) or str(first)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Any:
+        try:
+            return (yield)
+        finally:
+            state = self.state
+            how = state.target.died() if state.target is not None and state.dead is None else None
+            if how is not None:
+                _declare_dead(state, f"the run, after {self.last_nodeid or 'startup'}", how)
+
+
+WATCH_KEY = pytest.StashKey[ServerWatch]()
+
+
+def _process_gone(state: RunState) -> str | None:
+    """Why the launched server process is gone; None while it runs or when attached (unknown)."""
+    if state.target is not None:
+        return state.target.died()
+    pid = state.server_info.get("server_pid")
+    if pid:
+        from pytest_qualify.target import process_gone
+
+        return process_gone(int(pid))
+    return None
+
+
+def _death_reason(state: RunState, during: str, how: str) -> str:
+    from pytest_qualify.target import log_tail
+
+    if state.target is not None:
+        text = state.target.log_tail(DEATH_LOG_LINES)
+    else:
+        text = log_tail(state.server_info.get("server_log"), secrets_of(state), DEATH_LOG_LINES)
+    reason = f"server died during {during}: {how}"
+    if text.strip():
+        reason += f"\n--- last {DEATH_LOG_LINES} lines of the server log ---\n{text}"
+    return reason
+
+
+def _declare_dead(state: RunState, during: str, how: str) -> str:
+    """Record the server's death; the first finder's account wins, in every process."""
+    reason = _death_reason(state, during, how)
+    try:
+        with open(state.run_dir / DEATH_FILE, "x", encoding="utf-8") as fh:
+            fh.write(reason)
+    except FileExistsError:
+        reason = _adopt_death(state) or reason
+    except OSError:
+        pass
+    state.dead = reason
+    return reason
+
+
+def _adopt_death(state: RunState) -> str | None:
+    """Another process's account of the death, if one was written."""
+    try:
+        text = (state.run_dir / DEATH_FILE).read_text(encoding="utf-8")
+    except OSError:
+        return None
+    return text or None
+
+
+def _probe_health(state: RunState) -> str | None:
+    """The connection error when /health cannot be reached; None when the server answers at
+    all (any status) or is merely slow (a hung server is not a dead one)."""
+    import httpx
+
+    try:
+        httpx.get((state.base_url or "") + "/health", timeout=HEALTH_PROBE_TIMEOUT_S)
+    except httpx.TimeoutException:
+        return None
+    except httpx.TransportError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _confirm_death(state: RunState) -> str | None:
+    """After a failed connection: how the server is gone, or None when it still answers."""
+    refused = _probe_health(state)
+    if refused is None:
+        return None
+    pid = state.target.process.pid if state.target is not None and state.target.process else state.server_info.get("server_pid")
+    if not pid:
+        return f"the endpoint no longer accepts connections ({refused})"
+    # The listening socket closes a moment before the process is reaped: wait for the exit code.
+    deadline = time.monotonic() + EXIT_WAIT_S
+    while (how := _process_gone(state)) is None:
+        if time.monotonic() >= deadline:
+            return f"server process (pid {pid}) is running but refuses connections ({refused})"
+        time.sleep(0.05)
+    return how
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and cur not in seen:
+        seen.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return seen
+
+
+def _connection_failure(chain: list[BaseException]) -> str | None:
+    """The refused, reset or unanswered connection in an exception chain, if there is one."""
+    import sys
+
+    from pytest_qualify.client import ServerGone
+
+    httpx = sys.modules.get("httpx")
+    openai = sys.modules.get("openai")
+    for e in chain:
+        if isinstance(e, ServerGone):
+            return str(e)
+        if httpx is not None and isinstance(
+            e, (httpx.ConnectError, httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
+        ):
+            return f"{type(e).__name__}: {e}"
+        if openai is not None and isinstance(e, openai.APIConnectionError) and not isinstance(e, openai.APITimeoutError):
+            return f"{type(e).__name__}: {e}"
+        if isinstance(e, (ConnectionRefusedError, ConnectionResetError, BrokenPipeError)):
+            return f"{type(e).__name__}: {e}"
+    return None
+
+
+def _lane_of(item: pytest.Item) -> str | None:
+    params = item.callspec.params if hasattr(item, "callspec") else {}
+    lane = params.get("lane")
+    return str(lane) if lane is not None else None
+
+
+def _harness_reason(state: RunState, item: pytest.Item, exc: BaseException) -> str | None:
+    """One readable line for failures that are the server's state, not the test's assertion."""
+    import sys
+
+    from pytest_qualify.client import RequestTimeout
+
+    chain = _chain(exc)
+    lane = _lane_of(item)
+    in_lane = f"{lane} lane: " if lane else ""
+    for e in chain:
+        status = getattr(e, "status", None) or getattr(e, "status_code", None)
+        response = getattr(e, "response", None)
+        if status is None and response is not None:
+            status = getattr(response, "status_code", None)
+        if status == 401:
+            if "rejected the API key" in str(e):
+                return str(e)
+            return (
+                f"the endpoint rejected the API key (the key is read from ${state.settings.api_key_env}): "
+                f"HTTP 401 ({type(e).__name__})"
+            )
+    httpx = sys.modules.get("httpx")
+    openai = sys.modules.get("openai")
+    for e in chain:
+        if isinstance(e, RequestTimeout):
+            return f"{in_lane}request timed out: {e}"
+        if (httpx is not None and isinstance(e, httpx.TimeoutException)) or (
+            openai is not None and isinstance(e, openai.APITimeoutError)
+        ):
+            return f"{in_lane}request timed out ({type(e).__name__}) in a test that used the raw client"
+    failure = _connection_failure(chain)
+    if failure is None:
+        return None
+    if state.dead is None:
+        how = _confirm_death(state)
+        if how is None:
+            return f"{in_lane}connection to the server failed, but it still answers /health: {failure}"
+        _declare_dead(state, item.nodeid, how)
+    return state.dead
+
+
+def fail_if_server_gone(config: pytest.Config, state: RunState, nodeid: str) -> None:
+    """Fail the current test at once when the server never started or is known to be gone."""
+    if state.startup_error:
+        pytest.fail(f"server startup failed:\n{state.startup_error}", pytrace=False)
+    if state.dead is None:
+        state.dead = _adopt_death(state)
+    if state.dead is None:
+        how = _process_gone(state)
+        if how is not None:
+            if state.is_worker:
+                # The worker whose request met the death names the exact test: give it a moment.
+                deadline = time.monotonic() + WORKER_ACCOUNT_WAIT_S
+                while state.dead is None and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    state.dead = _adopt_death(state)
+        if how is not None and state.dead is None:
+            watch = config.stash.get(WATCH_KEY, None)
+            last = watch.last_nodeid if watch is not None else ""
+            if state.is_worker:
+                during = f"a test on another worker or {last}" if last else "a test on another worker"
+            else:
+                during = f"{last} or right after it" if last else "startup"
+            _declare_dead(state, f"{during} (found gone before {nodeid})", how)
+    if state.dead:
+        pytest.fail(state.dead, pytrace=False)
+
+
+def _protocol_state(item: pytest.Item) -> RunState | None:
+    state = state_of(item.config)
+    return state if state is not None and module_of(item) is not None else None
+
+
+def _redact_report(report: pytest.TestReport, secrets: tuple[str, ...]) -> None:
+    """No secret reaches the terminal, JUnit or the evidence through a report."""
+    if not secrets:
+        return
+    from pytest_qualify.lifecycle import redact
+
+    if report.longrepr is not None:
+        text = str(report.longrepr)
+        if any(secret in text for secret in secrets):
+            report.longrepr = redact(text, secrets)
+    report.sections = [(title, redact(content, secrets)) for title, content in report.sections]
+    report.user_properties = [
+        (key, redact(value, secrets) if isinstance(value, str) else value) for key, value in report.user_properties
+    ]
