@@ -370,3 +370,57 @@ def size_to_tokens(
         f"closest: {seen[best]} tokens with {best} filler units",
         result(best),
     )
+
+
+# One token in every vocabulary seen (byte-level BPE, SentencePiece), but always measured, never assumed.
+PAD_WORD = " the"
+DOCUMENT_END = "\n</document>"
+
+
+def pad_messages(messages: Messages, words: int) -> Messages:
+    """The chat with ``words`` pad words at the end of its document (before the question)."""
+    if words <= 0:
+        return messages
+    last = dict(messages[-1])
+    text = str(last["content"])
+    at = text.rfind(DOCUMENT_END)
+    pad = PAD_WORD * words
+    last["content"] = text[:at] + pad + text[at:] if at >= 0 else text + pad
+    return [*messages[:-1], last]
+
+
+def pad_to_tokens(
+    build: Callable[[int], Messages],
+    count: Callable[[Messages], int],
+    target: int,
+    near: Sized,
+    *,
+    max_calls: int = 6,
+) -> Sized:
+    """Hit ``target`` exactly where whole filler pieces cannot: on a tokenizer that splits a filler
+    word into several tokens, one piece more jumps past the target. Start from the longest measured
+    prompt below the target (``near``, or one piece shorter), and pad its document with one-token
+    words until the server counts exactly ``target``. Raises :class:`SizingError` otherwise."""
+    start, calls = near, 0
+    while start.tokens >= target and start.units > 1 and calls < max_calls:
+        units = start.units - 1
+        messages = build(units)
+        calls += 1
+        start = Sized(units, count(messages), near.calls + calls, messages, target)
+    best = start
+    words = target - start.tokens
+    while 0 < words and calls < max_calls:
+        messages = pad_messages(start.messages, words)
+        calls += 1
+        tokens = count(messages)
+        got = Sized(start.units, tokens, near.calls + calls, messages, target)
+        if tokens == target:
+            return got
+        if abs(tokens - target) < abs(best.tokens - target):
+            best = got
+        words += target - tokens
+    raise SizingError(
+        f"could not size a prompt to exactly {target} tokens: whole filler pieces skip it and padding "
+        f"{PAD_WORD!r} words got no closer than {best.tokens} tokens in {near.calls + calls} /tokenize calls",
+        best,
+    )

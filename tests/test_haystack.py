@@ -17,6 +17,7 @@ from pytest_qualify.haystack import (
     depth_for,
     haystack_seed,
     needle_spec,
+    pad_to_tokens,
     plan_haystack,
     render_messages,
     size_to_tokens,
@@ -193,3 +194,56 @@ def test_property_the_reference_reader_finds_the_target_value(seed, depth, piece
     plan = plan_haystack(seed, depth)
     found = read_task(ChatRequest({"messages": render_messages(plan, FillerStream(seed).sentences(pieces))}))
     assert found is not None and found.key == plan.target.key and found.value == plan.target.value
+
+
+def small_vocabulary(word: str) -> int:
+    # Like a tokenizer trained on little text (the tiny CPU test model's): only short common words
+    # are one token, every other filler word is four, so one piece more jumps four tokens.
+    return 1 if word.strip(".").lower() == "the" else 4
+
+
+@pytest.mark.parametrize("target,side", [(4097, "above"), (4098, "above"), (4096 - 16, "below"), (4093, "below")])
+def test_window_prompts_reach_the_exact_token_with_a_small_vocabulary(target, side):
+    plan = plan_haystack(haystack_seed("run", "window", target, side), 0.5, distractors=0)
+    count = Counter(small_vocabulary, overhead=30)
+    build = Haystack(plan).build
+    try:
+        sized = size_to_tokens(build, count, target, side=side, max_calls=10)
+    except SizingError as exc:
+        sized = pad_to_tokens(build, count, target, exc.closest, max_calls=6)
+        assert count.calls <= 10 + 6
+    assert sized.tokens == target == count(sized.messages)
+    user = sized.messages[-1]["content"]
+    # The padding sits inside the document; the question still comes last.
+    assert user.index("</document>") < user.index("Question:")
+    assert sized.messages[0] == build(sized.units)[0]
+
+
+def test_padding_starts_below_the_target_and_fills_the_gap_with_one_token_words():
+    plan = plan_haystack(haystack_seed("run", "window", "pad0"), 0.5, distractors=0)
+    count = Counter(small_vocabulary, overhead=30)
+    build = Haystack(plan).build
+    with pytest.raises(SizingError) as exc:
+        size_to_tokens(build, count, 4097, side="above", max_calls=10)
+    closest = exc.value.closest
+    assert closest.tokens > 4097  # whole pieces skip the target
+    sized = pad_to_tokens(build, count, 4097, closest)
+    assert sized.units < closest.units and sized.tokens == 4097
+    shorter = build(sized.units)[-1]["content"]
+    padded = sized.messages[-1]["content"]
+    gap = 4097 - count(build(sized.units))
+    assert padded == shorter.replace("\n</document>", " the" * gap + "\n</document>")
+
+
+def test_padding_that_adds_no_token_fails_with_the_closest():
+    def build(n):
+        return [{"role": "user", "content": "<document>\n" + "word " * n + "\n</document>\n\nQuestion: ?"}]
+
+    def count(messages):  # five tokens a word, and the pad word costs nothing
+        return 5 * messages[0]["content"].count("word")
+
+    with pytest.raises(SizingError) as exc:
+        size_to_tokens(build, count, 4097, side="above", max_calls=10)
+    with pytest.raises(SizingError) as again:
+        pad_to_tokens(build, count, 4097, exc.value.closest, max_calls=4)
+    assert "exactly 4097 tokens" in str(again.value) and again.value.closest.tokens == 4095

