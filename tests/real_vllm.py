@@ -271,12 +271,13 @@ def summary(evidence: Path) -> dict[str, Any]:
 
 
 def items(summary_data: dict[str, Any], module: str, name: str = "") -> list[dict[str, Any]]:
-    return [i for i in summary_data["items"] if i["module"] == module and name in i["nodeid"]]
+    """Items of a module whose label (the test id without the repetition) contains ``name``."""
+    return [i for i in summary_data["items"] if i["module"] == module and name in i["item"]]
 
 
 def one_item(summary_data: dict[str, Any], module: str, name: str) -> dict[str, Any]:
     found = items(summary_data, module, name)
-    assert len(found) == 1, f"expected one {module} item named {name!r}, found {[i['nodeid'] for i in found]}"
+    assert len(found) == 1, f"expected one {module} item named {name!r}, found {[i['item'] for i in found]}"
     return found[0]
 
 

@@ -124,7 +124,7 @@ def test_window_bracket_contract(launch_run: Run, vllm_env: VllmEnv):
     window, budget = 4096, vllm_env.profile.limits.answer_tokens
     fit = one_item(s, "window", "test_prompt_that_fits_is_answered")
     props = fit["properties"]
-    assert window - budget - 2 <= props["fit_prompt_tokens"] <= window - budget, props
+    assert window - budget - 2 <= props["fit_prompt_tokens"] <= window - budget, props  # SLACK_TOKENS
     # The server's contract is to answer it (HTTP 200); a random model may spend its whole budget.
     assert props["finish_reason"] in ("stop", "length"), props
     assert props["prompt_tokens"] == props["fit_prompt_tokens"], props
@@ -133,7 +133,8 @@ def test_window_bracket_contract(launch_run: Run, vllm_env: VllmEnv):
 
     over = one_item(s, "window", "test_prompt_over_window_is_refused")
     props = over["properties"]
-    assert props["over_prompt_tokens"] in (window + 1, window + 2), props
+    # One token over, or the nearest above it the suite accepts (its SLACK_TOKENS, 2).
+    assert window + 1 <= props["over_prompt_tokens"] <= window + 3, props
     assert props["overwindow_status"] == 400, props
     assert "4096" in props["overwindow_message"] and "context length" in props["overwindow_message"], props
     if over["outcome"] != "passed":
@@ -248,3 +249,21 @@ def test_startup_crash_fails_fast_with_command_and_log_tail(vllm_env: VllmEnv, t
     assert s["target"]["startup_error"] and all(
         i["outcome"] == "failed" and "server startup failed" in i["reason"] for i in s["items"]), s["items"]
     assert not vllm_processes(vllm_env.venv, run.mark, run.cwd)
+
+
+# -- a missing vLLM environment ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ci", ["true", ""])
+def test_missing_vllm_env_skips_outside_ci_and_fails_in_ci(monkeypatch, tmp_path, ci):
+    monkeypatch.setenv("QUALIFY_VLLM_VENV", str(tmp_path / "no-venv"))
+    monkeypatch.setenv("QUALIFY_MODELS", str(tmp_path / "no-models"))
+    monkeypatch.setenv("CI", ci)
+    expected = pytest.fail.Exception if ci else pytest.skip.Exception
+    with pytest.raises(expected) as info:
+        require_vllm(PROFILE)
+    message = str(info.value)
+    assert f"vLLM venv {tmp_path / 'no-venv'}" in message
+    assert f"model {tmp_path / 'no-models' / 'tiny-llama'}" in message
+    assert ".ci/vllm-env.sh" in message
+    assert ("CI=true" in message) == bool(ci)
