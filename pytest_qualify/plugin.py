@@ -485,6 +485,27 @@ def qualify_record(request: pytest.FixtureRequest) -> Recorder:
     return Recorder(request.node)
 
 
+@pytest.fixture
+def qualify_ask(qualify_client: Any, qualify_profile: Profile, qualify_record: Recorder, qualify_salt: str) -> Any:
+    """One protocol question, asked the protocol's way: the profile's answer budget, temperature 0,
+    a fixed seed, this item's cache salt; the answer is recorded (and its finish state checked).
+
+    ``ask(prompt_or_messages, *, tool_turn=False, salt_suffix="", **params) -> Answer``
+    """
+
+    def ask(prompt: str | list[dict[str, Any]], *, tool_turn: bool = False, salt_suffix: str = "",
+            **params: Any) -> Any:
+        messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+        answer = qualify_client.chat(
+            messages, max_tokens=qualify_profile.limits.answer_tokens, temperature=0, seed=1,
+            cache_salt=qualify_salt + salt_suffix, **params,
+        )
+        qualify_record.answer(answer, tool_turn=tool_turn)
+        return answer
+
+    return ask
+
+
 # -- the gate --------------------------------------------------------------------------------------
 
 

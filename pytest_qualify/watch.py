@@ -10,7 +10,7 @@ readable line instead of a traceback.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -47,10 +47,7 @@ class ServerWatch:
         try:
             return (yield)
         except Exception as exc:
-            reason = _harness_reason(state, item, exc)
-            if reason is None:
-                raise
-            raise pytest.fail.Exception(reason, pytrace=False) from None
+            _reraise_readably(state, item, exc)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Any:
@@ -63,10 +60,7 @@ class ServerWatch:
         try:
             return (yield)
         except Exception as exc:
-            reason = _harness_reason(state, item, exc)
-            if reason is None:
-                raise
-            raise pytest.fail.Exception(reason, pytrace=False) from None
+            _reraise_readably(state, item, exc)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
@@ -101,6 +95,15 @@ class ServerWatch:
 
 
 WATCH_KEY = pytest.StashKey[ServerWatch]()
+
+
+def _reraise_readably(state: RunState, item: pytest.Item, exc: Exception) -> NoReturn:
+    """A failure that is the server's state (gone, hung, refusing the key) becomes one readable
+    line; anything else propagates unchanged."""
+    reason = _harness_reason(state, item, exc)
+    if reason is None:
+        raise exc
+    raise pytest.fail.Exception(reason, pytrace=False) from None
 
 
 def _process_gone(state: RunState) -> str | None:

@@ -14,12 +14,8 @@ CASES = load_cases()
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_unified_diff(case, qualify_client, qualify_profile, qualify_record, qualify_salt, qualify_repetition):
-    answer = qualify_client.chat(
-        [{"role": "user", "content": case.prompt}], max_tokens=qualify_profile.limits.answer_tokens,
-        temperature=0, seed=1, cache_salt=qualify_salt,
-    )
-    qualify_record.answer(answer)
+def test_unified_diff(case, qualify_ask, qualify_record, qualify_repetition):
+    answer = qualify_ask(case.prompt)
     qualify_record.props(case=case.id)
     require(grade_diff_answer(answer.content, case.source, case.path, case.expected),
             f"case {case.id}, repetition {qualify_repetition}")

@@ -110,15 +110,11 @@ def test_malformed_media_refused(qualify_client, qualify_profile, qualify_record
     _still_serving(qualify_client, qualify_profile, case.id)
 
 
-def test_tool_call_from_video(qualify_client, qualify_profile, qualify_record, qualify_salt):
+def test_tool_call_from_video(qualify_ask, qualify_record):
     tool = MANIFEST.tool_case
     item = MANIFEST.item(tool.item)
     qualify_record.props(corpus_item=item.id)
-    answer = qualify_client.chat(
-        user_message(item.files, tool.prompt), tools=[tool.tool], tool_choice="auto",
-        max_tokens=qualify_profile.limits.answer_tokens, temperature=0, seed=1, cache_salt=qualify_salt,
-    )
-    qualify_record.answer(answer, tool_turn=True)
+    answer = qualify_ask(user_message(item.files, tool.prompt), tool_turn=True, tools=[tool.tool], tool_choice="auto")
     qualify_record.props(tool_calls=";".join(f"{c.name}({c.arguments})" for c in answer.tool_calls))
     require(grade_event_call(
         [(c.name, c.arguments) for c in answer.tool_calls], function=tool.function, event=tool.event,
@@ -126,17 +122,14 @@ def test_tool_call_from_video(qualify_client, qualify_profile, qualify_record, q
     ), f"item {item.id} with tool {tool.function['name']}")
 
 
-def test_streaming_with_video(qualify_client, qualify_profile, qualify_record, qualify_salt):
+def test_streaming_with_video(qualify_ask, qualify_record):
     item = MANIFEST.item(MANIFEST.stream_item)
     qualify_record.props(corpus_item=item.id)
     verdicts: list[Verdict] = []
     for stream in (True, False):
-        answer = qualify_client.chat(
-            user_message(item.files, item.prompt), stream=stream,
-            max_tokens=qualify_profile.limits.answer_tokens, temperature=0, seed=1,
-            cache_salt=f"{qualify_salt}-{'stream' if stream else 'whole'}",
-        )
-        qualify_record.answer(answer)  # the streamed answer's TTFT is the one kept
+        # The streamed answer's TTFT is the one kept.
+        answer = qualify_ask(user_message(item.files, item.prompt), stream=stream,
+                             salt_suffix="-stream" if stream else "-whole")
         verdict = grade_item(
             item.id, answer.content, required=item.required, forbidden=item.forbidden,
             interval_s=item.interval_s, tolerance_s=item.tolerance_s, finish_reason=answer.finish_reason,

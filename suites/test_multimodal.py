@@ -20,14 +20,9 @@ ITEMS = load_manifest().items
 
 
 @pytest.mark.parametrize("item", ITEMS, ids=[item.id for item in ITEMS])
-def test_corpus_item(qualify_client, qualify_profile, qualify_record, qualify_salt, item):
+def test_corpus_item(qualify_ask, qualify_record, item):
     qualify_record.props(corpus_kind=item.kind, corpus_item=item.id, corpus_files=",".join(item.files))
-    answer = qualify_client.chat(
-        user_message(item.files, item.prompt),
-        max_tokens=qualify_profile.limits.answer_tokens, temperature=0, seed=1,
-        cache_salt=qualify_salt,  # every repetition really reads its media again
-    )
-    qualify_record.answer(answer)
+    answer = qualify_ask(user_message(item.files, item.prompt))  # its own salt: the media is read again
     require(grade_item(
         item.id, answer.content, required=item.required, forbidden=item.forbidden,
         interval_s=item.interval_s, tolerance_s=item.tolerance_s, finish_reason=answer.finish_reason,

@@ -14,12 +14,8 @@ FIXTURES = load_fixtures()
 
 
 @pytest.mark.parametrize("conversation", FIXTURES.conversations, ids=[c.id for c in FIXTURES.conversations])
-def test_recall(conversation, qualify_client, qualify_profile, qualify_record, qualify_salt, qualify_repetition):
-    answer = qualify_client.chat(
-        conversation.messages(FIXTURES.system), max_tokens=qualify_profile.limits.answer_tokens,
-        temperature=0, seed=1, cache_salt=qualify_salt,
-    )
-    qualify_record.answer(answer)
+def test_recall(conversation, qualify_ask, qualify_record, qualify_repetition):
+    answer = qualify_ask(conversation.messages(FIXTURES.system))
     qualify_record.props(case=conversation.id)
     require(grade_recall(answer.content, conversation.facts, conversation.near_misses),
             f"conversation {conversation.id}, repetition {qualify_repetition}")

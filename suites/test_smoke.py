@@ -37,10 +37,6 @@ def test_engine_version(qualify_client, qualify_record):
 
 
 @pytest.mark.parametrize("question", QUESTIONS, ids=[f"q{i + 1}" for i in range(len(QUESTIONS))])
-def test_short_answer(qualify_client, qualify_profile, qualify_record, question):
-    answer = qualify_client.chat(
-        [{"role": "user", "content": question["prompt"]}],
-        max_tokens=qualify_profile.limits.answer_tokens, temperature=0, seed=1,
-    )
-    qualify_record.answer(answer)
+def test_short_answer(qualify_ask, question):
+    answer = qualify_ask(question["prompt"])
     require(contains_answer(answer.content, question["accept"]), f"question {question['prompt']!r}")

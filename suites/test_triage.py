@@ -15,11 +15,7 @@ INCIDENTS = load_incidents()
 
 
 @pytest.mark.parametrize("incident", INCIDENTS, ids=[i.id for i in INCIDENTS])
-def test_timeout_triage(incident, qualify_client, qualify_profile, qualify_record, qualify_salt, qualify_repetition):
-    answer = qualify_client.chat(
-        [{"role": "user", "content": incident.prompt}], max_tokens=qualify_profile.limits.answer_tokens,
-        temperature=0, seed=1, cache_salt=qualify_salt,
-    )
-    qualify_record.answer(answer)
+def test_timeout_triage(incident, qualify_ask, qualify_record, qualify_repetition):
+    answer = qualify_ask(incident.prompt)
     qualify_record.props(case=incident.id)
     require(grade_triage(answer.content, incident), f"incident {incident.id}, repetition {qualify_repetition}")
