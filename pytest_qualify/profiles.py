@@ -17,6 +17,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from pytest_qualify.datafile import read_toml
+
 BUILTIN_DIR = "profiles"
 
 
@@ -165,14 +167,7 @@ def load_profile(spec: str) -> Profile:
     import jsonschema
 
     path = resolve_profile_path(spec)
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ProfileError(f"profile file {path}: cannot be read ({exc.strerror or exc})") from exc
-    except UnicodeDecodeError as exc:
-        raise ProfileError(f"profile file {path}: cannot be read (not UTF-8 text: {exc.reason} at byte {exc.start})") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ProfileError(f"profile file {path}: not valid TOML ({exc})") from exc
+    raw = read_toml(path, "profile file", ProfileError)
 
     validator = jsonschema.Draft202012Validator(_schema())
     errors = sorted(validator.iter_errors(raw), key=lambda e: list(e.absolute_path))

@@ -10,6 +10,7 @@ look green while proving nothing.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -24,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from fake_vllm import wait_for
 
 from pytest_qualify.profiles import Profile, builtin_profiles, load_profile
 
@@ -247,13 +250,8 @@ def finish(run: Run, env: VllmEnv, proc: subprocess.Popen[bytes]) -> Run:
 
 
 
-def wait_until(predicate, timeout_s: float, poll_s: float = 0.2) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(poll_s)
-    return bool(predicate())
+# A /proc scan per poll: look a little less often than the fake server's tests do.
+wait_until = functools.partial(wait_for, poll_s=0.2)
 
 
 # -- evidence -------------------------------------------------------------------------------------

@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from pytest_qualify.datafile import read_toml
 
 _REP = re.compile(r"^rep\d+of\d+$")
 KEYS = {"item", "reason", "expires"}
@@ -101,14 +102,7 @@ def _date(value: Any, where: str) -> dt.date:
 def load_waivers(path: Path, today: dt.date | None = None) -> tuple[Waiver, ...]:
     """Parse and check a waiver file; raise :class:`WaiverError` on any rule broken."""
     today = today or dt.date.today()
-    try:
-        raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise WaiverError(f"waiver file {path}: cannot be read ({exc.strerror or exc})") from None
-    except UnicodeDecodeError as exc:
-        raise WaiverError(f"waiver file {path}: cannot be read (not UTF-8 text: {exc.reason} at byte {exc.start})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise WaiverError(f"waiver file {path}: not valid TOML ({exc})") from None
+    raw = read_toml(path, "waiver file", WaiverError)
     extra = set(raw) - {"waiver"}
     if extra:
         raise WaiverError(f"waiver file {path}: unknown top-level key(s) {sorted(extra)}; expected [[waiver]] tables")
