@@ -20,14 +20,13 @@ from __future__ import annotations
 import fcntl
 import json
 import time
-import tomllib
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 import pytest
 
 from pytest_qualify import hostile
+from pytest_qualify.fixture_data import smoke_questions
 from pytest_qualify.checks import fail
 
 pytestmark = [pytest.mark.qualify_module("robustness"), pytest.mark.qualify_repeat(1)]
@@ -37,9 +36,7 @@ FAILURES_FILE = "robustness-failures.jsonl"
 NOT_A_JUDGEMENT = {401: "unauthorized", 403: "forbidden", 407: "proxy authentication", 429: "rate limited"}
 # After this many timeouts in one class the server is hanging on it; the rest would only wait.
 MAX_TIMEOUTS_PER_CLASS = 3
-SMOKE_QUESTION = tomllib.loads(
-    resources.files("pytest_qualify.fixtures").joinpath("smoke.toml").read_text()
-)["question"][0]["prompt"]
+SMOKE_QUESTION = smoke_questions()[0].text
 
 
 @dataclass(frozen=True)

@@ -15,13 +15,12 @@ import pytest
 
 from pytest_qualify.checks import require
 from pytest_qualify.graders.text import contains_answer, contains_number
-from pytest_qualify.graders.tools import (
-    grade_calls, grade_no_call, grade_stream_shape, load_fixtures, same_calls,
-)
+from pytest_qualify.fixture_data import tool_fixtures
+from pytest_qualify.graders.tools import grade_calls, grade_no_call, grade_stream_shape, same_calls
 
 pytestmark = pytest.mark.qualify_module("tools")
 
-FIXTURES = load_fixtures()
+FIXTURES = tool_fixtures()
 SCHEMAS = FIXTURES.schemas
 SEED = 1
 

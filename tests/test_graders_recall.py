@@ -8,13 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_qualify.graders.recall import Fact, fact_present, grade_recall, load_fixtures
+from pytest_qualify.fixture_data import recall_fixtures
+from pytest_qualify.graders.recall import Fact, fact_present, grade_recall
 from pytest_qualify.graders.text import contains_number, contains_phrase, numbers_in, parse_number
 
 # Examples are judged by their outcome only: a loaded CI machine must not fail a slow one.
 RELAXED = settings(deadline=None)
 
-FIXTURES = load_fixtures()
+FIXTURES = recall_fixtures()
 CONVERSATIONS = FIXTURES.conversations
 ONCALL = next(c for c in CONVERSATIONS if c.id == "oncall_handover")
 TRIP = next(c for c in CONVERSATIONS if c.id == "trip_booking")

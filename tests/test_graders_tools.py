@@ -9,15 +9,16 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from pytest_qualify.client import ToolCall
+from pytest_qualify.fixture_data import tool_fixtures
 from pytest_qualify.graders.tools import (
     ExpectedCall, RawCall, call_in_text, canonical_arguments, grade_call, grade_calls, grade_no_call,
-    grade_stream_shape, load_fixtures, normalize_string, same_calls,
+    grade_stream_shape, normalize_string, same_calls,
 )
 
 # Examples are judged by their outcome only: a loaded CI machine must not fail a slow one.
 RELAXED = settings(deadline=None)
 
-FIXTURES = load_fixtures()
+FIXTURES = tool_fixtures()
 SCHEMAS = FIXTURES.schemas
 ALL_CASES = FIXTURES.cases + FIXTURES.parallel + tuple(FIXTURES.round_trip)
 

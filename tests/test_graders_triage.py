@@ -9,12 +9,13 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from pytest_qualify.graders.text import JsonNotFound, find_json_object
-from pytest_qualify.graders.triage import evidence_lines, grade_triage, load_incidents, normalize_component
+from pytest_qualify.fixture_data import triage_incidents
+from pytest_qualify.graders.triage import evidence_lines, grade_triage, normalize_component
 
 # Examples are judged by their outcome only: a loaded CI machine must not fail a slow one.
 RELAXED = settings(deadline=None)
 
-INCIDENTS = load_incidents()
+INCIDENTS = triage_incidents()
 POOL = next(i for i in INCIDENTS if i.id == "checkout_pool")
 GC = next(i for i in INCIDENTS if i.id == "inventory_gc")
 

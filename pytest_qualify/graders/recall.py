@@ -5,10 +5,8 @@ Conversations (history, question, facts, near misses) are data in ``fixtures/rec
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 from pytest_qualify.graders import Verdict
@@ -45,33 +43,6 @@ class Conversation:
 class RecallFixtures:
     system: str
     conversations: tuple[Conversation, ...]
-
-
-def _fact(raw: dict[str, Any], where: str) -> Fact:
-    fact = Fact(raw["name"], str(raw["value"]), raw.get("kind", "text"), tuple(raw.get("accept", ())))
-    if fact.kind not in KINDS:
-        raise ValueError(f"{where}: fact {fact.name!r} has unknown kind {fact.kind!r}")
-    return fact
-
-
-@cache
-def load_fixtures() -> RecallFixtures:
-    """The conversations shipped in ``fixtures/recall/conversations.toml``."""
-    from importlib import resources
-
-    path = "recall/conversations.toml"
-    data = tomllib.loads(resources.files("pytest_qualify.fixtures").joinpath(path).read_text())
-    conversations = tuple(
-        Conversation(
-            id=c["id"],
-            turns=tuple((t["user"], t["assistant"]) for t in c["turn"]),
-            question=c["question"],
-            facts=tuple(_fact(f, path) for f in c["fact"]),
-            near_misses=tuple(_fact(f, path) for f in c.get("near_miss", ())),
-        )
-        for c in data["conversation"]
-    )
-    return RecallFixtures(data["system"], conversations)
 
 
 def fact_present(content: str | None, fact: Fact) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 from pytest_qualify.graders import Verdict
@@ -23,17 +24,167 @@ def normalize(text: str) -> str:
     return re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text)).strip().casefold()
 
 
-def contains_answer(content: str | None, accepted: Iterable[str]) -> Verdict:
-    """Whether the answer holds one of the accepted forms as a whole word (case/space-insensitive)."""
-    accepted = list(accepted)  # iterated twice: once to match, once for the reason
+# -- words, numbers and who states what --------------------------------------------------------------
+# The principle (docs/architecture.md, "Grading: structure and facts, not wording"): words match as
+# words, numbers as numbers, a mention the answer itself negates ("not the top half") or ranks below
+# the answer ("Saturn is only the second largest") is not a claim, and two candidates for one fact
+# are a miss.
+
+_UNITS = {
+    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14,
+    "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19,
+}
+_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
+_COMPOUND_RE = re.compile(r"\b(" + "|".join(_TENS) + r")[\s-](" + "|".join(k for k, v in _UNITS.items() if 0 < v < 10) + r")\b")
+_NUMBER_WORD_RE = re.compile(r"\b(" + "|".join([*_UNITS, *_TENS]) + r")\b")
+# A dash or minus sign written before a number, not between two: "–80 °C", "−80" mean -80; "2–3" is a range.
+_MINUS_RE = re.compile(r"(?<![\w.])[\u2212\u2012\u2013\u2014\ufe63\uff0d](?=\d)")
+# A token: a signed or plain number, or a run of letters ("non-alert" is two words, "nonalert" one).
+TOKEN_RE = re.compile(r"(?<![\w.])-\d+(?:\.\d+)?|\d+(?:\.\d+)?|[^\W\d_]+")
+_NUMBER_TOKEN_RE = re.compile(r"-?\d+(?:\.\d+)?")
+# What ends a clause: a negation or a ranking does not reach across it.
+_CLAUSE_END = re.compile(r"[.;:!?()\[\]{},\n\u2014]|\s-\s")
+_NEGATION_BEFORE = re.compile(
+    r"(?:\b(?:not|no|never|neither|nor|unlike|except|excluding|without|isn't|isnt|aren't|wasn't|"
+    r"rather than|instead of|other than|as opposed to)|n't)"
+    r"\s+(?:(?:the|a|an|in|on|at|of|to|for|it|its|it's|is|was|be)\s+){0,3}$"
+)
+_RANKED_BELOW_AFTER = re.compile(
+    r"^[\s*_`'\"]*(?:(?:is|was|'s|ranks|comes|being|would be)\s+)?(?:(?:only|just|merely|actually)\s+)?"
+    r"(?:the\s+)?(?:second|2nd|third|3rd|runner[- ]up|not\b|isn't\b|smaller|wrong|incorrect)"
+)
+_HEDGE_RE = re.compile(r"\b(?:or|maybe|perhaps|possibly|probably|either)\b|/")
+
+
+def words_to_digits(text: str) -> str:
+    """Number words become digits: "forty-two" -> "42", "three" -> "3" (text already case-folded)."""
+    text = _COMPOUND_RE.sub(lambda m: str(_TENS[m.group(1)] + _UNITS[m.group(2)]), text)
+    return _NUMBER_WORD_RE.sub(lambda m: str(_UNITS.get(m.group(1), _TENS.get(m.group(1), 0))), text)
+
+
+def prepared(text: str) -> str:
+    """The text as the word rules read it: NFKC, case-folded, typographic minus as "-", number words as digits."""
+    text = _MINUS_RE.sub("-", unicodedata.normalize("NFKC", text)).replace("\u2019", "'")
+    return words_to_digits(normalize(text))
+
+
+def tokens(text: str) -> list[str]:
+    """Words (letter runs) and numbers of a text, normalised as :func:`prepared` does."""
+    return TOKEN_RE.findall(prepared(text))
+
+
+def is_number(token: str) -> bool:
+    return _NUMBER_TOKEN_RE.fullmatch(token) is not None
+
+
+def _plurals(word: str) -> set[str]:
+    forms = {word, word + "s", word + "es"}
+    if word.endswith("y") and len(word) > 1:
+        forms.add(word[:-1] + "ies")
+    return forms
+
+
+def term_spans(text: str, term: str) -> list[tuple[int, int]]:
+    """Where one term (a word, a number or a phrase of them) stands in ``prepared`` text.
+
+    Words match whole, the last one also in its regular plural ("circle" -> "circles"); numbers
+    match by value ("5" = "5.0" = "five", "-80" never "80").
+    """
+    parts = TOKEN_RE.findall(prepared(term))
+    if not parts:
+        return []
+    found = [(m.group(0), m.start(), m.end()) for m in TOKEN_RE.finditer(text)]
+    n = len(parts)
+    spans = []
+    for start in range(len(found) - n + 1):
+        window = found[start : start + n]
+        for i, (want, (got, _, _)) in enumerate(zip(parts, window)):
+            if is_number(want):
+                ok = is_number(got) and float(got) == float(want)
+            elif i == n - 1:
+                ok = got in _plurals(want)
+            else:
+                ok = got == want
+            if not ok:
+                break
+        else:
+            spans.append((window[0][1], window[-1][2]))
+    return spans
+
+
+def disowned(text: str, start: int, end: int) -> bool:
+    """Whether the answer itself takes back the mention at ``text[start:end]``: negated in its clause
+    ("not the top half", "rather than Saturn") or ranked below the answer ("Saturn is only the
+    second largest")."""
+    before = _CLAUSE_END.split(text[max(0, start - 80) : start])[-1]
+    after = _CLAUSE_END.split(text[end : end + 80])[0]
+    return bool(_NEGATION_BEFORE.search(before) or _RANKED_BELOW_AFTER.match(after))
+
+
+def mentions(text: str, term: str) -> bool:
+    """Whether ``text`` names ``term`` at all (``a|b`` lists alternatives)."""
+    ready = prepared(text)
+    return any(term_spans(ready, alt.strip()) for alt in term.split("|"))
+
+
+def states(text: str, term: str) -> bool:
+    """Whether ``text`` names ``term`` as a claim: a mention it negates or ranks below does not count."""
+    ready = prepared(text)
+    return any(not disowned(ready, s, e) for alt in term.split("|") for s, e in term_spans(ready, alt.strip()))
+
+
+def hedged_numbers(text: str) -> list[tuple[str, str]]:
+    """Pairs of different numbers offered as alternatives: "42 or 43", "42 (maybe 43)", "42/43"."""
+    ready = prepared(text)
+    numbers = [(m.group(0), m.start(), m.end()) for m in TOKEN_RE.finditer(ready) if is_number(m.group(0))]
+    pairs = []
+    for (a, _, a_end), (b, b_start, _) in zip(numbers, numbers[1:]):
+        between = ready[a_end:b_start]
+        if float(a) != float(b) and len(between) <= 20 and _HEDGE_RE.search(between) and not re.search(r"[.;:]\s", between):
+            pairs.append((a, b))
+    return pairs
+
+
+@dataclass(frozen=True)
+class ShortQuestion:
+    """A question with one short answer: ``accept`` lists its written forms, ``reject`` the rival
+    candidates (a distractor the answer must not name as well)."""
+
+    id: str
+    text: str
+    answer: str = ""  # the ground truth the reference server replies with
+    accept: tuple[str, ...] = ()
+    reject: tuple[str, ...] = ()
+
+
+def grade_short_answer(content: str | None, accept: Iterable[str], reject: Iterable[str] = ()) -> Verdict:
+    """The answer states one accepted form, no rival candidate and no second number for the fact.
+
+    Forms are matched as words and numbers (:func:`states`): case, markdown, quotes, plurals and
+    prose around the value are free; "jupiter" is not found in "jupiterian", "7" not in "17".
+    """
+    accept, reject = list(accept), list(reject)
     if content is None or not content.strip():
         return Verdict.reject("empty answer")
-    text = normalize(content)
-    for form in accepted:
-        if re.search(r"(?<!\w)" + re.escape(normalize(form)) + r"(?!\w)", text):
-            return Verdict.accept(f"found {form!r}")
-    shown = content.strip().replace("\n", " ")
-    return Verdict.reject(f"answer {shown[:120]!r} holds none of {list(accepted)}")
+    shown = repr(" ".join(content.split())[:120])
+    stated = [form for form in accept if states(content, form)]
+    rivals = [form for form in reject if states(content, form)]
+    if not stated:
+        also = f" (it names {rivals[0]!r})" if rivals else ""
+        return Verdict.reject(f"answer {shown} states none of {accept}{also}")
+    if rivals:
+        return Verdict.reject(f"answer {shown} names {rivals[0]!r} as well as {stated[0]!r}: two candidates for one fact")
+    hedges = hedged_numbers(content)
+    if hedges:
+        a, b = hedges[0]
+        return Verdict.reject(f"answer {shown} offers {a} or {b}: two candidates for one fact")
+    return Verdict.accept(f"states {stated[0]!r}")
+
+
+def contains_answer(content: str | None, accepted: Iterable[str]) -> Verdict:
+    """:func:`grade_short_answer` without rival candidates."""
+    return grade_short_answer(content, accepted)
 
 
 # -- numbers, phrases and JSON inside free text ----------------------------------------------------
@@ -60,7 +211,7 @@ def numbers_in(text: str) -> list[Decimal]:
     from decimal import Decimal
 
     # NFKC leaves the typographic minus alone; people write it for negative numbers ("−80 °C").
-    text = unicodedata.normalize("NFKC", text).replace("\u2212", "-")
+    text = _MINUS_RE.sub("-", unicodedata.normalize("NFKC", text))
     return [Decimal(m.group().replace(",", "")) for m in NUMBER_RE.finditer(text)]
 
 

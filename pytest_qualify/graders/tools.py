@@ -20,7 +20,6 @@ import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import Any, Protocol
 
 from pytest_qualify.graders import Verdict
@@ -103,41 +102,6 @@ class ToolFixtures:
     @property
     def schemas(self) -> dict[str, Mapping[str, Any]]:
         return tool_schemas(self.tools)
-
-
-def _calls(raw: Sequence[Mapping[str, Any]]) -> tuple[ExpectedCall, ...]:
-    return tuple(ExpectedCall(c["name"], c["arguments"]) for c in raw)
-
-
-@cache
-def load_fixtures() -> ToolFixtures:
-    """The tool set and the tool cases shipped in ``fixtures/tools/``."""
-    from importlib import resources
-
-    base = resources.files("pytest_qualify.fixtures").joinpath("tools")
-    tools = json.loads(base.joinpath("tools.json").read_text())
-    data = json.loads(base.joinpath("cases.json").read_text())
-    fixtures = ToolFixtures(
-        tools=tuple(tools),
-        system=data["system"],
-        cases=tuple(ToolCase(c["id"], c["prompt"], _calls(c["calls"])) for c in data["cases"]),
-        irrelevance=tuple(
-            IrrelevanceCase(c["id"], c["prompt"], c["answer"], tuple(c["accept"])) for c in data["irrelevance"]
-        ),
-        parallel=tuple(ToolCase(c["id"], c["prompt"], _calls(c["calls"])) for c in data["parallel"]),
-        round_trip=tuple(
-            RoundTripCase(c["id"], c["prompt"], _calls(c["calls"]), c["result"], c["result_field"],
-                          (float(c["result_range"][0]), float(c["result_range"][1])))
-            for c in data["round_trip"]
-        ),
-        streaming=tuple(data["streaming"]),
-    )
-    ids = [c.id for c in fixtures.cases + fixtures.parallel] + [c.id for c in fixtures.irrelevance + fixtures.round_trip]
-    if len(ids) != len(set(ids)):
-        raise ValueError("fixtures/tools/cases.json: case ids are not unique")
-    for case_id in fixtures.streaming:
-        fixtures.tool_case(case_id)  # a streaming entry names an existing case
-    return fixtures
 
 
 def tool_schemas(tools: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
