@@ -162,6 +162,11 @@ def test_property_prose_around_json_is_rejected(prose):
 
 
 @settings(deadline=None)  # a loaded CI box must not turn slowness into a failure
-@given(st.text(max_size=50), st.text(max_size=50))
-def test_property_identical_iff_equal(a, b):
-    assert check_same_value(a, b).ok == (a == b)
+@given(json_values := st.recursive(
+    st.none() | st.booleans() | st.integers(-1000, 1000) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=8),
+    json_values, st.sampled_from([None, 1, 2]))
+def test_property_same_value_iff_parsed_values_equal(a, b, indent):
+    # Any layout of the same value is the same computation; any other value is not.
+    same = json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    assert check_same_value(json.dumps(a), json.dumps(b, indent=indent)).ok == same

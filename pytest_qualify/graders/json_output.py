@@ -143,8 +143,18 @@ def check_same_value(first: str | None, second: str | None) -> Verdict:
         return Verdict.reject(f"the answers cannot be compared: {exc}")
     if _equal(a, b):
         return Verdict.accept("both answers parse to the same value")
-    diff = next(iter(value_problems(b, a))) if isinstance(a, Mapping) else f"{b!r} vs {a!r}"
-    return Verdict.reject(f"two answers to the same request parse to different values: second answer's {diff}")
+    return Verdict.reject(f"two answers to the same request parse to different values: {_difference(a, b)}")
+
+
+def _difference(a: Any, b: Any) -> str:
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        for key in [*a, *(k for k in b if k not in a)]:
+            if key not in b or key not in a:
+                return f"field {key!r} only in the {'first' if key in a else 'second'} answer"
+            if not _equal(a[key], b[key]):
+                return f"field {key!r} is {a[key]!r}, then {b[key]!r}"
+    shown = lambda v: repr(v) if len(repr(v)) <= 80 else repr(v)[:77] + "..."  # noqa: E731
+    return f"{shown(a)}, then {shown(b)}"
 
 
 def _equal(a: Any, b: Any) -> bool:

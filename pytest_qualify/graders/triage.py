@@ -83,9 +83,12 @@ def _in_order(pieces: list[str], line: str) -> bool:
 
 
 def _names(text: str, names: tuple[str, ...]) -> list[str]:
-    """The names (components, as words: "checkout-service" = "checkout service") the text holds."""
-    squashed = {normalize_component(part) for part in re.split(r"[()\[\]{},;:/]|\s[-–—]\s", text)}
-    return [n for n in names if states(text, n) or normalize_component(n) in squashed]
+    """The names the text holds as whole names: a run of its words ("checkout-service",
+    "Checkout Service", "checkout_service") equal to a name, so a qualifier around it is free
+    ("checkout-service (orders-pool)") while "checkout-db" does not name "checkout"."""
+    parts = [p for p in re.split(r"[\s()\[\]{},;:/|`'\"*]+", text) if p.strip("-–—_.")]
+    runs = {normalize_component("".join(parts[i:j])) for i in range(len(parts)) for j in range(i + 1, len(parts) + 1)}
+    return [n for n in names if normalize_component(n) in runs]
 
 
 def grade_component(named: str, incident: Incident) -> Verdict:
