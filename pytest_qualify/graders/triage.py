@@ -95,8 +95,8 @@ def grade_component(named: str, incident: Incident) -> Verdict:
     right = _names(named, (incident.component, *incident.aliases))
     herrings = _names(named, incident.red_herrings)
     if herrings:
-        also = f" (as well as {incident.component!r})" if right else ""
-        return Verdict.reject(f"component {named!r} names the red herring {herrings[0]!r}{also}; "
+        also = f" (named beside {incident.component!r})" if right else ""
+        return Verdict.reject(f"component {named!r}: {herrings[0]!r} is a red herring{also}; "
                               f"the cause is in {incident.component!r}")
     if not right:
         return Verdict.reject(f"component {named!r} is not {incident.component!r}")
