@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_qualify.graders import Verdict
-from pytest_qualify.graders.text import contains_number, contains_phrase
+from pytest_qualify.graders.text import contains_number, contains_phrase, number_stated, phrase_stated
 
 KINDS = ("text", "number")
 
@@ -57,13 +57,21 @@ def fact_present(content: str | None, fact: Fact) -> bool:
     return any(contains_phrase(content, form) for form in forms)
 
 
+def near_miss_stated(content: str | None, fact: Fact) -> bool:
+    """Whether the answer states a near-miss fact as a claim; "B-1907 (not B-1970)" does not."""
+    if fact.kind == "number" and number_stated(content, fact.value):
+        return True
+    forms = fact.accept if fact.kind == "number" else (fact.value, *fact.accept)
+    return any(phrase_stated(content, form) for form in forms)
+
+
 def grade_recall(content: str | None, facts: Sequence[Fact], near_misses: Sequence[Fact] = ()) -> Verdict:
-    """All facts present and no near miss stated."""
+    """All facts present and no near miss stated (a near miss the answer itself negates is fine)."""
     if content is None or not content.strip():
         return Verdict.reject("empty answer")
     shown = content.strip().replace("\n", " ")[:160]
     missing = [f for f in facts if not fact_present(content, f)]
-    wrong = [f for f in near_misses if fact_present(content, f)]
+    wrong = [f for f in near_misses if near_miss_stated(content, f)]
     problems = [f"lacks {f.name} {f.value!r}" for f in missing]
     problems += [f"states the near-miss {f.name} {f.value!r}" for f in wrong]
     if problems:

@@ -234,6 +234,25 @@ def phrase_pattern(phrase: str) -> re.Pattern[str]:
     return re.compile(r"(?<![^\W_])" + PHRASE_GAP.join(chunks) + r"(?![^\W_])")
 
 
+def number_stated(content: str | None, value: "int | float | str") -> bool:
+    """Whether the text states this number as a claim (any equal form; a negated mention, "not
+    21", does not count)."""
+    if not content:
+        return False
+    wanted = Decimal(str(value).replace(",", ""))
+    text = normalize(_MINUS_RE.sub("-", unicodedata.normalize("NFKC", content)))
+    return any(Decimal(m.group().replace(",", "")) == wanted and not disowned(text, m.start(), m.end())
+               for m in NUMBER_RE.finditer(text))
+
+
+def phrase_stated(content: str | None, phrase: str) -> bool:
+    """Whether the text states the phrase (whole words, case and separators free) as a claim."""
+    if not content or not re.search(r"[^\W_]", phrase):
+        return False
+    text = normalize(content)
+    return any(not disowned(text, m.start(), m.end()) for m in phrase_pattern(phrase).finditer(text))
+
+
 def contains_phrase(content: str | None, phrase: str) -> bool:
     """Whether the text holds the phrase as whole words, ignoring case and separators."""
     if not content or not re.search(r"[^\W_]", phrase):
