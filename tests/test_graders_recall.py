@@ -67,6 +67,13 @@ def test_number_facts_accept_equal_numbers():
     assert grade_recall("KX7-42Q at the Aurelia; 2350 EUR", TRIP.facts, TRIP.near_misses).ok
 
 
+def test_a_near_miss_the_answer_negates_or_tells_as_context_is_not_stated():
+    # Negated, it is not a claim; told after the answer as what someone else has, it is context.
+    assert grade_recall("Ingrid Vasquez, 48213 (not 48231), 7Q-5531", ONCALL.facts, ONCALL.near_misses).ok
+    assert grade_recall("Ingrid Vasquez, employee 48213, door code 7Q-5531. (Your colleague Ingrid Valdez is 48231.)",
+                        ONCALL.facts, ONCALL.near_misses).ok
+
+
 def test_accept_forms_of_a_number_fact():
     fact = Fact("temperature", "-80", "number", ("minus 80",))
     assert fact_present("stored at −80 °C", fact)
@@ -80,7 +87,8 @@ def test_accept_forms_of_a_number_fact():
 @pytest.mark.parametrize("content,why", [
     ("", "empty answer"),
     ("Ingrid Vasquez, 48231, 7Q-5531", "lacks employee number '48213'"),
-    ("Ingrid Vasquez, 48213, 7Q-5531 (not 48231)", "states the near-miss employee number '48231'"),
+    ("Ingrid Vasquez, 48213 or 48231, 7Q-5531", "states the near-miss employee number '48231'"),
+    ("Ingrid Vasquez, 48231 (or 48213?), 7Q-5531", "states the near-miss employee number '48231'"),
     ("Ingrid Valdez, 48213, 7Q-5531", "lacks name 'Ingrid Vasquez'"),
     ("Ingrid Vasquez, 482135, 7Q-5531", "lacks employee number"),
     ("Ingrid Vasquez, 48213, 7Q-5513", "lacks door code '7Q-5531'"),

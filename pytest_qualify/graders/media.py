@@ -14,7 +14,7 @@ Word rules (decided here, property-tested in tests/test_graders_media.py):
 - ``a|b`` in a term lists equal alternatives ("up|upward|upwards").
 - An item with an interval must name it — "2–3 s", "2-3 seconds", "from 2 to 3 seconds",
   "between 2 s and 3 s", "00:02–00:03", "2.0 to 3.0 s", "starts at 2 s and ends at 3 s", "between the 2-second and 3-second marks",
-  "from second 2 to second 3" — each
+  "from second 2 to second 3", "for 1 second, starting at the 2 s mark" — each
   end within the tolerance, and must name no other interval: a hedge between two intervals is a
   wrong answer, not a right one.
 """
@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pytest_qualify.graders import Verdict
-from pytest_qualify.graders.text import mentions, normalize, states, tokens, words_to_digits  # noqa: F401 (re-exported word rules)
+from pytest_qualify.graders.text import mentions, normalize, rival_claim, states, tokens, words_to_digits  # noqa: F401 (re-exported word rules)
 
 _NUMBER_RE = re.compile(r"\d+(?:\.\d+)?")
 
@@ -55,6 +55,13 @@ _TIME = rf"(?:{_TS}|{_NUM}\s*{_UNIT}|{_NUM})"
 _START_END_RE = re.compile(
     rf"\b{_START_WORDS}\b[^.;\d]{{0,30}}?({_TS}|{_NUM})\s*(?:{_UNIT})?[^.;\d]{{0,60}}?\b{_END_WORDS}\b[^.;\d]{{0,30}}?({_TIME})"
 )
+# A start and a duration: "for 1 second, starting at the 2 s mark", "from 2 s, lasting 1 s".
+_FROM = r"(?:starting|beginning|from|at)\s+(?:at\s+)?(?:the\s+)?(?:t\s*=\s*)?"
+_FOR = r"(?:for|lasting|lasts)\s+(?:about\s+|roughly\s+)?"
+_DURATION_RES = (
+    re.compile(rf"\b{_FOR}(?P<dur>{_NUM})\s*{_UNIT}[^.;\d]{{0,30}}?\b{_FROM}(?P<start>{_TS}|{_NUM})(?!\d|[.:]\d)"),
+    re.compile(rf"\b{_FROM}(?P<start>{_TS}|{_NUM})\s*(?:{_UNIT})?\s*(?:mark\s*)?[^.;\d]{{0,30}}?\b{_FOR}(?P<dur>{_NUM})\s*{_UNIT}"),
+)
 
 
 def _show(term: str) -> str:
@@ -66,9 +73,14 @@ def grade_words(content: str | None, required: Iterable[str], forbidden: Iterabl
     if content is None or not content.strip():
         return Verdict.reject("empty answer")
     # A required word the answer negates is not said; a forbidden one it negates ("bottom half,
-    # not the top half") is not claimed.
+    # not the top half") is not claimed, nor one named in passing after the answer ("the square
+    # appears first, then the triangle"): only one offered as an answer is (graders/text.py).
+    required, forbidden = list(required), list(forbidden)
     problems = [f"missing required word {_show(t)}" for t in required if not states(content, t)]
-    problems += [f"forbidden word {_show(t)} present" for t in forbidden if states(content, t)]
+    said = [t for t in required if states(content, t)]
+    for term in forbidden:
+        if states(content, term) and (not said or rival_claim(content, said, [term])):
+            problems.append(f"forbidden word {_show(term)} present")
     if problems:
         return Verdict.reject("; ".join(problems) + f" in answer {_excerpt(content)}")
     return Verdict.accept("all required words present, no forbidden word")
@@ -99,6 +111,13 @@ def find_intervals(content: str) -> list[tuple[float, float]]:
             if any(span[0] < end and start < span[1] for start, end, _ in found):
                 continue  # an earlier, more specific form already read this stretch of text
             found.append((span[0], span[1], (_seconds(m.group(1)), _seconds(m.group(2)))))
+    for pattern in _DURATION_RES:
+        for m in pattern.finditer(text):
+            span = m.span()
+            if any(span[0] < end and start < span[1] for start, end, _ in found):
+                continue
+            start_s = _seconds(m.group("start"))
+            found.append((span[0], span[1], (start_s, start_s + float(m.group("dur")))))
     return [pair for _, _, pair in sorted(found)]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
@@ -36,8 +36,9 @@ _UNITS = {
     "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19,
 }
 _TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
-_COMPOUND_RE = re.compile(r"\b(" + "|".join(_TENS) + r")[\s-](" + "|".join(k for k, v in _UNITS.items() if 0 < v < 10) + r")\b")
-_NUMBER_WORD_RE = re.compile(r"\b(" + "|".join([*_UNITS, *_TENS]) + r")\b")
+# Letter boundaries, not \b: "_one_" (markdown emphasis) holds the word "one".
+_COMPOUND_RE = re.compile(r"(?<![^\W\d_])(" + "|".join(_TENS) + r")[\s-](" + "|".join(k for k, v in _UNITS.items() if 0 < v < 10) + r")(?![^\W\d_])")
+_NUMBER_WORD_RE = re.compile(r"(?<![^\W\d_])(" + "|".join([*_UNITS, *_TENS]) + r")(?![^\W\d_])")
 # A dash or minus sign written before a number, not between two: "–80 °C", "−80" mean -80; "2–3" is a range.
 _MINUS_RE = re.compile(r"(?<![\w.])[\u2212\u2012\u2013\u2014\ufe63\uff0d](?=\d)")
 # A token: a signed or plain number, or a run of letters ("non-alert" is two words, "nonalert" one).
@@ -48,13 +49,21 @@ _CLAUSE_END = re.compile(r"[.;:!?()\[\]{},\n\u2014]|\s-\s")
 _NEGATION_BEFORE = re.compile(
     r"(?:\b(?:not|no|never|neither|nor|unlike|except|excluding|without|isn't|isnt|aren't|wasn't|"
     r"rather than|instead of|other than|as opposed to)|n't)"
-    r"\s+(?:(?:the|a|an|in|on|at|of|to|for|it|its|it's|is|was|be)\s+){0,3}$"
+    r"\s+(?:(?:the|a|an|in|on|at|of|to|for|it|its|it's|is|was|be|moving|move|moves|going|go|goes)\s+){0,3}"
+    # ... and the rest of a negated list: "not Lyon or Marseille", "(not up or down)"
+    r"(?:[^\W\d_]+(?:[\s-][^\W\d_]+)?(?:\s+(?:or|nor|and)\s+|\s*,\s*))*$"
 )
 _RANKED_BELOW_AFTER = re.compile(
     r"^[\s*_`'\"]*(?:(?:is|was|'s|ranks|comes|being|would be)\s+)?(?:(?:only|just|merely|actually)\s+)?"
-    r"(?:the\s+)?(?:second|2nd|third|3rd|runner[- ]up|not\b|isn't\b|smaller|wrong|incorrect)"
+    r"(?:(?:the|a)\s+)?(?:(?:distant|close|clear)\s+)?"
+    r"(?:second|2nd|third|3rd|runner[- ]up|not\b|isn't\b|smaller|smallest|wrong|incorrect)"
 )
 _HEDGE_RE = re.compile(r"\b(?:or|maybe|perhaps|possibly|probably|either)\b|/")
+# A change of mind reaches across sentences: "Jupiter. Actually, wait: Saturn."
+_CHANGE_OF_MIND_RE = re.compile(r"\b(?:actually|wait|or rather|correction|i mean|on second thought)\b")
+_SENTENCE_END = re.compile(r"(?<!\bdr)(?<!\bmr)(?<!\bms)(?<!\bmrs)(?<!\bst)(?<!\bvs)(?<!\bno)[.;!](?:\s|$)|\n")  # not "?": "Paris? Or Lyon?" is one hedge
+# Two terms written side by side as a list of candidates: "blue, red", "blue and red", "blue/red".
+_JOINED_RE = re.compile(r"^[\s*_`'\",/()\[\]-]*(?:(?:and|or|&|plus)[\s*_`'\",/()\[\]-]*)?$")
 
 
 def words_to_digits(text: str) -> str:
@@ -158,8 +167,46 @@ class ShortQuestion:
     reject: tuple[str, ...] = ()
 
 
+def _claims(ready: str, terms: Iterable[str]) -> list[tuple[int, int, str]]:
+    """(start, end, term) of every claim of these terms in ``prepared`` text, in order."""
+    spans = [(s, e, term) for term in terms for alt in term.split("|")
+             for s, e in term_spans(ready, alt.strip()) if not disowned(ready, s, e)]
+    return sorted(spans)
+
+
+def rival_claim(content: str, answers: Iterable[str], rivals: Iterable[str]) -> str | None:
+    """Why a rival candidate counts as a second answer, or None when it is only mentioned.
+
+    A rival counts when it comes before every answer term (the answer leads with it), stands side
+    by side with one ("blue, red", "Jupiter or Saturn"), or is offered with a hedge ("maybe",
+    "or" in the same sentence; "actually", "wait" anywhere). Named after the answer in passing
+    ("Jupiter, followed by Saturn"; "4 green squares and 2 red ones") it is context, not a claim.
+    """
+    ready = prepared(content)
+    return rival_reason(ready, _claims(ready, answers), _claims(ready, rivals))
+
+
+def rival_reason(text: str, said: Sequence[tuple[int, int, str]], others: Sequence[tuple[int, int, str]]) -> str | None:
+    """:func:`rival_claim` over claims already found in ``text``: (start, end, term), sorted."""
+    ready = text
+    if not said:
+        return None
+    first = said[0][0]
+    for start, end, rival in others:
+        if start < first:
+            return f"names {rival!r} before {said[0][2]!r}"
+        for a_start, a_end, answer in said:
+            lo, hi = (a_end, start) if a_end <= start else (end, a_start)
+            between = ready[lo:hi] if lo <= hi else ""
+            if (_JOINED_RE.match(between) or _CHANGE_OF_MIND_RE.search(between)
+                    or (_HEDGE_RE.search(between) and not _SENTENCE_END.search(between))):
+                return f"names {rival!r} as well as {answer!r}"
+    return None
+
+
 def grade_short_answer(content: str | None, accept: Iterable[str], reject: Iterable[str] = ()) -> Verdict:
-    """The answer states one accepted form, no rival candidate and no second number for the fact.
+    """The answer states one accepted form, no rival candidate as a second answer and no second
+    number for the fact.
 
     Forms are matched as words and numbers (:func:`states`): case, markdown, quotes, plurals and
     prose around the value are free; "jupiter" is not found in "jupiterian", "7" not in "17".
@@ -169,12 +216,13 @@ def grade_short_answer(content: str | None, accept: Iterable[str], reject: Itera
         return Verdict.reject("empty answer")
     shown = repr(" ".join(content.split())[:120])
     stated = [form for form in accept if states(content, form)]
-    rivals = [form for form in reject if states(content, form)]
     if not stated:
+        rivals = [form for form in reject if states(content, form)]
         also = f" (it names {rivals[0]!r})" if rivals else ""
         return Verdict.reject(f"answer {shown} states none of {accept}{also}")
-    if rivals:
-        return Verdict.reject(f"answer {shown} names {rivals[0]!r} as well as {stated[0]!r}: two candidates for one fact")
+    rival = rival_claim(content, accept, reject)
+    if rival:
+        return Verdict.reject(f"answer {shown} {rival}: two candidates for one fact")
     hedges = hedged_numbers(content)
     if hedges:
         a, b = hedges[0]
@@ -234,23 +282,45 @@ def phrase_pattern(phrase: str) -> re.Pattern[str]:
     return re.compile(r"(?<![^\W_])" + PHRASE_GAP.join(chunks) + r"(?![^\W_])")
 
 
-def number_stated(content: str | None, value: "int | float | str") -> bool:
-    """Whether the text states this number as a claim (any equal form; a negated mention, "not
-    21", does not count)."""
-    if not content:
-        return False
+def claim_text(content: str) -> str:
+    """The text :func:`number_spans` and :func:`phrase_spans` read: NFKC, case-folded, minus signs as "-"."""
+    return normalize(_MINUS_RE.sub("-", unicodedata.normalize("NFKC", content)))
+
+
+def number_spans(text: str, value: "int | float | str") -> list[tuple[int, int]]:
+    """Where :func:`claim_text` writes this number, in any equal form ("2,350" = "2350.00")."""
     wanted = Decimal(str(value).replace(",", ""))
-    text = normalize(_MINUS_RE.sub("-", unicodedata.normalize("NFKC", content)))
-    return any(Decimal(m.group().replace(",", "")) == wanted and not disowned(text, m.start(), m.end())
-               for m in NUMBER_RE.finditer(text))
+    return [m.span() for m in NUMBER_RE.finditer(text) if Decimal(m.group().replace(",", "")) == wanted]
+
+
+def phrase_spans(text: str, phrase: str) -> list[tuple[int, int]]:
+    """Where :func:`claim_text` holds the phrase as whole words (case and separators free)."""
+    if not re.search(r"[^\W_]", phrase):
+        return []
+    return [m.span() for m in phrase_pattern(phrase).finditer(text)]
+
+
+def number_word_spans(text: str, value: "int | float | str") -> list[tuple[int, int]]:
+    """Where :func:`claim_text` writes this number in words ("twelve", "forty-two")."""
+    wanted = Decimal(str(value).replace(",", ""))
+    spans = []
+    for pattern in (_COMPOUND_RE, _NUMBER_WORD_RE):
+        for m in pattern.finditer(text):
+            if Decimal(words_to_digits(m.group(0))) == wanted and not any(s <= m.start() < e for s, e in spans):
+                spans.append(m.span())
+    return spans
+
+
+def number_stated(content: str | None, value: "int | float | str") -> bool:
+    """Whether the text states this number as a claim (a negated mention, "not 21", does not count)."""
+    text = claim_text(content or "")
+    return any(not disowned(text, s, e) for s, e in number_spans(text, value))
 
 
 def phrase_stated(content: str | None, phrase: str) -> bool:
     """Whether the text states the phrase (whole words, case and separators free) as a claim."""
-    if not content or not re.search(r"[^\W_]", phrase):
-        return False
-    text = normalize(content)
-    return any(not disowned(text, m.start(), m.end()) for m in phrase_pattern(phrase).finditer(text))
+    text = claim_text(content or "")
+    return any(not disowned(text, s, e) for s, e in phrase_spans(text, phrase))
 
 
 def contains_phrase(content: str | None, phrase: str) -> bool:
