@@ -105,9 +105,8 @@ def _still_up(http) -> bool:  # type: ignore[no-untyped-def]
     return True
 
 
-def _answered(client, messages, profile, what: str, kind: str, accept=()) -> None:  # type: ignore[no-untyped-def]
+def _answered(client, messages, profile, what: str, kind: str) -> None:  # type: ignore[no-untyped-def]
     from pytest_qualify.client import EndpointError, error_message
-    from pytest_qualify.graders.text import grade_short_answer
 
     try:
         answer = client.chat(messages, max_tokens=profile.limits.answer_tokens, temperature=0)
@@ -115,10 +114,6 @@ def _answered(client, messages, profile, what: str, kind: str, accept=()) -> Non
         fail(kind, f"{what} was refused with HTTP {exc.status}: {error_message(exc.body)[:200]!r}")
     if not (answer.content or "").strip():
         fail(kind, f"{what} got no visible answer (finish_reason {answer.finish_reason!r})")
-    if accept:
-        verdict = grade_short_answer(answer.content, accept, SMOKE.reject)
-        if not verdict:
-            fail(kind, f"{what} was answered wrongly: {verdict.reason}")
 
 
 @pytest.mark.parametrize("kind", hostile.classes())
@@ -154,7 +149,7 @@ def test_hostile_requests_refused(kind, qualify_client, qualify_http, qualify_pr
     if status != 200:
         fail(kind, f"after {sent} hostile requests GET /health answered HTTP {status}, expected 200")
     _answered(qualify_client, [{"role": "user", "content": SMOKE.text}], profile,
-              f"a short request after {sent} hostile requests", kind, SMOKE.accept)
+              f"a short request after {sent} hostile requests", kind)
 
     if failures:
         example, outcome, line = failures[0]

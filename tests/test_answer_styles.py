@@ -100,6 +100,7 @@ JSON = Styles(
         ("review", json.dumps({"sentiment": "negative", "product": "the kettle"})),
         ("review", json.dumps({"sentiment": "negative", "product": "Kettle"})),
         ("review", '{\n  "sentiment": "negative",\n  "product": "electric kettle"\n}'),
+        ("meeting", json.dumps({**MEETING, "room": "B-12"})),
         ("order", json.dumps({"order_id": 88213, "customer": "Dana Whitfield", "item": "KX-220 desk lamp", "quantity": 3,
                               "unit_price": 19.50, "currency": "EUR", "city": "Lisbon, Portugal"})),
         ("order", json.dumps({"order_id": 88213, "customer": "dana whitfield", "item": "desk lamp", "quantity": 3,
@@ -113,6 +114,7 @@ JSON = Styles(
         (("order", json.dumps({"order_id": 88213, "customer": "Dana Whitfield", "item": "lamp", "quantity": 3,
                                "unit_price": 195, "currency": "EUR", "city": "Lisbon"})), "field 'unit_price' is 195"),
         (("meeting", "Here is the JSON:\n" + json.dumps(MEETING)), "not valid JSON"),
+        (("meeting", json.dumps({**MEETING, "room": "B12 or B21"})), "field 'room'"),
         (("review", json.dumps({"sentiment": "negative", "product": "kettles and support"})), "field 'product'"),
     ],
 )
@@ -201,6 +203,12 @@ TOOL_STYLES = Styles(
         ("thermostat_bedroom_cool", [("set_thermostat", {"room": "bedroom", "temperature": 68, "unit": "fahrenheit"})]),
         ("thermostat_bedroom_cool", [("set_thermostat", {"room": "Bedroom", "temperature": 68.0, "unit": "fahrenheit", "mode": "cool"})]),
         ("ticket_login_regression", [("create_ticket", {**LOGIN, "labels": ["auth", "regression"], "title": "Login fails with 502 after deploy."})]),
+        ("ticket_typo_assignee", [("create_ticket", {"title": "Typo on pricing page", "priority": "low", "component": "frontend",
+                                                     "assignee": {"name": "Mei Lin", "team": "Web team"}, "labels": []})]),
+        ("thermostat_living_room_heat", [("set_thermostat", {"room": "Living Room", "temperature": 21.5, "unit": "celsius",
+                                                             "mode": "heat"})]),
+        ("flights_bos_sea", [("search_flights", {"origin": "BOS", "destination": "SEA", "departure_date": "2026-05-14",
+                                                 "passengers": {"adults": 1, "children": 0}, "cabin": "economy"})]),
         ("parallel_weather_paris_nairobi", [("get_weather", {"city": "Nairobi, Kenya", "unit": "celsius"}),
                                             ("get_weather", {"city": "Paris, France", "unit": "celsius", "days": 1})]),
     ],
@@ -322,6 +330,9 @@ TRIAGE = Styles(
         ("billing_lock", _lock(component="billing-db (PostgreSQL)", category="Lock Contention",
                                evidence_line="statement from deploy-bot: ALTER TABLE invoices ADD COLUMN tax_region ...")),
         ("checkout_pool", _pool(cause="orders-pool is exhausted; orders-db itself is healthy with no slow queries.")),
+        ("checkout_pool", _pool(category="connection-pool exhaustion (connection leak)",
+                                evidence_line="leak detection: connection held 41000ms without release")),
+        ("inventory_gc", _gc(component="inventory-service (JVM)", evidence_line=GC.evidence[1].replace("  ", " "))),
     ],
     near_misses=[
         (("checkout_pool", _pool(component="payments-service")), "'payments-service' is a red herring"),
@@ -471,14 +482,24 @@ FINISH = Styles(
     ],
 )
 
-# -- robustness: the short question after hostile requests -----------------------------------------------
+# -- robustness: the short request after hostile requests ------------------------------------------
+# Liveness, not correctness (PROTOCOL: "healthy after a refusal" is a short request answered
+# within budget with an allowed finish state): any visible answer that ends "stop" passes.
+
+
+def _alive(answer: tuple[str | None, str | None]) -> Verdict:
+    content, finish_reason = answer
+    return check_finish(Answer(content=content, reasoning=None, tool_calls=(), finish_reason=finish_reason,
+                               usage={}, streamed=False))
+
 
 ROBUSTNESS = Styles(
-    "robustness", _short(CAPITAL),
-    correct=["Paris", "Paris!", "It's Paris.", "**PARIS**", "> Paris", "Paris, of course.", "paris", "The answer is *Paris*."],
+    "robustness", _alive,
+    correct=[("Paris", "stop"), ("Paris!", "stop"), ("It's Paris.", "stop"), ("**PARIS**", "stop"), ("> Paris", "stop"),
+             ("Paris, of course.", "stop"), ("Lyon", "stop"), ("The capital of France is Paris.\n\nAnything else?", "stop")],
     near_misses=[
-        ("", "empty answer"), ("Marseille", "states none of"), ("Paris? Or Lyon?", "names 'lyon' as well"),
-        ("Parisien", "states none of"), ("I can't answer that.", "states none of"),
+        (("", "stop"), "empty answer"), (("   \n", "stop"), "empty answer"), (("Par", "length"), "answer budget exhausted"),
+        (("Paris", None), "no finish_reason"), (("Paris", "tool_calls"), "not allowed on a non-tool answer"),
     ],
 )
 

@@ -116,7 +116,7 @@ def test_unasked_optional_argument_may_be_omitted_null_or_default(case, key, pro
 
 
 def test_the_unasked_optional_arguments_of_the_issue_are_checked():
-    assert {k for _, k, _ in OPTIONAL_WITH_DEFAULT} >= {"attendees", "seating", "reminder", "labels"}
+    assert {k for _, k, _ in OPTIONAL_WITH_DEFAULT} >= {"attendees", "seating", "reminder"}
 
 
 @RELAXED

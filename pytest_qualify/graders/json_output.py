@@ -3,7 +3,8 @@
 The content must be one JSON value — bare, as guided decoding returns it, or inside a single code
 fence (accepted, and reported as fenced). Prose around the JSON is rejected: a caller that asked
 for a schema parses the content as it is. The value must validate against the schema and carry
-the task's expected values (numbers by value, strings by case- and whitespace-insensitive text, or
+the task's expected values (numbers by value, strings by their words and numbers in order — case,
+spacing and punctuation free — or
 one of the task's accepted forms: what a value may be written as is data in the fixture).
 """
 
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_qualify.graders import Verdict
-from pytest_qualify.graders.text import normalize
+from pytest_qualify.graders.text import tokens
 
 _FENCE = re.compile(r"\A\s*```[\w+-]*[ \t]*\n?(.*?)\n?```\s*\Z", re.S)
 
@@ -75,7 +76,8 @@ def _same(actual: Any, expected: Any, unordered: bool, accepted: Iterable[Any] =
     if isinstance(expected, (int, float)):
         return isinstance(actual, (int, float)) and float(actual) == float(expected)
     if isinstance(expected, str):
-        return isinstance(actual, str) and normalize(actual) == normalize(expected)
+        # Words and numbers, in order: "B-12" = "b12", "Dana  Whitfield" = "dana whitfield".
+        return isinstance(actual, str) and tokens(actual) == tokens(expected)
     if isinstance(expected, Mapping):
         return isinstance(actual, Mapping) and all(
             k in actual and _same(actual[k], v, False) for k, v in expected.items()

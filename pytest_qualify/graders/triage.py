@@ -104,7 +104,8 @@ def grade_component(named: str, incident: Incident) -> Verdict:
 
 
 def grade_category(named: str, incident: Incident) -> Verdict:
-    key = normalize_component(named)
+    # A note in brackets after the category is the model's own qualifier ("... (connection leak)").
+    key = normalize_component(re.sub(r"\([^)]*\)|\[[^\]]*\]", "", named))
     if key == normalize_component(incident.category):
         return Verdict.accept(f"category {incident.category}")
     if key in {normalize_component(c) for c in incident.categories}:
