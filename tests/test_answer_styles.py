@@ -452,10 +452,15 @@ REASONING = Styles(
 FINISH_PROMPTS = {p.id: p for p in fixture_data.finish_prompts()}
 
 
+def _finished(content: str | None, finish_reason: str | None) -> Verdict:
+    """The shared finish-state check on a plain (non-tool) answer."""
+    return check_finish(Answer(content=content, reasoning=None, tool_calls=(), finish_reason=finish_reason,
+                               usage={}, streamed=False))
+
+
 def _finish(answer: tuple[str, str, str]) -> Verdict:
     prompt_id, content, finish_reason = answer
-    finished = check_finish(Answer(content=content, reasoning=None, tool_calls=(), finish_reason=finish_reason,
-                                   usage={}, streamed=False))
+    finished = _finished(content, finish_reason)
     if not finished:
         return finished
     prompt = FINISH_PROMPTS[prompt_id]
@@ -487,14 +492,8 @@ FINISH = Styles(
 # within budget with an allowed finish state): any visible answer that ends "stop" passes.
 
 
-def _alive(answer: tuple[str | None, str | None]) -> Verdict:
-    content, finish_reason = answer
-    return check_finish(Answer(content=content, reasoning=None, tool_calls=(), finish_reason=finish_reason,
-                               usage={}, streamed=False))
-
-
 ROBUSTNESS = Styles(
-    "robustness", _alive,
+    "robustness", lambda answer: _finished(*answer),
     correct=[("Paris", "stop"), ("Paris!", "stop"), ("It's Paris.", "stop"), ("**PARIS**", "stop"), ("> Paris", "stop"),
              ("Paris, of course.", "stop"), ("Lyon", "stop"), ("The capital of France is Paris.\n\nAnything else?", "stop")],
     near_misses=[

@@ -102,3 +102,15 @@ def test_property_prose_working_is_not_a_leak(word, decoration, rest):
     content = f"{decoration}{word}:{decoration} {rest}"
     assert check_no_reasoning(content, None, None).ok
     assert check_reasoning_separated(content, "hidden reasoning").ok
+
+
+def test_the_prompt_that_invites_working_keeps_a_working_answer_passing():
+    # The module keeps a prompt that asks for visible working; its reference answer shows the
+    # working as prose, and that is not a leak.
+    from pytest_qualify.fixture_data import reasoning_prompts
+
+    inviting = [p for p in reasoning_prompts() if "think it through" in p.text.lower()]
+    assert inviting, "no reasoning prompt invites visible working"
+    for prompt in inviting:
+        assert "**Reasoning:**" in prompt.answer
+        assert check_no_reasoning(prompt.answer, None, None).ok

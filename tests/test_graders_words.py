@@ -13,8 +13,17 @@ from hypothesis import strategies as st
 from pytest_qualify.fixture_data import tool_fixtures, triage_incidents
 from pytest_qualify.graders.needle import grade_needle
 from pytest_qualify.graders.text import (
-    grade_short_answer, hedged_numbers, number_stated, numbers_in, phrase_stated, states,
+    grade_short_answer, hedged_numbers, numbers_in, states,
 )
+from pytest_qualify.graders.recall import Fact, fact_present
+
+
+def number_stated(text: str, value: int) -> bool:
+    return fact_present(text, Fact("n", str(value), "number"))
+
+
+def phrase_stated(text: str, phrase: str) -> bool:
+    return fact_present(text, Fact("p", phrase))
 from pytest_qualify.graders.tools import RawCall, grade_call, normalize_string
 from pytest_qualify.graders.triage import grade_triage
 

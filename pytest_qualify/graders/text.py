@@ -230,11 +230,6 @@ def grade_short_answer(content: str | None, accept: Iterable[str], reject: Itera
     return Verdict.accept(f"states {stated[0]!r}")
 
 
-def contains_answer(content: str | None, accepted: Iterable[str]) -> Verdict:
-    """:func:`grade_short_answer` without rival candidates."""
-    return grade_short_answer(content, accepted)
-
-
 # -- numbers, phrases and JSON inside free text ----------------------------------------------------
 
 # A number as people and models write it: optional sign, thousands commas, decimals ("1,299.50").
@@ -261,19 +256,6 @@ def numbers_in(text: str) -> list[Decimal]:
     # NFKC leaves the typographic minus alone; people write it for negative numbers ("−80 °C").
     text = _MINUS_RE.sub("-", unicodedata.normalize("NFKC", text))
     return [Decimal(m.group().replace(",", "")) for m in NUMBER_RE.finditer(text)]
-
-
-def contains_number(content: str | None, value: "int | float | str") -> Verdict:
-    """Whether the text writes this number, in any equal form ("2350", "2,350", "2350.00")."""
-    from decimal import Decimal
-
-    if content is None or not content.strip():
-        return Verdict.reject("empty answer")
-    wanted = Decimal(str(value).replace(",", ""))
-    if wanted in numbers_in(content):
-        return Verdict.accept(f"found {value}")
-    shown = content.strip().replace("\n", " ")
-    return Verdict.reject(f"answer {shown[:120]!r} lacks the number {value}")
 
 
 def phrase_pattern(phrase: str) -> re.Pattern[str]:
@@ -309,25 +291,6 @@ def number_word_spans(text: str, value: "int | float | str") -> list[tuple[int, 
             if Decimal(words_to_digits(m.group(0))) == wanted and not any(s <= m.start() < e for s, e in spans):
                 spans.append(m.span())
     return spans
-
-
-def number_stated(content: str | None, value: "int | float | str") -> bool:
-    """Whether the text states this number as a claim (a negated mention, "not 21", does not count)."""
-    text = claim_text(content or "")
-    return any(not disowned(text, s, e) for s, e in number_spans(text, value))
-
-
-def phrase_stated(content: str | None, phrase: str) -> bool:
-    """Whether the text states the phrase (whole words, case and separators free) as a claim."""
-    text = claim_text(content or "")
-    return any(not disowned(text, s, e) for s, e in phrase_spans(text, phrase))
-
-
-def contains_phrase(content: str | None, phrase: str) -> bool:
-    """Whether the text holds the phrase as whole words, ignoring case and separators."""
-    if not content or not re.search(r"[^\W_]", phrase):
-        return False
-    return phrase_pattern(phrase).search(normalize(content)) is not None
 
 
 class JsonNotFound(ValueError):
