@@ -59,6 +59,9 @@ _RANKED_BELOW_AFTER = re.compile(
     r"(?:second|2nd|third|3rd|runner[- ]up|not\b|isn't\b|smaller|smallest|wrong|incorrect)"
 )
 _HEDGE_RE = re.compile(r"\b(?:or|maybe|perhaps|possibly|probably|either)\b|/")
+_NUMBER_HEDGE_RE = re.compile(
+    r"^[\s,()\[\]*_~?]*(?:(?:or|maybe|perhaps|possibly|probably|else|rather)\b[\s,()\[\]*_~?]*|/[\s]*)+$"
+)
 # A change of mind reaches across sentences: "Jupiter. Actually, wait: Saturn."
 _CHANGE_OF_MIND_RE = re.compile(r"\b(?:actually|wait|or rather|correction|i mean|on second thought)\b")
 _SENTENCE_END = re.compile(r"(?<!\bdr)(?<!\bmr)(?<!\bms)(?<!\bmrs)(?<!\bst)(?<!\bvs)(?<!\bno)[.;!](?:\s|$)|\n")  # not "?": "Paris? Or Lyon?" is one hedge
@@ -144,15 +147,14 @@ def states(text: str, term: str) -> bool:
 
 
 def hedged_numbers(text: str) -> list[tuple[str, str]]:
-    """Pairs of different numbers offered as alternatives: "42 or 43", "42 (maybe 43)", "42/43"."""
+    """Pairs of different numbers offered as alternatives: "42 or 43", "42 (maybe 43)", "42/43".
+
+    Only hedge words may stand between them: "7 days in a week, or 168 hours" restates one fact.
+    """
     ready = prepared(text)
     numbers = [(m.group(0), m.start(), m.end()) for m in TOKEN_RE.finditer(ready) if is_number(m.group(0))]
-    pairs = []
-    for (a, _, a_end), (b, b_start, _) in zip(numbers, numbers[1:]):
-        between = ready[a_end:b_start]
-        if float(a) != float(b) and len(between) <= 20 and _HEDGE_RE.search(between) and not re.search(r"[.;:]\s", between):
-            pairs.append((a, b))
-    return pairs
+    return [(a, b) for (a, _, a_end), (b, b_start, _) in zip(numbers, numbers[1:])
+            if float(a) != float(b) and _NUMBER_HEDGE_RE.match(ready[a_end:b_start])]
 
 
 @dataclass(frozen=True)

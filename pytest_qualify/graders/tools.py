@@ -11,7 +11,9 @@ numbers compare by value (68 = 68.0, "3" = "3.0" where the schema allows a strin
 accepts is data in the fixture, as BFCL's possible answers are: an expected value may be
 ``{"$one_of": [...]}`` (the accepted forms, e.g. "Lisbon" or "Lisbon, Portugal"; ``null`` there:
 may be left out), ``{"$unordered": [...]}`` (a list whose order does not matter) or
-``{"$subset_of": [...]}`` (a list, possibly empty, of some of these values).
+``{"$subset_of": [...]}`` (a list, possibly empty, of some of these values) or
+``{"$place": [names], "regions": [...]}`` (a place by one of its names, optionally followed by
+region or country qualifiers: "Denver", "Denver, CO", "Denver, Colorado, USA").
 
 Optional parameters follow BFCL's rule: an argument the case does not list may be omitted, sent as
 ``null`` or sent with the schema's ``default``; any other value nobody asked for is an
@@ -31,11 +33,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pytest_qualify.graders import Verdict
-from pytest_qualify.graders.text import json_objects, parse_number
+from pytest_qualify.graders.text import json_objects, parse_number, tokens
 
 ONE_OF = "$one_of"
 UNORDERED = "$unordered"
 SUBSET_OF = "$subset_of"
+PLACE = "$place"
 # Separators that carry no meaning in a free-text argument value (BFCL's standardisation) — except
 # a "." or "," between two digits, which is part of a number ("50.2" is not "502").
 STRING_NOISE = re.compile(r"(?!(?<=\d)[.,](?=\d))[\s,./\-_*^'\"!?;:()]+")
@@ -129,6 +132,8 @@ def canonical_arguments(expected: Mapping[str, Any]) -> dict[str, Any]:
             return [concrete(v) for v in value[UNORDERED]]
         if isinstance(value, Mapping) and SUBSET_OF in value:
             return [concrete(v) for v in value[SUBSET_OF][:1]]
+        if isinstance(value, Mapping) and PLACE in value:
+            return _names(value)[0]
         if isinstance(value, Mapping):
             return {k: concrete(v) for k, v in value.items() if _first_is_value(v)}
         if isinstance(value, list):
@@ -195,6 +200,10 @@ def compare_value(expected: Any, given: Any, path: str, schema: Mapping[str, Any
                 if all(not compare_value(w, g, path) for w, g in zip(wanted, order)):
                     return []
         return _wrong(path, f"{_show(wanted)} in any order", given)
+    if isinstance(expected, Mapping) and PLACE in expected:
+        if isinstance(given, str) and _is_place(given, expected):
+            return []
+        return _wrong(path, " or ".join(map(repr, _names(expected))) + " (a region or country after it is fine)", given)
     if isinstance(expected, Mapping) and SUBSET_OF in expected:
         allowed = list(expected[SUBSET_OF])
         if isinstance(given, list):
@@ -225,6 +234,22 @@ def compare_value(expected: Any, given: Any, path: str, schema: Mapping[str, Any
     else:
         same = expected == given and type(expected) is type(given)
     return [] if same else _wrong(path, _show(expected), given)
+
+
+def _names(place: Mapping[str, Any]) -> list[str]:
+    names = place[PLACE]
+    return [names] if isinstance(names, str) else list(names)
+
+
+def _is_place(given: str, place: Mapping[str, Any]) -> bool:
+    """The place's name, then only words of its region qualifiers ("Denver, CO, USA")."""
+    words = tokens(given)
+    regions = {w for region in place.get("regions", ()) for w in tokens(region)}
+    for name in _names(place):
+        head = tokens(name)
+        if words[: len(head)] == head and all(w in regions for w in words[len(head):]):
+            return True
+    return False
 
 
 def compare_arguments(expected: Mapping[str, Any], given: Mapping[str, Any], prefix: str = "",
