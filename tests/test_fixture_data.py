@@ -36,25 +36,21 @@ def test_a_ground_truth_its_own_grader_rejects_is_a_fixture_error(monkeypatch):
         fixture_data.smoke_questions.__wrapped__()
 
 
-def test_a_triage_category_outside_the_list_is_a_fixture_error(monkeypatch):
-    data = dict(fixture_data.read_toml("triage/incidents.toml"))
-    data["incident"] = [{**data["incident"][0], "category": "gremlins"}]
-    _with(monkeypatch, "triage/incidents.toml", data)
-    with pytest.raises(FixtureError, match=r"incident checkout_pool: category 'gremlins' is not one of"):
-        fixture_data.triage_incidents.__wrapped__()
+def _first_changed(path: str, section: str, **changes) -> dict:
+    data = dict(fixture_data.read_toml(path))
+    data[section] = [{**data[section][0], **changes}]
+    return data
 
 
-def test_a_triage_cause_that_contradicts_itself_is_a_fixture_error(monkeypatch):
-    data = dict(fixture_data.read_toml("triage/incidents.toml"))
-    data["incident"] = [{**data["incident"][0], "cause": "Long GC pauses."}]
-    _with(monkeypatch, "triage/incidents.toml", data)
-    with pytest.raises(FixtureError, match=r"its own cause states the contradiction 'gc pause'"):
-        fixture_data.triage_incidents.__wrapped__()
-
-
-def test_accepted_forms_for_a_field_nobody_expects_are_a_fixture_error(monkeypatch):
-    data = dict(fixture_data.read_toml("json_tasks.toml"))
-    data["task"] = [{**data["task"][0], "accepted": {"colour": ["red"]}}]
-    _with(monkeypatch, "json_tasks.toml", data)
-    with pytest.raises(FixtureError, match=r"task 'order': accepted forms for 'colour'"):
-        fixture_data.json_tasks.__wrapped__()
+@pytest.mark.parametrize("path,section,changes,loader,message", [
+    ("triage/incidents.toml", "incident", {"category": "gremlins"}, fixture_data.triage_incidents,
+     r"incident checkout_pool: category 'gremlins' is not one of"),
+    ("triage/incidents.toml", "incident", {"cause": "Long GC pauses."}, fixture_data.triage_incidents,
+     r"its own cause states the contradiction 'gc pause'"),
+    ("json_tasks.toml", "task", {"accepted": {"colour": ["red"]}}, fixture_data.json_tasks,
+     r"task 'order': accepted forms for 'colour'"),
+], ids=["category outside the list", "cause contradicts itself", "accepted forms for an unexpected field"])
+def test_inconsistent_fixture_data_is_a_fixture_error(monkeypatch, path, section, changes, loader, message):
+    _with(monkeypatch, path, _first_changed(path, section, **changes))
+    with pytest.raises(FixtureError, match=message):
+        loader.__wrapped__()
