@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_qualify.plugin import suites_dir
+from pytest_qualify.hooks.collection import suites_dir
 from pytest_qualify.profiles import builtin_profiles
 
 MODULES = ["context", "window", "json", "reasoning", "finish"]
