@@ -35,10 +35,15 @@ def test_bad_repeat(bad):
         _resolve(cli={"qualify_repeat": bad})
 
 
-@pytest.mark.parametrize("bad", ["localhost:8000", "ftp://x", "http://", "not a url"])
-def test_endpoint_must_be_a_url(bad):
-    with pytest.raises(SettingsError, match="--qualify-endpoint.*not a URL"):
-        _resolve(cli={"qualify_endpoint": bad})
+@pytest.mark.parametrize("bad, problem", [
+    ("localhost:8000", "is not a URL"), ("ftp://x", "is not a URL"), ("http://", "is not a URL"),
+    ("not a url", "is not a URL"), ("ftp://host/v1", "is not a URL"), ("http://host:notaport", "has an invalid port"),
+])
+def test_endpoint_must_be_a_url(bad, problem):
+    with pytest.raises(SettingsError) as info:
+        _resolve(cli={"qualify": "small", "qualify_endpoint": bad})
+    assert str(info.value) == f"--qualify-endpoint: {bad!r} {problem}" + (
+        " (expected http://HOST:PORT or 'reference')" if problem == "is not a URL" else "")
 
 
 def test_endpoint_forms():
@@ -55,4 +60,30 @@ def test_serve_command_is_split():
 def test_evidence_options_share_the_precedence():
     s = _resolve(cli={"qualify_baseline": "old.json"}, env={"QUALIFY_WAIVERS": "w.toml", "QUALIFY_BASELINE": "x.json"},
                  ini={"qualify_fail_on_regression": "5"})
-    assert (s.waivers, s.baseline, s.fail_on_regression_pct) == ("w.toml", "old.json", "5")
+    assert (s.waivers, s.baseline, s.fail_on_regression_pct) == ("w.toml", "old.json", 5.0)
+
+
+@pytest.mark.parametrize("where, expected", [
+    ({"cli": {"qualify_repeat": "zero"}}, "--repeat: expected a whole number"),
+    ({"env": {"QUALIFY_REPEAT": "zero"}}, "environment variable QUALIFY_REPEAT (for --repeat): expected a whole number"),
+    ({"ini": {"qualify_repeat": "zero"}}, "ini key qualify_repeat (for --repeat): expected a whole number"),
+    ({"env": {"QUALIFY_ENDPOINT": "localhost:1"}}, "environment variable QUALIFY_ENDPOINT (for --qualify-endpoint): "),
+    ({"ini": {"qualify_startup_timeout": "soon"}}, "ini key qualify_startup_timeout (for --qualify-startup-timeout): "),
+])
+def test_an_error_names_where_the_bad_value_came_from(where, expected):
+    with pytest.raises(SettingsError) as info:
+        _resolve(**where)
+    assert str(info.value).startswith(expected)
+
+
+@pytest.mark.parametrize("value, expected", [("ten", "expected a percentage"), ("-1", "expected a percentage >= 0")])
+def test_fail_on_regression_is_a_percentage(value, expected):
+    with pytest.raises(SettingsError, match=f"environment variable QUALIFY_FAIL_ON_REGRESSION.*{expected}"):
+        _resolve(cli={"qualify": "small", "qualify_baseline": "b.json"}, env={"QUALIFY_FAIL_ON_REGRESSION": value})
+
+
+def test_help_text_has_one_percent_sign_where_one_is_meant():
+    from pytest_qualify.settings import OPTIONS
+
+    assert all("%%" not in opt.help for opt in OPTIONS)
+    assert {opt.flag: opt.metavar for opt in OPTIONS}["--qualify"] == "PROFILE"
