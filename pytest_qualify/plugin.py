@@ -566,25 +566,33 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = state_of(session.config)
     if state is None or state.is_worker or session.config.option.collectonly:
         return
-    problems = []
+    # problems: the deployment failed; incomplete: it was not (fully) judged (gate.py says why both).
+    problems: list[str] = []
+    incomplete: list[str] = []
     if state.startup_error:
-        problems.append("server startup failed: " + state.startup_error.splitlines()[0])
+        incomplete.append("server startup failed: " + state.startup_error.splitlines()[0])
     if state.dead:
         problems.append(state.dead.splitlines()[0])
     if exitstatus == pytest.ExitCode.INTERRUPTED:
-        problems.append("run interrupted before the protocol finished")
+        incomplete.append("run interrupted before the protocol finished")
     if session.shouldfail:
-        problems.append(f"run stopped early: {session.shouldfail}")
+        incomplete.append(f"run stopped early: {session.shouldfail}")
     if state.user_deselected:
-        problems.append(
+        incomplete.append(
             f"partial run: {state.user_deselected} protocol items deselected (-k, -m, --deselect, --lf, ...); "
             "a promotion needs the whole protocol"
         )
     if state.partial_selection:
-        problems.append(f"partial run: {state.partial_selection}; a promotion needs the whole protocol")
-    state.verdict = _conclude(session, state, problems)
-    if not state.verdict.passed and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        incomplete.append(f"partial run: {state.partial_selection}; a promotion needs the whole protocol")
+    state.verdict = _conclude(session, state, problems, incomplete)
+    # -- verdict → exit status (pipeline): 0 PASS, 1 FAIL, 2 INCOMPLETE; a usage error keeps 4.
+    if session.exitstatus != pytest.ExitCode.USAGE_ERROR:
+        wanted = gate_mod.EXIT_CODES[state.verdict.verdict]
+        if wanted or session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+            session.exitstatus = pytest.ExitCode(wanted)
+    ev = evidence_of(session.config)
+    if ev is not None:
+        ev.exit_code = int(session.exitstatus)  # the provenance and the job summary record it
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -741,7 +749,8 @@ class _EvidenceHooks:
             self.ev.snapshots[name] = result
 
 
-def _conclude(session: pytest.Session, state: RunState, problems: list[str]) -> gate_mod.GateVerdict:
+def _conclude(session: pytest.Session, state: RunState, problems: list[str],
+              incomplete: list[str]) -> gate_mod.GateVerdict:
     """The verdict (waivers and baseline applied) and the bundle, written whatever happened."""
     from functools import partial
 
@@ -755,11 +764,13 @@ def _conclude(session: pytest.Session, state: RunState, problems: list[str]) -> 
         if died:
             problems.append(f"server died during the run: {died}")
     if ev is None:
-        return evaluate(state.results.values(), run_problems=problems)
+        return evaluate(state.results.values(), run_problems=problems, incomplete=incomplete,
+                        target_unavailable=bool(state.startup_error))
     hooks = session.config.pluginmanager.get_plugin("qualify-evidence")
     if hooks is not None:
         hooks.scrape_end()
-    verdict = conclude(state, ev, problems=problems, evaluate=evaluate, secrets=secrets_of(state), died=died)
+    verdict = conclude(state, ev, problems=problems, evaluate=evaluate, secrets=secrets_of(state), died=died,
+                       incomplete=incomplete)
     _add_junit_suite_properties(session.config, ev)
     if any(p.startswith(WAIVER_USAGE_ERROR) for p in problems):
         session.exitstatus = pytest.ExitCode.USAGE_ERROR
@@ -796,13 +807,18 @@ def _finalize_evidence(config: pytest.Config) -> None:
     state, ev = state_of(config), evidence_of(config)
     if state is None or ev is None or state.is_worker or config.option.collectonly:
         return
-    from pytest_qualify.evidence.finish import finalize
+    from pytest_qualify.evidence.finish import finalize, verdict_line
 
     error = finalize(state, ev, secrets_of(state))
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr is None:
+        return
     if error:
-        tr = config.pluginmanager.get_plugin("terminalreporter")
-        if tr is not None:
-            tr.write_line(f"qualify: {error}", red=True)
+        tr.write_line(f"qualify: {error}", red=True)
+    if state.verdict is not None:
+        # After pytest's own "N passed" line: the verdict is the run's last line.
+        tr.write_line(verdict_line(state.verdict, ev), bold=True, green=state.verdict.passed,
+                      red=not state.verdict.passed)
 
 
 @pytest.hookimpl(wrapper=True)

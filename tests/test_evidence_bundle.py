@@ -102,7 +102,7 @@ def test_summary_validates_and_carries_the_run(run):
 
 
 @pytest.mark.parametrize("mutate, field", [
-    (lambda s: s.update(schema_version=2), "schema_version"),
+    (lambda s: s.update(schema_version=3), "schema_version"),
     (lambda s: s["verdict"].update(result="PASS"), "verdict"),
     (lambda s: s.pop("timing"), "(top level)"),
     (lambda s: s["timing"]["lanes"][0].update(ttft_s={"median": 1.0}), "timing.lanes.0.ttft_s"),

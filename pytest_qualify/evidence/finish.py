@@ -4,10 +4,11 @@ in its run state and the gate's ``evaluate``."""
 
 from __future__ import annotations
 
+import os
 import re
 import time
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,17 +91,33 @@ def conclude(
     evaluate: Callable[..., Any],
     secrets: Sequence[str],
     died: str | None = None,
+    incomplete: Sequence[str] = (),
 ) -> Any:
     """Decide the verdict and write the bundle; returns the GateVerdict. Anything that goes wrong
-    while writing evidence becomes a run-level reason: a run without its evidence cannot pass."""
+    while writing evidence becomes a run-level reason: a run without its evidence cannot pass.
+
+    ``problems`` fail the deployment (a dead server); ``incomplete`` leave it unjudged (an
+    interruption, a partial selection). A target that never started leaves everything unjudged.
+    The profile's SLOs become gate rows."""
+    from pytest_qualify.evidence.provenance import PROVENANCE_FILE
+    from pytest_qualify.evidence.slo import check_rows, evaluate_slo
+    from pytest_qualify.evidence.stats import flips
+
     results = list(state.results.values())
     waiver_for = None
+    unjudged = list(incomplete)
     if ev.waivers is not None:
         ev.waivers.observe(candidates(results))
         for conflict in hard_module_conflicts(ev.waivers.waivers, candidates(results), ev.waivers.waivable_modules):
             problems.append(f"{WAIVER_USAGE_ERROR}: {conflict}")
         waiver_for = ev.waivers.waiver_for
-    verdict = evaluate(results, waiver_for=waiver_for, run_problems=problems)
+    checks: list[Any] = []
+
+    def decide() -> Any:
+        return evaluate(results, waiver_for=waiver_for, run_problems=problems, incomplete=unjudged,
+                        checks=checks, target_unavailable=bool(state.startup_error))
+
+    verdict = decide()
 
     finished = time.time()
     run = {
@@ -128,40 +145,90 @@ def conclude(
             metrics_files=bundle.metrics_files(run_dir) if run_dir.is_dir() else [],
             waivers=ev.waivers.as_dict() if ev.waivers is not None else None,
             baseline=None,
-            artifacts={"plot": None, "notes": []},
+            artifacts={"plot": None, "notes": [], "provenance": PROVENANCE_FILE},
         )
+        slo_rows = evaluate_slo(state.profile.slo, summary["items"], summary["timing"])
+        if slo_rows:
+            summary["slo"] = slo_rows
+            checks[:] = check_rows(slo_rows)
+            verdict = decide()
         if ev.baseline is not None:
             comparison = compare(summary, ev.baseline, path=ev.baseline_path,
                                  threshold_pct=ev.regression_threshold_pct, fail_on_regression=ev.fail_on_regression)
+            comparison["flips"] = flips(summary["items"], ev.baseline.get("items") or [])
             summary["baseline"] = comparison
             if ev.fail_on_regression and comparison["regressions"]:
                 problems.append(
                     f"performance regression against baseline run {comparison['run_id']} beyond "
                     f"{ev.regression_threshold_pct:g}%: " + "; ".join(comparison["regressions"])
                 )
-                verdict = evaluate(results, waiver_for=waiver_for, run_problems=problems)
-                summary["verdict"] = verdict_section(verdict)
-                summary["gate"] = gate_section(verdict)
+                verdict = decide()
+        summary["verdict"] = verdict_section(verdict)
+        summary["gate"] = gate_section(verdict)
         bundle.write_bundle(run_dir, summary, ev.cases, secrets)
         ev.summary = summary
         ev.bundle_dir = str(run_dir)
     except Exception as exc:  # noqa: BLE001 - whatever broke, the verdict must say so
         ev.bundle_error = f"{type(exc).__name__}: {exc}"
-        problems.append(f"evidence bundle could not be written to {run_dir}: {ev.bundle_error}")
-        verdict = evaluate(results, waiver_for=waiver_for, run_problems=problems)
+        unjudged.append(f"evidence bundle could not be written to {run_dir}: {ev.bundle_error}")
+        verdict = decide()
+    ev.exit_code = exit_code_of(verdict.verdict)
     return verdict
 
 
-def finalize(state: Any, ev: EvidenceState, secrets: Sequence[str]) -> str | None:
-    """After the server stopped: redact and checksum the bundle. Returns an error text or None."""
+def exit_code_of(verdict: str) -> int:
+    """0 PASS, 1 FAIL (pytest's "tests failed"), 2 INCOMPLETE (pytest's "interrupted"): a CI job can
+    retry an INCOMPLETE run and reject a FAILed deployment without reading any file."""
+    from pytest_qualify.gate import EXIT_CODES
+
+    return EXIT_CODES[verdict]
+
+
+def finalize(state: Any, ev: EvidenceState, secrets: Sequence[str],
+             environ: Mapping[str, str] | None = None) -> str | None:
+    """After the server stopped: redact the bundle, write the provenance statement and the
+    checksums, then the CI job summary (``GITHUB_STEP_SUMMARY``). Returns an error text or None."""
     run_dir = Path(state.run_dir)
     if not run_dir.is_dir():
         return None
+    errors = []
+    if ev.summary is not None and ev.exit_code is not None:
+        from pytest_qualify.evidence import job_summary
+
+        try:
+            ev.job_summary = job_summary.append(ev.summary, os.environ if environ is None else environ,
+                                                bundle_dir=str(run_dir), exit_code=ev.exit_code)
+        except OSError as exc:  # a convenience: the bundle stands without it
+            errors.append(f"job summary not written: {exc}")
+    try:
+        # Redact first: the statement's digests and the manifest are of the files as kept.
+        bundle.redact_files(run_dir, secrets)
+        if ev.summary is not None:
+            from pytest_qualify.evidence.provenance import write_statement
+
+            write_statement(run_dir, ev.summary, secrets, exit_code=ev.exit_code)
+    except OSError as exc:
+        errors.append(f"provenance.intoto.json could not be written: {exc}")
     try:
         bundle.write_manifest(run_dir, secrets)
     except OSError as exc:
-        return f"SHA256SUMS could not be written: {exc}"
-    return None
+        errors.append(f"SHA256SUMS could not be written: {exc}")
+    return "; ".join(errors) or None
+
+
+def verdict_line(verdict: Any, ev: EvidenceState | None) -> str:
+    """The run's last terminal line, for a CI log read from the bottom (``tail -1``)."""
+    text = f"QUALIFICATION: {verdict.verdict}"
+    if ev is not None and ev.exit_code is not None:
+        text += f" (exit {ev.exit_code})"
+    if verdict.verdict != "PASS" and verdict.reasons:
+        first = verdict.reasons[0]
+        text += f": {first[:160]}" + (f" (+{len(verdict.reasons) - 1} more)" if len(verdict.reasons) > 1 else "")
+    elif verdict.verdict != "PASS" and verdict.failures:
+        text += f": {len(verdict.failures)} protocol item(s) failed"
+    if ev is not None and ev.bundle_dir:
+        text += f" · evidence {ev.bundle_dir}"
+    return text
 
 
 def lane_metrics_name(label: str, lane: str, repetition: Any, when: str) -> str:
@@ -180,6 +247,10 @@ def terminal_lines(ev: EvidenceState) -> list[str]:
         if ev.bundle_error:
             lines.append(f"qualify: evidence bundle NOT written: {ev.bundle_error}")
         return lines
+    if s.get("stats"):
+        from pytest_qualify.evidence.stats import headline
+
+        lines.append(headline(s["stats"]))
     t = s["timing"]
     d, pf = t["decode_tok_s"], t["prefill_tok_s"]
     if d or pf:
@@ -211,7 +282,9 @@ def terminal_lines(ev: EvidenceState) -> list[str]:
         lines.append(f"  {'metric':<{width}}  {'baseline':>12}  {'this run':>12}  delta")
         lines += [f"  {r[0]:<{width}}  {r[1]:>12}  {r[2]:>12}  {r[3]}" for r in rows]
         lines += [f"  note: {n}" for n in b["notes"]]
-    lines.append(f"evidence bundle: {ev.bundle_dir} (report.md, summary.json, junit.xml, SHA256SUMS"
-                 + (", plot" if s["artifacts"]["plot"] else "") + ")")
+        lines += [f"  flip: {f['module']}: {f['item']}: {f['baseline']} -> {f['current']} ({f['change']})"
+                  for f in b.get("flips") or []]
+    lines.append(f"evidence bundle: {ev.bundle_dir} (report.md, summary.json, junit.xml, provenance.intoto.json, "
+                 "SHA256SUMS" + (", plot" if s["artifacts"]["plot"] else "") + ")")
     lines += [f"  {n}" for n in s["artifacts"]["notes"]]
     return lines
