@@ -55,7 +55,7 @@ def _ceiling(name: str, title: str, scope: str, metric: str, values: Sequence[fl
     else:  # "p95"
         measured = percentile(values, 95)
     ok = measured is not None and measured <= limit
-    text = None if measured is None else f"{fmt(measured)} ({how} of {len(values)})"
+    text = None if measured is None else f"{fmt(measured)} ({'worst' if how == 'max' else how} of {len(values)})"
     if measured is None:
         reason = f"{title}: not measured (no {metric} recorded), so the limit {fmt(limit)} cannot be checked"
     elif not ok:
