@@ -249,3 +249,20 @@ def test_baseline_lists_per_item_flips(pytester, tmp_path):
         {"module": "smoke", "item": "test_identity", "baseline": "0/1", "current": "1/1", "change": "newly passing"}]
     assert "flip: smoke: test_identity: 0/1 -> 1/1 (newly passing)" in second.stdout.str()
     assert "| smoke | test_identity | 0/1 | 1/1 | newly passing |" in (bundle_of(tmp_path, "ev2") / "report.md").read_text()
+
+
+def test_summary_schema_2_requires_the_new_sections_and_a_version_1_baseline_still_validates():
+    from pytest_qualify.evidence.summary import SummaryError
+
+    summary, _ = synthetic_summary()
+    assert summary["schema_version"] == 2
+    old = {k: v for k, v in summary.items() if k not in ("stats", "slo")}
+    old["verdict"] = {k: v for k, v in summary["verdict"].items() if k != "incomplete"}
+    with pytest.raises(SummaryError, match="stats"):
+        validate(old)
+    old["schema_version"] = 1
+    validate(old)  # a baseline written before version 2 stays usable
+    broken = json.loads(json.dumps(summary))
+    broken["verdict"]["result"] = "UNKNOWN"
+    with pytest.raises(SummaryError, match="verdict.result"):
+        validate(broken)
