@@ -35,7 +35,7 @@ def test_the_262k_profile_stays_without_slo_and_the_example_has_them():
     assert slo is not None
     assert [lane.lane for lane in slo.lanes] == ["1K", "2K", "3K"]
     assert all(lane.ttft_s_max and lane.e2e_s_max for lane in slo.lanes)
-    assert slo.decode_tok_s_p50_min == 100.0 and slo.ttft_s_p95_max == 0.75
+    assert slo.decode_tok_s_p50_min == 100.0 and slo.ttft_s_p95_max == 1.5
 
 
 def test_slo_table_loads_in_lane_order(tmp_path):
@@ -142,12 +142,12 @@ def test_example_profile_passes_with_its_slo_rows(pytester):
     lines = [line for line in out.splitlines() if line.startswith("SLO ")]
     assert len(lines) == 8 and not any(line.endswith("FAIL") for line in lines)
     report = (bundle(pytester) / "report.md").read_text()
-    assert "| SLO 3K lane TTFT | " in report and "(limit <= 750.0 ms)" in report
+    assert "| SLO 3K lane TTFT | " in report and "(limit <= 1.500 s)" in report
 
 
 def test_latency_fault_fails_exactly_the_slo_rows(pytester):
-    # -n 2: the fault adds two seconds to every streamed answer; two workers halve the wait.
-    result = run(pytester, "--qualify-reference-fault", "latency=1", "-n", "2")
+    # -n 2: the fault adds four seconds to every streamed answer; two workers halve the wait.
+    result = run(pytester, "--qualify-reference-fault", "latency=2", "-n", "2")
     out = result.stdout.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED, out[-3000:]
     d = bundle(pytester)
@@ -161,7 +161,7 @@ def test_latency_fault_fails_exactly_the_slo_rows(pytester):
     assert summary["verdict"]["reasons"] == [r["reason"] for r in summary["slo"]]
     for row in summary["slo"]:
         if row["bound"] == "max":
-            assert row["measured"] > row["limit"] and row["measured"] >= 1.0
+            assert row["measured"] > row["limit"] and row["measured"] >= 2.0
         else:
             assert row["measured"] < row["limit"]
     assert out.splitlines()[-1].startswith("QUALIFICATION: FAIL (exit 1): SLO 1K lane TTFT: measured ")
