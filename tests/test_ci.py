@@ -11,17 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from fake_vllm import smoke_profile
+from conftest import SMOKE, write_profile
 from pytest_qualify import gate
 from pytest_qualify.evidence import job_summary, junit
 from pytest_qualify.evidence.session import CaseRecord
 from pytest_qualify.evidence.stats import flips, stats_section, wilson
 from pytest_qualify.evidence.summary import build_summary, validate
 from pytest_qualify.lifecycle import free_port
-from pytest_qualify.plugin import suites_dir
 from pytest_qualify.profiles import load_profile, module_registry
-
-SMOKE = str(suites_dir() / "test_smoke.py")
 
 
 # -- Wilson intervals and flips --------------------------------------------------------------------
@@ -146,7 +143,7 @@ def test_job_summary_is_written_only_where_github_says(tmp_path):
 
 def run(pytester: pytest.Pytester, tmp_path: Path, *args: str, profile: str | None = None) -> pytest.RunResult:
     return pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", f"--qualify={profile or smoke_profile(tmp_path)}",
+        "-p", "no:cacheprovider", f"--qualify={profile or write_profile(tmp_path)}",
         "--qualify-evidence", str(tmp_path / "ev"), *args,
     )
 
@@ -234,7 +231,7 @@ def test_an_unreachable_endpoint_is_incomplete_at_once(pytester, tmp_path):
 
 
 def test_baseline_lists_per_item_flips(pytester, tmp_path):
-    profile = str(smoke_profile(tmp_path))
+    profile = str(write_profile(tmp_path))
     first = run(pytester, tmp_path, "--qualify-endpoint", "reference", "--qualify-reference-fault", "wrong_identity",
                 SMOKE, profile=profile)
     assert first.ret == pytest.ExitCode.TESTS_FAILED

@@ -11,13 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from fake_vllm import fake_command, smoke_profile
+from conftest import SMOKE, write_profile
+from fake_vllm import fake_command
 from pytest_qualify.evidence.provenance import (
     PREDICATE_TYPE, PROVENANCE_FILE, STATEMENT_TYPE, check_statement, predicate, subjects,
 )
-from pytest_qualify.plugin import suites_dir
-
-SMOKE = str(suites_dir() / "test_smoke.py")
 
 
 def test_subjects_are_every_bundle_file_but_the_statement_and_the_manifest(tmp_path):
@@ -50,7 +48,7 @@ def test_launch_mode_statement_binds_the_bundle_to_the_deployment(pytester, tmp_
     key = "sk-qualify-" + secrets.token_hex(12)
     hf = "hf_" + secrets.token_hex(12)
     monkeypatch.setenv("QUALIFY_API_KEY", key)
-    profile = smoke_profile(tmp_path)
+    profile = write_profile(tmp_path)
     result = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", f"--qualify={profile}", "--qualify-evidence", str(tmp_path / "ev"),
         "--qualify-serve-command", fake_command("--hf-token", hf, "--served-model-name", "{served_name}"), SMOKE,
@@ -88,7 +86,7 @@ def test_launch_mode_statement_binds_the_bundle_to_the_deployment(pytester, tmp_
 
 def test_a_failed_startup_still_gets_its_statement(pytester, tmp_path):
     result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", f"--qualify={smoke_profile(tmp_path)}", "--qualify-evidence", str(tmp_path / "ev"),
+        "-p", "no:cacheprovider", f"--qualify={write_profile(tmp_path)}", "--qualify-evidence", str(tmp_path / "ev"),
         "--qualify-serve-command", fake_command("--exit-during-startup", "3"), SMOKE,
     )
     assert result.ret == pytest.ExitCode.INTERRUPTED
