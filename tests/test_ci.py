@@ -136,6 +136,11 @@ def test_job_summary_is_written_only_where_github_says(tmp_path):
     text = target.read_text()
     assert text.startswith("earlier step\n## Qualification: FAIL")  # appended, never overwritten
     assert "### Failures (2)" in text
+    # A reason that quotes a secret (a server echoing the key) reaches the page masked.
+    summary["verdict"]["failures"][0]["reason"] = "401: key sk-live-123 rejected"
+    job_summary.append(summary, {"GITHUB_STEP_SUMMARY": str(target)}, bundle_dir="b", exit_code=1,
+                       secrets=("sk-live-123",))
+    assert "sk-live-123" not in target.read_text() and "401: key *** rejected" in target.read_text()
 
 
 # -- end to end: the three verdicts as CI sees them -------------------------------------------------

@@ -99,7 +99,8 @@ def test_github_workflow_runs_as_written(tmp_path):
     wf = blocks()["github-workflow"].body
     commands = run_commands(wf)
     assert commands[0] == "pip install -e ."  # the checkout is this project: already installed here
-    qualify, sign = commands[1], commands[2]
+    git, qualify, sign = commands[1:4]
+    assert subprocess.run(["bash", "-c", git], capture_output=True).returncode == 0  # git is here: no apt
     assert qualify == "pytest --qualify=262k --repeat 3 --qualify-evidence qualify-evidence"
     step = tmp_path / "step-summary.md"
     env = env_for(tmp_path, GITHUB_STEP_SUMMARY=str(step), HF_HUB_OFFLINE=yaml_value(wf, "HF_HUB_OFFLINE"))

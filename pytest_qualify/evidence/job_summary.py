@@ -9,7 +9,7 @@ summary.json and junit.xml in the uploaded bundle hold them all.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,12 +71,16 @@ def render(summary: Mapping[str, Any], *, bundle_dir: str, exit_code: int, max_b
     return out
 
 
-def append(summary: Mapping[str, Any], environ: Mapping[str, str], *, bundle_dir: str, exit_code: int) -> str | None:
-    """Append to the file ``GITHUB_STEP_SUMMARY`` names; returns its path, or None when unset."""
+def append(summary: Mapping[str, Any], environ: Mapping[str, str], *, bundle_dir: str, exit_code: int,
+           secrets: Sequence[str] = ()) -> str | None:
+    """Append to the file ``GITHUB_STEP_SUMMARY`` names; returns its path, or None when unset. The
+    page is outside the bundle, so it is redacted here: a reason may quote what a server echoed."""
+    from pytest_qualify.redaction import redact
+
     target = environ.get(ENV)
     if not target:
         return None
-    text = render(summary, bundle_dir=bundle_dir, exit_code=exit_code)
+    text = redact(render(summary, bundle_dir=bundle_dir, exit_code=exit_code), secrets)
     with Path(target).open("a", encoding="utf-8") as f:
         f.write(text + "\n")
     return target

@@ -139,7 +139,8 @@ def finish_bundle(state: RunState, ev: EvidenceState, environ: Mapping[str, str]
     if ev.exit_code is not None:
         try:
             ev.job_summary = job_summary.append(ev.summary, os.environ if environ is None else environ,
-                                                bundle_dir=str(run_dir), exit_code=ev.exit_code)
+                                                bundle_dir=str(run_dir), exit_code=ev.exit_code,
+                                                secrets=state.secrets)
         except OSError as exc:  # a convenience: the bundle stands without it
             errors.append(f"job summary not written: {exc}")
     try:
