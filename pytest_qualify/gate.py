@@ -1,8 +1,15 @@
 """The gate: pass^k over every protocol item in every repetition. No pytest imports.
 
 The verdict is PASS only when every required module ran, every item of it passed in every
-repetition (a waived item is listed, never hidden), and nothing ended the run early: a dead
-server, an interruption, a rerun. Everything else is FAIL, and each failure carries its reason.
+repetition (a waived item is listed, never hidden), every limit check (a latency SLO) held, and
+nothing ended the run early. Otherwise it is one of two verdicts, each with its reasons:
+
+- FAIL: the deployment was judged and failed — an item, a limit check, a dead server, a
+  performance regression.
+- INCOMPLETE: the deployment was not (fully) judged — the target never became available, the run
+  was interrupted, a selection left part of the protocol out, a limit had nothing to measure.
+  Neither promotes; CI retries an INCOMPLETE run and rejects a FAILed deployment. A judged
+  failure outranks incompleteness: a deployment that failed an item has failed.
 """
 
 from __future__ import annotations
@@ -15,6 +22,11 @@ from pytest_qualify.profiles import ModuleInfo
 
 PASS = "PASS"
 FAIL = "FAIL"
+INCOMPLETE = "INCOMPLETE"
+# The exit status each verdict asks for: pytest's own 1 ("tests failed") for a deployment that
+# failed, and its 2 ("interrupted") for a run that did not judge it fully — a code CI already
+# reads as "not a test failure", so a job can retry on 2 and reject on 1.
+EXIT_CODES = {PASS: 0, FAIL: 1, INCOMPLETE: 2}
 
 
 @dataclass
@@ -84,12 +96,30 @@ class GateRow:
 
 
 @dataclass(frozen=True)
+class CheckRow:
+    """A gate row that is a limit, not a module: a measured figure against the profile's limit
+    (a latency SLO). ``measured`` None means there was nothing to measure: the run is incomplete."""
+
+    title: str
+    measured: str | None  # as the operator reads it, with its unit ("1.234 s (max of 3)")
+    limit: str  # "<= 2.000 s"
+    ok: bool
+    reason: str = ""  # why it failed, naming the figure and the limit
+
+    @property
+    def result(self) -> str:
+        return f"{self.measured or 'not measured'} (limit {self.limit})"
+
+
+@dataclass(frozen=True)
 class GateVerdict:
     verdict: str
     rows: tuple[GateRow, ...]
     failures: tuple[ItemResult, ...]
     waived: tuple[ItemResult, ...]
     reasons: tuple[str, ...]  # run-level reasons: a missing module, a dead server, ...
+    checks: tuple[CheckRow, ...] = ()
+    incomplete: tuple[str, ...] = ()  # the reasons (among ``reasons``) that left the run unjudged
 
     @property
     def passed(self) -> bool:
@@ -109,9 +139,15 @@ def evaluate(
     *,
     waiver_for: Callable[[ItemResult], str | None] | None = None,
     run_problems: Sequence[str] = (),
+    incomplete: Sequence[str] = (),
+    checks: Sequence[CheckRow] = (),
+    target_unavailable: bool = False,
 ) -> GateVerdict:
     """Apply the hard 100% gate. ``waiver_for`` returns a waiver reason for a failed item of a
-    waivable module, or None; ``run_problems`` are run-level failures (dead server, interrupt)."""
+    waivable module, or None; ``run_problems`` are run-level failures of the deployment (a dead
+    server, a regression); ``incomplete`` are reasons the run did not judge all of it (an
+    interruption, a partial selection); ``checks`` are limit rows (SLOs). ``target_unavailable``:
+    the endpoint never answered, so failed items judged nothing and the verdict is INCOMPLETE."""
     results = list(results)
     by_module: dict[str, list[ItemResult]] = {}
     for r in results:
@@ -131,6 +167,7 @@ def evaluate(
 
     rows = []
     reasons = list(run_problems)
+    unjudged = list(incomplete)
     order = [m for m in modules if m in required] + [m for m in by_module if m not in required]
     for mod in order:
         items = by_module.get(mod, [])
@@ -149,18 +186,33 @@ def evaluate(
         )
         rows.append(row)
         if mod in required and not items:
-            reasons.append(f"module '{mod}' ({row.title}) did not run: the gate needs every required module")
+            unjudged.append(f"module '{mod}' ({row.title}) did not run: the gate needs every required module")
 
     if not results:
-        reasons.append("no protocol test ran")
-    verdict = PASS if not failures and not reasons else FAIL
-    return GateVerdict(verdict, tuple(rows), tuple(failures), tuple(waived), tuple(reasons))
+        unjudged.append("no protocol test ran")
+    for check in checks:
+        if check.ok:
+            continue
+        if check.measured is None:
+            unjudged.append(check.reason or f"{check.title}: not measured")
+        else:
+            reasons.append(check.reason or f"{check.title}: {check.result}")
+    judged_failure = bool(failures or reasons) and not target_unavailable
+    if judged_failure:
+        verdict = FAIL
+    elif unjudged or failures or reasons:
+        verdict = INCOMPLETE
+    else:
+        verdict = PASS
+    return GateVerdict(verdict, tuple(rows), tuple(failures), tuple(waived), tuple(reasons + unjudged),
+                       tuple(checks), tuple(unjudged))
 
 
 def render_table(verdict: GateVerdict) -> list[str]:
     """``Gate | Result`` as aligned text lines for the terminal."""
     header = ("Gate", "Result")
     body = [(row.title, row.result + ("" if row.ok else "  FAIL")) for row in verdict.rows]
+    body += [(c.title, c.result + ("" if c.ok else "  FAIL")) for c in verdict.checks]
     width = max(len(header[0]), *(len(b[0]) for b in body)) if body else len(header[0])
     lines = [f"{header[0]:<{width}} | {header[1]}", f"{'-' * width}-+-{'-' * 24}"]
     lines += [f"{a:<{width}} | {b}" for a, b in body]

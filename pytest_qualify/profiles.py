@@ -92,6 +92,25 @@ class Serve:
 
 
 @dataclass(frozen=True)
+class LaneSlo:
+    """Latency ceilings for one context lane, each held by every repetition of the lane."""
+
+    lane: str
+    ttft_s_max: float | None = None
+    e2e_s_max: float | None = None
+
+
+@dataclass(frozen=True)
+class Slo:
+    """The profile's optional ``[slo]`` table: latency limits the gate checks on client-observed
+    figures (vLLM bench's definitions, see timing.py). Absent: no SLO row in the gate."""
+
+    lanes: tuple[LaneSlo, ...] = ()
+    decode_tok_s_p50_min: float | None = None
+    ttft_s_p95_max: float | None = None
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     source: str
@@ -104,6 +123,7 @@ class Profile:
     required_modules: tuple[str, ...]
     waivable_modules: tuple[str, ...] = ()
     robustness_examples: int = 200
+    slo: Slo | None = None
 
     def lane(self, name: str) -> Lane:
         for lane in self.limits.lanes:
@@ -272,7 +292,25 @@ def _build(raw: dict[str, Any], path: Path) -> Profile:
         required_modules=modules,
         waivable_modules=_waivable(raw, path, known),
         robustness_examples=raw["modules"].get("robustness_examples", 200),
+        slo=_slo(raw, path, names),
     )
+
+
+def _slo(raw: dict[str, Any], path: Path, lane_names: list[str]) -> Slo | None:
+    """The ``[slo]`` table; a lane it names must be one of the profile's lanes."""
+    table = raw.get("slo")
+    if table is None:
+        return None
+    lanes = []
+    for name, limits in table.get("lanes", {}).items():
+        if name not in lane_names:
+            raise ProfileError(
+                f"profile file {path}: field 'slo.lanes.{name}' is invalid: no such lane "
+                f"(expected one of {', '.join(lane_names)})"
+            )
+        lanes.append(LaneSlo(name, limits.get("ttft_s_max"), limits.get("e2e_s_max")))
+    lanes.sort(key=lambda lane: lane_names.index(lane.lane))
+    return Slo(tuple(lanes), table.get("decode_tok_s_p50_min"), table.get("ttft_s_p95_max"))
 
 
 def _waivable(raw: dict[str, Any], path: Path, known: dict[str, ModuleInfo]) -> tuple[str, ...]:

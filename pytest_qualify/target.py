@@ -148,6 +148,13 @@ def start_target(
     """Launch (or attach) and wait until ``/health`` answers. Raises StartupError/TargetError."""
     if settings.mode == "attach":
         assert settings.endpoint
+        unreachable = unreachable_reason(settings.endpoint)
+        if unreachable:
+            from pytest_qualify.redaction import safe_url
+
+            # Not a dead server: nothing was ever judged, and the verdict says INCOMPLETE.
+            raise TargetError(f"--qualify-endpoint {safe_url(settings.endpoint)}: the endpoint could not be "
+                              f"reached: {unreachable}")
         return Target(mode="attach", base_url=settings.endpoint)
     spec = launch_spec(profile, settings, run_dir, api_key)
     process = ServerProcess(spec)
@@ -170,6 +177,26 @@ def start_target(
     if progress:
         progress(f"server ready at {spec.base_url} after {seconds:.1f} s (pid {process.pid})")
     return target
+
+
+def unreachable_reason(base_url: str, attempts: int = 3, timeout_s: float = 5.0, pause_s: float = 1.0) -> str | None:
+    """Why an attached endpoint cannot be reached at all (no TCP connection, no HTTP answer), or
+    None. Any HTTP answer to ``/health`` counts as reachable: a router may answer 404 there. A few
+    tries, so a router that is restarting gets a moment."""
+    import time
+
+    import httpx
+
+    why = None
+    for attempt in range(attempts):
+        try:
+            httpx.get(base_url.rstrip("/") + "/health", timeout=timeout_s)
+            return None
+        except httpx.HTTPError as exc:
+            why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no answer'}"
+        if attempt + 1 < attempts:
+            time.sleep(pause_s)
+    return why
 
 
 def api_key_from_env(settings: Settings) -> str | None:

@@ -30,6 +30,13 @@ settings.load_profile("pytest-qualify")
 SMOKE = str(suites_dir() / "test_smoke.py")
 
 
+@pytest.fixture(autouse=True)
+def _no_ci_job_summary(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs inside these tests must not append to the CI job's own summary page (GitHub Actions
+    sets GITHUB_STEP_SUMMARY for every step); a test that wants one sets its own file."""
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+
+
 def suite(*modules: str) -> list[str]:
     """The protocol suite files of these modules."""
     return [str(suites_dir() / f"test_{m}.py") for m in modules]

@@ -103,7 +103,7 @@ def test_summary_validates_and_carries_the_run(run):
 
 
 @pytest.mark.parametrize("mutate, field", [
-    (lambda s: s.update(schema_version=2), "schema_version"),
+    (lambda s: s.update(schema_version=3), "schema_version"),
     (lambda s: s["verdict"].update(result="PASS"), "verdict"),
     (lambda s: s.pop("timing"), "(top level)"),
     (lambda s: s["timing"]["lanes"][0].update(ttft_s={"median": 1.0}), "timing.lanes.0.ttft_s"),
@@ -224,16 +224,7 @@ def test_bundle_is_complete_redacted_and_verifiable(run, tmp_path):
         assert subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=d, capture_output=True).returncode != 0
 
 
-def test_plot_is_drawn_when_matplotlib_is_there(run, tmp_path):
-    pytest.importorskip("matplotlib")
-    d = _write(run, tmp_path)
-    summary = json.loads((d / "summary.json").read_text())
-    assert summary["artifacts"]["plot"] == "ttft-vs-prompt-tokens.png"
-    assert (d / "ttft-vs-prompt-tokens.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "ttft-vs-prompt-tokens.png" in (d / "SHA256SUMS").read_text()
-
-
-def test_bundle_notes_a_missing_matplotlib(run, tmp_path, monkeypatch):
+def test_plot_is_drawn_on_a_plain_install_without_matplotlib(run, tmp_path, monkeypatch):
     real_import = builtins.__import__
 
     def no_matplotlib(name, *args, **kwargs):
@@ -244,10 +235,39 @@ def test_bundle_notes_a_missing_matplotlib(run, tmp_path, monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
     d = _write(run, tmp_path)
     summary = json.loads((d / "summary.json").read_text())
-    assert summary["artifacts"]["plot"] is None
-    assert any("matplotlib is not installed" in n for n in summary["artifacts"]["notes"])
-    assert "matplotlib is not installed" in (d / "report.md").read_text()
-    assert not (d / "ttft-vs-prompt-tokens.png").exists()
+    assert summary["artifacts"]["plot"] == "ttft-vs-prompt-tokens.png"
+    assert summary["artifacts"]["notes"] == []
+    png = d / "ttft-vs-prompt-tokens.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "ttft-vs-prompt-tokens.png" in (d / "SHA256SUMS").read_text()
+    from PIL import Image
+
+    with Image.open(png) as img:
+        assert img.size == (825, 495)
+        colours = {c for _, c in img.getcolors(maxcolors=1 << 16)}
+    # Each lane has its own colour, drawn: the first two of the palette.
+    from pytest_qualify.evidence.plot import PALETTE
+
+    assert PALETTE[0] in colours and PALETTE[1] in colours
+
+
+def test_plot_bytes_are_reproducible_and_follow_the_figures(tmp_path):
+    from pytest_qualify.evidence.plot import plot_ttft
+
+    points = [{"prompt_tokens": 1024 * i, "ttft_s": 0.1 * i, "lane": f"{i}K", "module": "context"} for i in (1, 2, 3)]
+    a = plot_ttft(points, tmp_path / "a.png", "t", False).read_bytes()
+    b = plot_ttft(points, tmp_path / "b.png", "t", False).read_bytes()
+    c = plot_ttft(points[:2], tmp_path / "c.png", "t", False).read_bytes()
+    assert a == b and a != c
+
+
+@pytest.mark.parametrize(("lo", "hi", "first", "last"), [(0, 245760, 0, 250000), (0, 0.586, 0, 0.6), (0, 3.2, 0, 4)])
+def test_plot_ticks_are_round_and_cover_the_data(lo, hi, first, last):
+    from pytest_qualify.evidence.plot import nice_ticks
+
+    ticks = nice_ticks(lo, hi)
+    assert ticks[0] == first and ticks[-1] == pytest.approx(last) and ticks[-1] >= hi
+    assert 3 <= len(ticks) <= 9
 
 
 def test_cache_flags_blame_a_lane_only_on_its_own_evidence():

@@ -188,11 +188,12 @@ def test_startup_failure_still_writes_the_bundle(pytester, tmp_path):
     pytester.makepyfile(test_chatty=CHATTY)
     result = run(pytester, tmp_path, ["smoke"], "--qualify-serve-command", f"{sys.executable} {script}",
                  "--qualify-startup-timeout", "30", "test_chatty.py")
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    # Nothing was judged: INCOMPLETE, exit 2 (not a FAILed deployment).
+    assert result.ret == pytest.ExitCode.INTERRUPTED
     d = run_dir(tmp_path)
     summary = check_bundle(d)
-    assert summary["verdict"]["result"] == "FAIL"
-    assert any(r.startswith("server startup failed") for r in summary["verdict"]["reasons"])
+    assert summary["verdict"]["result"] == "INCOMPLETE"
+    assert any(r.startswith("server startup failed") for r in summary["verdict"]["incomplete"])
     assert "no kernel image" in summary["target"]["startup_error"]
     assert summary["server_metrics"]["available"] is False
     report = (d / "report.md").read_text()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_qualify.gate import FAIL, PASS, ItemResult, evaluate, render_table
+from pytest_qualify.gate import EXIT_CODES, FAIL, INCOMPLETE, PASS, CheckRow, ItemResult, evaluate, render_table
 from pytest_qualify.profiles import module_registry
 
 MODULES = module_registry()
@@ -32,14 +32,57 @@ def test_one_failure_in_one_repetition_fails_with_its_reason():
     assert any("repetition 2" in line and "wrong_value: city" in line for line in v.summary_lines())
 
 
-def test_missing_required_module_fails():
+def test_missing_required_module_is_incomplete_never_a_pass():
     v = evaluate([item()], MODULES, ["tools", "recall"])
+    assert v.verdict == INCOMPLETE
+    assert any("'recall'" in r for r in v.reasons) and any("'recall'" in r for r in v.incomplete)
+
+
+def test_no_tests_is_incomplete():
+    assert evaluate([], MODULES, ["tools"]).verdict == INCOMPLETE
+
+
+def test_a_judged_failure_outranks_incompleteness():
+    v = evaluate([item(outcome="failed", reason="wrong_value")], MODULES, ["tools"],
+                 incomplete=["run interrupted before the protocol finished"])
     assert v.verdict == FAIL
-    assert any("'recall'" in r for r in v.reasons)
+    assert v.incomplete == ("run interrupted before the protocol finished",)
 
 
-def test_no_tests_is_fail():
-    assert evaluate([], MODULES, ["tools"]).verdict == FAIL
+def test_interruption_or_partial_selection_alone_is_incomplete():
+    for why in ("run interrupted before the protocol finished", "partial run: 1 protocol items deselected"):
+        v = evaluate([item()], MODULES, ["tools"], incomplete=[why])
+        assert v.verdict == INCOMPLETE and v.reasons == (why,) and not v.passed
+
+
+def test_an_unavailable_target_judges_nothing_even_when_items_failed():
+    failed = [item(outcome="failed", reason="the server never started: connection refused")]
+    v = evaluate(failed, MODULES, ["tools"], incomplete=["server startup failed: exit code 3"], target_unavailable=True)
+    assert v.verdict == INCOMPLETE
+    assert evaluate(failed, MODULES, ["tools"]).verdict == FAIL
+
+
+def test_a_dead_server_is_a_judged_failure():
+    v = evaluate([item()], MODULES, ["tools"], run_problems=["server died during test_x"])
+    assert v.verdict == FAIL
+
+
+def test_check_rows_fail_or_leave_the_run_incomplete():
+    ok = CheckRow("SLO 1K lane TTFT", "0.2 s (max of 3)", "<= 1 s", True)
+    slow = CheckRow("SLO 1K lane TTFT", "1.5 s (max of 3)", "<= 1 s", False, "SLO 1K lane TTFT: measured 1.5 s exceeds 1 s")
+    unmeasured = CheckRow("SLO 2K lane TTFT", None, "<= 1 s", False, "SLO 2K lane TTFT: not measured")
+    assert evaluate([item()], MODULES, ["tools"], checks=[ok]).verdict == PASS
+    v = evaluate([item()], MODULES, ["tools"], checks=[ok, slow])
+    assert v.verdict == FAIL and v.reasons == (slow.reason,)
+    v = evaluate([item()], MODULES, ["tools"], checks=[ok, unmeasured])
+    assert v.verdict == INCOMPLETE and v.incomplete == (unmeasured.reason,)
+    lines = render_table(evaluate([item()], MODULES, ["tools"], checks=[ok, slow]))
+    assert lines[-1].startswith("SLO 1K lane TTFT") and lines[-1].endswith("1.5 s (max of 3) (limit <= 1 s)  FAIL")
+    assert lines[-2].endswith("0.2 s (max of 3) (limit <= 1 s)")
+
+
+def test_exit_codes_tell_the_three_verdicts_apart():
+    assert EXIT_CODES == {PASS: 0, FAIL: 1, INCOMPLETE: 2}
 
 
 def test_skip_is_not_a_pass():

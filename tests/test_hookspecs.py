@@ -70,5 +70,6 @@ def test_a_failing_run_reaches_the_hook_with_its_reasons(run, pytester):
 
 def test_a_hook_that_breaks_costs_the_run_its_evidence_and_fails_the_gate(run, pytester):
     result = run(plugin="def pytest_qualify_summary(config, summary):\n    raise RuntimeError('ticket system down')\n")
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["*QUALIFICATION: FAIL*", "*evidence bundle could not be written*ticket system down*"])
+    # Not a judged failure of the deployment, but never a pass: INCOMPLETE, exit 2 (run it again).
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*QUALIFICATION: INCOMPLETE*", "*evidence bundle could not be written*ticket system down*"])

@@ -51,8 +51,11 @@ def test_the_subset_ran_against_the_real_model(qwen_run: Run, vllm_env: VllmEnv)
     assert ran == ["context", "smoke", "tools", "window"], ran
     assert len(items(s, "context")) == 1 and len(items(s, "tools")) == len(TOOL_CASES), [i["nodeid"] for i in s["items"]]
     assert s["target"]["models"][0]["root"] == str(vllm_env.model_dir), s["target"]
-    # A -k selection is a partial protocol: the gate can only say FAIL, and the exit status follows.
-    assert s["verdict"]["result"] == "FAIL" and qwen_run.code == 1, s["verdict"]
+    # A -k selection is a partial protocol: never a PASS. INCOMPLETE (exit 2) unless an item the
+    # subset judged failed, which makes it FAIL (exit 1); the exit status follows the verdict.
+    assert any(r.startswith("partial run:") for r in s["verdict"]["incomplete"]), s["verdict"]
+    expected = "FAIL" if s["verdict"]["failures"] else "INCOMPLETE"
+    assert s["verdict"]["result"] == expected and qwen_run.code == {"FAIL": 1, "INCOMPLETE": 2}[expected], s["verdict"]
     assert wait_until(lambda: not vllm_processes(vllm_env.venv, qwen_run.mark, qwen_run.cwd), 10.0)
 
 

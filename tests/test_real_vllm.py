@@ -244,7 +244,8 @@ def test_startup_crash_fails_fast_with_command_and_log_tail(vllm_env: VllmEnv, t
                         "--model", str(vllm_env.model_dir), "--no-such-flag"])
     assert f"command: {exact} --served-model-name tiny-llama" in out, out[-3000:]
     assert "unrecognized arguments: --no-such-flag" in out, out[-3000:]  # the log tail
-    assert run.code == 1 and "QUALIFICATION: FAIL" in out
+    # The endpoint never came up: nothing was judged, so INCOMPLETE and exit 2, not FAIL.
+    assert run.code == 2 and "QUALIFICATION: INCOMPLETE" in out
     s = summary(run.evidence)
     assert s["target"]["startup_error"] and all(
         i["outcome"] == "failed" and "server startup failed" in i["reason"] for i in s["items"]), s["items"]

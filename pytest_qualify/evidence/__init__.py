@@ -6,9 +6,13 @@
 - ``report``   — ``report.md`` rendered from the summary
 - ``waivers``  — operator waivers for failed corpus items, checked strictly
 - ``baseline`` — head-to-head against an earlier summary.json, regressions flagged or failed
-- ``plot``     — TTFT against prompt tokens (matplotlib, optional)
+- ``plot``     — TTFT against prompt tokens, drawn with Pillow
 - ``bundle``   — the files, their names, redaction through ``redaction.py`` and ``SHA256SUMS``
 - ``session``  — what is collected while the run goes on
 - ``verdict``  — the end of the run: waivers and baseline applied, the bundle written
-- ``terminal`` — the lines under the gate table
+- ``terminal`` — the lines under the gate table, and the verdict as the run's last line
+- ``slo``      — the profile's latency SLOs as gate rows, measured against their limits
+- ``stats``    — attempts passed per module with 95% Wilson intervals; per-item flips
+- ``provenance`` — ``provenance.intoto.json``: an in-toto statement binding the bundle to the deployment
+- ``job_summary`` — the CI job summary (``GITHUB_STEP_SUMMARY``), capped
 """

@@ -1,10 +1,11 @@
 """The evidence bundle in ``<evidence dir>/<run id>/``. No pytest here.
 
 ``junit.xml``, ``report.md``, ``summary.json``, ``server.log`` (written by the lifecycle),
-``metrics-*.prom`` snapshots, ``ttft-vs-prompt-tokens.png`` when matplotlib is installed, and
-``SHA256SUMS`` over all of them, which ``sha256sum -c SHA256SUMS`` verifies. The manifest is
+``metrics-*.prom`` snapshots, ``ttft-vs-prompt-tokens.png`` (drawn with Pillow),
+``provenance.intoto.json`` (an in-toto statement over the other files) and ``SHA256SUMS`` over
+all of them, which ``sha256sum -c SHA256SUMS`` verifies. The statement and the manifest are
 written last, after the server has stopped, because the server appends to its log until then.
-The value of the API key is redacted from every file before the manifest is taken.
+The value of the API key is redacted from every file before either is taken.
 """
 
 from __future__ import annotations

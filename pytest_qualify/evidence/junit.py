@@ -12,7 +12,11 @@ secrets redacted, verdict) are written here on the controller, because
 ``record_testsuite_property`` does not work under xdist.
 
 The file is xunit1-shaped (``<properties>`` inside ``<testcase>``), which is what pytest itself
-writes for user properties and what CI viewers read.
+writes for user properties and what CI viewers read. Some viewers read no ``<properties>`` at all
+(GitLab's test report shows name, classname, time, the failure and ``system-out``), so every test
+case also carries its key facts as text in ``<system-out>``, and a failure's message is its
+one-line reason with the facts at the top of its body. Repetitions keep their ids
+(``[rep2of3]``) in the name, so no two test cases share a classname and name.
 """
 
 from __future__ import annotations
@@ -79,6 +83,10 @@ def suite_properties(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("run_id", summary["run"]["id"]),
         ("verdict", v["result"]),
     ]
+    overall = (summary.get("stats") or {}).get("overall")
+    if overall and overall["attempts"]:
+        props.append(("attempts_passed", f"{overall['passed']}/{overall['attempts']}"))
+        props.append(("pass_probability_wilson95", f"{overall['wilson_low']:.4f}-{overall['wilson_high']:.4f}"))
     if reasons:
         props.append(("verdict_reasons", "; ".join(reasons)))
     return props
@@ -122,6 +130,27 @@ def _text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def key_facts(item: Mapping[str, Any]) -> str:
+    """The item's facts as plain text lines, for viewers that read no properties."""
+    props = item["properties"]
+    head = [f"module: {item['module']}", f"item: {item['item']}"]
+    if item.get("lane"):
+        head.append(f"lane: {item['lane']}")
+    head.append(f"repetition: {item['repetition']} of {item['repetitions']}")
+    timing = [f"{k}={props[k]}" for k in TIMING_COLUMNS if props.get(k) not in (None, "")]
+    lines = [" · ".join(head), "outcome: " + item["outcome"]]
+    if timing:
+        lines.append("timing (client-observed): " + " ".join(timing))
+    for key in ("finish_reason", "finish_check", "metrics_error"):
+        if props.get(key) not in (None, "", "ok"):
+            lines.append(f"{key}: {props[key]}")
+    if item["outcome"] != "passed":
+        lines.append(f"reason: {item['reason']}")
+    if item.get("waiver"):
+        lines.append(f"WAIVED: {item['waiver']}")
+    return "\n".join(lines)
+
+
 def build_xml(summary: Mapping[str, Any], cases: Mapping[str, Any], suite_name: str = "pytest-qualify") -> bytes:
     items: Sequence[Mapping[str, Any]] = summary["items"]
     failures = sum(1 for i in items if i["outcome"] in ("failed", "rerun") and not i.get("waiver"))
@@ -144,15 +173,16 @@ def build_xml(summary: Mapping[str, Any], cases: Mapping[str, Any], suite_name: 
         for key, value in testcase_properties(item):
             ET.SubElement(tprops, "property", name=_clean(key), value=_clean(value))
         body = _clean(getattr(case, "longrepr", "") or item["reason"])
+        facts = key_facts(item)
         if item["outcome"] == "skipped":
             ET.SubElement(tc, "skipped", message=_clean(item["reason"]))
         elif item["outcome"] != "passed" and item.get("waiver"):
             # A waived failure is still reported as what it was, with its waiver beside it.
-            out = ET.SubElement(tc, "system-out")
-            out.text = _clean(f"WAIVED: {item['waiver']}\nfailure: {item['reason']}\n\n{body}")
+            facts += f"\n\n{body}"
         elif item["outcome"] != "passed":
             fail = ET.SubElement(tc, "failure", message=_clean(item["reason"]))
-            fail.text = body
+            fail.text = _clean(f"{item['reason']}\n{facts}\n\n") + body
+        ET.SubElement(tc, "system-out").text = _clean(facts)
     ET.indent(suites)
     return b'<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="utf-8", xml_declaration=False)
 

@@ -99,6 +99,11 @@ def _verdict_block(s: Mapping[str, Any]) -> list[str]:
             "Every hard assertion passed in every repetition"
             + (f"; {waived} corpus item(s) failed and were waived (listed below)." if waived else ".")
         )
+    elif v["result"] == "INCOMPLETE":
+        lines.append("The deployment was not fully judged (this is not a pass, and not a judged failure); "
+                     "repeat the run once the cause is fixed:")
+        lines.append("")
+        lines += [f"- {cell(r)}" for r in v["reasons"]]
     else:
         lines.append("The gate failed because:")
         lines.append("")
@@ -132,8 +137,15 @@ def render(s: Mapping[str, Any]) -> str:
         out += [f"**Server died during the run:** {cell(s['target']['died'])}", ""]
 
     out += ["## Gate", ""]
-    out += table(("Gate", "Result"), [(g["title"], g["result"] + ("" if g["ok"] else " — **FAIL**")) for g in s["gate"]])
+    gate_rows = [(g["title"], g["result"] + ("" if g["ok"] else " — **FAIL**")) for g in s["gate"]]
+    gate_rows += [(r["title"], f"{r['measured_text'] or 'not measured'} (limit {r['limit_text']})"
+                   + ("" if r["ok"] else " — **FAIL**")) for r in s.get("slo") or []]
+    out += table(("Gate", "Result"), gate_rows)
     out.append("")
+    if s.get("slo"):
+        out += ["SLO rows: client-observed, with `vllm bench serve`'s definitions; a lane's limit is held by "
+                "its worst repetition (max), run-wide limits by the percentile named.", ""]
+    out += _evidence_strength(s)
 
     out += _timing(s)
     out += _server(s)
@@ -142,6 +154,22 @@ def render(s: Mapping[str, Any]) -> str:
     out += _baseline(s)
     out += _artifacts(s)
     return "\n".join(out).rstrip() + "\n"
+
+
+def _evidence_strength(s: Mapping[str, Any]) -> list[str]:
+    stats = s.get("stats")
+    if not stats:
+        return []
+    from pytest_qualify.evidence.stats import interval_text, percent
+
+    rows = [(m["title"], f"{m['passed']}/{m['attempts']}", percent(m["pass_rate"]), interval_text(m))
+            for m in stats["modules"]]
+    o = stats["overall"]
+    rows.append(("**All modules**", f"{o['passed']}/{o['attempts']}", percent(o["pass_rate"]), interval_text(o)))
+    return ["## Evidence behind the verdict", ""] + table(
+        ("Module", "Attempts passed", "Pass rate", "95% Wilson interval"), rows) + [
+        "", "An attempt is one repetition of one item. The interval bounds the per-attempt pass probability; "
+        "it is informational — the gate itself is pass^k (every attempt must pass).", ""]
 
 
 def _timing(s: Mapping[str, Any]) -> list[str]:
@@ -274,13 +302,21 @@ def _baseline(s: Mapping[str, Any]) -> list[str]:
         out += [f"- note: {cell(n)}" for n in b["notes"]] + [""]
     if b["regressions"]:
         out += ["**Regressions:**", ""] + [f"- {cell(r)}" for r in b["regressions"]] + [""]
+    flips = b.get("flips")
+    if flips is not None:
+        out += ["**Per-item flips** (all repetitions of an item together):", ""]
+        out += table(("Module", "Item", "Baseline", "This run", "Change"),
+                     [(f["module"], f["item"], f["baseline"], f["current"], f["change"]) for f in flips]) if flips else ["None."]
+        out.append("")
     return out
 
 
 def _artifacts(s: Mapping[str, Any]) -> list[str]:
     a = s["artifacts"]
     out = ["## Evidence files", ""]
-    out.append("`junit.xml`, `report.md`, `summary.json` (schema `pytest-qualify/summary` v1), "
+    out.append("`junit.xml`, `report.md`, `summary.json` (schema `pytest-qualify/summary` "
+               f"v{s['schema_version']}), "
+               + (f"`{a['provenance']}` (in-toto statement over the other files), " if a.get("provenance") else "")
                + ("`server.log`, " if s["target"]["mode"] != "attach" else "")
                + (", ".join(f"`{f}`" for f in s["server_metrics"]["files"]) or "no metrics snapshots")
                + (f", `{a['plot']}`" if a["plot"] else "")

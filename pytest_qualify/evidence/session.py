@@ -40,6 +40,9 @@ class EvidenceState:
     bundle_dir: str = ""
     bundle_error: str = ""
     summary: dict[str, Any] | None = None
+    exit_code: int | None = None  # what the verdict asks of pytest's exit status (gate.EXIT_CODES)
+    job_summary: str | None = None  # the GITHUB_STEP_SUMMARY file appended to
+    job_summary_error: str = ""
 
 
 class EvidenceCollector:

@@ -26,7 +26,9 @@ if TYPE_CHECKING:
     from pytest_qualify.run import RunState
 
 SCHEMA_ID = "pytest-qualify/summary"
-SCHEMA_VERSION = 1
+# 2: INCOMPLETE verdicts, latency SLO rows, Wilson intervals, baseline flips. A version-1 summary
+# still validates (a baseline from before the change stays usable).
+SCHEMA_VERSION = 2
 CONTEXT_MODULE = "context"
 SCALARS = (str, int, float, bool, type(None))
 
@@ -234,6 +236,7 @@ def verdict_section(verdict: GateVerdict) -> dict[str, Any]:
     return {
         "result": verdict.verdict,
         "reasons": list(verdict.reasons),
+        "incomplete": list(verdict.incomplete),
         "failures": [brief(r) for r in verdict.failures],
         "waived": [brief(r) for r in verdict.waived],
     }
@@ -285,8 +288,12 @@ def build_summary(
     waivers: Mapping[str, Any] | None,
     baseline: Mapping[str, Any] | None,
     artifacts: Mapping[str, Any],
+    slo: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
+    from pytest_qualify.evidence.stats import stats_section
+
     items = [item_section(r, cases.get(r.nodeid)) for r in results]
+    titles = {row.module: row.title for row in verdict.rows}
     return {
         "schema": SCHEMA_ID,
         "schema_version": SCHEMA_VERSION,
@@ -301,5 +308,7 @@ def build_summary(
         "waivers": dict(waivers) if waivers is not None else None,
         "baseline": dict(baseline) if baseline is not None else None,
         "artifacts": dict(artifacts),
+        "stats": stats_section(items, titles),
+        "slo": [dict(row) for row in slo],
         "items": items,
     }

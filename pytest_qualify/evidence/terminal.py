@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pytest_qualify.evidence.baseline import render_rows
 from pytest_qualify.evidence.report import rate, spread_text
 from pytest_qualify.evidence.session import EvidenceState
@@ -15,6 +17,10 @@ def terminal_lines(ev: EvidenceState) -> list[str]:
         if ev.bundle_error:
             lines.append(f"qualify: evidence bundle NOT written: {ev.bundle_error}")
         return lines
+    if s.get("stats"):
+        from pytest_qualify.evidence.stats import headline
+
+        lines.append(headline(s["stats"]))
     t = s["timing"]
     d, pf = t["decode_tok_s"], t["prefill_tok_s"]
     if d or pf:
@@ -46,7 +52,24 @@ def terminal_lines(ev: EvidenceState) -> list[str]:
         lines.append(f"  {'metric':<{width}}  {'baseline':>12}  {'this run':>12}  delta")
         lines += [f"  {r[0]:<{width}}  {r[1]:>12}  {r[2]:>12}  {r[3]}" for r in rows]
         lines += [f"  note: {n}" for n in b["notes"]]
-    lines.append(f"evidence bundle: {ev.bundle_dir} (report.md, summary.json, junit.xml, SHA256SUMS"
-                 + (", plot" if s["artifacts"]["plot"] else "") + ")")
+        lines += [f"  flip: {f['module']}: {f['item']}: {f['baseline']} -> {f['current']} ({f['change']})"
+                  for f in b.get("flips") or []]
+    lines.append(f"evidence bundle: {ev.bundle_dir} (report.md, summary.json, junit.xml, provenance.intoto.json, "
+                 "SHA256SUMS" + (", plot" if s["artifacts"]["plot"] else "") + ")")
     lines += [f"  {n}" for n in s["artifacts"]["notes"]]
     return lines
+
+
+def verdict_line(verdict: Any, ev: EvidenceState | None) -> str:
+    """The run's last terminal line, for a CI log read from the bottom (``tail -1``)."""
+    text = f"QUALIFICATION: {verdict.verdict}"
+    if ev is not None and ev.exit_code is not None:
+        text += f" (exit {ev.exit_code})"
+    if verdict.verdict != "PASS" and verdict.reasons:
+        first = verdict.reasons[0]
+        text += f": {first[:160]}" + (f" (+{len(verdict.reasons) - 1} more)" if len(verdict.reasons) > 1 else "")
+    elif verdict.verdict != "PASS" and verdict.failures:
+        text += f": {len(verdict.failures)} protocol item(s) failed"
+    if ev is not None and ev.bundle_dir:
+        text += f" · evidence {ev.bundle_dir}"
+    return text

@@ -31,41 +31,46 @@ def reason_of(report: pytest.TestReport) -> str:
     return text.splitlines()[0] if text else report.outcome
 
 
-def run_problems(session: pytest.Session, state: RunState, exitstatus: int) -> list[str]:
-    """What makes the whole run unable to pass, whatever its items did."""
-    problems = []
+def run_problems(session: pytest.Session, state: RunState, exitstatus: int) -> tuple[list[str], list[str]]:
+    """What makes the whole run unable to pass, whatever its items did, as (problems, incomplete):
+    problems fail the deployment (it died); incomplete leave it unjudged (it never answered, the
+    run was cut short or left part of the protocol out). gate.py decides what each makes of it."""
+    problems: list[str] = []
+    incomplete: list[str] = []
     if state.startup_error:
-        problems.append("server startup failed: " + state.startup_error.splitlines()[0])
+        incomplete.append("server startup failed: " + state.startup_error.splitlines()[0])
     if state.dead:
         problems.append(state.dead.splitlines()[0])
     if exitstatus == pytest.ExitCode.INTERRUPTED:
-        problems.append("run interrupted before the protocol finished")
+        incomplete.append("run interrupted before the protocol finished")
     if session.shouldfail:
-        problems.append(f"run stopped early: {session.shouldfail}")
+        incomplete.append(f"run stopped early: {session.shouldfail}")
     if state.user_deselected:
-        problems.append(
+        incomplete.append(
             f"partial run: {state.user_deselected} protocol items deselected (-k, -m, --deselect, --lf, ...); "
             "a promotion needs the whole protocol"
         )
     if state.partial_selection:
-        problems.append(f"partial run: {state.partial_selection}; a promotion needs the whole protocol")
-    return problems
+        incomplete.append(f"partial run: {state.partial_selection}; a promotion needs the whole protocol")
+    return problems, incomplete
 
 
 def exit_status(
     status: int, verdict: gate_mod.GateVerdict, *, usage_error: bool, testsfailed: int, waived_failed_reports: int
 ) -> int:
-    """The run's exit status from pytest's and the verdict: a FAIL never exits 0; a bad waiver file
-    found only at the end is a usage error; a PASS whose only failed tests are waived corpus items
-    exits 0 (they stay listed as failed)."""
+    """The run's exit status from pytest's and the verdict (gate.EXIT_CODES): 1 for a FAIL, 2 for an
+    INCOMPLETE run (pytest's own "interrupted", so CI can retry it and reject a FAIL without
+    reading a file), never 0 unless PASS; a bad waiver file found only at the end is a usage
+    error; a PASS whose only failed tests are waived corpus items exits 0 (they stay listed as
+    failed), and a PASS keeps the status of a failed test outside the protocol."""
     if usage_error:
         return pytest.ExitCode.USAGE_ERROR
     if verdict.passed and verdict.waived and status == pytest.ExitCode.TESTS_FAILED:
         if testsfailed == waived_failed_reports:
             return pytest.ExitCode.OK
-    if not verdict.passed and status in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
-        return pytest.ExitCode.TESTS_FAILED
-    return status
+    if verdict.passed:
+        return status
+    return pytest.ExitCode(gate_mod.EXIT_CODES[verdict.verdict])
 
 
 def write_gate_table(tr: Any, state: RunState) -> None:

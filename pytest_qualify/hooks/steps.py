@@ -2,10 +2,12 @@
 plugin offers its steps; this is the one place that says when each runs.
 
 Start (session start): start the server; tell user plugins; the first /metrics scrape.
-End (session finish): the run-level problems; the server's death; the last scrape; the verdict
-and the bundle; tell user plugins; suite properties for --junitxml; the exit status.
-Then the terminal summary; and at unconfigure, stop the server, then seal the bundle (its
-``SHA256SUMS`` covers the server log, which grows until the server stops).
+End (session finish): the run-level problems (failing or leaving the run incomplete); the
+server's death; the last scrape; the verdict (SLO rows included) and the bundle; tell user
+plugins; suite properties for --junitxml; the exit status (0 PASS, 1 FAIL, 2 INCOMPLETE).
+Then the terminal summary; and at unconfigure, stop the server, then the CI job summary and the
+provenance statement, then seal the bundle (its ``SHA256SUMS`` covers the server log, which grows
+until the server stops, and the statement); last, the verdict as the run's last terminal line.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ class RunSteps:
         from pytest_qualify.evidence.verdict import WAIVER_USAGE_ERROR, conclude
 
         state, ev, hook = self.state, self.ev, self.config.hook
-        problems = run_problems(session, state, exitstatus)
+        problems, incomplete = run_problems(session, state, exitstatus)
         died = None
         if not state.dead and state.target is not None:
             died = state.target.death()
@@ -66,6 +68,7 @@ class RunSteps:
         verdict = conclude(
             state, ev, problems=problems, evaluate=evaluate, secrets=state.secrets, died=died,
             extra_fields=lambda summary: hook.pytest_qualify_summary(config=self.config, summary=summary),
+            incomplete=incomplete,
         )
         state.verdict = verdict
         if ev.summary is not None:
@@ -78,6 +81,7 @@ class RunSteps:
             usage_error=any(p.startswith(WAIVER_USAGE_ERROR) for p in problems),
             testsfailed=session.testsfailed, waived_failed_reports=waived_reports,
         )
+        ev.exit_code = int(session.exitstatus)  # the provenance and the job summary record it
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         if self.state.verdict is None:
@@ -95,9 +99,20 @@ class RunSteps:
         if config.option.collectonly:
             return
         from pytest_qualify.evidence.bundle import seal
+        from pytest_qualify.evidence.terminal import verdict_line
+        from pytest_qualify.evidence.verdict import finish_bundle
 
+        # The job summary and the provenance statement over the final files, then the manifest
+        # over everything (the statement included).
+        errors = finish_bundle(self.state, self.ev)
         error = seal(self.state.run_dir, self.state.secrets)
-        if error:
-            tr = config.pluginmanager.get_plugin("terminalreporter")
-            if tr is not None:
-                tr.write_line(f"qualify: {error}", red=True)
+        errors += [error] if error else []
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        if tr is None:
+            return
+        for error in errors:
+            tr.write_line(f"qualify: {error}", red=True)
+        verdict = self.state.verdict
+        if verdict is not None:
+            # After pytest's own "N passed" line: the verdict is the run's last line, for CI logs.
+            tr.write_line(verdict_line(verdict, self.ev), bold=True, green=verdict.passed, red=not verdict.passed)

@@ -16,6 +16,8 @@ SERVER_FAULTS = {
     "die_after": "=N: the process exits after N chat requests",
     "hang_after": "=N: chat requests after the first N never answer",
     "slow": "=S: every chat request takes S more seconds",
+    "latency": "=S: a streamed answer's first token comes S seconds late and its decode takes S seconds more "
+               "(TTFT, end to end and decode tok/s all worse; answers unchanged: only latency SLOs can fail)",
     "ignore_cache_salt": "the prefix cache ignores cache_salt",
     "health_500": "/health answers 500",
     "hostile_500": "=CLASS: malformed input of this class (validation.HOSTILE_CLASSES) gets HTTP 500, not 400",

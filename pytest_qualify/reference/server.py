@@ -260,6 +260,8 @@ class Handler(BaseHTTPRequestHandler):
         }
         if st.prefill_tok_s > 0:
             time.sleep(max(0, prompt_tokens - cached) / st.prefill_tok_s)
+        if req.stream and "latency" in st.faults:
+            time.sleep(st.faults.number("latency", 1.0))  # a slow prefill; _stream slows the decode
         ttft = time.perf_counter() - t0
         rid = f"chatcmpl-{uuid.uuid4().hex}"
         if req.stream:
@@ -307,6 +309,8 @@ class Handler(BaseHTTPRequestHandler):
                 time.sleep(tokens / st.decode_tok_s)
 
         send([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
+        if "latency" in st.faults:
+            time.sleep(st.faults.number("latency", 1.0))
         if reasoning:
             for piece in _pieces(reasoning):
                 send([{"index": 0, "delta": {"reasoning_content": piece}, "finish_reason": None}])

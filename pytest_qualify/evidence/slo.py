@@ -1,0 +1,108 @@
+"""Latency SLOs: the profile's ``[slo]`` limits checked against the run's client-observed figures.
+No pytest here.
+
+Each limit becomes one gate row (``gate.CheckRow``) with the measured figure beside the limit:
+
+- per lane, ``ttft_s_max`` and ``e2e_s_max``: the *worst* repetition of the lane is measured,
+  because the gate is pass^k — every repetition must hold the limit, as every repetition must
+  find the needle;
+- run-wide, ``decode_tok_s_p50_min``: the median decode rate over every item's recorded request;
+- run-wide, ``ttft_s_p95_max``: the 95th percentile of TTFT over every streamed item.
+
+The figures are the ones the evidence already reports, with ``vllm bench serve``'s definitions
+(timing.py): TTFT at the first chunk with ``choices``, end to end at the last byte, decode tok/s
+``(completion_tokens - 1) / (e2e - ttft)``, percentiles interpolated linearly as numpy does.
+A limit with nothing to measure (the lane did not run) is a row that is not measured: the run
+is INCOMPLETE, never a PASS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_qualify.gate import CheckRow
+from pytest_qualify.timing import percentile
+
+CONTEXT_MODULE = "context"
+
+
+def _seconds(value: float) -> str:
+    return f"{value * 1000:.1f} ms" if value < 1 else f"{value:.3f} s"
+
+
+def _rate(value: float) -> str:
+    return f"{value:,.2f} tok/s"
+
+
+def _figures(items: Sequence[Mapping[str, Any]], key: str, lane: str | None = None) -> list[float]:
+    out = []
+    for item in items:
+        if lane is not None and (item.get("module") != CONTEXT_MODULE or item.get("lane") != lane):
+            continue
+        value = (item.get("properties") or {}).get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out.append(float(value))
+    return out
+
+
+def _ceiling(name: str, title: str, scope: str, metric: str, values: Sequence[float], limit: float,
+             how: str, fmt: Any) -> dict[str, Any]:
+    if not values:
+        measured = None
+    elif how == "max":
+        measured = max(values)
+    else:  # "p95"
+        measured = percentile(values, 95)
+    ok = measured is not None and measured <= limit
+    text = None if measured is None else f"{fmt(measured)} ({'worst' if how == 'max' else how} of {len(values)})"
+    if measured is None:
+        reason = f"{title}: not measured (no {metric} recorded), so the limit {fmt(limit)} cannot be checked"
+    elif not ok:
+        reason = f"{title}: measured {text} exceeds the limit {fmt(limit)}"
+    else:
+        reason = ""
+    return {"name": name, "title": title, "scope": scope, "metric": metric, "statistic": how,
+            "limit": limit, "bound": "max", "measured": measured, "n": len(values), "ok": ok,
+            "measured_text": text, "limit_text": f"<= {fmt(limit)}", "reason": reason}
+
+
+def evaluate_slo(slo: Any, items: Sequence[Mapping[str, Any]], timing: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One row per limit in the profile's ``Slo``, in the order: lanes (profile order), then run-wide."""
+    if slo is None:
+        return []
+    rows = []
+    for lane in slo.lanes:
+        if lane.ttft_s_max is not None:
+            rows.append(_ceiling(f"lane:{lane.lane}:ttft_s", f"SLO {lane.lane} lane TTFT", f"lane {lane.lane}",
+                                 "ttft_s", _figures(items, "ttft_s", lane.lane), lane.ttft_s_max, "max", _seconds))
+        if lane.e2e_s_max is not None:
+            rows.append(_ceiling(f"lane:{lane.lane}:e2e_s", f"SLO {lane.lane} lane end to end", f"lane {lane.lane}",
+                                 "e2e_s", _figures(items, "e2e_s", lane.lane), lane.e2e_s_max, "max", _seconds))
+    if slo.decode_tok_s_p50_min is not None:
+        decode = timing.get("decode_tok_s")
+        limit = slo.decode_tok_s_p50_min
+        title = "SLO decode tok/s p50"
+        measured = decode["p50"] if decode else None
+        ok = measured is not None and measured >= limit
+        text = None if measured is None else f"{_rate(measured)} (p50 of {decode['n']})"
+        if measured is None:
+            reason = f"{title}: not measured (no streamed request with more than one token), so the floor {_rate(limit)} cannot be checked"
+        elif not ok:
+            reason = f"{title}: measured {text} is below the floor {_rate(limit)}"
+        else:
+            reason = ""
+        rows.append({"name": "run:decode_tok_s_p50", "title": title, "scope": "run", "metric": "decode_tok_s",
+                     "statistic": "p50", "limit": limit, "bound": "min", "measured": measured,
+                     "n": decode["n"] if decode else 0, "ok": ok, "measured_text": text,
+                     "limit_text": f">= {_rate(limit)}", "reason": reason})
+    if slo.ttft_s_p95_max is not None:
+        rows.append(_ceiling("run:ttft_s_p95", "SLO TTFT p95 (all streamed items)", "run", "ttft_s",
+                             _figures(items, "ttft_s"), slo.ttft_s_p95_max, "p95", _seconds))
+    return rows
+
+
+def check_rows(rows: Sequence[Mapping[str, Any]]) -> list[CheckRow]:
+    """The gate's rows for the summary's SLO section."""
+    return [CheckRow(title=r["title"], measured=r["measured_text"], limit=r["limit_text"], ok=r["ok"],
+                     reason=r["reason"]) for r in rows]
