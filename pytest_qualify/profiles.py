@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_qualify.datafile import read_toml
+from pytest_qualify.stages import Stage, StageError, resolve_stages
 
 BUILTIN_DIR = "profiles"
 
@@ -98,6 +99,13 @@ class Profile:
     required_modules: tuple[str, ...]
     waivable_modules: tuple[str, ...] = ()
     robustness_examples: int = 200
+    stages: tuple[Stage, ...] = ()
+
+    def stage(self, name: str) -> Stage:
+        """The stage called ``name`` (see stages.py); ValueError when unknown or empty here."""
+        from pytest_qualify.stages import select
+
+        return select(self.stages, name)
 
     def lane(self, name: str) -> Lane:
         for lane in self.limits.lanes:
@@ -246,6 +254,10 @@ def _build(raw: dict[str, Any], path: Path) -> Profile:
                 f"profile file {path}: field 'modules.required.{i}' is invalid: unknown module {mod!r} "
                 f"(expected one of {', '.join(known)})"
             )
+    try:
+        stages = resolve_stages(raw.get("stages", {}), modules, lanes, tuple(known))
+    except StageError as exc:
+        raise ProfileError(f"profile file {path}: {exc}") from None
     t = raw["timeouts"]
     s = raw["serve"]
     return Profile(
@@ -266,6 +278,7 @@ def _build(raw: dict[str, Any], path: Path) -> Profile:
         required_modules=modules,
         waivable_modules=_waivable(raw, path, known),
         robustness_examples=raw["modules"].get("robustness_examples", 200),
+        stages=stages,
     )
 
 

@@ -54,6 +54,12 @@ OPTIONS: tuple[Option, ...] = (
            "qualify_fail_on_regression",
            "with --qualify-baseline: a regression beyond PCT percent fails the gate "
            "(without it, regressions beyond 10%% are flagged only)"),
+    Option("qualify_stage", "--qualify-stage", "QUALIFY_STAGE", "qualify_stage",
+           "the promotion stage to run: preflight, full (the whole protocol: the only qualification) "
+           "or post-promotion", "full"),
+    Option("qualify_promoted", "--qualify-promoted", "QUALIFY_PROMOTED", "qualify_promoted",
+           "with --qualify-stage post-promotion: the qualifying run's summary.json; the live route must "
+           "serve exactly the identity it qualified"),
 )
 
 
@@ -70,6 +76,8 @@ class Settings:
     waivers: str | None = None
     baseline: str | None = None
     fail_on_regression_pct: str | None = None
+    stage: str = "full"
+    promoted: str | None = None
 
     @property
     def active(self) -> bool:
@@ -125,6 +133,14 @@ def resolve(
     except ValueError:
         raise SettingsError(f"--qualify-startup-timeout: expected seconds, got {timeout!r}") from None
 
+    from pytest_qualify.stages import check_stage_name
+
+    stage = values["qualify_stage"] or "full"
+    try:
+        check_stage_name(stage)
+    except ValueError as exc:
+        raise SettingsError(f"--qualify-stage: {exc}") from None
+
     command = values["qualify_serve_command"]
     return Settings(
         profile=values["qualify"],
@@ -138,4 +154,6 @@ def resolve(
         waivers=values["qualify_waivers"],
         baseline=values["qualify_baseline"],
         fail_on_regression_pct=values["qualify_fail_on_regression"],
+        stage=stage,
+        promoted=values["qualify_promoted"],
     )

@@ -56,3 +56,20 @@ def test_evidence_options_share_the_precedence():
     s = _resolve(cli={"qualify_baseline": "old.json"}, env={"QUALIFY_WAIVERS": "w.toml", "QUALIFY_BASELINE": "x.json"},
                  ini={"qualify_fail_on_regression": "5"})
     assert (s.waivers, s.baseline, s.fail_on_regression_pct) == ("w.toml", "old.json", "5")
+
+
+def test_stage_defaults_to_full_and_shares_the_precedence():
+    assert _resolve().stage == "full" and _resolve().promoted is None
+    ini = {"qualify_stage": "preflight"}
+    assert _resolve(ini=ini).stage == "preflight"
+    assert _resolve(env={"QUALIFY_STAGE": "post-promotion"}, ini=ini).stage == "post-promotion"
+    assert _resolve(cli={"qualify_stage": "full"}, env={"QUALIFY_STAGE": "post-promotion"}, ini=ini).stage == "full"
+    assert _resolve(env={"QUALIFY_PROMOTED": "run/summary.json"}).promoted == "run/summary.json"
+
+
+@pytest.mark.parametrize("where", ["cli", "env", "ini"])
+def test_an_unknown_stage_is_named_wherever_it_came_from(where):
+    source = {"cli": {"cli": {"qualify_stage": "prefligth"}}, "env": {"env": {"QUALIFY_STAGE": "prefligth"}},
+              "ini": {"ini": {"qualify_stage": "prefligth"}}}[where]
+    with pytest.raises(SettingsError, match="--qualify-stage: unknown stage 'prefligth'.*preflight, full, post-promotion"):
+        _resolve(**source)
