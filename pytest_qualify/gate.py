@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_qualify.profiles import ModuleInfo
+from pytest_qualify.stages import Stage
 
 PASS = "PASS"
 FAIL = "FAIL"
@@ -90,13 +91,19 @@ class GateVerdict:
     failures: tuple[ItemResult, ...]
     waived: tuple[ItemResult, ...]
     reasons: tuple[str, ...]  # run-level reasons: a missing module, a dead server, ...
+    stage: Stage | None = None  # None: the whole protocol (the full stage)
 
     @property
     def passed(self) -> bool:
         return self.verdict == PASS
 
+    @property
+    def headline(self) -> str:
+        """The verdict line; only the full stage's reads ``QUALIFICATION: PASS``."""
+        return self.stage.verdict_line(self.verdict) if self.stage is not None else f"QUALIFICATION: {self.verdict}"
+
     def summary_lines(self) -> list[str]:
-        lines = [f"QUALIFICATION: {self.verdict}"]
+        lines = [self.headline]
         lines += [f"  - {r}" for r in self.reasons]
         lines += [f"  - {f.module}: {f.where}: {f.reason}" for f in self.failures]
         return lines
@@ -109,9 +116,11 @@ def evaluate(
     *,
     waiver_for: Callable[[ItemResult], str | None] | None = None,
     run_problems: Sequence[str] = (),
+    stage: Stage | None = None,
 ) -> GateVerdict:
     """Apply the hard 100% gate. ``waiver_for`` returns a waiver reason for a failed item of a
-    waivable module, or None; ``run_problems`` are run-level failures (dead server, interrupt)."""
+    waivable module, or None; ``run_problems`` are run-level failures (dead server, interrupt).
+    With a ``stage``, ``required`` is that stage's modules and the verdict line names the stage."""
     results = list(results)
     by_module: dict[str, list[ItemResult]] = {}
     for r in results:
@@ -149,12 +158,13 @@ def evaluate(
         )
         rows.append(row)
         if mod in required and not items:
-            reasons.append(f"module '{mod}' ({row.title}) did not run: the gate needs every required module")
+            needs = "every required module" if stage is None or stage.qualifies else f"every module of stage {stage.name}"
+            reasons.append(f"module '{mod}' ({row.title}) did not run: the gate needs {needs}")
 
     if not results:
         reasons.append("no protocol test ran")
     verdict = PASS if not failures and not reasons else FAIL
-    return GateVerdict(verdict, tuple(rows), tuple(failures), tuple(waived), tuple(reasons))
+    return GateVerdict(verdict, tuple(rows), tuple(failures), tuple(waived), tuple(reasons), stage)
 
 
 def render_table(verdict: GateVerdict) -> list[str]:

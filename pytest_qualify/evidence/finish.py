@@ -90,6 +90,7 @@ def conclude(
     evaluate: Callable[..., Any],
     secrets: Sequence[str],
     died: str | None = None,
+    stage_run: Any = None,
 ) -> Any:
     """Decide the verdict and write the bundle; returns the GateVerdict. Anything that goes wrong
     while writing evidence becomes a run-level reason: a run without its evidence cannot pass."""
@@ -129,6 +130,7 @@ def conclude(
             waivers=ev.waivers.as_dict() if ev.waivers is not None else None,
             baseline=None,
             artifacts={"plot": None, "notes": []},
+            **(stage_run.summary_fields(verdict) if stage_run is not None else {}),
         )
         if ev.baseline is not None:
             comparison = compare(summary, ev.baseline, path=ev.baseline_path,
@@ -142,6 +144,8 @@ def conclude(
                 verdict = evaluate(results, waiver_for=waiver_for, run_problems=problems)
                 summary["verdict"] = verdict_section(verdict)
                 summary["gate"] = gate_section(verdict)
+                if stage_run is not None:
+                    summary.update(stage_run.summary_fields(verdict))
         bundle.write_bundle(run_dir, summary, ev.cases, secrets)
         ev.summary = summary
         ev.bundle_dir = str(run_dir)

@@ -244,8 +244,14 @@ def build_summary(
     waivers: Mapping[str, Any] | None,
     baseline: Mapping[str, Any] | None,
     artifacts: Mapping[str, Any],
+    stage: Mapping[str, Any] | None = None,
+    identity: Mapping[str, Any] | None = None,
+    promoted: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     items = [item_section(r, cases.get(r.nodeid)) for r in results]
+    # The promotion stage this run was (stages.py), the served identity at both ends, and the
+    # promoted run a post-promotion check was held to: present only when the plugin hands them in.
+    extra = {k: dict(v) for k, v in (("stage", stage), ("identity", identity), ("promoted", promoted)) if v is not None}
     return {
         "schema": SCHEMA_ID,
         "schema_version": SCHEMA_VERSION,
@@ -261,4 +267,15 @@ def build_summary(
         "baseline": dict(baseline) if baseline is not None else None,
         "artifacts": dict(artifacts),
         "items": items,
+        **extra,
     }
+
+
+def stage_section(stage: Any, verdict: Any) -> dict[str, Any]:
+    return {**stage.as_dict(), "verdict_line": verdict.headline}
+
+
+def identity_section(start: Any, end: Any, changed: str | None) -> dict[str, Any]:
+    return {"start": start.as_dict() if start is not None else None,
+            "end": end.as_dict() if end is not None else None,
+            "changed": changed}
