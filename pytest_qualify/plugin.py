@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from pytest_qualify import gate as gate_mod
+from pytest_qualify import stage_hooks
 from pytest_qualify.checks import REASON_KEY
 from pytest_qualify.profiles import Lane, Profile, ProfileError, builtin_profiles, load_profile, module_registry
 from pytest_qualify.run import MODULE_KEY, STATE_KEY, RunState, module_of, secrets_of, state_of
@@ -69,6 +70,12 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
                 print(f"{name:<12} INVALID: {exc}")
         return 0
     return None
+
+
+def _stage_run(config: pytest.Config) -> Any:
+    run = stage_hooks.stage_run_of(config)
+    assert run is not None, "stage_hooks.configure runs in pytest_configure with the run state"
+    return run
 
 
 def _settings(config: pytest.Config) -> Settings:
@@ -127,6 +134,7 @@ def pytest_configure(config: pytest.Config) -> None:
                 f"--qualify-evidence: cannot write the evidence directory {run_dir}: {exc.strerror or exc}"
             ) from None
     config.stash[STATE_KEY] = state
+    stage_hooks.configure(config, state)  # stages: the stage and promoted run, or a usage error
 
     node_ids = [arg for arg in config.option.file_or_dir or [] if "::" in arg]
     if node_ids:
@@ -164,6 +172,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         + (f" @ {p.deployment.revision}" if p.deployment.revision else "")
         + f"; served name {p.deployment.served_name}",
         f"qualify: target {target}; repeat {s.repeat}; evidence {state.run_dir}",
+        stage_hooks.header_line(_stage_run(config)),
     ]
 
 
@@ -228,11 +237,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         if module not in registry:
             raise pytest.UsageError(f"{item.nodeid}: unknown qualify_module {module!r}")
-        if module not in state.profile.required_modules:
-            state.deselected_modules.add(module)
+        params = item.callspec.params if hasattr(item, "callspec") else {}
+        lane = params.get("lane")
+        lane_name = None if lane is None else lane.name if isinstance(lane, Lane) else str(lane)
+        if not _stage_run(config).stage.selects(module, lane_name):  # stages: not in this stage
+            if module not in state.profile.required_modules:
+                state.deselected_modules.add(module)
             drop.append(item)
             continue
-        params = item.callspec.params if hasattr(item, "callspec") else {}
         rep = params.get(REPEAT_FIXTURE, 1)
         marker = item.get_closest_marker("qualify_repeat")
         count = int(marker.args[0]) if marker and marker.args else state.settings.repeat
@@ -240,9 +252,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.user_properties.append(("item", _item_label(item)))
         item.user_properties.append((REPETITION_KEY, rep))
         item.user_properties.append(("repetitions", count))
-        lane = params.get("lane")
-        if lane is not None:
-            item.user_properties.append(("lane", lane.name if isinstance(lane, Lane) else str(lane)))
+        if lane_name is not None:
+            item.user_properties.append(("lane", lane_name))
         keep.append(item)
     if drop:
         for item in drop:
@@ -314,6 +325,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         )
         state.base_url = state.target.base_url
         state.server_info = _server_info(state)
+        # stages: the served identity at the start of the run
+        _stage_run(session.config).start = stage_hooks.identity_from_info(
+            state.profile.deployment.served_name, state.server_info)
     except (StartupError, TargetError) as exc:
         state.startup_error = str(exc)
         progress("server startup FAILED; every protocol test will fail with this report:")
@@ -582,6 +596,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         )
     if state.partial_selection:
         problems.append(f"partial run: {state.partial_selection}; a promotion needs the whole protocol")
+    # stages: the served identity again at the end of the run, held to the start (and the promoted run)
+    stage_run = _stage_run(session.config)
+    if not state.startup_error and not state.dead and not (state.target is not None and state.target.died()):
+        if stage_run.start is not None:
+            stage_run.end = stage_hooks.read_live(state.profile.deployment.served_name, lambda: _make_client(state))
+        problems.extend(stage_run.problems_at_end())
     state.verdict = _conclude(session, state, problems)
     if not state.verdict.passed and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -592,7 +612,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if state is None or state.verdict is None:
         return
     tr = terminalreporter
+    stage = _stage_run(config).stage
     title = f"qualification gate: profile {state.profile.name}"
+    if not stage.qualifies:
+        title = f"{stage.name} gate (not a qualification): profile {state.profile.name}"
     if state.settings.mode == REFERENCE:
         title += " (SIMULATED reference server, not vLLM)"
     tr.write_sep("=", title)
@@ -600,6 +623,11 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         tr.write_line(line)
     if state.deselected_modules:
         tr.write_line(f"not in this profile: {', '.join(sorted(state.deselected_modules))}")
+    if not stage.qualifies:
+        left = [m for m in state.profile.required_modules if m not in stage.modules]
+        lanes = [lane.name for lane in state.profile.limits.lanes if lane.name not in stage.lanes]
+        tr.write_line(f"not in stage {stage.name}: {', '.join(left) or '-'}"
+                      + (f"; context lanes {', '.join(lanes)}" if lanes and "context" in stage.modules else ""))
     _write_corpus_table(tr, state)
     tr.write_line("")
     verdict_lines = state.verdict.summary_lines()
@@ -747,7 +775,9 @@ def _conclude(session: pytest.Session, state: RunState, problems: list[str]) -> 
 
     from pytest_qualify.evidence.finish import WAIVER_USAGE_ERROR, conclude, death_of
 
-    evaluate = partial(gate_mod.evaluate, modules=module_registry(), required=state.profile.required_modules)
+    stage_run = _stage_run(session.config)
+    evaluate = partial(gate_mod.evaluate, modules=module_registry(), required=stage_run.stage.modules,
+                       stage=stage_run.stage)
     ev = evidence_of(session.config)
     died = None
     if not state.dead:
@@ -759,7 +789,8 @@ def _conclude(session: pytest.Session, state: RunState, problems: list[str]) -> 
     hooks = session.config.pluginmanager.get_plugin("qualify-evidence")
     if hooks is not None:
         hooks.scrape_end()
-    verdict = conclude(state, ev, problems=problems, evaluate=evaluate, secrets=secrets_of(state), died=died)
+    verdict = conclude(state, ev, problems=problems, evaluate=evaluate, secrets=secrets_of(state), died=died,
+                       stage_run=stage_run)
     _add_junit_suite_properties(session.config, ev)
     if any(p.startswith(WAIVER_USAGE_ERROR) for p in problems):
         session.exitstatus = pytest.ExitCode.USAGE_ERROR

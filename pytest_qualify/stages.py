@@ -53,6 +53,10 @@ class Stage:
     # CPU profile): listed in the report, never silently dropped.
     not_in_profile: tuple[str, ...] = ()
 
+    def selects(self, module: str, lane: str | None) -> bool:
+        """Whether an item of ``module`` (at context ``lane``, if it has one) belongs to this stage."""
+        return module in self.modules and (lane is None or lane in self.lanes)
+
     def verdict_line(self, verdict: str) -> str:
         """The one line that states the verdict; only full's reads ``QUALIFICATION: PASS``."""
         if self.qualifies:

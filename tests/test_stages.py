@@ -116,3 +116,11 @@ def test_a_stage_this_profile_cannot_run_is_refused():
     with pytest.raises(ValueError, match="post-promotion.*smoke, json, tools, reasoning"):
         select(stages, "post-promotion")
     assert select(stages, "full").modules == ("window",)
+
+
+def test_a_stage_selects_its_modules_at_its_lanes():
+    preflight = load_profile("262k").stage("preflight")
+    assert preflight.selects("context", "240K") and preflight.selects("smoke", None)
+    assert not preflight.selects("context", "32K") and not preflight.selects("window", None)
+    full = load_profile("262k").stage("full")
+    assert all(full.selects("context", lane) for lane in ("32K", "128K", "240K")) and full.selects("window", None)
