@@ -167,3 +167,41 @@ def test_a_simulated_qualification_cannot_back_a_real_route(tmp_path):
     assert mismatches(p, QUALIFIED, live_simulated=True) == []
     [reason] = mismatches(p, QUALIFIED, live_simulated=False)
     assert "SIMULATED" in reason
+
+
+# -- one stage run's readings ------------------------------------------------------------------------
+
+
+def _stage(name="preflight"):
+    from pytest_qualify.profiles import load_profile
+
+    return load_profile("262k").stage(name)
+
+
+def test_a_run_whose_server_never_answered_adds_no_identity_reason():
+    from pytest_qualify.stage_run import StageRun
+
+    assert StageRun(_stage()).problems_at_end() == []
+
+
+def test_an_unreadable_start_is_a_reason_of_its_own():
+    from pytest_qualify.stage_run import StageRun
+
+    start = read_identity(QUALIFIED.served_name, [], "v")
+    run = StageRun(_stage(), start=start, end=start)
+    [reason] = run.problems_at_end()
+    assert reason.startswith("served identity could not be read at the start of the run") and "does not list" in reason
+
+
+def test_a_promoted_mismatch_is_reported_once_when_both_ends_show_it(tmp_path):
+    from pytest_qualify.stage_run import StageRun, StageUsageError, plan
+    from pytest_qualify.profiles import load_profile
+
+    promoted = _promoted(tmp_path)
+    other = Identity(**{**QUALIFIED.as_dict(), "engine_version": "0.24.0"})
+    run = StageRun(_stage("post-promotion"), promoted=promoted, start=other, end=other)
+    assert len(run.problems_at_end()) == 1 and run.promoted_mismatches == run.problems_at_end()
+    with pytest.raises(StageUsageError, match="applies to the post-promotion stage only, not to full"):
+        plan(load_profile("262k"), "full", "x.json", simulated=False)
+    # A worker takes the stage but leaves the promoted file to the controller.
+    assert plan(load_profile("262k"), "post-promotion", "absent.json", simulated=False, load=False).promoted is None
