@@ -164,7 +164,7 @@ def evaluate(
     if not results:
         reasons.append("no protocol test ran")
     verdict = PASS if not failures and not reasons else FAIL
-    return GateVerdict(verdict, tuple(rows), tuple(failures), tuple(waived), tuple(reasons), stage)
+    return GateVerdict(verdict, tuple(rows), tuple(failures), tuple(waived), tuple(reasons), stage=stage)
 
 
 def render_table(verdict: GateVerdict) -> list[str]:
