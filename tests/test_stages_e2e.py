@@ -55,6 +55,12 @@ def full_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     return qualify(tmp_path_factory.mktemp("full"), "--qualify-stage", "full")
 
 
+@pytest.fixture(scope="module")
+def preflight_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """One preflight under xdist: the controller reads the identity, the workers run the items."""
+    return qualify(tmp_path_factory.mktemp("preflight"), "--qualify-stage", "preflight", "-n", "2")
+
+
 def items_by_module(summary: dict) -> dict[str, set]:
     out: dict[str, set] = {}
     for item in summary["items"]:
@@ -62,8 +68,8 @@ def items_by_module(summary: dict) -> dict[str, set]:
     return out
 
 
-def test_preflight_passes_as_a_preflight_under_xdist(tmp_path):
-    run = qualify(tmp_path, "--qualify-stage", "preflight", "-n", "2")
+def test_preflight_passes_as_a_preflight_under_xdist(preflight_run):
+    run = preflight_run
     assert run.code == 0, run.out
     assert run.verdict_line == "PREFLIGHT: PASS (stage preflight; not a qualification)"
     assert "QUALIFICATION: PASS" not in run.out
@@ -127,7 +133,7 @@ def test_the_full_stage_fails_for_what_only_it_runs(tmp_path):
     # An over-window prompt answered with HTTP 500: the window bracket is in the full stage only.
     preflight = qualify(tmp_path / "pre", "--qualify-stage", "preflight", "--qualify-reference-fault", "overwindow_500")
     assert preflight.code == 0, preflight.out
-    full = qualify(tmp_path / "full", "-n", "2", "--qualify-reference-fault", "overwindow_500")
+    full = qualify(tmp_path / "full", "--qualify-reference-fault", "overwindow_500")
     assert full.code == 1 and full.verdict_line == "QUALIFICATION: FAIL", full.out
     failed = {f["module"] for f in full.summary["verdict"]["failures"]}
     # The window bracket (and the robustness module's over-window class) fail; no preflight module does.
@@ -174,9 +180,8 @@ def test_bad_stage_settings_are_usage_errors(tmp_path, args, message):
     assert "server ready" not in run.out  # refused before any server starts
 
 
-def test_a_failed_or_preflight_run_cannot_be_promoted(tmp_path):
-    run = qualify(tmp_path / "pre", "--qualify-stage", "preflight")
-    assert run.code == 0, run.out
-    refused = qualify(tmp_path / "post", "--qualify-stage", "post-promotion",
-                      "--qualify-promoted", str(run.bundle / "summary.json"))
+def test_a_preflight_run_cannot_be_promoted(tmp_path, preflight_run):
+    assert preflight_run.code == 0, preflight_run.out
+    refused = qualify(tmp_path, "--qualify-stage", "post-promotion",
+                      "--qualify-promoted", str(preflight_run.bundle / "summary.json"))
     assert refused.code == USAGE_ERROR and "is the preflight stage, not a qualification" in refused.out, refused.out
