@@ -34,7 +34,7 @@ def configure(config: pytest.Config, state: Any) -> StageRun:
 
 def header_line(run: StageRun) -> str:
     stage = run.stage
-    text = f"qualify: stage {stage.name} ({stage.title}): {', '.join(stage.modules)}"
+    text = f"qualify: stage {stage.name} — {stage.title}: {', '.join(stage.modules)}"
     if "context" in stage.modules:
         text += f"; context lanes {', '.join(stage.lanes)}"
     if not stage.qualifies:

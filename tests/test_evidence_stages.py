@@ -54,6 +54,7 @@ def test_a_preflight_pass_says_preflight_everywhere():
     assert "QUALIFICATION: PASS" not in text and "Qualification report" not in text
     assert text.startswith("# Functional preflight") and "not a qualification" in text.splitlines()[0]
     assert "stage preflight, **not a qualification**" in text and "context lanes: 240K" in text
+    assert "## Gate (stage preflight, not a qualification)" in text
     props = dict(junit.suite_properties(s))
     assert props["stage"] == "preflight" and props["stage_is_qualification"] == "false"
     assert props["stage_verdict"].startswith("PREFLIGHT: PASS")

@@ -153,7 +153,8 @@ def render(s: Mapping[str, Any]) -> str:
 
     out += _identity(s)
 
-    out += ["## Gate", ""]
+    stage = _stage_only(s)
+    out += ["## Gate" + (f" (stage {stage['name']}, not a qualification)" if stage else ""), ""]
     out += table(("Gate", "Result"), [(g["title"], g["result"] + ("" if g["ok"] else " — **FAIL**")) for g in s["gate"]])
     out.append("")
 
