@@ -74,6 +74,8 @@ def test_preflight_passes_as_a_preflight_under_xdist(preflight_run):
     assert run.verdict_line == "PREFLIGHT: PASS (stage preflight; not a qualification)"
     assert "QUALIFICATION: PASS" not in run.out
     assert "preflight gate (not a qualification): profile 262k" in run.out
+    assert ("qualify: stage preflight — Functional preflight: smoke, json, context, tools; context lanes 240K; "
+            "not a qualification") in run.out
     s = run.summary
     validate(s)
     assert verify_manifest(run.bundle) == []
