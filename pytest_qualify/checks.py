@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 import pytest
 
 from pytest_qualify.graders import Verdict
@@ -9,7 +11,7 @@ from pytest_qualify.graders import Verdict
 REASON_KEY = "reason"
 
 
-def fail(where: str, reason: str) -> None:
+def fail(where: str, reason: str) -> NoReturn:
     """Fail the current test with an operator-readable reason (no traceback)."""
     pytest.fail(f"{where}: {reason}" if where else reason, pytrace=False)
 

@@ -418,7 +418,3 @@ def error_message(body: Any) -> str:
             return str(inner.get("message", ""))
         return str(inner)
     return str(body or "")
-
-
-def text_parts(messages: Iterable[Mapping[str, Any]]) -> str:
-    return "\n".join(m["content"] for m in messages if isinstance(m.get("content"), str))

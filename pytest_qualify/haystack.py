@@ -13,12 +13,12 @@ import hashlib
 import random
 import re
 import string
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from typing import Any, Literal
+
+from pytest_qualify import fixture_data
 
 Messages = list[dict[str, Any]]
 
@@ -30,9 +30,8 @@ CODE_LETTERS = "".join(c for c in string.ascii_uppercase if c not in "IO")
 # -- data ----------------------------------------------------------------------------------------
 
 
-def _fixture(name: str) -> dict[str, Any]:
-    text = resources.files("pytest_qualify.fixtures").joinpath("haystack", name).read_text(encoding="utf-8")
-    return tomllib.loads(text)
+def _fixture(name: str) -> Mapping[str, Any]:
+    return fixture_data.haystack(name)
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import base64
 import json
-import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
 
 from hypothesis import strategies as st
+
+from pytest_qualify import fixture_data
 
 CHAT_PATH = "/v1/chat/completions"
 
@@ -61,8 +61,8 @@ class Target:
 
 
 @cache
-def data() -> dict[str, Any]:
-    return tomllib.loads(resources.files("pytest_qualify.fixtures").joinpath("robustness.toml").read_text())
+def data() -> Mapping[str, Any]:
+    return fixture_data.robustness()
 
 
 def classes() -> tuple[str, ...]:

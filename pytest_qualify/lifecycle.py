@@ -22,8 +22,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_qualify.redaction import redact
+
 LOG_TAIL_LINES = 50
-REDACTED = "***"
 PR_SET_PDEATHSIG = 1
 # How long teardown waits for the killed group to disappear before reporting survivors.
 KILL_WAIT_S = 5.0
@@ -46,13 +47,6 @@ def port_is_free(host: str, port: int) -> bool:
         except OSError:
             return False
         return True
-
-
-def redact(text: str, secrets: Sequence[str]) -> str:
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, REDACTED)
-    return text
 
 
 def tail(path: Path, lines: int = LOG_TAIL_LINES, secrets: Sequence[str] = ()) -> str:

@@ -59,6 +59,12 @@ class Limits:
     videos_per_request: int = 0
     lane_tolerance_tokens: int = 0
 
+    @property
+    def answer_budget_tokens(self) -> int:
+        """``max_tokens`` of every protocol question: the visible answer plus the reasoning a
+        thinking model spends before it (the one budget rule, also what a lane must leave free)."""
+        return self.answer_tokens + self.reasoning_headroom_tokens
+
 
 @dataclass(frozen=True)
 class Thinking:
@@ -238,7 +244,7 @@ def _build(raw: dict[str, Any], path: Path) -> Profile:
     names = [lane.name for lane in lanes]
     if len(set(names)) != len(names):
         raise ProfileError(f"profile file {path}: field 'limits.lanes' has duplicate lane names {names}")
-    budget = limits.answer_tokens + limits.reasoning_headroom_tokens
+    budget = limits.answer_budget_tokens
     for i, lane in enumerate(lanes):
         if lane.prompt_tokens + budget > limits.window_tokens:
             raise ProfileError(

@@ -1,24 +1,31 @@
-"""The run's shared state, kept in ``config.stash``: what every pytest-facing room reads."""
+"""The run's shared state: what every room of the plugin reads and the evidence writers record.
+
+No pytest here (the pytest side keeps it in ``config.stash``, see ``hooks/__init__.py``), so the
+evidence writers and the lifecycle can take it typed.
+"""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import pytest
+from typing import TYPE_CHECKING, Any
 
 from pytest_qualify import gate as gate_mod
 from pytest_qualify.profiles import Profile
+from pytest_qualify.redaction import secrets_from_env
 from pytest_qualify.settings import Settings
+
+if TYPE_CHECKING:  # heavy or circular at run time; only for the types
+    from pytest_qualify.client import QualifyClient
+    from pytest_qualify.stage_run import StageRun
+    from pytest_qualify.target import Target
 
 MODULE_KEY = "qualify_module"
 
 
 @dataclass
 class RunState:
-    """Everything the plugin knows about this run; kept in ``config.stash``."""
+    """Everything the plugin knows about this run, in every process (controller and xdist workers)."""
 
     settings: Settings
     profile: Profile
@@ -26,34 +33,29 @@ class RunState:
     run_dir: Path
     is_worker: bool
     base_url: str | None = None
-    target: Any = None  # pytest_qualify.target.Target on the controller
+    target: Target | None = None  # on the controller, once started
     startup_error: str | None = None
-    dead: str | None = None
+    dead: str | None = None  # why the server is gone (first line, then its log tail)
     server_info: dict[str, Any] = field(default_factory=dict)
     results: dict[str, gate_mod.ItemResult] = field(default_factory=dict)
     verdict: gate_mod.GateVerdict | None = None
-    interrupted: str | None = None
     deselected_modules: set[str] = field(default_factory=set)
     # Protocol items of required modules that a selection (-k, -m, --deselect, --lf, node ids)
     # left out: a partial protocol can never be a PASS.
     user_deselected: int = 0
     partial_selection: str | None = None
-    client: Any = None
+    client: QualifyClient | None = None
+    # The promotion stage this run is (stages.py): its modules and lanes, the served identity at
+    # both ends, the promoted run it is held to. Set with the run state (hooks/stage.py).
+    stage_run: StageRun | None = None
 
-
-STATE_KEY = pytest.StashKey[RunState]()
-
-
-def state_of(config: pytest.Config) -> RunState | None:
-    return config.stash.get(STATE_KEY, None)
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """The values no artifact may contain (the API key's, whatever its variable is called)."""
+        return secrets_from_env(self.settings.api_key_env)
 
 
 def module_of(item_or_def: Any) -> str | None:
+    """The protocol module a test item (or its definition) is marked with, or None."""
     marker = item_or_def.get_closest_marker(MODULE_KEY)
     return marker.args[0] if marker and marker.args else None
-
-
-def secrets_of(state: RunState) -> tuple[str, ...]:
-    # The value of the API key variable must reach no artifact, whatever the variable is called.
-    value = os.environ.get(state.settings.api_key_env)
-    return (value,) if value else ()

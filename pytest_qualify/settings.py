@@ -27,39 +27,58 @@ class Option:
     ini: str
     help: str
     default: str | None = None
+    metavar: str = "VALUE"  # as the README's table writes it
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a setting's value came from, for an error message that sends the operator there."""
+
+    kind: str  # "cli" | "env" | "ini" | "default"
+    option: Option
+
+    def __str__(self) -> str:
+        if self.kind == "env":
+            return f"environment variable {self.option.env} (for {self.option.flag})"
+        if self.kind == "ini":
+            return f"ini key {self.option.ini} (for {self.option.flag})"
+        return self.option.flag
 
 
 OPTIONS: tuple[Option, ...] = (
     Option("qualify", "--qualify", "QUALIFY_PROFILE", "qualify_profile",
-           "qualify a deployment with this profile: a built-in name or a path to a TOML file"),
+           "qualify a deployment with this profile: a built-in name or a path to a TOML file",
+           metavar="PROFILE"),
     Option("qualify_repeat", "--repeat", "QUALIFY_REPEAT", "qualify_repeat",
-           "run every protocol test N times, each repetition its own test item", "1"),
+           "run every protocol test N times, each repetition its own test item", "1", "N"),
     Option("qualify_endpoint", "--qualify-endpoint", "QUALIFY_ENDPOINT", "qualify_endpoint",
            "attach to a running OpenAI-compatible server at URL instead of launching vLLM; "
-           "'reference' starts the built-in simulated reference server"),
+           "'reference' starts the built-in simulated reference server", metavar="URL"),
     Option("qualify_api_key_env", "--qualify-api-key-env", "QUALIFY_API_KEY_ENV", "qualify_api_key_env",
-           "name of the environment variable that holds the endpoint's API key", "QUALIFY_API_KEY"),
+           "name of the environment variable that holds the endpoint's API key", "QUALIFY_API_KEY", "NAME"),
     Option("qualify_evidence", "--qualify-evidence", "QUALIFY_EVIDENCE", "qualify_evidence",
-           "directory for the evidence bundle", "qualify-evidence"),
+           "directory for the evidence bundle", "qualify-evidence", "DIR"),
     Option("qualify_serve_command", "--qualify-serve-command", "QUALIFY_SERVE_COMMAND", "qualify_serve_command",
            "command prefix that launches vLLM, replacing the profile's (e.g. "
-           "'python -m vllm.entrypoints.openai.api_server --model {model}')"),
+           "'python -m vllm.entrypoints.openai.api_server --model {model}')", metavar="CMD"),
     Option("qualify_startup_timeout", "--qualify-startup-timeout", "QUALIFY_STARTUP_TIMEOUT",
-           "qualify_startup_timeout", "seconds to wait for a launched server, replacing the profile's"),
+           "qualify_startup_timeout", "seconds to wait for a launched server, replacing the profile's", metavar="S"),
     Option("qualify_waivers", "--qualify-waivers", "QUALIFY_WAIVERS", "qualify_waivers",
-           "TOML file of operator waivers for failed corpus items (item id or glob, reason, expires)"),
+           "TOML file of operator waivers for failed corpus items (item id or glob, reason, expires)",
+           metavar="FILE"),
     Option("qualify_baseline", "--qualify-baseline", "QUALIFY_BASELINE", "qualify_baseline",
-           "an earlier run's summary.json: report per-lane and throughput deltas against it"),
+           "an earlier run's summary.json: report per-lane and throughput deltas against it",
+           metavar="SUMMARY"),
     Option("qualify_fail_on_regression", "--qualify-fail-on-regression", "QUALIFY_FAIL_ON_REGRESSION",
            "qualify_fail_on_regression",
            "with --qualify-baseline: a regression beyond PCT percent fails the gate "
-           "(without it, regressions beyond 10%% are flagged only)"),
+           "(without it, regressions beyond 10% are flagged only)", metavar="PCT"),
     Option("qualify_stage", "--qualify-stage", "QUALIFY_STAGE", "qualify_stage",
            "the promotion stage to run: preflight, full (the whole protocol: the only qualification) "
-           "or post-promotion", "full"),
+           "or post-promotion", "full", "STAGE"),
     Option("qualify_promoted", "--qualify-promoted", "QUALIFY_PROMOTED", "qualify_promoted",
            "with --qualify-stage post-promotion: the qualifying run's summary.json; the live route must "
-           "serve exactly the identity it qualified"),
+           "serve exactly the identity it qualified", metavar="SUMMARY"),
 )
 
 
@@ -75,7 +94,7 @@ class Settings:
     reference_faults: tuple[str, ...] = ()
     waivers: str | None = None
     baseline: str | None = None
-    fail_on_regression_pct: str | None = None
+    fail_on_regression_pct: float | None = None  # None: regressions are flagged, not failed
     stage: str = "full"
     promoted: str | None = None
 
@@ -97,32 +116,38 @@ def resolve(
     reference_faults: tuple[str, ...] = (),
 ) -> Settings:
     values: dict[str, str | None] = {}
+    sources: dict[str, Source] = {}
     for opt in OPTIONS:
-        value = cli.get(opt.dest)
+        value, kind = cli.get(opt.dest), "cli"
         if value is None:
-            value = env.get(opt.env) or None
+            value, kind = env.get(opt.env) or None, "env"
         if value is None:
-            value = ini(opt.ini) or None
+            value, kind = ini(opt.ini) or None, "ini"
+        if value is None:
+            kind = "default"
         values[opt.dest] = str(value) if value is not None else opt.default
+        sources[opt.dest] = Source(kind, opt)
 
     try:
         repeat = int(values["qualify_repeat"] or "1")
     except ValueError:
-        raise SettingsError(f"--repeat: expected a whole number, got {values['qualify_repeat']!r}") from None
+        raise SettingsError(
+            f"{sources['qualify_repeat']}: expected a whole number, got {values['qualify_repeat']!r}"
+        ) from None
     if repeat < 1:
-        raise SettingsError(f"--repeat: expected at least 1, got {repeat}")
+        raise SettingsError(f"{sources['qualify_repeat']}: expected at least 1, got {repeat}")
 
     endpoint = values["qualify_endpoint"]
     if endpoint and endpoint != REFERENCE:
         parsed = urllib.parse.urlparse(endpoint)
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise SettingsError(
-                f"--qualify-endpoint: {endpoint!r} is not a URL (expected http://HOST:PORT or 'reference')"
+                f"{sources['qualify_endpoint']}: {endpoint!r} is not a URL (expected http://HOST:PORT or 'reference')"
             )
         try:
             parsed.port
         except ValueError:
-            raise SettingsError(f"--qualify-endpoint: {endpoint!r} has an invalid port") from None
+            raise SettingsError(f"{sources['qualify_endpoint']}: {endpoint!r} has an invalid port") from None
         endpoint = endpoint.rstrip("/")
         if endpoint.endswith("/v1"):
             endpoint = endpoint[: -len("/v1")]
@@ -131,7 +156,20 @@ def resolve(
     try:
         startup_timeout_s = float(timeout) if timeout else None
     except ValueError:
-        raise SettingsError(f"--qualify-startup-timeout: expected seconds, got {timeout!r}") from None
+        raise SettingsError(f"{sources['qualify_startup_timeout']}: expected seconds, got {timeout!r}") from None
+
+    fail_pct = values["qualify_fail_on_regression"]
+    fail_on_regression_pct = None
+    if fail_pct is not None:
+        where = sources["qualify_fail_on_regression"]
+        try:
+            fail_on_regression_pct = float(fail_pct)
+        except ValueError:
+            raise SettingsError(f"{where}: expected a percentage, got {fail_pct!r}") from None
+        if fail_on_regression_pct < 0:
+            raise SettingsError(f"{where}: expected a percentage >= 0, got {fail_pct!r}")
+        if not values["qualify_baseline"] and values["qualify"]:
+            raise SettingsError(f"{where.option.flag} needs --qualify-baseline")
 
     from pytest_qualify.stages import check_stage_name
 
@@ -139,7 +177,7 @@ def resolve(
     try:
         check_stage_name(stage)
     except ValueError as exc:
-        raise SettingsError(f"--qualify-stage: {exc}") from None
+        raise SettingsError(f"{sources['qualify_stage']}: {exc}") from None
 
     command = values["qualify_serve_command"]
     return Settings(
@@ -153,7 +191,7 @@ def resolve(
         reference_faults=tuple(reference_faults),
         waivers=values["qualify_waivers"],
         baseline=values["qualify_baseline"],
-        fail_on_regression_pct=values["qualify_fail_on_regression"],
+        fail_on_regression_pct=fail_on_regression_pct,
         stage=stage,
         promoted=values["qualify_promoted"],
     )

@@ -10,14 +10,14 @@ import os
 import shutil
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pytest_qualify.lifecycle import (
-    LaunchSpec, ServerProcess, free_port, pid_exit, port_is_free, redact, render_argv, tail,
+    LaunchSpec, ServerProcess, free_port, pid_exit, port_is_free, render_argv, tail,
 )
 from pytest_qualify.profiles import Profile
+from pytest_qualify.redaction import redact_file
 from pytest_qualify.settings import REFERENCE, Settings
 
 SERVER_LOG = "server.log"
@@ -33,18 +33,20 @@ class Target:
     base_url: str
     display_command: str = ""
     process: ServerProcess | None = None
-    log_path: Path | None = None
-    info: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def simulated(self) -> bool:
-        return self.mode == REFERENCE
 
     def died(self) -> str | None:
         """Why the launched process is gone, or None while it runs (or when attached)."""
         if self.process is not None and self.process.proc is not None and not self.process.alive():
             return f"server process (pid {self.process.pid}) exited with code {self.process.exit_code}"
         return None
+
+    def death(self) -> str | None:
+        """Why the launched process is gone with its last log line, or None while it runs."""
+        why = self.died()
+        if not why:
+            return None
+        last = self.process.log_tail(1).strip() if self.process is not None else ""
+        return why + (f" (last log line: {last[:200]})" if last else "")
 
     def log_tail(self, lines: int = 20) -> str:
         return self.process.log_tail(lines) if self.process is not None else ""
@@ -57,20 +59,6 @@ class Target:
             self.process.stop()
         finally:
             redact_file(self.process.spec.log_path, self.process.spec.secrets)
-
-
-def redact_file(path: Path, secrets: tuple[str, ...]) -> None:
-    """Replace every secret in a file we keep as evidence (a server may log its own flags)."""
-    if not any(secrets):
-        return
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return
-    text = data.decode("utf-8", errors="surrogateescape")
-    clean = redact(text, secrets)
-    if clean != text:
-        path.write_bytes(clean.encode("utf-8", errors="surrogateescape"))
 
 
 def process_gone(pid: int) -> str | None:
@@ -168,7 +156,6 @@ def start_target(
         base_url=spec.base_url,
         display_command=spec.display_command(),
         process=process,
-        log_path=spec.log_path,
     )
     if progress:
         progress(f"launching: {spec.display_command()}")

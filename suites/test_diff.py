@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 
 from pytest_qualify.checks import require
-from pytest_qualify.graders.diff import grade_diff_answer, load_cases
+from pytest_qualify.fixture_data import diff_cases
+from pytest_qualify.graders.diff import grade_diff_answer
 
 pytestmark = pytest.mark.qualify_module("diff")
 
-CASES = load_cases()
+CASES = diff_cases()
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])

@@ -14,8 +14,6 @@ Unlike the corpus module, nothing here is waivable.
 from __future__ import annotations
 
 import itertools
-import tomllib
-from importlib import resources
 
 import pytest
 
@@ -24,13 +22,14 @@ from pytest_qualify.client import EndpointError, ServerGone, error_message
 from pytest_qualify.corpus import load_manifest, malformed_part, media_part, user_message
 from pytest_qualify.graders import Verdict
 from pytest_qualify.graders.media import grade_event_call, grade_item, grade_limit_refusal, grade_refusal, grade_words
-from pytest_qualify.graders.text import contains_answer
+from pytest_qualify.fixture_data import smoke_questions
+from pytest_qualify.graders.text import grade_short_answer
 
 pytestmark = pytest.mark.qualify_module("media_admission")
 
 MANIFEST = load_manifest()
 KINDS = ("image", "video")
-SMOKE = tomllib.loads(resources.files("pytest_qualify.fixtures").joinpath("smoke.toml").read_text())["question"][0]
+SMOKE = smoke_questions()[0]
 
 
 def _limit(profile, kind: str) -> int:
@@ -65,10 +64,10 @@ def _still_serving(client, profile, case: str) -> None:
     status = client.health()
     if status != 200:
         fail(case, f"after the refusal GET /health answered HTTP {status}, expected 200")
-    status, message, answer = _send(client, [{"role": "user", "content": SMOKE["prompt"]}], profile, case, seed=1)
+    status, message, answer = _send(client, [{"role": "user", "content": SMOKE.text}], profile, case, seed=1)
     if answer is None:
         fail(case, f"after the refusal a short question got HTTP {status}: {message}")
-    verdict = contains_answer(answer.content, SMOKE["accept"])
+    verdict = grade_short_answer(answer.content, SMOKE.accept, SMOKE.reject)
     if not verdict.ok:
         fail(case, f"after the refusal a short question was answered wrongly: {verdict.reason}")
 

@@ -1,8 +1,7 @@
 """Protocol module 10 — reasoning leakage.
 
 With thinking disabled in the profile: no reasoning field (``reasoning_content`` / ``reasoning``),
-no ``<think>``-style markers or "Thinking Process:" preamble in the content, no reasoning tokens in
-the usage — streamed and not. A caller's ``chat_template_kwargs.enable_thinking`` must have no
+no ``<think>``-style or template markers in the content, no reasoning tokens in the usage — streamed and not. A caller's ``chat_template_kwargs.enable_thinking`` must have no
 effect unless the profile says thinking is overridable.
 
 With thinking enabled the contract turns around: reasoning may be returned, but only in its own
@@ -11,17 +10,15 @@ field, never in the visible content. Nothing is stripped before grading.
 
 from __future__ import annotations
 
-import tomllib
-from importlib import resources
-
 import pytest
 
 from pytest_qualify.checks import require
+from pytest_qualify.fixture_data import reasoning_prompts
 from pytest_qualify.graders.reasoning import check_no_reasoning, check_reasoning_separated
 
 pytestmark = pytest.mark.qualify_module("reasoning")
 
-PROMPTS = tomllib.loads(resources.files("pytest_qualify.fixtures").joinpath("reasoning.toml").read_text())["prompt"]
+PROMPTS = reasoning_prompts()
 STREAM = pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
 
 
@@ -40,12 +37,12 @@ def _record(qualify_record, answer) -> None:
 
 
 @STREAM
-@pytest.mark.parametrize("prompt", PROMPTS, ids=[p["id"] for p in PROMPTS])
+@pytest.mark.parametrize("prompt", PROMPTS, ids=[p.id for p in PROMPTS])
 def test_no_reasoning_leak(prompt, stream, qualify_client, qualify_profile, qualify_record, qualify_repetition):
     thinking = qualify_profile.thinking
-    where = f"prompt {prompt['id']}, {'streamed' if stream else 'not streamed'}, repetition {qualify_repetition}, thinking {'enabled' if thinking.enabled else 'disabled'}"
+    where = f"prompt {prompt.id}, {'streamed' if stream else 'not streamed'}, repetition {qualify_repetition}, thinking {'enabled' if thinking.enabled else 'disabled'}"
     limits = qualify_profile.limits
-    answer = qualify_client.chat([{"role": "user", "content": prompt["text"]}], stream=stream, temperature=0, seed=1,
+    answer = qualify_client.chat([{"role": "user", "content": prompt.text}], stream=stream, temperature=0, seed=1,
                                  max_tokens=limits.answer_tokens + limits.reasoning_headroom_tokens)
     _record(qualify_record, answer)
     _grade(answer, thinking.enabled, where)
@@ -62,7 +59,7 @@ def test_thinking_override(stream, qualify_client, qualify_profile, qualify_reco
              f"repetition {qualify_repetition}")
     limits = qualify_profile.limits
     prompt = PROMPTS[0]
-    answer = qualify_client.chat([{"role": "user", "content": prompt["text"]}], stream=stream, temperature=0, seed=1,
+    answer = qualify_client.chat([{"role": "user", "content": prompt.text}], stream=stream, temperature=0, seed=1,
                                  max_tokens=limits.answer_tokens + limits.reasoning_headroom_tokens,
                                  chat_template_kwargs={"enable_thinking": requested})
     _record(qualify_record, answer)

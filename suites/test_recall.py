@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 
 from pytest_qualify.checks import require
-from pytest_qualify.graders.recall import grade_recall, load_fixtures
+from pytest_qualify.fixture_data import recall_fixtures
+from pytest_qualify.graders.recall import grade_recall
 
 pytestmark = pytest.mark.qualify_module("recall")
 
-FIXTURES = load_fixtures()
+FIXTURES = recall_fixtures()
 
 
 @pytest.mark.parametrize("conversation", FIXTURES.conversations, ids=[c.id for c in FIXTURES.conversations])

@@ -20,14 +20,13 @@ from __future__ import annotations
 import fcntl
 import json
 import time
-import tomllib
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 import pytest
 
 from pytest_qualify import hostile
+from pytest_qualify.fixture_data import smoke_questions
 from pytest_qualify.checks import fail
 
 pytestmark = [pytest.mark.qualify_module("robustness"), pytest.mark.qualify_repeat(1)]
@@ -37,9 +36,7 @@ FAILURES_FILE = "robustness-failures.jsonl"
 NOT_A_JUDGEMENT = {401: "unauthorized", 403: "forbidden", 407: "proxy authentication", 429: "rate limited"}
 # After this many timeouts in one class the server is hanging on it; the rest would only wait.
 MAX_TIMEOUTS_PER_CLASS = 3
-SMOKE_QUESTION = tomllib.loads(
-    resources.files("pytest_qualify.fixtures").joinpath("smoke.toml").read_text()
-)["question"][0]["prompt"]
+SMOKE = smoke_questions()[0]
 
 
 @dataclass(frozen=True)
@@ -151,7 +148,7 @@ def test_hostile_requests_refused(kind, qualify_client, qualify_http, qualify_pr
     status = qualify_client.health()
     if status != 200:
         fail(kind, f"after {sent} hostile requests GET /health answered HTTP {status}, expected 200")
-    _answered(qualify_client, [{"role": "user", "content": SMOKE_QUESTION}], profile,
+    _answered(qualify_client, [{"role": "user", "content": SMOKE.text}], profile,
               f"a short request after {sent} hostile requests", kind)
 
     if failures:

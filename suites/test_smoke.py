@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import tomllib
-from importlib import resources
-
 import pytest
 
 from pytest_qualify.checks import fail, require
 from pytest_qualify.graders.identity import check_identity
-from pytest_qualify.graders.text import contains_answer
+from pytest_qualify.fixture_data import smoke_questions
+from pytest_qualify.graders.text import grade_short_answer
 
 pytestmark = pytest.mark.qualify_module("smoke")
 
-QUESTIONS = tomllib.loads(resources.files("pytest_qualify.fixtures").joinpath("smoke.toml").read_text())["question"]
+QUESTIONS = smoke_questions()
 
 
 def test_health(qualify_client):
@@ -38,5 +36,5 @@ def test_engine_version(qualify_client, qualify_record):
 
 @pytest.mark.parametrize("question", QUESTIONS, ids=[f"q{i + 1}" for i in range(len(QUESTIONS))])
 def test_short_answer(qualify_ask, question):
-    answer = qualify_ask(question["prompt"])
-    require(contains_answer(answer.content, question["accept"]), f"question {question['prompt']!r}")
+    answer = qualify_ask(question.text)
+    require(grade_short_answer(answer.content, question.accept, question.reject), f"question {question.text!r}")

@@ -7,11 +7,12 @@ from __future__ import annotations
 import pytest
 
 from pytest_qualify.checks import require
-from pytest_qualify.graders.triage import grade_triage, load_incidents
+from pytest_qualify.fixture_data import triage_incidents
+from pytest_qualify.graders.triage import grade_triage
 
 pytestmark = pytest.mark.qualify_module("triage")
 
-INCIDENTS = load_incidents()
+INCIDENTS = triage_incidents()
 
 
 @pytest.mark.parametrize("incident", INCIDENTS, ids=[i.id for i in INCIDENTS])

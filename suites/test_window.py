@@ -11,14 +11,12 @@ recorded. Hangs and a dead server surface as the run's timeout / dead-server rea
 
 from __future__ import annotations
 
-import tomllib
-from importlib import resources
-
 import pytest
 
 from pytest_qualify.checks import fail, require
 from pytest_qualify.client import EndpointError, error_message
-from pytest_qualify.graders.text import contains_answer
+from pytest_qualify.fixture_data import window_follow_up
+from pytest_qualify.graders.text import grade_short_answer
 from pytest_qualify.graders.window import check_overwindow_refusal
 from pytest_qualify.haystack import (
     Haystack, Sized, SizingError, haystack_seed, pad_to_tokens, plan_haystack, size_to_tokens,
@@ -29,7 +27,7 @@ pytestmark = pytest.mark.qualify_module("window")
 SLACK_TOKENS = 2
 MAX_TOKENIZE_CALLS = 10
 PAD_CALLS = 6
-FOLLOW_UP = tomllib.loads(resources.files("pytest_qualify.fixtures").joinpath("finish.toml").read_text())["follow_up"][0]
+FOLLOW_UP = window_follow_up()
 
 
 def _budget(profile) -> int:
@@ -94,8 +92,8 @@ def test_prompt_over_window_is_refused(qualify_client, qualify_profile, qualify_
     if health != 200:
         fail(where, f"after refusing the over-window prompt, GET /health answered HTTP {health}, expected 200")
     try:
-        follow_up = qualify_client.chat([{"role": "user", "content": FOLLOW_UP["text"]}], max_tokens=budget, temperature=0)
+        follow_up = qualify_client.chat([{"role": "user", "content": FOLLOW_UP.text}], max_tokens=budget, temperature=0)
     except EndpointError as exc:
         fail(where, f"a short request after the over-window refusal failed: HTTP {exc.status}: {error_message(exc.body)[:200]!r}")
     qualify_record.answer(follow_up)
-    require(contains_answer(follow_up.content, FOLLOW_UP["accept"]), f"{where}, short request after the refusal")
+    require(grade_short_answer(follow_up.content, FOLLOW_UP.accept, FOLLOW_UP.reject), f"{where}, short request after the refusal")

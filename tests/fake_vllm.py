@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shlex
 import signal
 import subprocess
@@ -139,22 +138,6 @@ def main(argv: list[str]) -> int:
 def fake_command(*switches: str) -> str:
     """A --qualify-serve-command value that launches this fake in place of ``vllm serve``."""
     return shlex.join([sys.executable, str(HERE), "serve", "{model}", *switches])
-
-
-def smoke_profile(tmp_path: Path, *, base: str = "small", extra_serve: str = "", request_s: float | None = None,
-                  modules: tuple[str, ...] = ("smoke",)) -> Path:
-    """A copy of a built-in profile whose gate needs only ``modules``."""
-    from pytest_qualify.profiles import builtin_profiles
-
-    text = Path(builtin_profiles()[base]).read_text()
-    text = text[: text.index("[modules]")] + "[modules]\nrequired = [" + ", ".join(f'"{m}"' for m in modules) + "]\n"
-    if request_s is not None:
-        text = re.sub(r"(?m)^request_s = .*$", f"request_s = {request_s}", text, count=1)
-    if extra_serve:
-        text = text.replace("[serve]\n", f"[serve]\n{extra_serve}\n", 1)
-    path = tmp_path / f"{base}-test.toml"
-    path.write_text(text)
-    return path
 
 
 def read_events(path: Path) -> list[str]:

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from fake_vllm import fake_command, smoke_profile
-from pytest_qualify.plugin import suites_dir
+from conftest import write_profile
+from fake_vllm import fake_command
+from pytest_qualify.hooks.collection import suites_dir
 from pytest_qualify.profiles import builtin_profiles
 
 SMOKE = str(suites_dir() / "test_smoke.py")
@@ -61,7 +62,7 @@ def test_profile_field_of_the_wrong_type_is_named(pytester, tmp_path):
 def test_unreadable_waiver_file_is_named(pytester, tmp_path, make, expected):
     path = tmp_path / "waivers.toml"
     make(path)
-    text = usage_error(pytester, tmp_path, f"--qualify={smoke_profile(tmp_path)}", "--qualify-endpoint", "reference",
+    text = usage_error(pytester, tmp_path, f"--qualify={write_profile(tmp_path)}", "--qualify-endpoint", "reference",
                        "--qualify-waivers", str(path))
     assert "--qualify-waivers" in text and str(path) in text and expected in text
 
@@ -69,7 +70,7 @@ def test_unreadable_waiver_file_is_named(pytester, tmp_path, make, expected):
 def test_evidence_directory_that_cannot_be_written(pytester, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
-    text = usage_error(pytester, tmp_path, f"--qualify={smoke_profile(tmp_path)}", "--qualify-endpoint", "reference",
+    text = usage_error(pytester, tmp_path, f"--qualify={write_profile(tmp_path)}", "--qualify-endpoint", "reference",
                        evidence=blocker / "evidence")
     assert "--qualify-evidence: cannot write the evidence directory" in text and str(blocker) in text
 
@@ -82,7 +83,7 @@ def test_profile_port_already_taken(pytester, tmp_path, monkeypatch, mode):
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         port = holder.getsockname()[1]
-        profile = smoke_profile(tmp_path, extra_serve=f"port = {port}")
+        profile = write_profile(tmp_path, extra_serve=f"port = {port}")
         target = ("--qualify-endpoint", "reference") if mode == "reference" else ("--qualify-serve-command", fake_command())
         text = usage_error(pytester, tmp_path, f"--qualify={profile}", *target)
     assert f"serve.port {port} on 127.0.0.1 is already in use" in text and str(profile) in text
@@ -99,18 +100,18 @@ def test_endpoint_that_is_not_a_url_is_refused_naming_it(url):
 
 
 def test_endpoint_that_is_not_a_url_is_a_usage_error(pytester, tmp_path):
-    text = usage_error(pytester, tmp_path, f"--qualify={smoke_profile(tmp_path)}", "--qualify-endpoint", "localhost:8000")
+    text = usage_error(pytester, tmp_path, f"--qualify={write_profile(tmp_path)}", "--qualify-endpoint", "localhost:8000")
     assert "--qualify-endpoint: 'localhost:8000' is not a URL" in text
 
 
 def test_serve_command_that_does_not_exist(pytester, tmp_path):
-    text = usage_error(pytester, tmp_path, f"--qualify={smoke_profile(tmp_path)}",
+    text = usage_error(pytester, tmp_path, f"--qualify={write_profile(tmp_path)}",
                        "--qualify-serve-command", "/nonexistent/bin/vllm serve {model}")
     assert "--qualify-serve-command: cannot run '/nonexistent/bin/vllm'" in text
 
 
 def test_profile_serve_command_that_does_not_exist(pytester, tmp_path):
-    profile = smoke_profile(tmp_path)
+    profile = write_profile(tmp_path)
     profile.write_text(profile.read_text().replace('command = ["vllm", "serve", "{model}"]',
                                                    'command = ["no-such-vllm-binary", "serve", "{model}"]'))
     text = usage_error(pytester, tmp_path, f"--qualify={profile}")

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from fake_vllm import pid_gone, smoke_profile, wait_for
+from conftest import write_profile
+from fake_vllm import pid_gone, wait_for
 from pytest_qualify.lifecycle import free_port
-from pytest_qualify.plugin import suites_dir
+from pytest_qualify.hooks.collection import suites_dir
 
 SMOKE = str(suites_dir() / "test_smoke.py")
 DEATH = "server died during {root}test_smoke.py::test_short_answer[rep2of3-q1]: server process (pid {pid}) exited with code 3"
@@ -27,7 +28,7 @@ DEATH = "server died during {root}test_smoke.py::test_short_answer[rep2of3-q1]: 
 
 def run(pytester: pytest.Pytester, tmp_path: Path, *args: str, profile: Path | None = None) -> pytest.RunResult:
     return pytester.runpytest_subprocess(
-        f"--qualify={profile or smoke_profile(tmp_path)}", "--qualify-evidence", str(tmp_path / "ev"),
+        f"--qualify={profile or write_profile(tmp_path)}", "--qualify-evidence", str(tmp_path / "ev"),
         "--junitxml", str(tmp_path / "junit.xml"), "-p", "no:cacheprovider", *args,
     )
 
@@ -104,7 +105,7 @@ def test_run_ends_within_seconds_of_the_death(tmp_path):
     out_path = tmp_path / "out.txt"
     with open(out_path, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--qualify={smoke_profile(tmp_path)}",
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--qualify={write_profile(tmp_path)}",
              "--qualify-endpoint", "reference", "--qualify-reference-fault", "die_after=2", "--repeat", "3",
              "--qualify-evidence", str(tmp_path / "ev"), SMOKE],
             cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, env=env,
@@ -136,7 +137,7 @@ def test_dropped_connection_with_the_server_up_is_not_a_death(pytester, tmp_path
 
 
 def test_hung_request_fails_its_test_with_the_elapsed_time_and_the_run_goes_on(pytester, tmp_path):
-    profile = smoke_profile(tmp_path, request_s=2)
+    profile = write_profile(tmp_path, request_s=2)
     t0 = time.monotonic()
     result = run(pytester, tmp_path, "--qualify-endpoint", "reference", "--qualify-reference-fault", "hang_after=2",
                  "--repeat", "2", SMOKE, profile=profile)
@@ -152,7 +153,7 @@ def test_hung_request_fails_its_test_with_the_elapsed_time_and_the_run_goes_on(p
 
 
 def test_timeout_scales_with_the_lane_and_names_it(pytester, tmp_path):
-    profile = smoke_profile(tmp_path, request_s=1, modules=("context",))
+    profile = write_profile(tmp_path, request_s=1, modules=("context",))
     text = profile.read_text().replace("per_1k_prompt_tokens_s = 5.0", "per_1k_prompt_tokens_s = 1.0")
     profile.write_text(text)
     pytester.makepyfile(test_lanes=textwrap.dedent("""
@@ -184,7 +185,10 @@ def test_server_killed_between_tests_is_found_before_the_next_one(pytester, tmp_
         def test_a_kills_the_server(qualify_client, qualify_run):
             assert qualify_client.health() == 200
             os.kill(qualify_run.server_info["server_pid"], signal.SIGKILL)
-            time.sleep(0.5)
+            deadline = time.monotonic() + 30
+            while qualify_run.target.died() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert qualify_run.target.died()
 
         def test_b(qualify_client):
             qualify_client.health()
@@ -203,7 +207,7 @@ def test_server_killed_between_tests_is_found_before_the_next_one(pytester, tmp_
 def test_attached_endpoint_that_stops_accepting_connections_is_dead(pytester, tmp_path):
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "pytest_qualify.reference", "--port", str(port), "--profile", str(smoke_profile(tmp_path)),
+        [sys.executable, "-m", "pytest_qualify.reference", "--port", str(port), "--profile", str(write_profile(tmp_path)),
          "--fault", "die_after=1"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )

@@ -20,6 +20,7 @@ from pytest_qualify.evidence.session import CaseRecord
 from pytest_qualify.evidence.summary import SummaryError, build_summary, validate
 from pytest_qualify.evidence.waivers import Waiver, WaiverSet
 from pytest_qualify.profiles import load_profile, module_registry
+from pytest_qualify.redaction import redact_command
 from pytest_qualify.timing import Timeline, request_metrics
 
 SECRET = "sk-test-very-secret-0123456789"
@@ -58,7 +59,7 @@ def run():
     waivers = WaiverSet((Waiver("test_image[img07]", "caption ambiguity, ticket MM-12", __import__("datetime").date(2099, 1, 1), 1),
                          Waiver("test_gone[*]", "renamed", __import__("datetime").date(2099, 1, 1), 2)),
                         profile.waivable_modules, "waivers.toml")
-    from pytest_qualify.evidence.finish import candidates
+    from pytest_qualify.evidence.verdict import candidates
 
     waivers.observe(candidates(results))
     verdict = gate.evaluate(results, module_registry(), ("smoke", "context", "multimodal"),
@@ -73,7 +74,7 @@ def run():
              "finished_at": "2026-01-01T00:01:00+00:00", "duration_s": 60.0, "repeat": 3, "workers": 0,
              "tool_version": "0.1.0"},
         target={"mode": "reference", "simulated": True, "base_url": "http://127.0.0.1:1",
-                "launch_command": junit.redact_command(f"python -m x --api-key {SECRET} --port 1"),
+                "launch_command": redact_command(f"python -m x --api-key {SECRET} --port 1"),
                 "engine_version": "0.1.0-reference", "models": [{"id": "small-chat-4k", "root": "m", "max_model_len": 4096}],
                 "startup_error": None, "died": None},
         profile=profile, verdict=verdict, results=results, cases=cases,
@@ -190,7 +191,7 @@ def test_first_streamed_request_is_the_items_timing():
 
 def test_redact_command():
     cmd = "vllm serve m --api-key 'abc def' --hf-token=hf_123 --port 8000 --token xyz"
-    out = junit.redact_command(cmd, secrets=("8000",))
+    out = redact_command(cmd, secrets=("8000",))
     assert "abc def" not in out and "hf_123" not in out and "xyz" not in out and "8000" not in out
     assert out.startswith("vllm serve m --api-key *** --hf-token=*** --port ***")
 

@@ -26,7 +26,7 @@ SECRET = "qualify-e2e-secret-7f3a9c"
 # the cross-check must flag exactly that lane and repetition.
 LANES = '''
 import pytest
-from pytest_qualify.plugin import state_of
+from pytest_qualify.hooks import state_of
 
 pytestmark = pytest.mark.qualify_module("context")
 

@@ -9,14 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytest_qualify.fixture_data import diff_cases
 from pytest_qualify.graders.diff import (
-    apply_diff, extract_diff, first_difference, grade_diff_answer, load_cases, same_file, strip_level,
+    apply_diff, extract_diff, first_difference, grade_diff_answer, same_file, strip_level,
 )
 
 # Examples are judged by their outcome only: a loaded CI machine must not fail a slow one.
 RELAXED = settings(deadline=None)
 
-CASES = load_cases()
+CASES = diff_cases()
 BY_ID = {c.id: c for c in CASES}
 PY = BY_ID["python_function"]
 MULTI = BY_ID["multi_hunk_rename"]

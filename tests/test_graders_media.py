@@ -142,8 +142,14 @@ def test_item_truncated_and_empty():
 
 
 def test_item_forbidden_word():
-    verdict = grade_item("image-02", "Blue, not red.", required=["blue"], forbidden=["red"])
+    verdict = grade_item("image-02", "Blue, and red.", required=["blue"], forbidden=["red"])
     assert verdict.reason.startswith("item image-02: forbidden word 'red' present")
+    # A forbidden word the answer itself negates is not claimed; a required one it negates is not said.
+    assert grade_item("image-02", "Blue, not red.", required=["blue"], forbidden=["red"]).ok
+    assert grade_item("image-12", "The bottom half (not the top half).", required=["bottom"], forbidden=["top"]).ok
+    assert not grade_item("image-12", "No, it is in the top half.", required=["bottom"], forbidden=["top"]).ok
+    negated = grade_item("image-02", "It is not blue.", required=["blue"])
+    assert not negated.ok and "missing required word 'blue'" in negated.reason
 
 
 # -- properties ------------------------------------------------------------------------------------

@@ -31,13 +31,9 @@ def test_zero_reasoning_tokens_and_empty_field_pass():
         "[THINK]x[/THINK]Blue",
         "◁think▷x◁/think▷Blue",
         "<|channel|>analysis<|message|>x<|end|>Blue",
-        "Thinking Process:\n1. The sky...\nBlue",
-        "**Thinking Process:** the sky is blue. Blue",
-        "Thought process: sky. Blue",
-        "  Reasoning: the sky is blue.\nBlue",
     ],
 )
-def test_markers_and_preambles_in_content_fail(content):
+def test_markers_in_content_fail(content):
     verdict = check_no_reasoning(content, None, None)
     assert not verdict.ok and "reasoning markers in the visible content" in verdict.reason
 
@@ -98,6 +94,23 @@ def test_property_any_reasoning_tokens_fail(tokens):
 
 
 @settings(deadline=None)  # a loaded CI box must not turn slowness into a failure
-@given(st.sampled_from(["Thinking Process", "thought process", "REASONING", "Chain of thought", "Thoughts"]), st.sampled_from(["", "**", "## "]), plain)
-def test_property_preambles_fail(word, decoration, rest):
-    assert not check_no_reasoning(f"{decoration}{word}:{decoration} {rest}", None, None).ok
+@given(st.sampled_from(["Thinking Process", "thought process", "REASONING", "Chain of thought", "Thoughts", "Working"]),
+       st.sampled_from(["", "**", "## "]), plain)
+def test_property_prose_working_is_not_a_leak(word, decoration, rest):
+    # Working written as prose is the visible answer to a prompt that asked for it ("Think it
+    # through, then answer briefly"), not the engine's reasoning reaching the caller.
+    content = f"{decoration}{word}:{decoration} {rest}"
+    assert check_no_reasoning(content, None, None).ok
+    assert check_reasoning_separated(content, "hidden reasoning").ok
+
+
+def test_the_prompt_that_invites_working_keeps_a_working_answer_passing():
+    # The module keeps a prompt that asks for visible working; its reference answer shows the
+    # working as prose, and that is not a leak.
+    from pytest_qualify.fixture_data import reasoning_prompts
+
+    inviting = [p for p in reasoning_prompts() if "think it through" in p.text.lower()]
+    assert inviting, "no reasoning prompt invites visible working"
+    for prompt in inviting:
+        assert "**Reasoning:**" in prompt.answer
+        assert check_no_reasoning(prompt.answer, None, None).ok

@@ -8,13 +8,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_qualify.graders.recall import Fact, fact_present, grade_recall, load_fixtures
-from pytest_qualify.graders.text import contains_number, contains_phrase, numbers_in, parse_number
+from pytest_qualify.fixture_data import recall_fixtures
+from pytest_qualify.graders.recall import Fact, fact_present, grade_recall
+from pytest_qualify.graders.text import claim_text, number_spans, numbers_in, parse_number, phrase_spans
+
+
+def contains_number(text: str, value) -> bool:
+    return bool(number_spans(claim_text(text), value))
+
+
+def contains_phrase(text: str, phrase: str) -> bool:
+    return bool(phrase_spans(claim_text(text), phrase))
 
 # Examples are judged by their outcome only: a loaded CI machine must not fail a slow one.
 RELAXED = settings(deadline=None)
 
-FIXTURES = load_fixtures()
+FIXTURES = recall_fixtures()
 CONVERSATIONS = FIXTURES.conversations
 ONCALL = next(c for c in CONVERSATIONS if c.id == "oncall_handover")
 TRIP = next(c for c in CONVERSATIONS if c.id == "trip_booking")
@@ -66,6 +75,13 @@ def test_number_facts_accept_equal_numbers():
     assert grade_recall("KX7-42Q at the Aurelia; 2350 EUR", TRIP.facts, TRIP.near_misses).ok
 
 
+def test_a_near_miss_the_answer_negates_or_tells_as_context_is_not_stated():
+    # Negated, it is not a claim; told after the answer as what someone else has, it is context.
+    assert grade_recall("Ingrid Vasquez, 48213 (not 48231), 7Q-5531", ONCALL.facts, ONCALL.near_misses).ok
+    assert grade_recall("Ingrid Vasquez, employee 48213, door code 7Q-5531. (Your colleague Ingrid Valdez is 48231.)",
+                        ONCALL.facts, ONCALL.near_misses).ok
+
+
 def test_accept_forms_of_a_number_fact():
     fact = Fact("temperature", "-80", "number", ("minus 80",))
     assert fact_present("stored at −80 °C", fact)
@@ -79,7 +95,8 @@ def test_accept_forms_of_a_number_fact():
 @pytest.mark.parametrize("content,why", [
     ("", "empty answer"),
     ("Ingrid Vasquez, 48231, 7Q-5531", "lacks employee number '48213'"),
-    ("Ingrid Vasquez, 48213, 7Q-5531 (not 48231)", "states the near-miss employee number '48231'"),
+    ("Ingrid Vasquez, 48213 or 48231, 7Q-5531", "states the near-miss employee number '48231'"),
+    ("Ingrid Vasquez, 48231 (or 48213?), 7Q-5531", "states the near-miss employee number '48231'"),
     ("Ingrid Valdez, 48213, 7Q-5531", "lacks name 'Ingrid Vasquez'"),
     ("Ingrid Vasquez, 482135, 7Q-5531", "lacks employee number"),
     ("Ingrid Vasquez, 48213, 7Q-5513", "lacks door code '7Q-5531'"),
@@ -112,10 +129,9 @@ def test_parse_number_rejects(text):
 
 
 def test_contains_number_rejects_near_misses():
-    assert contains_number("It costs 176.35 CAD", 176.35).ok
-    assert not contains_number("It costs 176.53 CAD", 176.35).ok
-    assert not contains_number("It costs 1763.5 CAD", 176.35).ok
-    assert not contains_number(None, 1).ok and contains_number(None, 1).reason == "empty answer"
+    assert contains_number("It costs 176.35 CAD", 176.35)
+    assert not contains_number("It costs 176.53 CAD", 176.35)
+    assert not contains_number("It costs 1763.5 CAD", 176.35)
 
 
 def test_contains_phrase_needs_whole_words():
@@ -135,14 +151,14 @@ number_forms = st.sampled_from([
 @given(value=amounts, form=number_forms, before=st.sampled_from(["", "The total is ", "Result:\n"]),
        after=st.sampled_from(["", ".", " in total.", "\nAnything else?"]))
 def test_property_numbers_written_differently_are_found(value, form, before, after):
-    assert contains_number(before + form(value) + after, value).ok
+    assert contains_number(before + form(value) + after, value)
 
 
 @RELAXED
 @given(value=amounts, delta=st.decimals(min_value=Decimal("0.01"), max_value=Decimal("1000"), places=2),
        form=number_forms)
 def test_property_other_numbers_are_not_found(value, delta, form):
-    assert not contains_number(f"The total is {form(value + delta)}.", value).ok
+    assert not contains_number(f"The total is {form(value + delta)}.", value)
 
 
 @RELAXED

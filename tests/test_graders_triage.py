@@ -9,18 +9,20 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from pytest_qualify.graders.text import JsonNotFound, find_json_object
-from pytest_qualify.graders.triage import evidence_lines, grade_triage, load_incidents, normalize_component
+from pytest_qualify.fixture_data import triage_incidents
+from pytest_qualify.graders.triage import evidence_lines, grade_triage, normalize_component
 
 # Examples are judged by their outcome only: a loaded CI machine must not fail a slow one.
 RELAXED = settings(deadline=None)
 
-INCIDENTS = load_incidents()
+INCIDENTS = triage_incidents()
 POOL = next(i for i in INCIDENTS if i.id == "checkout_pool")
 GC = next(i for i in INCIDENTS if i.id == "inventory_gc")
 
 
 def truth(incident, **changes: str) -> dict[str, str]:
-    return {"component": incident.component, "cause": incident.cause, "evidence_line": incident.evidence[0], **changes}
+    return {"component": incident.component, "category": incident.category, "cause": incident.cause,
+            "evidence_line": incident.evidence[0], **changes}
 
 
 def as_json(answer: dict[str, str]) -> str:
@@ -65,7 +67,8 @@ def test_json_in_fences_or_prose(wrap):
 
 
 @pytest.mark.parametrize("component", ["checkout-service", "Checkout-Service", "checkout_service", "[checkout-service]",
-                                       " checkout service ", "checkout"])
+                                       " checkout service ", "checkout", "checkout-service (orders-pool)",
+                                       "checkout-service pool", "checkout-service / orders-pool", "CheckoutService"])
 def test_component_spellings(component):
     assert grade_triage(as_json(truth(POOL, component=component)), POOL).ok
 
@@ -104,28 +107,45 @@ def test_red_herring_component(component):
     assert not verdict.ok and "red herring" in verdict.reason and "checkout-service" in verdict.reason
 
 
-@pytest.mark.parametrize("component", ["checkout-service pool", "checkout-svc", "orders-pool", ""])
+@pytest.mark.parametrize("component", ["checkout-svc", "orders-pool", "", "checkoutservices"])
 def test_wrong_component(component):
     assert not grade_triage(as_json(truth(POOL, component=component)), POOL).ok
 
 
-@pytest.mark.parametrize("cause", ["The payments provider returned 503.", "Timeouts at the gateway.", "GC pauses"])
-def test_cause_without_the_keywords(cause):
+@pytest.mark.parametrize("cause", ["The payments provider returned 503.", "Long GC pauses in checkout-service.",
+                                   "A deadlock between two checkout transactions."])
+def test_cause_stating_a_contradiction(cause):
     verdict = grade_triage(as_json(truth(POOL, cause=cause)), POOL)
-    assert not verdict.ok and "names none of" in verdict.reason
+    assert not verdict.ok and "which is not the cause" in verdict.reason
 
 
-@pytest.mark.parametrize("evidence,why", [
-    ("2026-03-14T14:02:03.541Z WARN  [api-gateway] upstream checkout-service timed out after 10000ms, returning 504 (attempt 1/2)",
-     "does not show the cause"),
-    ("orders-pool", "does not show the cause"),  # also names the healthy pool line
-    ("14:02:03", "does not show the cause"),  # three lines share this second
-    ("provider call attempt 1/3 failed", "does not show the cause"),
-    ("the pool was exhausted", "not a line of the log"),
-    ("ERROR", "not a line of the log"),
+@pytest.mark.parametrize("cause", ["Timeouts at the gateway.", "orders-pool has no free connections; no slow queries on orders-db."])
+def test_cause_is_recorded_not_graded_on_wording(cause):
+    verdict = grade_triage(as_json(truth(POOL, cause=cause)), POOL)
+    assert verdict.ok and cause in verdict.reason
+
+
+@pytest.mark.parametrize("category", ["Connection-pool exhaustion", "connection pool exhaustion", "CONNECTION_POOL_EXHAUSTION"])
+def test_category_case_and_separators_free(category):
+    assert grade_triage(as_json(truth(POOL, category=category)), POOL).ok
+
+
+@pytest.mark.parametrize("field,value,why", [
+    # The category is graded exactly, against the closed list the prompt gives.
+    ("category", "slow downstream dependency", "category 'slow downstream dependency' is wrong"),
+    ("category", "lock contention", "is wrong: the cause is 'connection-pool exhaustion'"),
+    ("category", "database problem", "not one of the listed categories"),
+    # The evidence must single out lines that show the cause.
+    ("evidence_line", "2026-03-14T14:02:03.541Z WARN  [api-gateway] upstream checkout-service timed out after 10000ms, "
+     "returning 504 (attempt 1/2)", "does not show the cause"),
+    ("evidence_line", "orders-pool", "does not show the cause"),  # also names the healthy pool line
+    ("evidence_line", "14:02:03", "does not show the cause"),  # three lines share this second
+    ("evidence_line", "provider call attempt 1/3 failed", "does not show the cause"),
+    ("evidence_line", "the pool was exhausted", "not a line of the log"),
+    ("evidence_line", "ERROR", "not a line of the log"),
 ])
-def test_evidence_that_does_not_single_out_the_cause(evidence, why):
-    verdict = grade_triage(as_json(truth(POOL, evidence_line=evidence)), POOL)
+def test_wrong_category_or_evidence(field, value, why):
+    verdict = grade_triage(as_json(truth(POOL, **{field: value})), POOL)
     assert not verdict.ok and why in verdict.reason
 
 
@@ -135,8 +155,9 @@ def test_evidence_that_does_not_single_out_the_cause(evidence, why):
     ('{"component": "checkout-service", "cause": "pool exhausted", "evidence_line": "2026-03-14T14:02:03.530Z ERR',
      "truncated JSON"),
     ('```json\n{"component": "checkout-service", "cause": "pool exh', "truncated JSON"),
-    ('{"component": "checkout-service", "cause": "pool exhausted"}', "lacks evidence_line"),
-    ('{"component": "checkout-service", "cause": 3, "evidence_line": "x"}', "lacks cause"),
+    ('{"component": "checkout-service", "category": "lock contention", "cause": "pool exhausted"}', "lacks evidence_line"),
+    ('{"component": "checkout-service", "category": "lock contention", "cause": 3, "evidence_line": "x"}', "lacks cause"),
+    ('{"component": "checkout-service", "cause": "pool exhausted", "evidence_line": "x"}', "lacks category"),
 ])
 def test_broken_answers(content, why):
     verdict = grade_triage(content, POOL)

@@ -5,15 +5,18 @@ server under xdist, and the loopback bind."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from fake_vllm import HERE, event_pid, fake_command, pid_gone, read_events, smoke_profile, wait_for
+from conftest import write_profile
+from fake_vllm import HERE, event_pid, fake_command, pid_gone, read_events, wait_for
 from pytest_qualify.lifecycle import (
     LaunchSpec,
     ServerProcess,
@@ -21,9 +24,9 @@ from pytest_qualify.lifecycle import (
     free_port,
     group_alive,
     pid_exit,
-    redact,
 )
-from pytest_qualify.plugin import suites_dir
+from pytest_qualify.redaction import redact
+from pytest_qualify.hooks.collection import suites_dir
 
 SMOKE = str(suites_dir() / "test_smoke.py")
 
@@ -45,7 +48,7 @@ def launch(pytester: pytest.Pytester, tmp_path: Path, *switches: str, args: tupl
         for key, value in (env or {}).items():
             mp.setenv(key, value)
         return pytester.runpytest_subprocess(
-            f"--qualify={smoke_profile(tmp_path)}", "--qualify-serve-command", fake_command(*switches),
+            f"--qualify={write_profile(tmp_path)}", "--qualify-serve-command", fake_command(*switches),
             "--qualify-evidence", str(tmp_path / "ev"), "-p", "no:cacheprovider", *args, SMOKE,
         )
 
@@ -63,7 +66,7 @@ def test_slow_start_reports_progress_with_the_newest_log_line(tmp_path):
         process.stop()
     assert seconds >= 1.5
     assert lines, "no progress line during a 1.5 s start"
-    assert all("waiting for http://127.0.0.1:" in line and "s elapsed" for line in lines)
+    assert all(re.search(r"waiting for http://127\.0\.0\.1:\d+/health: \d+ s elapsed; log: ", line) for line in lines), lines
     assert any("Loading safetensors checkpoint shards" in line for line in lines)
 
 
@@ -115,30 +118,43 @@ def test_a_leader_that_ignores_sigterm_is_killed_after_the_grace(tmp_path):
     assert not group_alive(process.pid)
 
 
-def _interrupt_in(seconds: float):  # type: ignore[no-untyped-def]
-    """KeyboardInterrupt in the main thread after ``seconds``, like a Ctrl-C, without signalling
-    the test runner's own process group."""
+def _interrupt_when(condition, timeout_s: float = 60.0):  # type: ignore[no-untyped-def]
+    """KeyboardInterrupt in the main thread as soon as ``condition()`` holds, like a Ctrl-C, without
+    signalling the test runner's own process group. Returns what restores the SIGALRM handler."""
 
     def handler(signum, frame):  # type: ignore[no-untyped-def]
         raise KeyboardInterrupt("simulated Ctrl-C")
 
     previous = signal.signal(signal.SIGALRM, handler)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    return previous
+    main = threading.main_thread().ident
+    assert main is not None
+    done = threading.Event()
+
+    def watch() -> None:
+        if wait_for(lambda: done.is_set() or condition(), timeout_s) and not done.is_set():
+            signal.pthread_kill(main, signal.SIGALRM)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+    def restore() -> None:
+        done.set()
+        signal.signal(signal.SIGALRM, previous)
+
+    return restore
 
 
 def test_ctrl_c_while_stopping_still_kills_the_group(tmp_path):
     process = ServerProcess(spec_for(tmp_path, "--ignore-sigterm", "60", "--spawn-child", term_grace_s=30.0))
     process.start()
     process.wait_ready()
-    previous = _interrupt_in(0.5)
+    # The second Ctrl-C comes once the server has its SIGTERM (and ignores it).
+    restore = _interrupt_when(lambda: "sigterm" in read_events(tmp_path / "events"))
     t0 = time.monotonic()
     try:
         with pytest.raises(KeyboardInterrupt):
             process.stop()
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        restore()
     assert time.monotonic() - t0 < 8, "the second interrupt did not cut the 30 s grace short"
     assert not group_alive(process.pid)
     child = event_pid(tmp_path / "events", "child")
@@ -150,17 +166,17 @@ def test_ctrl_c_during_startup_leaves_nothing_running(tmp_path):
     from pytest_qualify.settings import resolve
     from pytest_qualify.target import start_target
 
-    profile = load_profile(str(smoke_profile(tmp_path)))
+    profile = load_profile(str(write_profile(tmp_path)))
     settings = resolve({"qualify_serve_command": fake_command("--startup-s", "60", "--spawn-child")}, {}, lambda k: None)
     events = tmp_path / "events"
     os.environ["FAKE_VLLM_EVENTS"] = str(events)
-    previous = _interrupt_in(1.5)
+    # Ctrl-C once the server and its engine-like child are up, during the 60 s startup.
+    restore = _interrupt_when(lambda: event_pid(events, "child") is not None)
     try:
         with pytest.raises(KeyboardInterrupt):
             start_target(profile, settings, tmp_path, None)
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        restore()
         os.environ.pop("FAKE_VLLM_EVENTS", None)
     leader, child = event_pid(events, "leader"), event_pid(events, "child")
     assert leader is not None and child is not None

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_qualify.plugin import suites_dir
+from pytest_qualify.hooks.collection import suites_dir
 from pytest_qualify.profiles import builtin_profiles
 
 SMOKE = str(suites_dir() / "test_smoke.py")
@@ -139,9 +139,9 @@ def test_reruns_are_refused(pytester, tmp_path):
     ("test_x", "test_x"),
 ])
 def test_item_label_drops_only_the_repetition(nodeid, label):
-    from pytest_qualify.plugin import strip_repetition_id
+    from pytest_qualify.repetition import without_repetition
 
-    assert strip_repetition_id(nodeid) == label
+    assert without_repetition(nodeid) == label
 
 
 @pytest.mark.parametrize("how", [["-k", "not test_health"], ["-n", "2", "-k", "not test_engine_version"]])

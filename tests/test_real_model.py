@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_qualify.plugin import suites_dir
+from pytest_qualify.hooks.collection import suites_dir
 from real_vllm import (
     XDIST_GROUP, Run, VllmEnv, finish, items, one_item, require_vllm, start, summary, vllm_processes, wait_until,
 )

@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fake_vllm import smoke_profile
+from conftest import write_profile
 from pytest_qualify import hostile
-from pytest_qualify.plugin import suites_dir
+from pytest_qualify.hooks.collection import suites_dir
 from pytest_qualify.profiles import load_profile
 from pytest_qualify.reference import server as reference
 from pytest_qualify.reference.faults import FaultError, Faults
@@ -189,7 +189,7 @@ def run_dir(tmp_path: Path) -> Path:
 
 
 def test_module_passes_with_at_least_200_hostile_requests_all_refused(pytester, tmp_path):
-    result = run(pytester, tmp_path, smoke_profile(tmp_path, modules=("robustness",)), "--repeat", "3")
+    result = run(pytester, tmp_path, write_profile(tmp_path, modules=("robustness",)), "--repeat", "3")
     assert result.ret == 0, result.stdout.str()
     # One item per class, not repeated: derandomized examples would only be sent again.
     result.assert_outcomes(passed=len(HOSTILE_CLASSES))
@@ -201,7 +201,7 @@ def test_module_passes_with_at_least_200_hostile_requests_all_refused(pytester, 
 
 
 def test_budget_comes_from_the_profile(pytester, tmp_path):
-    profile = smoke_profile(tmp_path, modules=("robustness",))
+    profile = write_profile(tmp_path, modules=("robustness",))
     profile.write_text(profile.read_text() + "robustness_examples = 18\n")
     result = run(pytester, tmp_path, profile)
     assert result.ret == 0, result.stdout.str()
@@ -209,7 +209,7 @@ def test_budget_comes_from_the_profile(pytester, tmp_path):
 
 
 def test_a_500_fails_its_class_with_a_replayable_example(pytester, tmp_path):
-    result = run(pytester, tmp_path, smoke_profile(tmp_path, modules=("robustness",)),
+    result = run(pytester, tmp_path, write_profile(tmp_path, modules=("robustness",)),
                  "--qualify-reference-fault", "hostile_500=tools")
     out = result.stdout.str()
     result.assert_outcomes(passed=len(HOSTILE_CLASSES) - 1, failed=1)

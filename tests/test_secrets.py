@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from fake_vllm import fake_command, smoke_profile, wait_for
+from conftest import write_profile
+from fake_vllm import fake_command, wait_for
 from pytest_qualify.lifecycle import free_port
-from pytest_qualify.plugin import suites_dir
+from pytest_qualify.hooks.collection import suites_dir
 
 SMOKE = str(suites_dir() / "test_smoke.py")
 
@@ -39,7 +40,7 @@ def assert_nowhere(key: str, result: pytest.RunResult, *roots: Path) -> int:
 
 def run(pytester: pytest.Pytester, tmp_path: Path, *args: str) -> pytest.RunResult:
     return pytester.runpytest_subprocess(
-        f"--qualify={smoke_profile(tmp_path)}", "--qualify-evidence", str(tmp_path / "ev"),
+        f"--qualify={write_profile(tmp_path)}", "--qualify-evidence", str(tmp_path / "ev"),
         "--junitxml", str(tmp_path / "junit.xml"), "-p", "no:cacheprovider", "-rA", *args, SMOKE,
     )
 
@@ -55,7 +56,7 @@ def start_reference(tmp_path: Path, key_env: str, key: str, *faults: str) -> tup
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest_qualify.reference", "--port", str(port), "--profile",
-         str(smoke_profile(tmp_path)), "--api-key-env", key_env, *(a for f in faults for a in ("--fault", f))],
+         str(write_profile(tmp_path)), "--api-key-env", key_env, *(a for f in faults for a in ("--fault", f))],
         env={**os.environ, key_env: key}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
 
@@ -120,7 +121,7 @@ def test_key_in_a_failure_message_is_redacted(pytester, tmp_path, api_key):
             assert os.environ["QUALIFY_API_KEY"] == "something else"
     """)
     result = pytester.runpytest_subprocess(
-        f"--qualify={smoke_profile(tmp_path)}", "--qualify-endpoint", "reference", "--qualify-evidence",
+        f"--qualify={write_profile(tmp_path)}", "--qualify-endpoint", "reference", "--qualify-evidence",
         str(tmp_path / "ev"), "--junitxml", str(tmp_path / "junit.xml"), "-p", "no:cacheprovider", "-rA", "test_leak.py",
     )
     result.assert_outcomes(failed=1)

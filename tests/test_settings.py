@@ -55,7 +55,33 @@ def test_serve_command_is_split():
 def test_evidence_options_share_the_precedence():
     s = _resolve(cli={"qualify_baseline": "old.json"}, env={"QUALIFY_WAIVERS": "w.toml", "QUALIFY_BASELINE": "x.json"},
                  ini={"qualify_fail_on_regression": "5"})
-    assert (s.waivers, s.baseline, s.fail_on_regression_pct) == ("w.toml", "old.json", "5")
+    assert (s.waivers, s.baseline, s.fail_on_regression_pct) == ("w.toml", "old.json", 5.0)
+
+
+@pytest.mark.parametrize("where, expected", [
+    ({"cli": {"qualify_repeat": "zero"}}, "--repeat: expected a whole number"),
+    ({"env": {"QUALIFY_REPEAT": "zero"}}, "environment variable QUALIFY_REPEAT (for --repeat): expected a whole number"),
+    ({"ini": {"qualify_repeat": "zero"}}, "ini key qualify_repeat (for --repeat): expected a whole number"),
+    ({"env": {"QUALIFY_ENDPOINT": "localhost:1"}}, "environment variable QUALIFY_ENDPOINT (for --qualify-endpoint): "),
+    ({"ini": {"qualify_startup_timeout": "soon"}}, "ini key qualify_startup_timeout (for --qualify-startup-timeout): "),
+])
+def test_an_error_names_where_the_bad_value_came_from(where, expected):
+    with pytest.raises(SettingsError) as info:
+        _resolve(**where)
+    assert str(info.value).startswith(expected)
+
+
+@pytest.mark.parametrize("value, expected", [("ten", "expected a percentage"), ("-1", "expected a percentage >= 0")])
+def test_fail_on_regression_is_a_percentage(value, expected):
+    with pytest.raises(SettingsError, match=f"environment variable QUALIFY_FAIL_ON_REGRESSION.*{expected}"):
+        _resolve(cli={"qualify": "small", "qualify_baseline": "b.json"}, env={"QUALIFY_FAIL_ON_REGRESSION": value})
+
+
+def test_help_text_has_one_percent_sign_where_one_is_meant():
+    from pytest_qualify.settings import OPTIONS
+
+    assert all("%%" not in opt.help for opt in OPTIONS)
+    assert {opt.flag: opt.metavar for opt in OPTIONS}["--qualify"] == "PROFILE"
 
 
 def test_stage_defaults_to_full_and_shares_the_precedence():
@@ -67,9 +93,12 @@ def test_stage_defaults_to_full_and_shares_the_precedence():
     assert _resolve(env={"QUALIFY_PROMOTED": "run/summary.json"}).promoted == "run/summary.json"
 
 
-@pytest.mark.parametrize("where", ["cli", "env", "ini"])
-def test_an_unknown_stage_is_named_wherever_it_came_from(where):
-    source = {"cli": {"cli": {"qualify_stage": "prefligth"}}, "env": {"env": {"QUALIFY_STAGE": "prefligth"}},
-              "ini": {"ini": {"qualify_stage": "prefligth"}}}[where]
-    with pytest.raises(SettingsError, match="--qualify-stage: unknown stage 'prefligth'.*preflight, full, post-promotion"):
-        _resolve(**source)
+@pytest.mark.parametrize("where, expected", [
+    ({"cli": {"qualify_stage": "prefligth"}}, "--qualify-stage: "),
+    ({"env": {"QUALIFY_STAGE": "prefligth"}}, "environment variable QUALIFY_STAGE (for --qualify-stage): "),
+    ({"ini": {"qualify_stage": "prefligth"}}, "ini key qualify_stage (for --qualify-stage): "),
+])
+def test_an_unknown_stage_is_named_wherever_it_came_from(where, expected):
+    with pytest.raises(SettingsError) as info:
+        _resolve(**where)
+    assert str(info.value) == expected + "unknown stage 'prefligth' (expected one of preflight, full, post-promotion)"

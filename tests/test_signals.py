@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from fake_vllm import event_pid, fake_command, pid_gone, read_events, smoke_profile, wait_for
+from conftest import write_profile
+from fake_vllm import event_pid, fake_command, pid_gone, read_events, wait_for
 from pytest_qualify.lifecycle import group_alive
-from pytest_qualify.plugin import suites_dir
+from pytest_qualify.hooks.collection import suites_dir
 
 SMOKE = str(suites_dir() / "test_smoke.py")
 EXIT_AFTER_SIGNAL_S = 20.0  # generous for a loaded 2-core CI machine; typical is about a second
@@ -90,7 +91,7 @@ def run_pytest(tmp_path):  # type: ignore[no-untyped-def]
 
 
 def launch_args(tmp_path: Path, *switches: str) -> tuple[str, ...]:
-    return (f"--qualify={smoke_profile(tmp_path)}", "--qualify-serve-command", fake_command(*switches))
+    return (f"--qualify={write_profile(tmp_path)}", "--qualify-serve-command", fake_command(*switches))
 
 
 def assert_fake_tree_gone(run: PytestRun) -> None:
@@ -124,12 +125,12 @@ def test_signal_during_a_test_launch_mode(run_pytest, tmp_path, sig):
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_signal_during_a_test_reference_server(run_pytest, tmp_path, sig):
-    run = run_pytest(f"--qualify={smoke_profile(tmp_path)}", "--qualify-endpoint", "reference",
+    run = run_pytest(f"--qualify={write_profile(tmp_path)}", "--qualify-endpoint", "reference",
                      "--qualify-reference-fault", "slow=120")
     pid = int(run.wait_for_output(r"server ready at \S+ after [\d.]+ s \(pid (\d+)\)").group(1))
     # The three quick smoke tests passed; the short answer now waits on the slow server.
     run.wait_for_output(r"test_engine_version\[rep1of1\] PASSED")
-    time.sleep(0.5)
+    run.wait_for_output(r"test_short_answer\[rep1of1-q1\]")  # -v names a test when it starts
     assert not pid_gone(pid)
     run.send(sig)
     code = run.wait_exit()

@@ -13,7 +13,7 @@ import pytest
 
 from pytest_qualify.corpus import load_manifest, malformed_part, media_part, user_message
 from pytest_qualify.graders.media import grade_item
-from pytest_qualify.plugin import suites_dir
+from pytest_qualify.hooks.collection import suites_dir
 from pytest_qualify.profiles import load_profile
 from pytest_qualify.reference.faults import Faults
 from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Rejection

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from pytest_qualify.graders.diff import load_cases as load_diff_cases
-from pytest_qualify.graders.recall import load_fixtures as load_recall_fixtures
 from pytest_qualify.graders.tools import canonical_arguments
-from pytest_qualify.graders.tools import load_fixtures as load_tool_fixtures
-from pytest_qualify.graders.triage import load_incidents
-from pytest_qualify.plugin import suites_dir
+from pytest_qualify.fixture_data import diff_cases as load_diff_cases
+from pytest_qualify.fixture_data import recall_fixtures as load_recall_fixtures
+from pytest_qualify.fixture_data import tool_fixtures as load_tool_fixtures
+from pytest_qualify.fixture_data import triage_incidents as load_incidents
+from pytest_qualify.hooks.collection import suites_dir
 from pytest_qualify.profiles import builtin_profiles, load_profile
 from pytest_qualify.reference import oracle
 from pytest_qualify.reference.faults import Faults

@@ -7,6 +7,8 @@
 - ``waivers``  — operator waivers for failed corpus items, checked strictly
 - ``baseline`` — head-to-head against an earlier summary.json, regressions flagged or failed
 - ``plot``     — TTFT against prompt tokens (matplotlib, optional)
-- ``bundle``   — the files, redaction and ``SHA256SUMS``
-- ``session``, ``finish`` — what is collected during the run and how it ends
+- ``bundle``   — the files, their names, redaction through ``redaction.py`` and ``SHA256SUMS``
+- ``session``  — what is collected while the run goes on
+- ``verdict``  — the end of the run: waivers and baseline applied, the bundle written
+- ``terminal`` — the lines under the gate table
 """

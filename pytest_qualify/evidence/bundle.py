@@ -20,19 +20,12 @@ from pytest_qualify.evidence import junit, report
 from pytest_qualify.evidence.metrics import Snapshot, parse
 from pytest_qualify.evidence.plot import PLOT_FILE, PlotUnavailable, plot_ttft
 from pytest_qualify.evidence.summary import validate
+from pytest_qualify.redaction import redact, redact_file
 
 MANIFEST = "SHA256SUMS"
 JUNIT = "junit.xml"
 REPORT = "report.md"
 SUMMARY = "summary.json"
-REDACTED = "***"
-
-
-def redact(text: str, secrets: Sequence[str]) -> str:
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, REDACTED)
-    return text
 
 
 def write_text(path: Path, text: str, secrets: Sequence[str]) -> Path:
@@ -50,6 +43,12 @@ def save_snapshot(run_dir: Path, name: str, text: str, secrets: Sequence[str]) -
     snapshot = parse(text)
     write_text(run_dir / metrics_file(name), text, secrets)
     return snapshot
+
+
+def lane_metrics_name(label: str, lane: str, repetition: int, when: str) -> str:
+    """The snapshot name of one context-lane item's scrape ``before`` or ``after`` it."""
+    base = re.sub(r"[^A-Za-z0-9]+", "_", label).strip("_")
+    return f"lane-{lane}-{base}-rep{repetition}-{when}"
 
 
 def metrics_files(run_dir: Path) -> list[str]:
@@ -95,18 +94,7 @@ def _bundle_files(run_dir: Path) -> list[Path]:
 
 def redact_files(run_dir: Path, secrets: Sequence[str]) -> list[str]:
     """Mask secrets in every file of the bundle (the server log included); names of files changed."""
-    changed = []
-    needles = [s.encode() for s in secrets if s]
-    if not needles:
-        return changed
-    for path in _bundle_files(run_dir):
-        data = path.read_bytes()
-        if any(n in data for n in needles):
-            for n in needles:
-                data = data.replace(n, REDACTED.encode())
-            path.write_bytes(data)
-            changed.append(path.name)
-    return changed
+    return [path.name for path in _bundle_files(run_dir) if redact_file(path, secrets)]
 
 
 def write_manifest(run_dir: Path, secrets: Sequence[str] = ()) -> Path:
@@ -119,6 +107,17 @@ def write_manifest(run_dir: Path, secrets: Sequence[str] = ()) -> Path:
     manifest = run_dir / MANIFEST
     manifest.write_text("".join(lines), encoding="utf-8")
     return manifest
+
+
+def seal(run_dir: Path, secrets: Sequence[str]) -> str | None:
+    """After the server stopped: redact and checksum the bundle. Returns an error text or None."""
+    if not run_dir.is_dir():
+        return None
+    try:
+        write_manifest(run_dir, secrets)
+    except OSError as exc:
+        return f"SHA256SUMS could not be written: {exc}"
+    return None
 
 
 def verify_manifest(run_dir: Path) -> list[str]:

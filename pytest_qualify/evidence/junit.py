@@ -32,9 +32,6 @@ TIMING_COLUMNS = ("ttft_s", "e2e_s", "prompt_tokens", "completion_tokens", "deco
 PROTOCOL_PROPERTIES = ("module", "lane", "repetition", *TIMING_COLUMNS)
 # Where each protocol property comes from in the item's user properties.
 RENAMED = {"qualify_module": "module"}
-# Launch-command flags whose next argument is a secret, whatever its value.
-SECRET_FLAGS = ("--api-key", "--hf-token", "--token", "--api_key")
-REDACTED = "***"
 # XML 1.0 cannot carry these characters at all; a model's answer may contain them.
 _ILLEGAL_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
@@ -61,16 +58,6 @@ def merge_answer_properties(props: list[tuple[str, Any]], metrics: RequestMetric
         props.append(("timing_request", n))
     props.append(("requests", n))
     props.append(("requests_e2e_s", round(total, 6)))
-
-
-def redact_command(command: str, secrets: Sequence[str] = ()) -> str:
-    """A launch command fit for evidence: known secret flags' values and secret values masked."""
-    for flag in SECRET_FLAGS:
-        command = re.sub(rf"({re.escape(flag)}(?:=|\s+))(?:'[^']*'|\"[^\"]*\"|\S+)", rf"\g<1>{REDACTED}", command)
-    for secret in secrets:
-        if secret:
-            command = command.replace(secret, REDACTED)
-    return command
 
 
 def suite_properties(summary: Mapping[str, Any]) -> list[tuple[str, str]]:

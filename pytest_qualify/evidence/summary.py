@@ -13,8 +13,17 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from typing import TYPE_CHECKING
+
 from pytest_qualify.evidence.metrics import Snapshot, delta
+from pytest_qualify.redaction import redact_command, safe_url
 from pytest_qualify.timing import percentile, spread
+
+if TYPE_CHECKING:
+    from pytest_qualify.evidence.session import CaseRecord
+    from pytest_qualify.gate import GateVerdict, ItemResult
+    from pytest_qualify.profiles import Profile
+    from pytest_qualify.run import RunState
 
 SCHEMA_ID = "pytest-qualify/summary"
 SCHEMA_VERSION = 1
@@ -75,7 +84,7 @@ def _spread(values: Iterable[float | None]) -> dict[str, Any] | None:
 # -- pieces ----------------------------------------------------------------------------------------
 
 
-def profile_section(profile: Any) -> dict[str, Any]:
+def profile_section(profile: Profile) -> dict[str, Any]:
     d, lim, th = profile.deployment, profile.limits, profile.thinking
     return {
         "name": profile.name,
@@ -101,7 +110,7 @@ def profile_section(profile: Any) -> dict[str, Any]:
     }
 
 
-def item_section(result: Any, case: Any | None) -> dict[str, Any]:
+def item_section(result: ItemResult, case: CaseRecord | None) -> dict[str, Any]:
     props = {k: _json_safe(v) for k, v in result.properties.items()}
     return {
         "nodeid": result.nodeid,
@@ -209,7 +218,7 @@ def server_metrics_section(snapshots: Mapping[str, Snapshot], errors: Mapping[st
     }
 
 
-def gate_section(verdict: Any) -> list[dict[str, Any]]:
+def gate_section(verdict: GateVerdict) -> list[dict[str, Any]]:
     return [
         {"module": r.module, "title": r.title, "items": r.items, "passed": r.passed, "waived": r.waived,
          "repetitions": r.repetitions, "repetitions_passed": r.repetitions_passed, "ok": r.ok, "result": r.result}
@@ -217,7 +226,7 @@ def gate_section(verdict: Any) -> list[dict[str, Any]]:
     ]
 
 
-def verdict_section(verdict: Any) -> dict[str, Any]:
+def verdict_section(verdict: GateVerdict) -> dict[str, Any]:
     def brief(r: Any) -> dict[str, Any]:
         return {"nodeid": r.nodeid, "module": r.module, "item": r.item, "repetition": r.repetition,
                 "lane": r.lane, "outcome": r.outcome, "reason": r.reason, "waiver": r.waiver}
@@ -230,14 +239,46 @@ def verdict_section(verdict: Any) -> dict[str, Any]:
     }
 
 
+def tool_version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("pytest-qualify")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def target_section(state: RunState, died: str | None, secrets: Sequence[str]) -> dict[str, Any]:
+    """What was qualified: the mode, the URL without credentials, the exact launch command."""
+    info = state.server_info or {}
+    command = info.get("launch_command") or (state.target.display_command if state.target is not None else "")
+    models = []
+    for m in info.get("models") or []:
+        if isinstance(m, dict):
+            mlen = m.get("max_model_len")
+            models.append({"id": str(m.get("id", "")), "root": m.get("root"),
+                           "max_model_len": mlen if isinstance(mlen, int) else None})
+    return {
+        "mode": state.settings.mode,
+        "simulated": state.settings.mode == "reference",
+        "base_url": safe_url(state.base_url),
+        "launch_command": redact_command(command, secrets) if command else None,
+        "engine_version": info.get("version") or None,
+        "version_error": info.get("version_error"),
+        "models": models,
+        "startup_error": state.startup_error,
+        "died": died,
+    }
+
+
 def build_summary(
     *,
     run: Mapping[str, Any],
     target: Mapping[str, Any],
-    profile: Any,
-    verdict: Any,
-    results: Iterable[Any],
-    cases: Mapping[str, Any],
+    profile: Profile,
+    verdict: GateVerdict,
+    results: Iterable[ItemResult],
+    cases: Mapping[str, CaseRecord],
     snapshots: Mapping[str, Snapshot],
     metrics_errors: Mapping[str, str],
     metrics_files: Sequence[str],

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_qualify.datafile import read_toml
+from pytest_qualify.repetition import without_repetition
 
-_REP = re.compile(r"^rep\d+of\d+$")
 KEYS = {"item", "reason", "expires"}
 
 
@@ -61,17 +61,6 @@ class Waiver:
 
 def _compile(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern), re.S)
-
-
-def without_repetition(nodeid: str) -> str:
-    """``a.py::test_x[rep2of3-case]`` -> ``a.py::test_x[case]``."""
-    head, sep, last = nodeid.rpartition("::")
-    if "[" not in last or not last.endswith("]"):
-        return nodeid
-    base, params = last[:-1].split("[", 1)
-    kept = [p for p in params.split("-") if not _REP.match(p)]
-    last = f"{base}[{'-'.join(kept)}]" if kept else base
-    return f"{head}{sep}{last}"
 
 
 def item_ids(nodeid: str, item: str | None = None) -> tuple[str, ...]:

@@ -12,9 +12,7 @@ import os
 import re
 import subprocess
 import tempfile
-import tomllib
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 
 from pytest_qualify.graders import Verdict
@@ -36,22 +34,6 @@ class DiffCase:
     source: str
     expected: str
     prompt: str
-
-
-@cache
-def load_cases() -> tuple[DiffCase, ...]:
-    """The cases of ``fixtures/diff/cases.toml`` with their source and expected files read in."""
-    from importlib import resources
-
-    base = resources.files("pytest_qualify.fixtures").joinpath("diff")
-    data = tomllib.loads(base.joinpath("cases.toml").read_text())
-    cases = []
-    for c in data["case"]:
-        source = base.joinpath(c["source"]).read_text()
-        prompt = data["prompt"].format(path=c["path"], lang=c["lang"], source=source, request=c["request"])
-        cases.append(DiffCase(c["id"], c["path"], c["lang"], c["request"], source,
-                              base.joinpath(c["expected"]).read_text(), prompt))
-    return tuple(cases)
 
 
 # -- extraction (pure) -----------------------------------------------------------------------------

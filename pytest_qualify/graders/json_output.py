@@ -3,7 +3,9 @@
 The content must be one JSON value — bare, as guided decoding returns it, or inside a single code
 fence (accepted, and reported as fenced). Prose around the JSON is rejected: a caller that asked
 for a schema parses the content as it is. The value must validate against the schema and carry
-the task's expected values (numbers by value, strings by case- and whitespace-insensitive text).
+the task's expected values (numbers by value, strings by their words and numbers in order — case,
+spacing and punctuation free — or
+one of the task's accepted forms: what a value may be written as is data in the fixture).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_qualify.graders import Verdict
-from pytest_qualify.graders.text import normalize
+from pytest_qualify.graders.text import tokens
 
 _FENCE = re.compile(r"\A\s*```[\w+-]*[ \t]*\n?(.*?)\n?```\s*\Z", re.S)
 
@@ -66,13 +68,16 @@ def schema_problem(value: Any, schema: Mapping[str, Any]) -> str | None:
     return f"{_path(err.absolute_path)}: {err.message}"
 
 
-def _same(actual: Any, expected: Any, unordered: bool) -> bool:
+def _same(actual: Any, expected: Any, unordered: bool, accepted: Iterable[Any] = ()) -> bool:
+    if any(_same(actual, form, unordered) for form in accepted):
+        return True
     if isinstance(expected, bool) or isinstance(actual, bool):
         return type(actual) is type(expected) and actual == expected
     if isinstance(expected, (int, float)):
         return isinstance(actual, (int, float)) and float(actual) == float(expected)
     if isinstance(expected, str):
-        return isinstance(actual, str) and normalize(actual) == normalize(expected)
+        # Words and numbers, in order: "B-12" = "b12", "Dana  Whitfield" = "dana whitfield".
+        return isinstance(actual, str) and tokens(actual) == tokens(expected)
     if isinstance(expected, Mapping):
         return isinstance(actual, Mapping) and all(
             k in actual and _same(actual[k], v, False) for k, v in expected.items()
@@ -92,8 +97,10 @@ def _same(actual: Any, expected: Any, unordered: bool) -> bool:
     return actual == expected
 
 
-def value_problems(value: Any, expected: Mapping[str, Any], unordered: Iterable[str] = ()) -> list[str]:
-    """Each expected top-level field the value misses or gets wrong."""
+def value_problems(value: Any, expected: Mapping[str, Any], unordered: Iterable[str] = (),
+                   accepted: Mapping[str, Iterable[Any]] | None = None) -> list[str]:
+    """Each expected top-level field the value misses or gets wrong; ``accepted`` lists other
+    written forms of a field's value with the same meaning ("Room B12" for "B12")."""
     loose = set(unordered)
     problems = []
     if not isinstance(value, Mapping):
@@ -101,7 +108,7 @@ def value_problems(value: Any, expected: Mapping[str, Any], unordered: Iterable[
     for key, want in expected.items():
         if key not in value:
             problems.append(f"field {key!r} missing (expected {want!r})")
-        elif not _same(value[key], want, key in loose):
+        elif not _same(value[key], want, key in loose, (accepted or {}).get(key, ())):
             problems.append(f"field {key!r} is {value[key]!r}, expected {want!r}")
     return problems
 
@@ -112,8 +119,10 @@ def check_json_answer(
     expected: Mapping[str, Any],
     *,
     unordered: Iterable[str] = (),
+    accepted: Mapping[str, Iterable[Any]] | None = None,
 ) -> Verdict:
-    """Accept content that is one JSON value, validates against ``schema`` and holds ``expected``."""
+    """Accept content that is one JSON value, validates against ``schema`` and holds ``expected``
+    (a field may instead hold one of its ``accepted`` forms)."""
     try:
         parsed = parse_json_answer(content)
     except JsonAnswerError as exc:
@@ -121,20 +130,41 @@ def check_json_answer(
     problem = schema_problem(parsed.value, schema)
     if problem:
         return Verdict.reject(f"does not validate against the schema: {problem}")
-    wrong = value_problems(parsed.value, expected, unordered)
+    wrong = value_problems(parsed.value, expected, unordered, accepted)
     if wrong:
         return Verdict.reject("; ".join(wrong))
     return Verdict.accept("valid against the schema with the expected values" + (" (inside a code fence)" if parsed.fenced else ""))
 
 
-def check_identical(first: str | None, second: str | None) -> Verdict:
-    """Two answers to identical requests (temperature 0, same seed) must be byte-identical."""
-    a, b = first or "", second or ""
-    if a == b:
-        return Verdict.accept(f"identical ({len(a)} chars)")
-    at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-    lo = max(0, at - 20)
-    return Verdict.reject(
-        f"identical requests gave different content: first differs at char {at}: "
-        f"{a[lo:at + 20]!r} vs {b[lo:at + 20]!r} (lengths {len(a)} and {len(b)})"
-    )
+def check_same_value(first: str | None, second: str | None) -> Verdict:
+    """Two fresh answers to the same task (temperature 0, same seed, different cache salts) must
+    parse to the same value: key order, spacing and a fence may differ, a value may not."""
+    try:
+        a, b = parse_json_answer(first).value, parse_json_answer(second).value
+    except JsonAnswerError as exc:
+        return Verdict.reject(f"the answers cannot be compared: {exc}")
+    if _equal(a, b):
+        return Verdict.accept("both answers parse to the same value")
+    return Verdict.reject(f"two answers to the same request parse to different values: {_difference(a, b)}")
+
+
+def _difference(a: Any, b: Any) -> str:
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        for key in [*a, *(k for k in b if k not in a)]:
+            if key not in b or key not in a:
+                return f"field {key!r} only in the {'first' if key in a else 'second'} answer"
+            if not _equal(a[key], b[key]):
+                return f"field {key!r} is {a[key]!r}, then {b[key]!r}"
+    shown = lambda v: repr(v) if len(repr(v)) <= 80 else repr(v)[:77] + "..."  # noqa: E731
+    return f"{shown(a)}, then {shown(b)}"
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """Equal as parsed JSON: numbers by value (1 = 1.0), booleans only to booleans, lists in order."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
+    return a == b

@@ -7,11 +7,14 @@ Word rules (decided here, property-tested in tests/test_graders_media.py):
 - A required or forbidden word also matches its regular plural ("alert" -> "alerts",
   "box" -> "boxes", "sky" -> "skies"); other inflections do not ("alerting", "alerted"): they
   name an action, not the thing the item asks about.
+- A word the answer itself negates ("bottom half (not the top half)") is not said: it neither
+  satisfies a required term nor trips a forbidden one (graders/text.py, :func:`states`).
 - A number matches any number of equal value, in digits or words: "5" matches "five", "5.0"
   and "05"; "42" matches "forty-two".
 - ``a|b`` in a term lists equal alternatives ("up|upward|upwards").
 - An item with an interval must name it — "2–3 s", "2-3 seconds", "from 2 to 3 seconds",
-  "between 2 s and 3 s", "00:02–00:03", "2.0 to 3.0 s", "starts at 2 s and ends at 3 s" — each
+  "between 2 s and 3 s", "00:02–00:03", "2.0 to 3.0 s", "starts at 2 s and ends at 3 s", "between the 2-second and 3-second marks",
+  "from second 2 to second 3", "for 1 second, starting at the 2 s mark" — each
   end within the tolerance, and must name no other interval: a hedge between two intervals is a
   wrong answer, not a right one.
 """
@@ -24,17 +27,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pytest_qualify.graders import Verdict
-from pytest_qualify.graders.text import normalize
+from pytest_qualify.graders.text import mentions, normalize, rival_claim, states, tokens, words_to_digits  # noqa: F401 (re-exported word rules)
 
-_UNITS = {
-    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14,
-    "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19,
-}
-_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
-_COMPOUND_RE = re.compile(r"\b(" + "|".join(_TENS) + r")[\s-](" + "|".join(k for k, v in _UNITS.items() if 0 < v < 10) + r")\b")
-_NUMBER_WORD_RE = re.compile(r"\b(" + "|".join([*_UNITS, *_TENS]) + r")\b")
-_TOKEN_RE = re.compile(r"\d+(?:\.\d+)?|[^\W\d_]+")
 _NUMBER_RE = re.compile(r"\d+(?:\.\d+)?")
 
 # Interval forms. NUM is a plain number of seconds; TS a clock time (m:ss, h:mm:ss, optional .f).
@@ -45,8 +39,10 @@ _SEP = r"(?:-|–|—|−|->|→|to|and|until|till|through|thru)"
 _INTERVAL_RES = (
     # 00:02–00:03, 0:02 to 0:03
     re.compile(rf"(?<![\d:.])({_TS})\s*{_SEP}\s*({_TS})(?!\d|:\d)"),
-    # from 2 to 3 [s], between 2 [s] and 3 [s]: the preposition makes the pair an interval
-    re.compile(rf"\b(?:from|between)\s+(?:t\s*=\s*)?({_NUM})\s*(?:{_UNIT})?\s*{_SEP}\s*(?:t\s*=\s*)?({_NUM})(?!\d|[.:]\d)"),
+    # from 2 to 3 [s], between 2 [s] and 3 [s], between the 2-second and 3-second marks, from
+    # second 2 to second 3: the preposition makes the pair an interval
+    re.compile(rf"\b(?:from|between)\s+(?:the\s+)?(?:(?:second|sec)\s+)?(?:t\s*=\s*)?({_NUM})\s*-?\s*(?:{_UNIT})?\s*(?:marks?\s*)?"
+               rf"{_SEP}\s*(?:the\s+)?(?:(?:second|sec)\s+)?(?:t\s*=\s*)?({_NUM})(?!\d|[.:]\d)"),
     # 2–3 s, 2 s - 3 s, 2.0 to 3.0 seconds: a unit must follow the second number ...
     re.compile(rf"(?<![\d.:])({_NUM})\s*(?:{_UNIT})?\s*{_SEP}\s*({_NUM})\s*{_UNIT}"),
     # ... or the first one (2 s to 3), or precede both (seconds 2 to 3)
@@ -59,57 +55,13 @@ _TIME = rf"(?:{_TS}|{_NUM}\s*{_UNIT}|{_NUM})"
 _START_END_RE = re.compile(
     rf"\b{_START_WORDS}\b[^.;\d]{{0,30}}?({_TS}|{_NUM})\s*(?:{_UNIT})?[^.;\d]{{0,60}}?\b{_END_WORDS}\b[^.;\d]{{0,30}}?({_TIME})"
 )
-
-
-def _words_to_digits(text: str) -> str:
-    """Number words become digits: "forty-two" -> "42", "three" -> "3" (text already case-folded)."""
-    text = _COMPOUND_RE.sub(lambda m: str(_TENS[m.group(1)] + _UNITS[m.group(2)]), text)
-    return _NUMBER_WORD_RE.sub(lambda m: str(_UNITS.get(m.group(1), _TENS.get(m.group(1), 0))), text)
-
-
-def tokens(text: str) -> list[str]:
-    """Words (letter runs) and numbers of a text, normalised: case-folded, number words as digits."""
-    return _TOKEN_RE.findall(_words_to_digits(normalize(text)))
-
-
-def _is_number(token: str) -> bool:
-    return _NUMBER_RE.fullmatch(token) is not None
-
-
-def _plurals(word: str) -> set[str]:
-    forms = {word, word + "s", word + "es"}
-    if word.endswith("y") and len(word) > 1:
-        forms.add(word[:-1] + "ies")
-    return forms
-
-
-def _term_matches(term: str, words: Sequence[str]) -> bool:
-    """Whether one alternative (a word, a number or a phrase of them) occurs in the token list."""
-    parts = tokens(term)
-    if not parts:
-        return False
-    n = len(parts)
-    for start in range(len(words) - n + 1):
-        window = words[start : start + n]
-        ok = True
-        for i, (want, got) in enumerate(zip(parts, window)):
-            if _is_number(want):
-                ok = _is_number(got) and float(got) == float(want)
-            elif i == n - 1:
-                ok = got in _plurals(want)
-            else:
-                ok = got == want
-            if not ok:
-                break
-        if ok:
-            return True
-    return False
-
-
-def mentions(text: str, term: str) -> bool:
-    """Whether ``text`` says ``term`` (``a|b`` alternatives; plural and number rules above)."""
-    words = tokens(text)
-    return any(_term_matches(alt.strip(), words) for alt in term.split("|"))
+# A start and a duration: "for 1 second, starting at the 2 s mark", "from 2 s, lasting 1 s".
+_FROM = r"(?:starting|beginning|from|at)\s+(?:at\s+)?(?:the\s+)?(?:t\s*=\s*)?"
+_FOR = r"(?:for|lasting|lasts)\s+(?:about\s+|roughly\s+)?"
+_DURATION_RES = (
+    re.compile(rf"\b{_FOR}(?P<dur>{_NUM})\s*{_UNIT}[^.;\d]{{0,30}}?\b{_FROM}(?P<start>{_TS}|{_NUM})(?!\d|[.:]\d)"),
+    re.compile(rf"\b{_FROM}(?P<start>{_TS}|{_NUM})\s*(?:{_UNIT})?\s*(?:mark\s*)?[^.;\d]{{0,30}}?\b{_FOR}(?P<dur>{_NUM})\s*{_UNIT}"),
+)
 
 
 def _show(term: str) -> str:
@@ -120,8 +72,15 @@ def grade_words(content: str | None, required: Iterable[str], forbidden: Iterabl
     """Every required term present, no forbidden term present; the reason names each failure."""
     if content is None or not content.strip():
         return Verdict.reject("empty answer")
-    problems = [f"missing required word {_show(t)}" for t in required if not mentions(content, t)]
-    problems += [f"forbidden word {_show(t)} present" for t in forbidden if mentions(content, t)]
+    # A required word the answer negates is not said; a forbidden one it negates ("bottom half,
+    # not the top half") is not claimed, nor one named in passing after the answer ("the square
+    # appears first, then the triangle"): only one offered as an answer is (graders/text.py).
+    required, forbidden = list(required), list(forbidden)
+    problems = [f"missing required word {_show(t)}" for t in required if not states(content, t)]
+    said = [t for t in required if states(content, t)]
+    for term in forbidden:
+        if states(content, term) and (not said or rival_claim(content, said, [term])):
+            problems.append(f"forbidden word {_show(term)} present")
     if problems:
         return Verdict.reject("; ".join(problems) + f" in answer {_excerpt(content)}")
     return Verdict.accept("all required words present, no forbidden word")
@@ -144,7 +103,7 @@ def _seconds(value: str) -> float:
 
 def find_intervals(content: str) -> list[tuple[float, float]]:
     """Every time interval (start, end) in seconds that the text names, in order of appearance."""
-    text = _words_to_digits(normalize(content))
+    text = words_to_digits(normalize(content))
     found: list[tuple[int, int, tuple[float, float]]] = []
     for pattern in (*_INTERVAL_RES, _START_END_RE):
         for m in pattern.finditer(text):
@@ -152,6 +111,13 @@ def find_intervals(content: str) -> list[tuple[float, float]]:
             if any(span[0] < end and start < span[1] for start, end, _ in found):
                 continue  # an earlier, more specific form already read this stretch of text
             found.append((span[0], span[1], (_seconds(m.group(1)), _seconds(m.group(2)))))
+    for pattern in _DURATION_RES:
+        for m in pattern.finditer(text):
+            span = m.span()
+            if any(span[0] < end and start < span[1] for start, end, _ in found):
+                continue
+            start_s = _seconds(m.group("start"))
+            found.append((span[0], span[1], (start_s, start_s + float(m.group("dur")))))
     return [pair for _, _, pair in sorted(found)]
 
 

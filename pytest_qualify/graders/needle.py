@@ -2,9 +2,11 @@
 
 Values are 7-digit numbers or short codes (``QXT-4821``). A number counts when it is written with
 its meaning intact — ``1234567``, ``1,234,567``, ``1 234 567``, ``1.234.567`` or ``1234567.00`` —
-and never when it is only part of a longer number (``12345678``, ``1234567.5``). A code counts in
-any case, with or without its hyphen. Fences, bold, quotes and prose around the value are fine.
-An answer that also names a distractor's value is rejected: naming two candidates is a guess.
+and never when it is only part of a longer number (``12345678``, ``1234567.5``, ``0001234567``,
+``1234567-8``). A code counts in any case, with or without its hyphen. Fences, bold, quotes and
+prose around the value are fine. Naming two candidates is a guess, not an answer: an answer that
+also names a distractor's value, or any other value of the needle's form ("1234567 or maybe
+1234568"), is rejected.
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pytest_qualify.graders import Verdict
 
 # Digit groups joined by single separators; a run glued to letters is part of a longer token.
-_NUMBER_RUN = re.compile(r"(?<![A-Za-z0-9])\d+(?:[ ,.'_\u00a0\u202f\u2009\u2019]\d+)*(?![A-Za-z0-9])")
+# A run joined to other digits by a hyphen or dash ("1234567-8") is part of a longer identifier.
+_NUMBER_RUN = re.compile(
+    r"(?<![A-Za-z0-9])(?<!\d[-\u2010-\u2015])\d+(?:[ ,.'_\u00a0\u202f\u2009\u2019]\d+)*(?![A-Za-z0-9]|[-\u2010-\u2015]\d)"
+)
 _SPACES = " \u00a0\u202f\u2009"
 
 
@@ -68,7 +73,8 @@ def _code_regex(code: str) -> re.Pattern[str]:
 def value_in(text: str, value: str) -> bool:
     """Whether ``text`` writes ``value`` (a number by meaning, a code by its characters)."""
     if value.isdigit():
-        return value.lstrip("0") in {n.lstrip("0") for n in numbers_in(text) if n.isdigit()}
+        # Digit for digit: "0001234567" is another identifier, not the value with padding.
+        return value in numbers_in(text)
     return bool(_code_regex(value).search(unicodedata.normalize("NFKC", text)))
 
 
@@ -87,6 +93,18 @@ def _near_miss(text: str, value: str) -> str | None:
             if len(diff) == 2 and diff[1] == diff[0] + 1 and cand[diff[0]] == value[diff[1]] and cand[diff[1]] == value[diff[0]]:
                 return f"{cand!r} swaps two characters"
     return None
+
+
+def same_form(text: str, value: str) -> list[str]:
+    """Every value of the needle's form the text writes: numbers of as many digits, or codes of
+    the same letters-and-digits shape (upper case, hyphenated)."""
+    if value.isdigit():
+        return [n for n in numbers_in(text) if n.isdigit() and len(n) == len(value)]
+    chunks = re.findall(r"[A-Za-z]+|\d+", value)
+    # Capitals only: "for 2026" in prose is not a badge, "QXT 4812" is.
+    shape = r"[\s\-_\u2010-\u2015]?".join(rf"[A-Z]{{{len(c)}}}" if c.isalpha() else rf"\d{{{len(c)}}}" for c in chunks)
+    found = re.findall(r"(?<![A-Za-z0-9])" + shape + r"(?![A-Za-z0-9])", unicodedata.normalize("NFKC", text))
+    return ["-".join(re.findall(r"[A-Za-z]+|\d+", f)).upper() for f in found]
 
 
 def _shown(answer: str) -> str:
@@ -119,6 +137,9 @@ def grade_needle(
         whose = f" (key {k!r})" if k else ""
         return Verdict.reject(f"answer {_shown(answer)!r} gives distractor value {v!r}{whose}{also}, not {what}")
     if value_in(answer, value):
+        others = [c for c in same_form(answer, value) if c != value.upper() and not value_in(c, value)]
+        if others:
+            return Verdict.reject(f"answer {_shown(answer)!r} names {others[0]!r} as well as {what}: two candidates for one value")
         return Verdict.accept(f"found {what}")
     near = _near_miss(answer, value)
     return Verdict.reject(f"answer {_shown(answer)!r} lacks {what}" + (f": {near}" if near else ""))

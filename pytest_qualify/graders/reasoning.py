@@ -1,8 +1,12 @@
-"""Reasoning leakage: with thinking disabled, no reasoning anywhere — not in a reasoning field, not
-as ``<think>`` markers or a "Thinking Process:" preamble in the visible content, not counted as
-reasoning tokens. With thinking enabled, reasoning must stay out of the visible content.
+"""Reasoning leakage: the engine's reasoning reaching the caller. With thinking disabled, no
+reasoning anywhere — not in a reasoning field, not as ``<think>``-style or chat-template markers in
+the visible content, not counted as reasoning tokens. With thinking enabled, reasoning must stay
+out of the visible content.
 
-Nothing is stripped before grading: the content is judged exactly as the caller would see it.
+Prose working is not a leak: a visible answer that starts "**Reasoning:**" or "Thoughts:" is the
+model answering a prompt that asked it to think it through, in words the caller was meant to read.
+Only what the engine and its template produce for hidden reasoning (fields, tags, markers, usage)
+is. Nothing is stripped before grading: the content is judged exactly as the caller would see it.
 """
 
 from __future__ import annotations
@@ -23,23 +27,13 @@ MARKER_RE = re.compile(
     r"|<\|start_thinking\|>|<\|end_thinking\|>",
     re.I,
 )
-# A preamble that announces reasoning at the start of the visible answer.
-PREAMBLE_RE = re.compile(
-    r"^\W{0,4}(?:thinking process|thought process|reasoning process|reasoning|chain of thought|thoughts?)\W{0,4}:",
-    re.I,
-)
 
 
 def reasoning_markers(content: str | None) -> list[str]:
-    """The reasoning markers and preambles found in visible content (empty when there are none)."""
+    """The reasoning markers (tags and template tokens) found in visible content."""
     if not content:
         return []
-    text = unicodedata.normalize("NFKC", content)
-    found = [m.group(0) for m in MARKER_RE.finditer(text)]
-    pre = PREAMBLE_RE.match(text.lstrip())
-    if pre:
-        found.insert(0, pre.group(0).strip())
-    return found
+    return [m.group(0) for m in MARKER_RE.finditer(unicodedata.normalize("NFKC", content))]
 
 
 def _shown(text: str) -> str:

@@ -5,14 +5,14 @@ Conversations (history, question, facts, near misses) are data in ``fixtures/rec
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 from pytest_qualify.graders import Verdict
-from pytest_qualify.graders.text import contains_number, contains_phrase
+from pytest_qualify.graders.text import (
+    claim_text, disowned, number_spans, number_word_spans, phrase_spans, rival_reason,
+)
 
 KINDS = ("text", "number")
 
@@ -47,52 +47,44 @@ class RecallFixtures:
     conversations: tuple[Conversation, ...]
 
 
-def _fact(raw: dict[str, Any], where: str) -> Fact:
-    fact = Fact(raw["name"], str(raw["value"]), raw.get("kind", "text"), tuple(raw.get("accept", ())))
-    if fact.kind not in KINDS:
-        raise ValueError(f"{where}: fact {fact.name!r} has unknown kind {fact.kind!r}")
-    return fact
-
-
-@cache
-def load_fixtures() -> RecallFixtures:
-    """The conversations shipped in ``fixtures/recall/conversations.toml``."""
-    from importlib import resources
-
-    path = "recall/conversations.toml"
-    data = tomllib.loads(resources.files("pytest_qualify.fixtures").joinpath(path).read_text())
-    conversations = tuple(
-        Conversation(
-            id=c["id"],
-            turns=tuple((t["user"], t["assistant"]) for t in c["turn"]),
-            question=c["question"],
-            facts=tuple(_fact(f, path) for f in c["fact"]),
-            near_misses=tuple(_fact(f, path) for f in c.get("near_miss", ())),
-        )
-        for c in data["conversation"]
-    )
-    return RecallFixtures(data["system"], conversations)
+def fact_spans(text: str, fact: Fact) -> list[tuple[int, int, str]]:
+    """Where :func:`claim_text` states the fact (negated mentions left out): a number by its value
+    in digits or words ("12" = "twelve"), text as whole words, or one of its accepted forms."""
+    spans = []
+    if fact.kind == "number":
+        spans += number_spans(text, fact.value)
+        spans += number_word_spans(text, fact.value)
+        forms: tuple[str, ...] = fact.accept
+    else:
+        forms = (fact.value, *fact.accept)
+    spans += [span for form in forms for span in phrase_spans(text, form)]
+    return sorted((s, e, fact.value) for s, e in set(spans) if not disowned(text, s, e))
 
 
 def fact_present(content: str | None, fact: Fact) -> bool:
     """Whether the answer states the fact, in its own form or an accepted one."""
-    if fact.kind == "number":
-        # The value itself compares as a number ("2,350" = "2350"); only the other forms as words.
-        if contains_number(content, fact.value):
-            return True
-        forms = fact.accept
-    else:
-        forms = (fact.value, *fact.accept)
-    return any(contains_phrase(content, form) for form in forms)
+    return bool(fact_spans(claim_text(content or ""), fact))
+
+
+def near_miss_stated(content: str | None, near: Fact, facts: Sequence[Fact] = ()) -> bool:
+    """Whether the answer offers a near-miss fact as (part of) its answer: stated while its fact
+    is missing, before it, beside it or hedged with it ("freezer 12 or 21"). Negated ("B-1907, not
+    B-1970") or told afterwards as context ("... later B-1970 went to freezer 21") it is not."""
+    text = claim_text(content or "")
+    others = fact_spans(text, near)
+    if not others:
+        return False
+    said = sorted(s for f in facts if f.name == near.name for s in fact_spans(text, f))
+    return not said or rival_reason(text, said, others) is not None
 
 
 def grade_recall(content: str | None, facts: Sequence[Fact], near_misses: Sequence[Fact] = ()) -> Verdict:
-    """All facts present and no near miss stated."""
+    """All facts present and no near miss stated (a near miss the answer itself negates is fine)."""
     if content is None or not content.strip():
         return Verdict.reject("empty answer")
     shown = content.strip().replace("\n", " ")[:160]
     missing = [f for f in facts if not fact_present(content, f)]
-    wrong = [f for f in near_misses if fact_present(content, f)]
+    wrong = [f for f in near_misses if near_miss_stated(content, f, facts)]
     problems = [f"lacks {f.name} {f.value!r}" for f in missing]
     problems += [f"states the near-miss {f.name} {f.value!r}" for f in wrong]
     if problems:

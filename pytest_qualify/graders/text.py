@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 from pytest_qualify.graders import Verdict
@@ -23,17 +24,212 @@ def normalize(text: str) -> str:
     return re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text)).strip().casefold()
 
 
-def contains_answer(content: str | None, accepted: Iterable[str]) -> Verdict:
-    """Whether the answer holds one of the accepted forms as a whole word (case/space-insensitive)."""
-    accepted = list(accepted)  # iterated twice: once to match, once for the reason
+# -- words, numbers and who states what --------------------------------------------------------------
+# The principle (docs/architecture.md, "Grading: structure and facts, not wording"): words match as
+# words, numbers as numbers, a mention the answer itself negates ("not the top half") or ranks below
+# the answer ("Saturn is only the second largest") is not a claim, and two candidates for one fact
+# are a miss.
+
+_UNITS = {
+    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14,
+    "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19,
+}
+_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
+# Letter boundaries, not \b: "_one_" (markdown emphasis) holds the word "one".
+_COMPOUND_RE = re.compile(r"(?<![^\W\d_])(" + "|".join(_TENS) + r")[\s-](" + "|".join(k for k, v in _UNITS.items() if 0 < v < 10) + r")(?![^\W\d_])")
+_NUMBER_WORD_RE = re.compile(r"(?<![^\W\d_])(" + "|".join([*_UNITS, *_TENS]) + r")(?![^\W\d_])")
+# A dash or minus sign written before a number, not between two: "–80 °C", "−80" mean -80; "2–3" is a range.
+_MINUS_RE = re.compile(r"(?<![\w.])[\u2212\u2012\u2013\u2014\ufe63\uff0d](?=\d)")
+# A token: a signed or plain number, or a run of letters ("non-alert" is two words, "nonalert" one).
+TOKEN_RE = re.compile(r"(?<![\w.])-\d+(?:\.\d+)?|\d+(?:\.\d+)?|[^\W\d_]+")
+_NUMBER_TOKEN_RE = re.compile(r"-?\d+(?:\.\d+)?")
+# What ends a clause: a negation or a ranking does not reach across it.
+_CLAUSE_END = re.compile(r"[.;:!?()\[\]{},\n\u2014]|\s-\s")
+_NEGATION_BEFORE = re.compile(
+    r"(?:\b(?:not|no|never|neither|nor|unlike|except|excluding|without|isn't|isnt|aren't|wasn't|"
+    r"rather than|instead of|other than|as opposed to)|n't)"
+    r"\s+(?:(?:the|a|an|in|on|at|of|to|for|it|its|it's|is|was|be|moving|move|moves|going|go|goes)\s+){0,3}"
+    # ... and the rest of a negated list: "not Lyon or Marseille", "(not up or down)"
+    r"(?:[^\W\d_]+(?:[\s-][^\W\d_]+)?(?:\s+(?:or|nor|and)\s+|\s*,\s*))*$"
+)
+_RANKED_BELOW_AFTER = re.compile(
+    r"^[\s*_`'\"]*(?:(?:is|was|'s|ranks|comes|being|would be)\s+)?(?:(?:only|just|merely|actually)\s+)?"
+    r"(?:(?:the|a)\s+)?(?:(?:distant|close|clear)\s+)?"
+    r"(?:second|2nd|third|3rd|runner[- ]up|not\b|isn't\b|smaller|smallest|wrong|incorrect)"
+)
+_HEDGE_RE = re.compile(r"\b(?:or|maybe|perhaps|possibly|probably|either)\b|/")
+_NUMBER_HEDGE_RE = re.compile(
+    r"^[\s,()\[\]*_~?]*(?:(?:or|maybe|perhaps|possibly|probably|else|rather)\b[\s,()\[\]*_~?]*|/[\s]*)+$"
+)
+# A change of mind reaches across sentences: "Jupiter. Actually, wait: Saturn."
+_CHANGE_OF_MIND_RE = re.compile(r"\b(?:actually|wait|or rather|correction|i mean|on second thought)\b")
+_SENTENCE_END = re.compile(r"(?<!\bdr)(?<!\bmr)(?<!\bms)(?<!\bmrs)(?<!\bst)(?<!\bvs)(?<!\bno)[.;!](?:\s|$)|\n")  # not "?": "Paris? Or Lyon?" is one hedge
+# Two terms written side by side as a list of candidates: "blue, red", "blue and red", "blue/red".
+_JOINED_RE = re.compile(r"^[\s*_`'\",/()\[\]-]*(?:(?:and|or|&|plus)[\s*_`'\",/()\[\]-]*)?$")
+
+
+def words_to_digits(text: str) -> str:
+    """Number words become digits: "forty-two" -> "42", "three" -> "3" (text already case-folded)."""
+    text = _COMPOUND_RE.sub(lambda m: str(_TENS[m.group(1)] + _UNITS[m.group(2)]), text)
+    return _NUMBER_WORD_RE.sub(lambda m: str(_UNITS.get(m.group(1), _TENS.get(m.group(1), 0))), text)
+
+
+def prepared(text: str) -> str:
+    """The text as the word rules read it: NFKC, case-folded, typographic minus as "-", number words as digits."""
+    text = _MINUS_RE.sub("-", unicodedata.normalize("NFKC", text)).replace("\u2019", "'")
+    return words_to_digits(normalize(text))
+
+
+def tokens(text: str) -> list[str]:
+    """Words (letter runs) and numbers of a text, normalised as :func:`prepared` does."""
+    return TOKEN_RE.findall(prepared(text))
+
+
+def is_number(token: str) -> bool:
+    return _NUMBER_TOKEN_RE.fullmatch(token) is not None
+
+
+def _plurals(word: str) -> set[str]:
+    forms = {word, word + "s", word + "es"}
+    if word.endswith("y") and len(word) > 1:
+        forms.add(word[:-1] + "ies")
+    return forms
+
+
+def term_spans(text: str, term: str) -> list[tuple[int, int]]:
+    """Where one term (a word, a number or a phrase of them) stands in ``prepared`` text.
+
+    Words match whole, the last one also in its regular plural ("circle" -> "circles"); numbers
+    match by value ("5" = "5.0" = "five", "-80" never "80").
+    """
+    parts = TOKEN_RE.findall(prepared(term))
+    if not parts:
+        return []
+    found = [(m.group(0), m.start(), m.end()) for m in TOKEN_RE.finditer(text)]
+    n = len(parts)
+    spans = []
+    for start in range(len(found) - n + 1):
+        window = found[start : start + n]
+        for i, (want, (got, _, _)) in enumerate(zip(parts, window)):
+            if is_number(want):
+                ok = is_number(got) and float(got) == float(want)
+            elif i == n - 1:
+                ok = got in _plurals(want)
+            else:
+                ok = got == want
+            if not ok:
+                break
+        else:
+            spans.append((window[0][1], window[-1][2]))
+    return spans
+
+
+def disowned(text: str, start: int, end: int) -> bool:
+    """Whether the answer itself takes back the mention at ``text[start:end]``: negated in its clause
+    ("not the top half", "rather than Saturn") or ranked below the answer ("Saturn is only the
+    second largest")."""
+    before = _CLAUSE_END.split(text[max(0, start - 80) : start])[-1]
+    after = _CLAUSE_END.split(text[end : end + 80])[0]
+    return bool(_NEGATION_BEFORE.search(before) or _RANKED_BELOW_AFTER.match(after))
+
+
+def mentions(text: str, term: str) -> bool:
+    """Whether ``text`` names ``term`` at all (``a|b`` lists alternatives)."""
+    ready = prepared(text)
+    return any(term_spans(ready, alt.strip()) for alt in term.split("|"))
+
+
+def states(text: str, term: str) -> bool:
+    """Whether ``text`` names ``term`` as a claim: a mention it negates or ranks below does not count."""
+    ready = prepared(text)
+    return any(not disowned(ready, s, e) for alt in term.split("|") for s, e in term_spans(ready, alt.strip()))
+
+
+def hedged_numbers(text: str) -> list[tuple[str, str]]:
+    """Pairs of different numbers offered as alternatives: "42 or 43", "42 (maybe 43)", "42/43".
+
+    Only hedge words may stand between them: "7 days in a week, or 168 hours" restates one fact.
+    """
+    ready = prepared(text)
+    numbers = [(m.group(0), m.start(), m.end()) for m in TOKEN_RE.finditer(ready) if is_number(m.group(0))]
+    return [(a, b) for (a, _, a_end), (b, b_start, _) in zip(numbers, numbers[1:])
+            if float(a) != float(b) and _NUMBER_HEDGE_RE.match(ready[a_end:b_start])]
+
+
+@dataclass(frozen=True)
+class ShortQuestion:
+    """A question with one short answer: ``accept`` lists its written forms, ``reject`` the rival
+    candidates (a distractor the answer must not name as well)."""
+
+    id: str
+    text: str
+    answer: str = ""  # the ground truth the reference server replies with
+    accept: tuple[str, ...] = ()
+    reject: tuple[str, ...] = ()
+
+
+def _claims(ready: str, terms: Iterable[str]) -> list[tuple[int, int, str]]:
+    """(start, end, term) of every claim of these terms in ``prepared`` text, in order."""
+    spans = [(s, e, term) for term in terms for alt in term.split("|")
+             for s, e in term_spans(ready, alt.strip()) if not disowned(ready, s, e)]
+    return sorted(spans)
+
+
+def rival_claim(content: str, answers: Iterable[str], rivals: Iterable[str]) -> str | None:
+    """Why a rival candidate counts as a second answer, or None when it is only mentioned.
+
+    A rival counts when it comes before every answer term (the answer leads with it), stands side
+    by side with one ("blue, red", "Jupiter or Saturn"), or is offered with a hedge ("maybe",
+    "or" in the same sentence; "actually", "wait" anywhere). Named after the answer in passing
+    ("Jupiter, followed by Saturn"; "4 green squares and 2 red ones") it is context, not a claim.
+    """
+    ready = prepared(content)
+    return rival_reason(ready, _claims(ready, answers), _claims(ready, rivals))
+
+
+def rival_reason(text: str, said: Sequence[tuple[int, int, str]], others: Sequence[tuple[int, int, str]]) -> str | None:
+    """:func:`rival_claim` over claims already found in ``text``: (start, end, term), sorted."""
+    ready = text
+    if not said:
+        return None
+    first = said[0][0]
+    for start, end, rival in others:
+        if start < first:
+            return f"names {rival!r} before {said[0][2]!r}"
+        for a_start, a_end, answer in said:
+            lo, hi = (a_end, start) if a_end <= start else (end, a_start)
+            between = ready[lo:hi] if lo <= hi else ""
+            if (_JOINED_RE.match(between) or _CHANGE_OF_MIND_RE.search(between)
+                    or (_HEDGE_RE.search(between) and not _SENTENCE_END.search(between))):
+                return f"names {rival!r} as well as {answer!r}"
+    return None
+
+
+def grade_short_answer(content: str | None, accept: Iterable[str], reject: Iterable[str] = ()) -> Verdict:
+    """The answer states one accepted form, no rival candidate as a second answer and no second
+    number for the fact.
+
+    Forms are matched as words and numbers (:func:`states`): case, markdown, quotes, plurals and
+    prose around the value are free; "jupiter" is not found in "jupiterian", "7" not in "17".
+    """
+    accept, reject = list(accept), list(reject)
     if content is None or not content.strip():
         return Verdict.reject("empty answer")
-    text = normalize(content)
-    for form in accepted:
-        if re.search(r"(?<!\w)" + re.escape(normalize(form)) + r"(?!\w)", text):
-            return Verdict.accept(f"found {form!r}")
-    shown = content.strip().replace("\n", " ")
-    return Verdict.reject(f"answer {shown[:120]!r} holds none of {list(accepted)}")
+    shown = repr(" ".join(content.split())[:120])
+    stated = [form for form in accept if states(content, form)]
+    if not stated:
+        rivals = [form for form in reject if states(content, form)]
+        also = f" (it names {rivals[0]!r})" if rivals else ""
+        return Verdict.reject(f"answer {shown} states none of {accept}{also}")
+    rival = rival_claim(content, accept, reject)
+    if rival:
+        return Verdict.reject(f"answer {shown} {rival}: two candidates for one fact")
+    hedges = hedged_numbers(content)
+    if hedges:
+        a, b = hedges[0]
+        return Verdict.reject(f"answer {shown} offers {a} or {b}: two candidates for one fact")
+    return Verdict.accept(f"states {stated[0]!r}")
 
 
 # -- numbers, phrases and JSON inside free text ----------------------------------------------------
@@ -60,21 +256,8 @@ def numbers_in(text: str) -> list[Decimal]:
     from decimal import Decimal
 
     # NFKC leaves the typographic minus alone; people write it for negative numbers ("−80 °C").
-    text = unicodedata.normalize("NFKC", text).replace("\u2212", "-")
+    text = _MINUS_RE.sub("-", unicodedata.normalize("NFKC", text))
     return [Decimal(m.group().replace(",", "")) for m in NUMBER_RE.finditer(text)]
-
-
-def contains_number(content: str | None, value: "int | float | str") -> Verdict:
-    """Whether the text writes this number, in any equal form ("2350", "2,350", "2350.00")."""
-    from decimal import Decimal
-
-    if content is None or not content.strip():
-        return Verdict.reject("empty answer")
-    wanted = Decimal(str(value).replace(",", ""))
-    if wanted in numbers_in(content):
-        return Verdict.accept(f"found {value}")
-    shown = content.strip().replace("\n", " ")
-    return Verdict.reject(f"answer {shown[:120]!r} lacks the number {value}")
 
 
 def phrase_pattern(phrase: str) -> re.Pattern[str]:
@@ -83,11 +266,33 @@ def phrase_pattern(phrase: str) -> re.Pattern[str]:
     return re.compile(r"(?<![^\W_])" + PHRASE_GAP.join(chunks) + r"(?![^\W_])")
 
 
-def contains_phrase(content: str | None, phrase: str) -> bool:
-    """Whether the text holds the phrase as whole words, ignoring case and separators."""
-    if not content or not re.search(r"[^\W_]", phrase):
-        return False
-    return phrase_pattern(phrase).search(normalize(content)) is not None
+def claim_text(content: str) -> str:
+    """The text :func:`number_spans` and :func:`phrase_spans` read: NFKC, case-folded, minus signs as "-"."""
+    return normalize(_MINUS_RE.sub("-", unicodedata.normalize("NFKC", content)))
+
+
+def number_spans(text: str, value: "int | float | str") -> list[tuple[int, int]]:
+    """Where :func:`claim_text` writes this number, in any equal form ("2,350" = "2350.00")."""
+    wanted = Decimal(str(value).replace(",", ""))
+    return [m.span() for m in NUMBER_RE.finditer(text) if Decimal(m.group().replace(",", "")) == wanted]
+
+
+def phrase_spans(text: str, phrase: str) -> list[tuple[int, int]]:
+    """Where :func:`claim_text` holds the phrase as whole words (case and separators free)."""
+    if not re.search(r"[^\W_]", phrase):
+        return []
+    return [m.span() for m in phrase_pattern(phrase).finditer(text)]
+
+
+def number_word_spans(text: str, value: "int | float | str") -> list[tuple[int, int]]:
+    """Where :func:`claim_text` writes this number in words ("twelve", "forty-two")."""
+    wanted = Decimal(str(value).replace(",", ""))
+    spans = []
+    for pattern in (_COMPOUND_RE, _NUMBER_WORD_RE):
+        for m in pattern.finditer(text):
+            if Decimal(words_to_digits(m.group(0))) == wanted and not any(s <= m.start() < e for s, e in spans):
+                spans.append(m.span())
+    return spans
 
 
 class JsonNotFound(ValueError):

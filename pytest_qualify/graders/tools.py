@@ -6,9 +6,19 @@ A call is checked in this order, and the first problem names its kind in the rea
 first checks ``wrong_count``; parallel calls match in any order.
 
 Expected values are compared the way a careful reviewer would: strings ignore case, whitespace and
-punctuation ("New York" = "new-york"), numbers compare by value (68 = 68.0, "3" = "3.0" where the
-schema allows a string). An expected value may be ``{"$one_of": [...]}`` (``null`` there: may be
-left out) or ``{"$unordered": [...]}`` (a list whose order does not matter).
+punctuation between words ("New York" = "new-york") but not between digits ("50.2" is not "502"),
+numbers compare by value (68 = 68.0, "3" = "3.0" where the schema allows a string). What a case
+accepts is data in the fixture, as BFCL's possible answers are: an expected value may be
+``{"$one_of": [...]}`` (the accepted forms, e.g. "Lisbon" or "Lisbon, Portugal"; ``null`` there:
+may be left out), ``{"$unordered": [...]}`` (a list whose order does not matter) or
+``{"$subset_of": [...]}`` (a list, possibly empty, of some of these values) or
+``{"$place": [names], "regions": [...]}`` (a place by one of its names, optionally followed by
+region or country qualifiers: "Denver", "Denver, CO", "Denver, Colorado, USA").
+
+Optional parameters follow BFCL's rule: an argument the case does not list may be omitted, sent as
+``null`` or sent with the schema's ``default``; any other value nobody asked for is an
+``unexpected_param``. An explicit ``null`` for an optional argument means "left out" to the schema
+check too. Streamed and plain calls are compared as parsed values.
 """
 
 from __future__ import annotations
@@ -20,16 +30,18 @@ import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import Any, Protocol
 
 from pytest_qualify.graders import Verdict
-from pytest_qualify.graders.text import json_objects, parse_number
+from pytest_qualify.graders.text import json_objects, parse_number, tokens
 
 ONE_OF = "$one_of"
 UNORDERED = "$unordered"
-# Separators that carry no meaning in a free-text argument value (BFCL's standardisation).
-STRING_NOISE = re.compile(r"[\s,./\-_*^'\"!?;:()]+")
+SUBSET_OF = "$subset_of"
+PLACE = "$place"
+# Separators that carry no meaning in a free-text argument value (BFCL's standardisation) — except
+# a "." or "," between two digits, which is part of a number ("50.2" is not "502").
+STRING_NOISE = re.compile(r"(?!(?<=\d)[.,](?=\d))[\s,./\-_*^'\"!?;:()]+")
 
 
 class CallLike(Protocol):
@@ -105,41 +117,6 @@ class ToolFixtures:
         return tool_schemas(self.tools)
 
 
-def _calls(raw: Sequence[Mapping[str, Any]]) -> tuple[ExpectedCall, ...]:
-    return tuple(ExpectedCall(c["name"], c["arguments"]) for c in raw)
-
-
-@cache
-def load_fixtures() -> ToolFixtures:
-    """The tool set and the tool cases shipped in ``fixtures/tools/``."""
-    from importlib import resources
-
-    base = resources.files("pytest_qualify.fixtures").joinpath("tools")
-    tools = json.loads(base.joinpath("tools.json").read_text())
-    data = json.loads(base.joinpath("cases.json").read_text())
-    fixtures = ToolFixtures(
-        tools=tuple(tools),
-        system=data["system"],
-        cases=tuple(ToolCase(c["id"], c["prompt"], _calls(c["calls"])) for c in data["cases"]),
-        irrelevance=tuple(
-            IrrelevanceCase(c["id"], c["prompt"], c["answer"], tuple(c["accept"])) for c in data["irrelevance"]
-        ),
-        parallel=tuple(ToolCase(c["id"], c["prompt"], _calls(c["calls"])) for c in data["parallel"]),
-        round_trip=tuple(
-            RoundTripCase(c["id"], c["prompt"], _calls(c["calls"]), c["result"], c["result_field"],
-                          (float(c["result_range"][0]), float(c["result_range"][1])))
-            for c in data["round_trip"]
-        ),
-        streaming=tuple(data["streaming"]),
-    )
-    ids = [c.id for c in fixtures.cases + fixtures.parallel] + [c.id for c in fixtures.irrelevance + fixtures.round_trip]
-    if len(ids) != len(set(ids)):
-        raise ValueError("fixtures/tools/cases.json: case ids are not unique")
-    for case_id in fixtures.streaming:
-        fixtures.tool_case(case_id)  # a streaming entry names an existing case
-    return fixtures
-
-
 def tool_schemas(tools: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
     """Function name → its parameters' JSON Schema, from an OpenAI ``tools`` list."""
     return {t["function"]["name"]: t["function"].get("parameters") or {"type": "object"} for t in tools}
@@ -153,6 +130,10 @@ def canonical_arguments(expected: Mapping[str, Any]) -> dict[str, Any]:
             return concrete(value[ONE_OF][0])
         if isinstance(value, Mapping) and UNORDERED in value:
             return [concrete(v) for v in value[UNORDERED]]
+        if isinstance(value, Mapping) and SUBSET_OF in value:
+            return [concrete(v) for v in value[SUBSET_OF][:1]]
+        if isinstance(value, Mapping) and PLACE in value:
+            return _names(value)[0]
         if isinstance(value, Mapping):
             return {k: concrete(v) for k, v in value.items() if _first_is_value(v)}
         if isinstance(value, list):
@@ -204,11 +185,12 @@ def _wrong(path: str, wanted: str, given: Any) -> list[Problem]:
     return [Problem("wrong_value", f"argument {path}: expected {wanted}, got {_show(given)}")]
 
 
-def compare_value(expected: Any, given: Any, path: str) -> list[Problem]:
-    """Every way ``given`` differs from ``expected`` (empty when they match)."""
+def compare_value(expected: Any, given: Any, path: str, schema: Mapping[str, Any] | None = None) -> list[Problem]:
+    """Every way ``given`` differs from ``expected`` (empty when they match); ``schema`` is the
+    value's JSON Schema, for the defaults of optional arguments inside it."""
     if isinstance(expected, Mapping) and ONE_OF in expected:
         options = [o for o in expected[ONE_OF] if o is not None]
-        if any(not compare_value(o, given, path) for o in options):
+        if any(not compare_value(o, given, path, schema) for o in options):
             return []
         return _wrong(path, " or ".join(_show(o) for o in options), given)
     if isinstance(expected, Mapping) and UNORDERED in expected:
@@ -218,14 +200,31 @@ def compare_value(expected: Any, given: Any, path: str) -> list[Problem]:
                 if all(not compare_value(w, g, path) for w, g in zip(wanted, order)):
                     return []
         return _wrong(path, f"{_show(wanted)} in any order", given)
+    if isinstance(expected, Mapping) and PLACE in expected:
+        if isinstance(given, str) and _is_place(given, expected):
+            return []
+        return _wrong(path, " or ".join(map(repr, _names(expected))) + " (a region or country after it is fine)", given)
+    if isinstance(expected, Mapping) and SUBSET_OF in expected:
+        allowed = list(expected[SUBSET_OF])
+        if isinstance(given, list):
+            left = list(allowed)
+            for item in given:
+                hit = next((i for i, a in enumerate(left) if not compare_value(a, item, path)), None)
+                if hit is None:
+                    break
+                left.pop(hit)
+            else:
+                return []
+        return _wrong(path, f"a list of some of {_show(allowed)}", given)
     if isinstance(expected, Mapping):
         if not isinstance(given, Mapping):
             return _wrong(path, "an object", given)
-        return compare_arguments(expected, given, path + ".")
+        return compare_arguments(expected, given, path + ".", schema)
     if isinstance(expected, list):
         if not isinstance(given, list) or len(given) != len(expected):
             return _wrong(path, _show(expected), given)
-        return [p for i, (e, g) in enumerate(zip(expected, given)) for p in compare_value(e, g, f"{path}[{i}]")]
+        items = (schema or {}).get("items")
+        return [p for i, (e, g) in enumerate(zip(expected, given)) for p in compare_value(e, g, f"{path}[{i}]", items)]
     want_n, got_n = _number(expected), _number(given)
     if want_n is not None and got_n is not None:
         # Numbers compare by value: 68 for 68.0, "3" for "3.0" (the schema judges the type).
@@ -237,8 +236,27 @@ def compare_value(expected: Any, given: Any, path: str) -> list[Problem]:
     return [] if same else _wrong(path, _show(expected), given)
 
 
-def compare_arguments(expected: Mapping[str, Any], given: Mapping[str, Any], prefix: str = "") -> list[Problem]:
-    """Missing, unexpected and wrong arguments of one object, recursively."""
+def _names(place: Mapping[str, Any]) -> list[str]:
+    names = place[PLACE]
+    return [names] if isinstance(names, str) else list(names)
+
+
+def _is_place(given: str, place: Mapping[str, Any]) -> bool:
+    """The place's name, then only words of its region qualifiers ("Denver, CO, USA")."""
+    words = tokens(given)
+    regions = {w for region in place.get("regions", ()) for w in tokens(region)}
+    for name in _names(place):
+        head = tokens(name)
+        if words[: len(head)] == head and all(w in regions for w in words[len(head):]):
+            return True
+    return False
+
+
+def compare_arguments(expected: Mapping[str, Any], given: Mapping[str, Any], prefix: str = "",
+                      schema: Mapping[str, Any] | None = None) -> list[Problem]:
+    """Missing, unexpected and wrong arguments of one object, recursively (``schema``: the object's
+    JSON Schema, whose defaults an unasked optional argument may carry)."""
+    properties = (schema or {}).get("properties", {})
     problems = []
     for key, want in expected.items():
         if key not in given:
@@ -247,11 +265,26 @@ def compare_arguments(expected: Mapping[str, Any], given: Mapping[str, Any], pre
             continue
         if given[key] is None and _omittable(want):
             continue  # an explicit null for an argument that may be left out
-        problems.extend(compare_value(want, given[key], prefix + key))
-    for key in given:
-        if key not in expected:
-            problems.append(Problem("unexpected_param", f"argument {prefix}{key}={_show(given[key])} was not asked for"))
+        problems.extend(compare_value(want, given[key], prefix + key, properties.get(key)))
+    for key, value in given.items():
+        if key in expected or value is None:
+            continue  # null: left out, the same as not sending it
+        prop = properties.get(key, {})
+        if "default" in prop and not compare_value(prop["default"], value, prefix + key, prop):
+            continue  # the schema's default, written out: what leaving it out would mean
+        problems.append(Problem("unexpected_param", f"argument {prefix}{key}={_show(value)} was not asked for"))
     return problems
+
+
+def without_optional_nulls(value: Any, schema: Mapping[str, Any] | None) -> Any:
+    """The arguments with each optional ``null`` argument left out (as the schema check should
+    read them: null for an optional argument means "not given")."""
+    if not isinstance(value, dict) or not isinstance(schema, Mapping):
+        return value
+    required = set(schema.get("required", ()))
+    properties = schema.get("properties", {})
+    return {k: without_optional_nulls(v, properties.get(k)) for k, v in value.items()
+            if not (v is None and k not in required)}
 
 
 def schema_problems(arguments: Any, schema: Mapping[str, Any]) -> list[str]:
@@ -289,14 +322,14 @@ def grade_call(call: CallLike, expected: ExpectedCall, schemas: Mapping[str, Map
         return _reject("invalid_json", f"arguments {call.arguments[:120]!r} are not JSON ({exc.msg})", call.name)
     if not isinstance(arguments, dict):
         return _reject("invalid_json", f"arguments {call.arguments[:120]!r} are not a JSON object", call.name)
-    problems = compare_arguments(expected.arguments, arguments)
-    structural = [p for p in problems if p.kind in ("missing_required", "unexpected_param")]
-    if structural:
-        return _problems(structural, call.name)
     schema = schemas.get(call.name)
     if schema is None:
         return Verdict.reject(f"wrong_function: {call.name!r} is not one of the offered tools")
-    violations = schema_problems(arguments, schema)
+    problems = compare_arguments(expected.arguments, arguments, schema=schema)
+    structural = [p for p in problems if p.kind in ("missing_required", "unexpected_param")]
+    if structural:
+        return _problems(structural, call.name)
+    violations = schema_problems(without_optional_nulls(arguments, schema), schema)
     if violations:
         return _reject("schema_violation", "; ".join(violations[:3]), call.name)
     if problems:
@@ -370,19 +403,25 @@ def call_in_text(content: str | None) -> RawCall | None:
 # -- streaming -----------------------------------------------------------------------------------
 
 
-def _parsed(call: CallLike) -> tuple[str, str]:
+def _parsed(call: CallLike) -> tuple[str, Any]:
     try:
-        args = json.loads(call.arguments) if call.arguments.strip() else {}
+        return call.name, json.loads(call.arguments) if call.arguments.strip() else {}
     except json.JSONDecodeError:
         return call.name, "invalid JSON: " + call.arguments
-    return call.name, json.dumps(args, sort_keys=True)
 
 
 def same_calls(streamed: Sequence[CallLike], plain: Sequence[CallLike]) -> Verdict:
-    """Streamed deltas reassembled into the same calls as the non-streamed answer (as parsed JSON)."""
-    a = sorted(_parsed(c) for c in streamed)
-    b = sorted(_parsed(c) for c in plain)
-    if a == b:
+    """Streamed deltas reassembled into the same calls as the non-streamed answer, compared as
+    parsed values (68 = 68.0, key order and spacing free), in any order."""
+    a = [_parsed(c) for c in streamed]
+    b = [_parsed(c) for c in plain]
+    left = list(b)
+    for call in a:
+        hit = next((i for i, other in enumerate(left) if other == call), None)
+        if hit is None:
+            break
+        left.pop(hit)
+    if len(a) == len(b) and not left:
         return Verdict.accept("streamed calls equal the non-streamed calls")
     return Verdict.reject(
         f"streamed calls {_describe(streamed)} differ from the non-streamed calls {_describe(plain)}"

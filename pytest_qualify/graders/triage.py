@@ -1,22 +1,28 @@
-"""Timeout triage: the answer's JSON names the component, the cause and an evidence line.
+"""Timeout triage: the answer's JSON names the component, the cause's category, the cause in its
+own words and an evidence line.
 
-Graded on the incident's ground truth (``fixtures/triage/incidents.toml``): the component equal
-after normalisation (and never a red herring), the cause hitting every group of required keywords,
-the evidence identifying only accepted log lines — quoted fully, in part (a distinctive piece, or
-pieces around an ellipsis) or by its timestamp.
+Graded on the incident's ground truth (data in ``fixtures/triage/incidents.toml``):
+
+- ``component``: names the component (or an alias) as words; a qualifier in brackets or after it
+  is fine ("checkout-service (orders-pool)"); naming a red herring is a miss.
+- ``category``: one of the closed list the prompt gives, equal to the incident's (case and
+  separators free). This, not the wording of the cause, decides whether the cause is right.
+- ``cause``: free text, recorded as evidence; it fails only when it states a contradiction the
+  fixture lists (another cause, a red herring's own story) — as words, and not when it negates it
+  ("no slow queries").
+- ``evidence_line``: identifies log lines the fixture marks as showing the cause — quoted fully,
+  in part (a distinctive piece, or pieces around an ellipsis) or by its timestamp.
 """
 
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass
-from functools import cache
 
 from pytest_qualify.graders import Verdict
-from pytest_qualify.graders.text import JsonNotFound, find_json_object, normalize
+from pytest_qualify.graders.text import JsonNotFound, find_json_object, normalize, states
 
-FIELDS = ("component", "cause", "evidence_line")
+FIELDS = ("component", "category", "cause", "evidence_line")
 TIMESTAMP_RE = re.compile(r"\d{2}:\d{2}:\d{2}(?:\.\d+)?")
 ELLIPSIS_RE = re.compile(r"\.\.\.|…")
 # Shorter than this, a quote cannot single out a log line (e.g. "ERROR").
@@ -30,39 +36,17 @@ class Incident:
     log_lines: tuple[str, ...]
     component: str
     aliases: tuple[str, ...]
-    cause: str
-    cause_keywords: tuple[tuple[str, ...], ...]
-    evidence: tuple[str, ...]
+    category: str
+    categories: tuple[str, ...]  # the closed list the prompt offers
+    cause: str  # the ground truth in one sentence (what the reference server answers)
+    contradictions: tuple[str, ...]
+    evidence: tuple[str, ...]  # every log line that shows the cause
     red_herrings: tuple[str, ...]
     prompt: str
 
     @property
     def log(self) -> str:
         return "\n".join(self.log_lines) + "\n"
-
-
-@cache
-def load_incidents() -> tuple[Incident, ...]:
-    """The incidents of ``fixtures/triage/incidents.toml``, with their logs read in."""
-    from importlib import resources
-
-    base = resources.files("pytest_qualify.fixtures").joinpath("triage")
-    data = tomllib.loads(base.joinpath("incidents.toml").read_text())
-    incidents = []
-    for raw in data["incident"]:
-        log = base.joinpath(raw["log"]).read_text()
-        lines = tuple(line for line in log.splitlines() if line.strip())
-        missing = [e for e in raw["evidence"] if e not in lines]
-        if missing:
-            raise ValueError(f"fixtures/triage: incident {raw['id']}: evidence not in {raw['log']}: {missing[0]!r}")
-        incidents.append(Incident(
-            id=raw["id"], symptom=raw["symptom"], log_lines=lines, component=raw["component"],
-            aliases=tuple(raw.get("aliases", ())), cause=raw["cause"],
-            cause_keywords=tuple(tuple(group) for group in raw["cause_keywords"]),
-            evidence=tuple(raw["evidence"]), red_herrings=tuple(raw["red_herrings"]),
-            prompt=data["prompt"].format(symptom=raw["symptom"], log=log),
-        ))
-    return tuple(incidents)
 
 
 def normalize_component(name: str) -> str:
@@ -98,8 +82,39 @@ def _in_order(pieces: list[str], line: str) -> bool:
     return bool(pieces)
 
 
+def _names(text: str, names: tuple[str, ...]) -> list[str]:
+    """The names the text holds as whole names: a run of its words ("checkout-service",
+    "Checkout Service", "checkout_service") equal to a name, so a qualifier around it is free
+    ("checkout-service (orders-pool)") while "checkout-db" does not name "checkout"."""
+    parts = [p for p in re.split(r"[\s()\[\]{},;:/|`'\"*]+", text) if p.strip("-–—_.")]
+    runs = {normalize_component("".join(parts[i:j])) for i in range(len(parts)) for j in range(i + 1, len(parts) + 1)}
+    return [n for n in names if normalize_component(n) in runs]
+
+
+def grade_component(named: str, incident: Incident) -> Verdict:
+    right = _names(named, (incident.component, *incident.aliases))
+    herrings = _names(named, incident.red_herrings)
+    if herrings:
+        also = f" (named beside {incident.component!r})" if right else ""
+        return Verdict.reject(f"component {named!r}: {herrings[0]!r} is a red herring{also}; "
+                              f"the cause is in {incident.component!r}")
+    if not right:
+        return Verdict.reject(f"component {named!r} is not {incident.component!r}")
+    return Verdict.accept(f"component {incident.component}")
+
+
+def grade_category(named: str, incident: Incident) -> Verdict:
+    # A note in brackets after the category is the model's own qualifier ("... (connection leak)").
+    key = normalize_component(re.sub(r"\([^)]*\)|\[[^\]]*\]", "", named))
+    if key == normalize_component(incident.category):
+        return Verdict.accept(f"category {incident.category}")
+    if key in {normalize_component(c) for c in incident.categories}:
+        return Verdict.reject(f"category {named!r} is wrong: the cause is {incident.category!r}")
+    return Verdict.reject(f"category {named!r} is not one of the listed categories {list(incident.categories)}")
+
+
 def grade_triage(content: str | None, incident: Incident) -> Verdict:
-    """The answer's JSON against the incident's ground truth."""
+    """The answer's JSON against the incident's ground truth; the accepted reason carries the cause."""
     try:
         answer = find_json_object(content)
     except JsonNotFound as exc:
@@ -108,21 +123,13 @@ def grade_triage(content: str | None, incident: Incident) -> Verdict:
     if missing:
         return Verdict.reject(f"the JSON lacks {', '.join(missing)}: {answer}")
 
-    named = normalize_component(answer["component"])
-    if named in {normalize_component(r) for r in incident.red_herrings}:
-        return Verdict.reject(
-            f"component {answer['component']!r} is a red herring; "
-            f"the cause is in {incident.component!r}"
-        )
-    if named not in {normalize_component(c) for c in (incident.component, *incident.aliases)}:
-        return Verdict.reject(f"component {answer['component']!r} is not {incident.component!r}")
+    for verdict in (grade_component(answer["component"], incident), grade_category(answer["category"], incident)):
+        if not verdict:
+            return verdict
 
-    cause = normalize(answer["cause"])
-    for group in incident.cause_keywords:
-        if not any(normalize(word) in cause for word in group):
-            return Verdict.reject(
-                f"cause {answer['cause']!r} names none of {list(group)}"
-            )
+    contradicted = [c for c in incident.contradictions if states(answer["cause"], c)]
+    if contradicted:
+        return Verdict.reject(f"cause {answer['cause']!r} states {contradicted[0]!r}, which is not the cause")
 
     hits = evidence_lines(answer["evidence_line"], incident.log_lines)
     accepted = set(incident.evidence)
@@ -134,4 +141,4 @@ def grade_triage(content: str | None, incident: Incident) -> Verdict:
             f"evidence_line {answer['evidence_line']!r} points at "
             f"{wrong[0]!r}, which does not show the cause"
         )
-    return Verdict.accept(f"{incident.component}, cause and evidence match")
+    return Verdict.accept(f"{incident.component}, {incident.category}, evidence matches; cause {answer['cause']!r}")

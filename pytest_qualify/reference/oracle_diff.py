@@ -6,7 +6,8 @@ from __future__ import annotations
 import difflib
 import re
 
-from pytest_qualify.graders.diff import DiffCase, load_cases
+from pytest_qualify.fixture_data import diff_cases
+from pytest_qualify.graders.diff import DiffCase
 from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Reply
 
 FAULTS = {"bad_diff_hunk": "the first hunk header of every diff counts the wrong number of old lines"}
@@ -14,7 +15,7 @@ FAULTS = {"bad_diff_hunk": "the first hunk header of every diff counts the wrong
 
 def _case(req: ChatRequest) -> DiffCase | None:
     text = req.last_user_text()
-    for case in load_cases():
+    for case in diff_cases():
         if case.request in text and case.source in text:
             return case
     return None

@@ -4,10 +4,9 @@ question (``follow_up``) is always answered normally."""
 
 from __future__ import annotations
 
-import tomllib
 from functools import cache
-from importlib import resources
 
+from pytest_qualify.fixture_data import finish_prompts, window_follow_up
 from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Reply
 
 PRIORITY = 60
@@ -18,12 +17,9 @@ FAULTS = {
 
 
 @cache
-def _data() -> dict[str, list[dict[str, str]]]:
-    return tomllib.loads(resources.files("pytest_qualify.fixtures").joinpath("finish.toml").read_text(encoding="utf-8"))
-
-
 def prompts(section: str = "prompt") -> dict[str, str]:
-    return {p["text"].strip(): p["answer"] for p in _data().get(section, [])}
+    questions = (window_follow_up(),) if section == "follow_up" else finish_prompts()
+    return {p.text.strip(): p.answer for p in questions}
 
 
 def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:

@@ -7,24 +7,22 @@ expected and free fields in the schema's property order, as guided decoding woul
 from __future__ import annotations
 
 import json
-import tomllib
 from functools import cache
-from importlib import resources
 from typing import Any
 
+from pytest_qualify.fixture_data import json_tasks
 from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Reply
 
 PRIORITY = 40
 FAULTS = {
-    "json_nondeterministic": "every second answer to the same JSON task is formatted differently",
+    "json_nondeterministic": "every second answer to the same JSON task carries a different value",
     "json_invalid": "answers to JSON tasks are cut off half way (invalid JSON)",
 }
 
 
 @cache
 def tasks_by_prompt() -> dict[str, dict[str, Any]]:
-    text = resources.files("pytest_qualify.fixtures").joinpath("json_tasks.toml").read_text(encoding="utf-8")
-    return {t["prompt"].strip(): t for t in tomllib.loads(text)["task"]}
+    return {t["prompt"].strip(): t for t in json_tasks()}
 
 
 def truth(task: dict[str, Any]) -> dict[str, Any]:
@@ -44,7 +42,22 @@ def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:
     text = json.dumps(value)
     n = ctx.occurrence(f"json:{task['id']}")
     if "json_nondeterministic" in ctx.faults and n % 2 == 0:
-        text = json.dumps(value, indent=1)
+        # Another value, not another layout: the module compares parsed answers.
+        last = list(value)[-1]
+        text = json.dumps({**value, last: _other(value[last])}, indent=1)
     if "json_invalid" in ctx.faults:
         text = text[: len(text) // 2]
     return Reply(content=text)
+
+
+def _other(value: Any) -> Any:
+    """A different value of the same JSON type."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value + 1
+    if isinstance(value, str):
+        return value + " (revised)"
+    if isinstance(value, list):
+        return list(reversed(value)) + value[:1]
+    return value

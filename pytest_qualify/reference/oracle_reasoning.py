@@ -9,10 +9,9 @@ as vLLM's reasoning parser does; the leak faults break that on the reasoning mod
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from functools import cache
-from importlib import resources
 
+from pytest_qualify.fixture_data import reasoning_prompts
 from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Reply
 
 PRIORITY = 60
@@ -26,8 +25,7 @@ REASONING_TEXT = "The user asks a short question. I recall the fact and answer i
 
 @cache
 def prompts() -> dict[str, str]:
-    text = resources.files("pytest_qualify.fixtures").joinpath("reasoning.toml").read_text(encoding="utf-8")
-    return {p["text"].strip(): p["answer"] for p in tomllib.loads(text)["prompt"]}
+    return {p.text.strip(): p.answer for p in reasoning_prompts()}
 
 
 def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:

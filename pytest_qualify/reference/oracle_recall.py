@@ -3,7 +3,8 @@ its closing question; the answer states the early facts from ground truth."""
 
 from __future__ import annotations
 
-from pytest_qualify.graders.recall import Conversation, load_fixtures
+from pytest_qualify.fixture_data import recall_fixtures
+from pytest_qualify.graders.recall import Conversation
 from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Reply
 
 FAULTS = {
@@ -16,7 +17,7 @@ def _conversation(req: ChatRequest) -> Conversation | None:
     users = req.texts("user")
     if len(users) < 2:
         return None
-    for conv in load_fixtures().conversations:
+    for conv in recall_fixtures().conversations:
         if users[0].strip() == conv.turns[0][0] and users[-1].strip() == conv.question:
             return conv
     return None

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import tomllib
 from functools import cache
-from importlib import resources
 
+from pytest_qualify.fixture_data import smoke_questions
 from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Reply
 
 PRIORITY = 900  # a fallback: specific task oracles go first
@@ -14,8 +13,7 @@ FAULTS = {"smoke_empty": "short factual answers come back empty"}
 
 @cache
 def questions() -> dict[str, str]:
-    data = tomllib.loads(resources.files("pytest_qualify.fixtures").joinpath("smoke.toml").read_text())
-    return {q["prompt"]: q["answer"] for q in data["question"]}
+    return {q.text: q.answer for q in smoke_questions()}
 
 
 def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:

@@ -10,7 +10,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_qualify.graders.tools import ExpectedCall, canonical_arguments, load_fixtures, tool_schemas
+from pytest_qualify.fixture_data import tool_fixtures
+from pytest_qualify.graders.tools import ExpectedCall, canonical_arguments, tool_schemas
 from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Reply
 
 FAULTS = {
@@ -24,7 +25,7 @@ FAULTS = {
 def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:
     if not req.tools:
         return None
-    fixtures = load_fixtures()
+    fixtures = tool_fixtures()
     prompt = _first_user_text(req).strip()
     schemas = tool_schemas(req.tools)
     for case in fixtures.irrelevance:

@@ -1,11 +1,13 @@
 """Timeout triage from ``fixtures/triage/``: the request holds an incident's log; the answer is the
-ground truth's component, cause and first evidence line, as JSON in a fence with a line of prose."""
+ground truth's component, category, cause and first evidence line, as JSON in a fence with a line
+of prose."""
 
 from __future__ import annotations
 
 import json
 
-from pytest_qualify.graders.triage import Incident, load_incidents
+from pytest_qualify.fixture_data import triage_incidents
+from pytest_qualify.graders.triage import Incident
 from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Reply
 
 FAULTS = {"triage_red_herring": "triage answers name a red-herring component and its log line"}
@@ -13,7 +15,7 @@ FAULTS = {"triage_red_herring": "triage answers name a red-herring component and
 
 def _incident(req: ChatRequest) -> Incident | None:
     text = req.last_user_text()
-    for incident in load_incidents():
+    for incident in triage_incidents():
         if incident.log_lines[0] in text and incident.log_lines[-1] in text:
             return incident
     return None
@@ -23,9 +25,11 @@ def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:
     incident = _incident(req)
     if incident is None:
         return None
-    verdict = {"component": incident.component, "cause": incident.cause, "evidence_line": incident.evidence[0]}
+    verdict = {"component": incident.component, "category": incident.category, "cause": incident.cause,
+               "evidence_line": incident.evidence[0]}
     if "triage_red_herring" in ctx.faults:
         herring = incident.red_herrings[0]
         line = next(line for line in incident.log_lines if f"[{herring}]" in line)
-        verdict = {"component": herring, "cause": f"{herring} is failing and being retried", "evidence_line": line}
+        verdict = {"component": herring, "category": "slow downstream dependency",
+                   "cause": f"{herring} is failing and being retried", "evidence_line": line}
     return Reply(content=f"The timeouts trace back to {verdict['component']}.\n\n```json\n{json.dumps(verdict)}\n```")

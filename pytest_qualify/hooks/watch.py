@@ -14,7 +14,9 @@ from typing import Any, NoReturn
 
 import pytest
 
-from pytest_qualify.run import RunState, module_of, secrets_of, state_of
+from pytest_qualify.hooks import state_of
+from pytest_qualify.redaction import redact
+from pytest_qualify.run import RunState, module_of
 
 
 DEAD_PROPERTY = "server_dead"
@@ -25,6 +27,15 @@ WORKER_ACCOUNT_WAIT_S = 1.5
 HEALTH_PROBE_TIMEOUT_S = 5.0
 EXIT_WAIT_S = 2.0
 DEATH_LOG_LINES = 20
+# The log tail travels as a section of the failure's report, not in its message.
+LOG_SECTION = f"server log (last {DEATH_LOG_LINES} lines)"
+_TAIL_SEP = f"\n--- last {DEATH_LOG_LINES} lines of the server log ---\n"
+
+
+def split_death(account: str) -> tuple[str, str]:
+    """A death's account as written to DEATH_FILE: (the reason, the server log's tail)."""
+    reason, _, tail = account.partition(_TAIL_SEP)
+    return reason, tail
 
 
 class ServerWatch:
@@ -72,7 +83,8 @@ class ServerWatch:
             if state.dead.splitlines()[0] in str(report.longrepr):
                 # Tells the xdist controller, which sees only reports, that the server is gone.
                 report.user_properties.append((DEAD_PROPERTY, state.dead.splitlines()[0]))
-        _redact_report(report, secrets_of(state))
+                _attach_log_tail(report, split_death(state.dead)[1])
+        _redact_report(report, state.secrets)
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -124,10 +136,10 @@ def _death_reason(state: RunState, during: str, how: str) -> str:
     if state.target is not None:
         text = state.target.log_tail(DEATH_LOG_LINES)
     else:
-        text = log_tail(state.server_info.get("server_log"), secrets_of(state), DEATH_LOG_LINES)
+        text = log_tail(state.server_info.get("server_log"), state.secrets, DEATH_LOG_LINES)
     reason = f"server died during {during}: {how}"
     if text.strip():
-        reason += f"\n--- last {DEATH_LOG_LINES} lines of the server log ---\n{text}"
+        reason += _TAIL_SEP + text
     return reason
 
 
@@ -260,7 +272,7 @@ def _harness_reason(state: RunState, item: pytest.Item, exc: BaseException) -> s
         if how is None:
             return f"{in_lane}connection to the server failed, but it still answers /health: {failure}"
         _declare_dead(state, item.nodeid, how)
-    return state.dead
+    return split_death(state.dead or "")[0]
 
 
 def fail_if_server_gone(config: pytest.Config, state: RunState, nodeid: str) -> None:
@@ -287,7 +299,7 @@ def fail_if_server_gone(config: pytest.Config, state: RunState, nodeid: str) -> 
                 during = f"{last} or right after it" if last else "startup"
             _declare_dead(state, f"{during} (found gone before {nodeid})", how)
     if state.dead:
-        pytest.fail(state.dead, pytrace=False)
+        pytest.fail(split_death(state.dead)[0], pytrace=False)
 
 
 def _protocol_state(item: pytest.Item) -> RunState | None:
@@ -295,12 +307,20 @@ def _protocol_state(item: pytest.Item) -> RunState | None:
     return state if state is not None and module_of(item) is not None else None
 
 
+def _attach_log_tail(report: pytest.TestReport, tail: str) -> None:
+    """The server log's last lines as a section of the failure (terminal, JUnit and evidence show it)."""
+    if not tail.strip():
+        return
+    if hasattr(report.longrepr, "addsection"):
+        report.longrepr.addsection(LOG_SECTION, tail)
+    elif isinstance(report.longrepr, str):
+        report.longrepr += f"\n{LOG_SECTION}\n{tail}"
+
+
 def _redact_report(report: pytest.TestReport, secrets: tuple[str, ...]) -> None:
     """No secret reaches the terminal, JUnit or the evidence through a report."""
     if not secrets:
         return
-    from pytest_qualify.lifecycle import redact
-
     if report.longrepr is not None:
         text = str(report.longrepr)
         if any(secret in text for secret in secrets):

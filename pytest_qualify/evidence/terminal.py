@@ -1,0 +1,52 @@
+"""What the terminal shows under the gate table, rendered from the summary. No pytest here."""
+
+from __future__ import annotations
+
+from pytest_qualify.evidence.baseline import render_rows
+from pytest_qualify.evidence.report import rate, spread_text
+from pytest_qualify.evidence.session import EvidenceState
+
+
+def terminal_lines(ev: EvidenceState) -> list[str]:
+    """Timing, lanes, waivers, baseline and where the bundle is."""
+    s = ev.summary
+    lines: list[str] = []
+    if s is None:
+        if ev.bundle_error:
+            lines.append(f"qualify: evidence bundle NOT written: {ev.bundle_error}")
+        return lines
+    t = s["timing"]
+    d, pf = t["decode_tok_s"], t["prefill_tok_s"]
+    if d or pf:
+        lines.append(
+            "timing (client-observed): "
+            + (f"decode p50 {rate(d['p50'])}, p95 {rate(d['p95'])} (n={d['n']})" if d else "decode -")
+            + "; " + (f"prefill p50 {rate(pf['p50'])} (n={pf['n']})" if pf else "prefill -")
+        )
+    for lane in t["lanes"]:
+        extra = ""
+        if lane["ttft_client_server_ratio"]:
+            extra = f"; client/server TTFT {lane['ttft_client_server_ratio']['median']:.2f}x"
+        lines.append(f"context lane {lane['lane']}: TTFT {spread_text(lane['ttft_s'])}, "
+                     f"end to end {spread_text(lane['e2e_s'])}{extra}")
+        lines += [f"  FLAG: {f}" for f in lane["flags"]]
+    m = s["server_metrics"]
+    if not m["available"] and m["errors"]:
+        lines.append("/metrics cross-check unavailable: " + "; ".join(f"{k}: {v}" for k, v in m["errors"].items()))
+    w = s["waivers"]
+    if w is not None:
+        for x in w["waivers"]:
+            lines.append(f"waiver {x['item']!r} ({x['status']}; expires {x['expires']}): {x['reason']}"
+                         + (f" -> waived {len(x['applied_to'])} item(s)" if x["applied_to"] else ""))
+    b = s["baseline"]
+    if b is not None:
+        lines.append(f"against baseline {b['run_id']} ({b['path']}), threshold {b['threshold_pct']:g}%:")
+        rows = render_rows(b)
+        width = max((len(r[0]) for r in rows), default=10)
+        lines.append(f"  {'metric':<{width}}  {'baseline':>12}  {'this run':>12}  delta")
+        lines += [f"  {r[0]:<{width}}  {r[1]:>12}  {r[2]:>12}  {r[3]}" for r in rows]
+        lines += [f"  note: {n}" for n in b["notes"]]
+    lines.append(f"evidence bundle: {ev.bundle_dir} (report.md, summary.json, junit.xml, SHA256SUMS"
+                 + (", plot" if s["artifacts"]["plot"] else "") + ")")
+    lines += [f"  {n}" for n in s["artifacts"]["notes"]]
+    return lines

@@ -1,0 +1,223 @@
+"""The protocol's fixture data (``fixtures/``, the package ``pytest_qualify.fixtures``), read in one place.
+
+Suites, the reference server's oracles and the tests load cases here; graders never read files.
+Each loader builds the records its grader takes (``graders/triage.Incident``, ``graders/tools``'s
+``ToolFixtures`` ...) and checks the data's own consistency, so a broken fixture fails at
+collection with the file named, not as a model's wrong answer. Every loader is cached: the data is
+read once per process and its records are frozen.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from functools import cache
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from pytest_qualify.graders.diff import DiffCase
+from pytest_qualify.graders.recall import KINDS, Conversation, Fact, RecallFixtures
+from pytest_qualify.graders.text import ShortQuestion
+from pytest_qualify.graders.tools import (
+    ExpectedCall, IrrelevanceCase, RoundTripCase, ToolCase, ToolFixtures,
+)
+from pytest_qualify.graders.triage import Incident
+
+PACKAGE = "pytest_qualify.fixtures"
+
+
+class FixtureError(ValueError):
+    """A fixture file contradicts itself; the message names the file and the entry."""
+
+
+# -- files -----------------------------------------------------------------------------------------
+
+
+@cache
+def read_text(path: str) -> str:
+    """A fixture file's text; ``path`` is relative to ``fixtures/`` (e.g. ``"triage/incidents.toml"``)."""
+    from importlib import resources
+
+    return resources.files(PACKAGE).joinpath(path).read_text(encoding="utf-8")
+
+
+@cache
+def read_toml(path: str) -> Mapping[str, Any]:
+    """A fixture TOML file, parsed (read-only at the top level: the cached value is shared)."""
+    return MappingProxyType(tomllib.loads(read_text(path)))
+
+
+@cache
+def read_json(path: str) -> Any:
+    return json.loads(read_text(path))
+
+
+# -- short questions (smoke, finish, the window's follow-up, reasoning) -----------------------------
+
+
+def _questions(path: str, section: str, text_key: str) -> tuple[ShortQuestion, ...]:
+    out = []
+    for n, raw in enumerate(read_toml(path).get(section, ())):
+        qid = raw.get("id", f"q{n + 1}")
+        accept = tuple(raw.get("accept", ()))
+        if "answer" in raw and accept and not any(a.casefold() in raw["answer"].casefold() for a in accept):
+            raise FixtureError(f"fixtures/{path}: {section} {qid!r}: the ground-truth answer holds no accepted form")
+        out.append(ShortQuestion(id=qid, text=raw[text_key], answer=raw.get("answer", ""), accept=accept,
+                                 reject=tuple(raw.get("reject", ()))))
+    return tuple(out)
+
+
+@cache
+def smoke_questions() -> tuple[ShortQuestion, ...]:
+    return _questions("smoke.toml", "question", "prompt")
+
+
+@cache
+def finish_prompts() -> tuple[ShortQuestion, ...]:
+    return _questions("finish.toml", "prompt", "text")
+
+
+@cache
+def window_follow_up() -> ShortQuestion:
+    """The short question the window bracket asks after an over-window refusal."""
+    return _questions("finish.toml", "follow_up", "text")[0]
+
+
+@cache
+def reasoning_prompts() -> tuple[ShortQuestion, ...]:
+    return _questions("reasoning.toml", "prompt", "text")
+
+
+# -- deterministic JSON ---------------------------------------------------------------------------
+
+
+@cache
+def json_tasks() -> tuple[Mapping[str, Any], ...]:
+    """The tasks of ``fixtures/json_tasks.toml``: id, seed, prompt, schema, expected, accepted, free."""
+    tasks = tuple(MappingProxyType(t) for t in read_toml("json_tasks.toml")["task"])
+    for task in tasks:
+        for key in task.get("accepted", {}):
+            if key not in task["expected"]:
+                raise FixtureError(f"fixtures/json_tasks.toml: task {task['id']!r}: accepted forms for {key!r}, which is not expected")
+    return tasks
+
+
+# -- triage ---------------------------------------------------------------------------------------
+
+
+@cache
+def triage_incidents() -> tuple[Incident, ...]:
+    """The incidents of ``fixtures/triage/incidents.toml``, with their logs read in."""
+    path = "triage/incidents.toml"
+    data = read_toml(path)
+    categories = tuple(data["categories"])
+    incidents = []
+    for raw in data["incident"]:
+        log = read_text(f"triage/{raw['log']}")
+        lines = tuple(line for line in log.splitlines() if line.strip())
+        missing = [e for e in raw["evidence"] if e not in lines]
+        if missing:
+            raise FixtureError(f"fixtures/{path}: incident {raw['id']}: evidence not in {raw['log']}: {missing[0]!r}")
+        if raw["category"] not in categories:
+            raise FixtureError(f"fixtures/{path}: incident {raw['id']}: category {raw['category']!r} is not one of {categories}")
+        incidents.append(Incident(
+            id=raw["id"], symptom=raw["symptom"], log_lines=lines, component=raw["component"],
+            aliases=tuple(raw.get("aliases", ())), category=raw["category"], categories=categories,
+            cause=raw["cause"], contradictions=tuple(raw.get("contradictions", ())),
+            evidence=tuple(raw["evidence"]), red_herrings=tuple(raw["red_herrings"]),
+            prompt=data["prompt"].format(symptom=raw["symptom"], log=log,
+                                         categories="; ".join(categories)),
+        ))
+    return tuple(incidents)
+
+
+# -- tools ----------------------------------------------------------------------------------------
+
+
+def _calls(raw: list[Mapping[str, Any]]) -> tuple[ExpectedCall, ...]:
+    return tuple(ExpectedCall(c["name"], c["arguments"]) for c in raw)
+
+
+@cache
+def tool_fixtures() -> ToolFixtures:
+    """The tool set and the tool cases of ``fixtures/tools/``."""
+    tools = read_json("tools/tools.json")
+    data = read_json("tools/cases.json")
+    fixtures = ToolFixtures(
+        tools=tuple(tools),
+        system=data["system"],
+        cases=tuple(ToolCase(c["id"], c["prompt"], _calls(c["calls"])) for c in data["cases"]),
+        irrelevance=tuple(
+            IrrelevanceCase(c["id"], c["prompt"], c["answer"], tuple(c["accept"])) for c in data["irrelevance"]
+        ),
+        parallel=tuple(ToolCase(c["id"], c["prompt"], _calls(c["calls"])) for c in data["parallel"]),
+        round_trip=tuple(
+            RoundTripCase(c["id"], c["prompt"], _calls(c["calls"]), c["result"], c["result_field"],
+                          (float(c["result_range"][0]), float(c["result_range"][1])))
+            for c in data["round_trip"]
+        ),
+        streaming=tuple(data["streaming"]),
+    )
+    ids = [c.id for c in fixtures.cases + fixtures.parallel] + [c.id for c in fixtures.irrelevance + fixtures.round_trip]
+    if len(ids) != len(set(ids)):
+        raise FixtureError("fixtures/tools/cases.json: case ids are not unique")
+    for case_id in fixtures.streaming:
+        fixtures.tool_case(case_id)  # a streaming entry names an existing case
+    return fixtures
+
+
+# -- recall ---------------------------------------------------------------------------------------
+
+
+def _fact(raw: Mapping[str, Any], where: str) -> Fact:
+    fact = Fact(raw["name"], str(raw["value"]), raw.get("kind", "text"), tuple(raw.get("accept", ())))
+    if fact.kind not in KINDS:
+        raise FixtureError(f"{where}: fact {fact.name!r} has unknown kind {fact.kind!r}")
+    return fact
+
+
+@cache
+def recall_fixtures() -> RecallFixtures:
+    """The conversations of ``fixtures/recall/conversations.toml``."""
+    path = "recall/conversations.toml"
+    data = read_toml(path)
+    where = f"fixtures/{path}"
+    conversations = tuple(
+        Conversation(
+            id=c["id"],
+            turns=tuple((t["user"], t["assistant"]) for t in c["turn"]),
+            question=c["question"],
+            facts=tuple(_fact(f, where) for f in c["fact"]),
+            near_misses=tuple(_fact(f, where) for f in c.get("near_miss", ())),
+        )
+        for c in data["conversation"]
+    )
+    return RecallFixtures(data["system"], conversations)
+
+
+# -- diff -----------------------------------------------------------------------------------------
+
+
+@cache
+def diff_cases() -> tuple[DiffCase, ...]:
+    """The cases of ``fixtures/diff/cases.toml`` with their source and expected files read in."""
+    data = read_toml("diff/cases.toml")
+    cases = []
+    for c in data["case"]:
+        source = read_text(f"diff/{c['source']}")
+        prompt = data["prompt"].format(path=c["path"], lang=c["lang"], source=source, request=c["request"])
+        cases.append(DiffCase(c["id"], c["path"], c["lang"], c["request"], source,
+                              read_text(f"diff/{c['expected']}"), prompt))
+    return tuple(cases)
+
+
+# -- robustness, haystack -------------------------------------------------------------------------
+
+
+def robustness() -> Mapping[str, Any]:
+    return read_toml("robustness.toml")
+
+
+def haystack(name: str) -> Mapping[str, Any]:
+    """A file of ``fixtures/haystack/`` (``filler.toml``, ``needles.toml``)."""
+    return read_toml(f"haystack/{name}")

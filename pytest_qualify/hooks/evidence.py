@@ -1,0 +1,202 @@
+"""The evidence's pytest side: waivers and the baseline loaded at configure (a bad file is a usage
+error before any server starts), /metrics scraped at the run's start and end and around each
+context-lane item, protocol names on every JUnit test case, and the run's suite properties in
+pytest's own ``--junitxml`` file. The writers are ``evidence/`` (no pytest there)."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_qualify.checks import REASON_KEY
+from pytest_qualify.evidence.metrics import Snapshot
+from pytest_qualify.evidence.session import EvidenceCollector, EvidenceState
+from pytest_qualify.hooks import state_of
+from pytest_qualify.hooks.collection import REPETITION_KEY, item_label
+from pytest_qualify.hooks.gate import reason_of
+from pytest_qualify.hooks.server import make_client
+from pytest_qualify.redaction import redact
+from pytest_qualify.run import MODULE_KEY, RunState, module_of
+
+EVIDENCE_KEY = pytest.StashKey[EvidenceState]()
+
+
+def evidence_of(config: pytest.Config) -> EvidenceState | None:
+    """The run's evidence so far, or None without --qualify."""
+    return config.stash.get(EVIDENCE_KEY, None)
+
+
+def load_evidence_state(config: pytest.Config, state: RunState) -> EvidenceState:
+    """Waivers and the baseline, loaded now: a bad file is a usage error before any server starts."""
+    from pytest_qualify.evidence.baseline import DEFAULT_THRESHOLD_PCT, BaselineError, load_baseline
+    from pytest_qualify.evidence.waivers import WaiverError, WaiverSet, load_waivers
+
+    ev = EvidenceState()
+    settings = state.settings
+    if settings.waivers:
+        try:
+            ev.waivers = WaiverSet(load_waivers(Path(settings.waivers)), state.profile.waivable_modules,
+                                   str(settings.waivers))
+        except WaiverError as exc:
+            raise pytest.UsageError(f"--qualify-waivers: {exc}") from None
+    ev.fail_on_regression = settings.fail_on_regression_pct is not None
+    ev.regression_threshold_pct = (
+        settings.fail_on_regression_pct if settings.fail_on_regression_pct is not None else DEFAULT_THRESHOLD_PCT
+    )
+    if settings.baseline and not state.is_worker:
+        try:
+            ev.baseline = load_baseline(Path(settings.baseline))
+        except BaselineError as exc:
+            raise pytest.UsageError(f"--qualify-baseline: {exc}") from None
+        ev.baseline_path = str(settings.baseline)
+    try:
+        ev.workers = int(getattr(config.option, "numprocesses", 0) or 0)
+    except (TypeError, ValueError):
+        ev.workers = 0
+    config.stash[EVIDENCE_KEY] = ev
+    return ev
+
+
+def scrape(state: RunState, name: str, client: Any = None) -> Snapshot | str:
+    """GET /metrics, keep it as ``metrics-<name>.prom`` and return the parsed snapshot, or the
+    error text: a missing /metrics (a router in front of vLLM) costs the cross-check, not the run.
+    Without ``client`` a short-lived one is used (the session's is closed by the end of the run)."""
+    from pytest_qualify.evidence.bundle import save_snapshot
+
+    own = client is None
+    try:
+        if own:
+            client = make_client(state)
+        try:
+            text = client.http.get("/metrics", timeout=10.0).raise_for_status().text
+        finally:
+            if own:
+                client.close()
+        return save_snapshot(state.run_dir, name, text, state.secrets)
+    except Exception as exc:  # noqa: BLE001 - any failure is recorded as the reason
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+
+
+class EvidenceHooks:
+    """Registered in every process: the per-item hooks run where the test runs (an xdist worker),
+    the collecting ones only on the controller."""
+
+    def __init__(self, state: RunState, ev: EvidenceState) -> None:
+        self.state = state
+        self.ev = ev
+        self.collector = EvidenceCollector(ev)
+
+    # -- the run's start and end (called by steps.RunSteps, on the controller) --
+
+    def scrape_start(self) -> None:
+        if self.state.startup_error or not self.state.base_url:
+            return
+        self._keep("start", scrape(self.state, "start"))
+
+    def scrape_end(self) -> None:
+        state = self.state
+        if state.startup_error or not state.base_url:
+            return
+        if state.target is not None and state.target.died():
+            self.ev.metrics_errors["end"] = "server died before the end of the run"
+            return
+        self._keep("end", scrape(state, "end"))
+
+    def _keep(self, name: str, result: Snapshot | str) -> None:
+        if isinstance(result, str):
+            self.ev.metrics_errors[name] = result
+        else:
+            self.ev.snapshots[name] = result
+
+    def add_junit_suite_properties(self, config: pytest.Config) -> None:
+        """Suite properties into pytest's own --junitxml file too (its writer runs after the end steps)."""
+        if self.ev.summary is None:
+            return
+        try:
+            from _pytest.junitxml import xml_key
+        except ImportError:  # pytest moved it: the bundle's junit.xml still has them
+            return
+        xml = config.stash.get(xml_key, None)
+        if xml is None:
+            return
+        from pytest_qualify.evidence.junit import suite_properties
+
+        for name, value in suite_properties(self.ev.summary):
+            xml.add_global_property(name, redact(value, self.state.secrets))
+
+    # -- pytest's hooks --
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """A waiver that names a hard serving-contract test is a usage error, found at collection.
+        (An xdist worker cannot raise one cleanly: there the controller finds it at the end of the
+        run, from the results, and exits with the usage-error status and the reason.)"""
+        ev = self.ev
+        if ev.waivers is None or self.state.is_worker:
+            return
+        from pytest_qualify.evidence.waivers import Candidate, hard_module_conflicts, item_ids
+
+        candidates = [
+            Candidate(item.nodeid, module, item_ids(item.nodeid, item_label(item)))
+            for item in session.items
+            if (module := module_of(item)) is not None
+        ]
+        conflicts = hard_module_conflicts(ev.waivers.waivers, candidates, ev.waivers.waivable_modules)
+        if conflicts:
+            raise pytest.UsageError("--qualify-waivers: " + "; ".join(conflicts))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if not self.state.is_worker:
+            self.collector.pytest_runtest_logreport(report)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        """Scrape /metrics around each context-lane item: the server's own TTFT for the lane and any
+        prefix-cache hit during it land in the item's properties."""
+        state = self.state
+        props = dict(item.user_properties)
+        lane = props.get("lane")
+        if lane is None or state.client is None or state.startup_error or state.dead:
+            return (yield)
+        from pytest_qualify.evidence.bundle import lane_metrics_name
+
+        label, rep = str(props.get("item", item.name)), int(props.get(REPETITION_KEY, 1))
+        before = scrape(state, lane_metrics_name(label, str(lane), rep, "before"), state.client)
+        try:
+            return (yield)
+        finally:
+            after = scrape(state, lane_metrics_name(label, str(lane), rep, "after"), state.client)
+            if isinstance(before, str) or isinstance(after, str):
+                item.user_properties.append(("metrics_error", before if isinstance(before, str) else after))
+            else:
+                from pytest_qualify.evidence.metrics import delta, lane_properties
+
+                requests = dict(item.user_properties).get("requests")
+                item.user_properties.extend(lane_properties(delta(before, after), requests).items())
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        """Protocol names for pytest's own --junitxml too: ``module``, and ``reason`` on failure
+        (user properties reach the file from the teardown report, also under xdist)."""
+        report = yield
+        props = item.user_properties
+        keys = {k for k, _ in props}
+        if MODULE_KEY in keys:
+            if "module" not in keys:
+                props.append(("module", dict(props)[MODULE_KEY]))
+            if report.failed and REASON_KEY not in keys:
+                props.append((REASON_KEY, ("" if report.when == "call" else f"[{report.when}] ") + reason_of(report)))
+            if report.when == "teardown":
+                # Every protocol name on every test case, empty where the item has no such value.
+                from pytest_qualify.evidence.junit import PROTOCOL_PROPERTIES
+
+                missing = [(k, "") for k in PROTOCOL_PROPERTIES if k not in keys and k != "module"]
+                props.extend(missing)
+                report.user_properties.extend(missing)
+        return report
+
+

@@ -1,0 +1,147 @@
+"""The fixtures a protocol test uses: the profile, the run, the client (failing at once when the
+server is gone), this item's cache salt, the recorder of evidence, and ``qualify_ask`` — one
+protocol question asked the protocol's way. Registered in every run; without ``--qualify`` a
+protocol fixture fails with how to run it."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Protocol
+
+import pytest
+
+from pytest_qualify.hooks import state_of
+from pytest_qualify.hooks.server import make_client
+from pytest_qualify.hooks.watch import fail_if_server_gone
+from pytest_qualify.profiles import Profile
+from pytest_qualify.run import RunState
+
+if TYPE_CHECKING:
+    from pytest_qualify.client import Answer, QualifyClient
+
+
+def _state(request: pytest.FixtureRequest) -> RunState:
+    state = state_of(request.config)
+    if state is None:
+        pytest.fail("this is a protocol test: run it with --qualify=PROFILE", pytrace=False)
+    return state
+
+
+@pytest.fixture(scope="session")
+def qualify_repetition(request: pytest.FixtureRequest) -> int:
+    """The repetition this item belongs to (1-based)."""
+    return getattr(request, "param", 1)
+
+
+@pytest.fixture(scope="session")
+def qualify_profile(request: pytest.FixtureRequest) -> Profile:
+    return _state(request).profile
+
+
+@pytest.fixture(scope="session")
+def qualify_run(request: pytest.FixtureRequest) -> RunState:
+    return _state(request)
+
+
+@pytest.fixture(scope="session")
+def _qualify_session_client(request: pytest.FixtureRequest) -> Iterator[QualifyClient]:
+    state = _state(request)
+    client = make_client(state)
+    state.client = client
+    if state.base_url and not state.startup_error:
+        client.warm_up()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def qualify_client(request: pytest.FixtureRequest, _qualify_session_client: QualifyClient) -> QualifyClient:
+    """The endpoint's client; fails at once when the server never started or has died."""
+    fail_if_server_gone(request.config, _state(request), request.node.nodeid)
+    return _qualify_session_client
+
+
+@pytest.fixture
+def qualify_openai(qualify_client: QualifyClient) -> Any:
+    """An ``openai.OpenAI`` client (max_retries=0, the profile's request timeout)."""
+    return qualify_client.openai
+
+
+@pytest.fixture
+def qualify_http(qualify_client: QualifyClient) -> Any:
+    """A raw ``httpx.Client`` on the endpoint, for /health, /tokenize, /metrics, /version."""
+    return qualify_client.http
+
+
+@pytest.fixture
+def qualify_salt(request: pytest.FixtureRequest) -> str:
+    """A cache salt unique to this item in this run: no request is served from another's cache."""
+    return f"{_state(request).run_id}-{uuid.uuid4().hex}"
+
+
+class Recorder:
+    """Adds evidence to the current item's JUnit properties (they survive xdist)."""
+
+    def __init__(self, item: pytest.Item) -> None:
+        self._item = item
+
+    def props(self, **values: Any) -> None:
+        for key, value in values.items():
+            self._item.user_properties.append((key, value))
+
+    def answer(self, answer: Answer, tool_turn: bool = False) -> None:
+        """Record an answer's client-observed timing and token counts. An item that makes several
+        requests keeps the timing of its first streamed one (see evidence/junit.py)."""
+        from pytest_qualify.evidence.junit import merge_answer_properties
+        from pytest_qualify.timing import request_metrics
+
+        metrics = request_metrics(answer.timeline, answer.prompt_tokens, answer.completion_tokens)
+        merge_answer_properties(self._item.user_properties, metrics, bool(answer.streamed), answer.cached_tokens)
+        self.finish(answer, tool_turn)
+
+    def finish(self, answer: Answer, tool_turn: bool = False) -> None:
+        """The shared visible-answer / finish-state check (graders/finish.py), run on every recorded
+        answer: records ``finish_reason`` and ``finish_check`` ("ok" or why it failed) and fails the
+        test on a bad finish. ``tool_turn``: the turn offered tools, so ``tool_calls`` may end it."""
+        from pytest_qualify.graders.finish import check_finish
+
+        verdict = check_finish(answer, expect_tool=tool_turn)
+        # One pair per item: a failing check fails the test at once, so "ok" means every answer so far.
+        props = self._item.user_properties
+        props[:] = [(k, v) for k, v in props if k not in ("finish_reason", "finish_check")]
+        self.props(finish_reason=answer.finish_reason, finish_check="ok" if verdict.ok else verdict.reason)
+        if not verdict.ok:
+            pytest.fail(f"finish state: {verdict.reason}", pytrace=False)
+
+
+@pytest.fixture
+def qualify_record(request: pytest.FixtureRequest) -> Recorder:
+    return Recorder(request.node)
+
+
+class Ask(Protocol):
+    def __call__(self, prompt: str | list[dict[str, Any]], *, tool_turn: bool = False, salt_suffix: str = "",
+                 **params: Any) -> Answer: ...
+
+
+@pytest.fixture
+def qualify_ask(qualify_client: QualifyClient, qualify_profile: Profile, qualify_record: Recorder,
+                qualify_salt: str) -> Ask:
+    """One protocol question, asked the protocol's way: the profile's answer budget
+    (``limits.answer_budget_tokens``), temperature 0, a fixed seed, this item's cache salt; the
+    answer is recorded (and its finish state checked). ``params`` override or add request fields.
+
+    ``ask(prompt_or_messages, *, tool_turn=False, salt_suffix="", **params) -> Answer``
+    """
+
+    def ask(prompt: str | list[dict[str, Any]], *, tool_turn: bool = False, salt_suffix: str = "",
+            **params: Any) -> Answer:
+        messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+        request = {"max_tokens": qualify_profile.limits.answer_budget_tokens, "temperature": 0, "seed": 1,
+                   "cache_salt": qualify_salt + salt_suffix, **params}
+        answer = qualify_client.chat(messages, **request)
+        qualify_record.answer(answer, tool_turn=tool_turn)
+        return answer
+
+    return ask

@@ -1,0 +1,139 @@
+"""The gate's pytest side: every protocol report folded into the run's item results (on the
+controller, so xdist workers' reports count), the run-level problems pytest knows of, the exit
+status, and the gate's table in the terminal. The evaluation itself is ``gate.py`` (no pytest)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_qualify import gate as gate_mod
+from pytest_qualify.checks import REASON_KEY
+from pytest_qualify.hooks.collection import REPETITION_KEY
+from pytest_qualify.run import MODULE_KEY, RunState
+from pytest_qualify.settings import REFERENCE
+
+
+def reason_of(report: pytest.TestReport) -> str:
+    """One line saying why a protocol test did not pass: the test's own reason when it recorded
+    one, else the failure's message."""
+    for key, value in report.user_properties:
+        if key == REASON_KEY:
+            return str(value)
+    if report.skipped and isinstance(report.longrepr, tuple):
+        return f"skipped: {report.longrepr[2]}"
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if crash is not None:
+        message = crash.message.strip().removeprefix("Failed: ")
+        return message.splitlines()[0] if message else "failed"
+    text = str(report.longrepr or "").strip()
+    return text.splitlines()[0] if text else report.outcome
+
+
+def run_problems(session: pytest.Session, state: RunState, exitstatus: int) -> list[str]:
+    """What makes the whole run unable to pass, whatever its items did."""
+    problems = []
+    if state.startup_error:
+        problems.append("server startup failed: " + state.startup_error.splitlines()[0])
+    if state.dead:
+        problems.append(state.dead.splitlines()[0])
+    if exitstatus == pytest.ExitCode.INTERRUPTED:
+        problems.append("run interrupted before the protocol finished")
+    if session.shouldfail:
+        problems.append(f"run stopped early: {session.shouldfail}")
+    if state.user_deselected:
+        problems.append(
+            f"partial run: {state.user_deselected} protocol items deselected (-k, -m, --deselect, --lf, ...); "
+            "a promotion needs the whole protocol"
+        )
+    if state.partial_selection:
+        problems.append(f"partial run: {state.partial_selection}; a promotion needs the whole protocol")
+    return problems
+
+
+def exit_status(
+    status: int, verdict: gate_mod.GateVerdict, *, usage_error: bool, testsfailed: int, waived_failed_reports: int
+) -> int:
+    """The run's exit status from pytest's and the verdict: a FAIL never exits 0; a bad waiver file
+    found only at the end is a usage error; a PASS whose only failed tests are waived corpus items
+    exits 0 (they stay listed as failed)."""
+    if usage_error:
+        return pytest.ExitCode.USAGE_ERROR
+    if verdict.passed and verdict.waived and status == pytest.ExitCode.TESTS_FAILED:
+        if testsfailed == waived_failed_reports:
+            return pytest.ExitCode.OK
+    if not verdict.passed and status in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        return pytest.ExitCode.TESTS_FAILED
+    return status
+
+
+def write_gate_table(tr: Any, state: RunState) -> None:
+    """The gate's table, the corpus per kind and the verdict with its reasons."""
+    assert state.verdict is not None
+    stage = state.stage_run.stage if state.stage_run is not None else None
+    title = f"qualification gate: profile {state.profile.name}"
+    if stage is not None and not stage.qualifies:
+        title = f"{stage.name} gate (not a qualification): profile {state.profile.name}"
+    if state.settings.mode == REFERENCE:
+        title += " (SIMULATED reference server, not vLLM)"
+    tr.write_sep("=", title)
+    for line in gate_mod.render_table(state.verdict):
+        tr.write_line(line)
+    if state.deselected_modules:
+        tr.write_line(f"not in this profile: {', '.join(sorted(state.deselected_modules))}")
+    if stage is not None and not stage.qualifies:
+        left = [m for m in state.profile.required_modules if m not in stage.modules]
+        lanes = [lane.name for lane in state.profile.limits.lanes if lane.name not in stage.lanes]
+        tr.write_line(f"not in stage {stage.name}: {', '.join(left) or '-'}"
+                      + (f"; context lanes {', '.join(lanes)}" if lanes and "context" in stage.modules else ""))
+    _write_corpus_table(tr, state)
+    tr.write_line("")
+    verdict_lines = state.verdict.summary_lines()
+    tr.write_line(verdict_lines[0], bold=True, green=state.verdict.passed, red=not state.verdict.passed)
+    for line in verdict_lines[1:]:
+        tr.write_line(line)
+
+
+def _write_corpus_table(tr: Any, state: RunState) -> None:
+    """The multimodal corpus per kind (x/12 images, x/4 mixed, x/14 videos), when it ran."""
+    rows = [
+        (str(r.properties["corpus_kind"]), r.item, r.passed)
+        for r in state.results.values()
+        if r.module == "multimodal" and "corpus_kind" in r.properties
+    ]
+    if rows:
+        from pytest_qualify.corpus import kind_table
+
+        tr.write_line("")
+        for line in kind_table(rows):
+            tr.write_line(line)
+
+
+class GateCollector:
+    """Folds every protocol report into the run's item results (registered on the controller)."""
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        props = dict(report.user_properties)
+        module = props.get(MODULE_KEY)
+        if module is None:
+            return
+        results = self.state.results
+        result = results.get(report.nodeid)
+        if result is None:
+            result = results[report.nodeid] = gate_mod.ItemResult(
+                nodeid=report.nodeid,
+                module=module,
+                item=str(props.get("item", report.nodeid)),
+                repetition=int(props.get(REPETITION_KEY, 1)),
+                repetitions=int(props.get("repetitions", 1)),
+                lane=props.get("lane"),
+            )
+        result.properties.update(props)
+        outcome = report.outcome
+        if outcome == "skipped" and report.when == "call" and hasattr(report, "wasxfail"):
+            outcome = "failed"
+        result.record(report.when, outcome, "" if outcome == "passed" else reason_of(report))

@@ -1,0 +1,109 @@
+"""The order of the run's steps on the controller, written once. Every other concern of the
+plugin offers its steps; this is the one place that says when each runs.
+
+Start (session start): start the server; the served identity's first reading; tell user
+plugins; the first /metrics scrape.
+End (session finish): the run-level problems; the server's death; the served identity read
+again; the last scrape; the verdict (of the run's stage) and the bundle; tell user plugins; suite properties for --junitxml; the exit status.
+Then the terminal summary; and at unconfigure, stop the server, then seal the bundle (its
+``SHA256SUMS`` covers the server log, which grows until the server stops).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import pytest
+
+from pytest_qualify import gate as gate_mod
+from pytest_qualify.evidence.session import EvidenceState
+from pytest_qualify.hooks.evidence import EvidenceHooks
+from pytest_qualify.hooks import stage
+from pytest_qualify.hooks.gate import exit_status, run_problems, write_gate_table
+from pytest_qualify.hooks.server import ServerSession
+from pytest_qualify.profiles import module_registry
+from pytest_qualify.run import RunState
+
+
+class RunSteps:
+    """Registered on the controller only."""
+
+    def __init__(self, config: pytest.Config, state: RunState, ev: EvidenceState,
+                 server: ServerSession, evidence: EvidenceHooks) -> None:
+        self.config = config
+        self.state = state
+        self.ev = ev
+        self.server = server
+        self.evidence = evidence
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if session.config.option.collectonly:
+            return
+        if not self.server.start():
+            return
+        state = self.state
+        stage.read_start(state)
+        self.config.hook.pytest_qualify_target_started(
+            config=self.config, base_url=state.base_url or "", server_info=dict(state.server_info)
+        )
+        self.evidence.scrape_start()
+
+    # First among sessionfinish hooks: pytest's junitxml writes its file, and the terminal reporter
+    # prints the summary, in theirs; both need the verdict and the exit status set here.
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if session.config.option.collectonly:
+            return
+        from pytest_qualify.evidence.verdict import WAIVER_USAGE_ERROR, conclude
+
+        state, ev, hook = self.state, self.ev, self.config.hook
+        problems = run_problems(session, state, exitstatus)
+        died = None
+        if not state.dead and state.target is not None:
+            died = state.target.death()
+            if died:
+                problems.append(f"server died during the run: {died}")
+        problems += stage.end_problems(state, died)
+        self.evidence.scrape_end()
+        stage_run = stage.stage_of(state)
+        evaluate = partial(gate_mod.evaluate, modules=module_registry(), required=stage_run.stage.modules,
+                           stage=stage_run.stage)
+        verdict = conclude(
+            state, ev, problems=problems, evaluate=evaluate, secrets=state.secrets, died=died, stage_run=stage_run,
+            extra_fields=lambda summary: hook.pytest_qualify_summary(config=self.config, summary=summary),
+        )
+        state.verdict = verdict
+        if ev.summary is not None:
+            hook.pytest_qualify_summary_written(config=self.config, summary=ev.summary, bundle_dir=ev.bundle_dir)
+        hook.pytest_qualify_verdict_reached(config=self.config, verdict=verdict)
+        self.evidence.add_junit_suite_properties(self.config)
+        waived_reports = sum(ev.cases[r.nodeid].failed_reports for r in verdict.waived if r.nodeid in ev.cases)
+        session.exitstatus = exit_status(
+            session.exitstatus, verdict,
+            usage_error=any(p.startswith(WAIVER_USAGE_ERROR) for p in problems),
+            testsfailed=session.testsfailed, waived_failed_reports=waived_reports,
+        )
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        if self.state.verdict is None:
+            return
+        from pytest_qualify.evidence.terminal import terminal_lines
+
+        tr = terminalreporter
+        write_gate_table(tr, self.state)
+        tr.write_line("")
+        for line in terminal_lines(self.ev):
+            tr.write_line(line)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.server.stop()
+        if config.option.collectonly:
+            return
+        from pytest_qualify.evidence.bundle import seal
+
+        error = seal(self.state.run_dir, self.state.secrets)
+        if error:
+            tr = config.pluginmanager.get_plugin("terminalreporter")
+            if tr is not None:
+                tr.write_line(f"qualify: {error}", red=True)
