@@ -62,14 +62,22 @@ def end_problems(state: RunState, died: str | None) -> list[str]:
     return run.problems_at_end()
 
 
+# Two small GETs: a server that does not answer them in this time has no identity to read (and a
+# hung one must not hold the end of the run for a whole request timeout).
+IDENTITY_READ_TIMEOUT_S = 15.0
+
+
 def read_live(state: RunState) -> Identity:
-    from pytest_qualify.hooks.server import make_client
+    from pytest_qualify.client import QualifyClient
+    from pytest_qualify.target import api_key_from_env
 
     served_name = state.profile.deployment.served_name
     models: Any = None
     version = models_error = version_error = None
     try:
-        client = make_client(state)
+        client = QualifyClient(state.base_url or "", api_key_from_env(state.settings), served_name,
+                               min(IDENTITY_READ_TIMEOUT_S, state.profile.timeouts.request_s),
+                               api_key_env=state.settings.api_key_env)
     except Exception as exc:  # noqa: BLE001 - the reason is the reading's error
         return read_identity(served_name, None, None, models_error=f"{type(exc).__name__}: {exc}")
     try:
