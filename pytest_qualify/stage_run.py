@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_qualify.identity import Identity, change_reason
+from pytest_qualify.profiles import Profile
 from pytest_qualify.promotion import Promoted, PromotedError, load_promoted, mismatches
 from pytest_qualify.stages import Stage
 
@@ -63,7 +64,7 @@ class StageRun:
         return fields
 
 
-def plan(profile: Any, stage_name: str, promoted_path: str | None, *, simulated: bool, load: bool = True) -> StageRun:
+def plan(profile: Profile, stage_name: str, promoted_path: str | None, *, simulated: bool, load: bool = True) -> StageRun:
     """The stage and (``load``: on the controller) the promoted run, or :class:`StageUsageError`."""
     try:
         stage = profile.stage(stage_name)
