@@ -30,7 +30,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("lane", lanes, ids=[lane.name for lane in lanes])
 
 
-def test_context_retrieval(lane, qualify_client, qualify_profile, qualify_run, qualify_record, qualify_salt, qualify_repetition):
+def test_context_retrieval(lane, qualify_client, qualify_ask, qualify_profile, qualify_run, qualify_record, qualify_repetition):
     where = f"{lane.name} lane, repetition {qualify_repetition}"
     limits = qualify_profile.limits
     seed = haystack_seed(qualify_run.run_id, "context", lane.name, qualify_repetition)
@@ -50,12 +50,7 @@ def test_context_retrieval(lane, qualify_client, qualify_profile, qualify_run, q
         fail(where, f"POST /tokenize failed, so the lane cannot be sized in server tokens: HTTP {exc.status}: {error_message(exc.body)}")
     qualify_record.props(tokenize_calls=sized.calls, sized_prompt_tokens=sized.tokens)
 
-    answer = qualify_client.chat(
-        sized.messages, stream=True, temperature=0, cache_salt=qualify_salt,
-        max_tokens=limits.answer_tokens + limits.reasoning_headroom_tokens,
-        timeout_s=qualify_profile.timeouts.for_prompt(lane.prompt_tokens),
-    )
-    qualify_record.answer(answer)
+    answer = qualify_ask(sized.messages, stream=True, timeout_s=qualify_profile.timeouts.for_prompt(lane.prompt_tokens))
 
     prompt_tokens = answer.prompt_tokens
     if prompt_tokens is None:

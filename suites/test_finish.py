@@ -11,7 +11,6 @@ from __future__ import annotations
 import pytest
 
 from pytest_qualify.checks import fail, require
-from pytest_qualify.graders.finish import check_finish
 from pytest_qualify.fixture_data import finish_prompts
 from pytest_qualify.graders.text import grade_short_answer
 
@@ -22,15 +21,11 @@ PROMPTS = finish_prompts()
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
 @pytest.mark.parametrize("prompt", PROMPTS, ids=[p.id for p in PROMPTS])
-def test_finish_state(prompt, stream, qualify_client, qualify_profile, qualify_record, qualify_repetition):
+def test_finish_state(prompt, stream, qualify_ask, qualify_profile, qualify_repetition):
     where = f"prompt {prompt.id}, {'streamed' if stream else 'not streamed'}, repetition {qualify_repetition}"
-    limits = qualify_profile.limits
-    budget = limits.answer_tokens + limits.reasoning_headroom_tokens
-    answer = qualify_client.chat([{"role": "user", "content": prompt.text}], stream=stream,
-                                 max_tokens=budget, temperature=0, seed=1)
-    verdict = check_finish(answer)
-    qualify_record.answer(answer)  # the shared check: records finish_reason / finish_check
-    require(verdict, where)
+    budget = qualify_profile.limits.answer_budget_tokens
+    # qualify_ask records the answer through the shared finish check (finish_reason, finish_check).
+    answer = qualify_ask(prompt.text, stream=stream)
     if answer.completion_tokens is not None and answer.completion_tokens > budget:
         fail(where, f"{answer.completion_tokens} completion tokens exceed max_tokens {budget}")
     require(grade_short_answer(answer.content, prompt.accept, prompt.reject), where)

@@ -21,20 +21,16 @@ TASKS = json_tasks()
 
 
 @pytest.mark.parametrize("task", TASKS, ids=[t["id"] for t in TASKS])
-def test_json_task(task, qualify_client, qualify_profile, qualify_record, qualify_salt, qualify_repetition):
+def test_json_task(task, qualify_ask, qualify_record, qualify_repetition):
     where = f"task {task['id']}, repetition {qualify_repetition}"
-    limits = qualify_profile.limits
     request = dict(
-        max_tokens=limits.answer_tokens + limits.reasoning_headroom_tokens,
-        temperature=0,
         seed=task["seed"],
         response_format={"type": "json_schema", "json_schema": {"name": task["id"], "schema": task["schema"], "strict": True}},
     )
-    messages = [{"role": "user", "content": task["prompt"].strip()}]
-    first = qualify_client.chat(messages, cache_salt=f"{qualify_salt}-first", **request)
-    qualify_record.answer(first)
-    second = qualify_client.chat(messages, cache_salt=f"{qualify_salt}-second", **request)
-    qualify_record.answer(second)
+    prompt = task["prompt"].strip()
+    # Two fresh computations (own cache salts), compared as parsed values below.
+    first = qualify_ask(prompt, salt_suffix="-first", **request)
+    second = qualify_ask(prompt, salt_suffix="-second", **request)
     try:
         qualify_record.props(json_fenced=parse_json_answer(first.content).fenced)
     except JsonAnswerError:

@@ -38,31 +38,24 @@ def _record(qualify_record, answer) -> None:
 
 @STREAM
 @pytest.mark.parametrize("prompt", PROMPTS, ids=[p.id for p in PROMPTS])
-def test_no_reasoning_leak(prompt, stream, qualify_client, qualify_profile, qualify_record, qualify_repetition):
+def test_no_reasoning_leak(prompt, stream, qualify_ask, qualify_profile, qualify_record, qualify_repetition):
     thinking = qualify_profile.thinking
     where = f"prompt {prompt.id}, {'streamed' if stream else 'not streamed'}, repetition {qualify_repetition}, thinking {'enabled' if thinking.enabled else 'disabled'}"
-    limits = qualify_profile.limits
-    answer = qualify_client.chat([{"role": "user", "content": prompt.text}], stream=stream, temperature=0, seed=1,
-                                 max_tokens=limits.answer_tokens + limits.reasoning_headroom_tokens)
+    answer = qualify_ask(prompt.text, stream=stream)
     _record(qualify_record, answer)
     _grade(answer, thinking.enabled, where)
-    qualify_record.answer(answer)
 
 
 @STREAM
-def test_thinking_override(stream, qualify_client, qualify_profile, qualify_record, qualify_repetition):
+def test_thinking_override(stream, qualify_ask, qualify_profile, qualify_record, qualify_repetition):
     thinking = qualify_profile.thinking
     requested = not thinking.enabled  # the caller asks for the opposite of the profile
     effective = requested if thinking.overridable else thinking.enabled
     where = (f"chat_template_kwargs enable_thinking={requested} with thinking {'enabled' if thinking.enabled else 'disabled'}"
              f" and {'' if thinking.overridable else 'not '}overridable, {'streamed' if stream else 'not streamed'}, "
              f"repetition {qualify_repetition}")
-    limits = qualify_profile.limits
     prompt = PROMPTS[0]
-    answer = qualify_client.chat([{"role": "user", "content": prompt.text}], stream=stream, temperature=0, seed=1,
-                                 max_tokens=limits.answer_tokens + limits.reasoning_headroom_tokens,
-                                 chat_template_kwargs={"enable_thinking": requested})
+    answer = qualify_ask(prompt.text, stream=stream, chat_template_kwargs={"enable_thinking": requested})
     _record(qualify_record, answer)
     qualify_record.props(thinking_requested=requested, thinking_expected=effective)
     _grade(answer, effective, where)
-    qualify_record.answer(answer)

@@ -17,82 +17,18 @@ send the same requests again and validation is deterministic; the budget is per 
 
 from __future__ import annotations
 
-import fcntl
-import json
-import time
-from dataclasses import dataclass
-from pathlib import Path
-
 import pytest
 
 from pytest_qualify import hostile
+from pytest_qualify.robustness import FAILURES_FILE, Outcome, record_failure, send_hostile
 from pytest_qualify.fixture_data import smoke_questions
 from pytest_qualify.checks import fail
 
 pytestmark = [pytest.mark.qualify_module("robustness"), pytest.mark.qualify_repeat(1)]
 
-FAILURES_FILE = "robustness-failures.jsonl"
-# 4xx answers that mean the request was never judged: they cannot count as a refusal.
-NOT_A_JUDGEMENT = {401: "unauthorized", 403: "forbidden", 407: "proxy authentication", 429: "rate limited"}
 # After this many timeouts in one class the server is hanging on it; the rest would only wait.
 MAX_TIMEOUTS_PER_CLASS = 3
 SMOKE = smoke_questions()[0]
-
-
-@dataclass(frozen=True)
-class Outcome:
-    status: int | None
-    response: str
-    elapsed_s: float
-    problem: str | None  # None: refused with a 4xx, as it must be
-    connection_lost: bool = False
-    timed_out: bool = False
-
-
-def _send(http, example: hostile.Hostile, timeout_s: float) -> Outcome:  # type: ignore[no-untyped-def]
-    import httpx
-
-    t0 = time.perf_counter()
-    try:
-        resp = http.post(hostile.CHAT_PATH, content=example.body, headers={"Content-Type": "application/json"},
-                         timeout=timeout_s)
-    except httpx.TimeoutException:
-        elapsed = time.perf_counter() - t0
-        return Outcome(None, "", elapsed, f"no answer after {elapsed:.1f} s (limit {timeout_s:.1f} s)", timed_out=True)
-    except httpx.TransportError as exc:
-        elapsed = time.perf_counter() - t0
-        return Outcome(None, "", elapsed, f"connection lost without an answer ({type(exc).__name__}: {exc})",
-                       connection_lost=True)
-    elapsed = time.perf_counter() - t0
-    status, text = resp.status_code, resp.text[:500]
-    if status in NOT_A_JUDGEMENT:
-        problem = f"HTTP {status} ({NOT_A_JUDGEMENT[status]}): the request was not judged"
-    elif 400 <= status < 500:
-        problem = None
-    elif status >= 500:
-        problem = f"HTTP {status} instead of a 4xx refusal"
-    else:
-        problem = f"HTTP {status}: answered instead of refused"
-    return Outcome(status, text, elapsed, problem)
-
-
-def _record(run_dir: Path, nodeid: str, example: hostile.Hostile, outcome: Outcome) -> int:
-    """Append one failing example; returns its line number in the file (1-based)."""
-    line = json.dumps({
-        "test": nodeid, "class": example.kind, "what": example.note, "problem": outcome.problem,
-        "status": outcome.status, "response": outcome.response, "elapsed_s": round(outcome.elapsed_s, 3),
-        "request": example.replay(),
-    }, ensure_ascii=False)
-    path = run_dir / FAILURES_FILE
-    with open(path, "a+", encoding="utf-8") as fh:
-        # xdist workers share the evidence directory: one writer at a time, whole lines.
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        fh.seek(0)
-        number = sum(1 for _ in fh) + 1
-        fh.write(line + "\n")
-        fh.flush()
-        fcntl.flock(fh, fcntl.LOCK_UN)
-    return number
 
 
 def _still_up(http) -> bool:  # type: ignore[no-untyped-def]
@@ -133,10 +69,10 @@ def test_hostile_requests_refused(kind, qualify_client, qualify_http, qualify_pr
         nonlocal timeouts, lost
         if lost or timeouts >= MAX_TIMEOUTS_PER_CLASS:
             return
-        outcome = _send(qualify_http, example, profile.timeouts.for_prompt(example.prompt_tokens_estimate))
+        outcome = send_hostile(qualify_http, example, profile.timeouts.for_prompt(example.prompt_tokens_estimate))
         if outcome.problem is None:
             return
-        failures.append((example, outcome, _record(qualify_run.run_dir, request.node.nodeid, example, outcome)))
+        failures.append((example, outcome, record_failure(qualify_run.run_dir, request.node.nodeid, example, outcome)))
         timeouts += outcome.timed_out
         # A dropped connection with the server still up is one failure; with it gone, stop.
         lost = lost or (outcome.connection_lost and not _still_up(qualify_http))

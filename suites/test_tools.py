@@ -22,14 +22,8 @@ pytestmark = pytest.mark.qualify_module("tools")
 
 FIXTURES = tool_fixtures()
 SCHEMAS = FIXTURES.schemas
-SEED = 1
-
-
-def _ask(client: Any, profile: Any, salt: str, messages: list[dict[str, Any]], stream: bool = False) -> Any:
-    return client.chat(
-        messages, stream=stream, tools=list(FIXTURES.tools), tool_choice="auto",
-        max_tokens=profile.limits.answer_tokens, temperature=0, seed=SEED, cache_salt=salt,
-    )
+# Every turn offers the whole tool set and lets the model choose.
+OFFERED = {"tools": list(FIXTURES.tools), "tool_choice": "auto"}
 
 
 def _messages(prompt: str) -> list[dict[str, Any]]:
@@ -41,18 +35,16 @@ CALL_CASES = FIXTURES.cases + FIXTURES.parallel
 
 
 @pytest.mark.parametrize("case", CALL_CASES, ids=[c.id for c in CALL_CASES])
-def test_tool_call(case, qualify_client, qualify_profile, qualify_record, qualify_salt, qualify_repetition):
-    answer = _ask(qualify_client, qualify_profile, qualify_salt, _messages(case.prompt))
-    qualify_record.answer(answer, tool_turn=True)
+def test_tool_call(case, qualify_ask, qualify_record, qualify_repetition):
+    answer = qualify_ask(_messages(case.prompt), tool_turn=True, **OFFERED)
     qualify_record.props(case=case.id, tool_calls=len(answer.tool_calls))
     require(grade_calls(answer.tool_calls, case.calls, SCHEMAS, answer.content),
             f"case {case.id}, repetition {qualify_repetition}")
 
 
 @pytest.mark.parametrize("case", FIXTURES.irrelevance, ids=[c.id for c in FIXTURES.irrelevance])
-def test_no_tool_fits(case, qualify_client, qualify_profile, qualify_record, qualify_salt, qualify_repetition):
-    answer = _ask(qualify_client, qualify_profile, qualify_salt, _messages(case.prompt))
-    qualify_record.answer(answer, tool_turn=True)
+def test_no_tool_fits(case, qualify_ask, qualify_record, qualify_repetition):
+    answer = qualify_ask(_messages(case.prompt), tool_turn=True, **OFFERED)
     qualify_record.props(case=case.id, tool_calls=len(answer.tool_calls))
     where = f"case {case.id}, repetition {qualify_repetition}"
     require(grade_no_call(answer.tool_calls, answer.content), where)
@@ -60,11 +52,10 @@ def test_no_tool_fits(case, qualify_client, qualify_profile, qualify_record, qua
 
 
 @pytest.mark.parametrize("case", FIXTURES.round_trip, ids=[c.id for c in FIXTURES.round_trip])
-def test_round_trip(case, qualify_client, qualify_profile, qualify_record, qualify_salt, qualify_repetition):
+def test_round_trip(case, qualify_ask, qualify_record, qualify_salt, qualify_repetition):
     where = f"case {case.id}, repetition {qualify_repetition}"
     messages = _messages(case.prompt)
-    first = _ask(qualify_client, qualify_profile, qualify_salt, messages)
-    qualify_record.answer(first, tool_turn=True)
+    first = qualify_ask(messages, tool_turn=True, **OFFERED)
     require(grade_calls(first.tool_calls, case.calls, SCHEMAS, first.content), f"{where}, tool call")
 
     # A fresh value each repetition: the final answer can only carry it by reading the tool result.
@@ -77,21 +68,18 @@ def test_round_trip(case, qualify_client, qualify_profile, qualify_record, quali
         ]},
         {"role": "tool", "tool_call_id": call_id, "content": json.dumps({**case.result, case.result_field: value})},
     ]
-    final = _ask(qualify_client, qualify_profile, qualify_salt, messages)
-    qualify_record.answer(final)  # the turn after the tool result must answer in text
+    final = qualify_ask(messages, **OFFERED)  # not a tool turn: after the tool result it must answer in text
     qualify_record.props(case=case.id, tool_result=value)
     # The value as a number ("176.30" = "176.3"), and only it: "176.35 or 176.53" is a guess.
     require(grade_short_answer(final.content, [str(value)]), f"{where}, final answer after the tool result {value}")
 
 
 @pytest.mark.parametrize("case_id", FIXTURES.streaming, ids=list(FIXTURES.streaming))
-def test_streamed_calls(case_id, qualify_client, qualify_profile, qualify_record, qualify_salt, qualify_repetition):
+def test_streamed_calls(case_id, qualify_ask, qualify_record, qualify_repetition):
     case = FIXTURES.tool_case(case_id)
     where = f"case {case.id}, repetition {qualify_repetition}"
-    plain = _ask(qualify_client, qualify_profile, qualify_salt, _messages(case.prompt))
-    streamed = _ask(qualify_client, qualify_profile, qualify_salt, _messages(case.prompt), stream=True)
-    qualify_record.answer(plain, tool_turn=True)
-    qualify_record.answer(streamed, tool_turn=True)
+    plain = qualify_ask(_messages(case.prompt), tool_turn=True, **OFFERED)
+    streamed = qualify_ask(_messages(case.prompt), tool_turn=True, stream=True, **OFFERED)
     qualify_record.props(case=case.id, tool_name_deltas=",".join(map(str, streamed.tool_name_deltas)))
     require(grade_stream_shape(streamed.tool_name_deltas, streamed.finish_reason), f"{where}, streamed")
     require(grade_calls(streamed.tool_calls, case.calls, SCHEMAS, streamed.content), f"{where}, streamed")

@@ -31,7 +31,7 @@ FOLLOW_UP = window_follow_up()
 
 
 def _budget(profile) -> int:
-    return profile.limits.answer_tokens + profile.limits.reasoning_headroom_tokens
+    return profile.limits.answer_budget_tokens  # what qualify_ask sends as max_tokens
 
 
 def _sized_prompt(client, run_id: str, label: str, repetition: int, target: int, side: str, where: str) -> Sized:
@@ -55,19 +55,18 @@ def _sized_prompt(client, run_id: str, label: str, repetition: int, target: int,
     raise AssertionError("unreachable")
 
 
-def test_prompt_that_fits_is_answered(qualify_client, qualify_profile, qualify_run, qualify_record, qualify_salt, qualify_repetition):
+def test_prompt_that_fits_is_answered(qualify_client, qualify_ask, qualify_profile, qualify_run, qualify_record, qualify_repetition):
     window, budget = qualify_profile.limits.window_tokens, _budget(qualify_profile)
     target = window - budget
     where = f"window {window}, repetition {qualify_repetition}: prompt of window − answer budget ({target} tokens)"
     sized = _sized_prompt(qualify_client, qualify_run.run_id, "fit", qualify_repetition, target, "below", where)
     qualify_record.props(window_tokens=window, fit_prompt_tokens=sized.tokens, tokenize_calls=sized.calls)
     try:
-        answer = qualify_client.chat(sized.messages, max_tokens=budget, temperature=0, cache_salt=qualify_salt,
-                                     timeout_s=qualify_profile.timeouts.for_prompt(sized.tokens))
+        # Recorded with its visible content and finish "stop".
+        answer = qualify_ask(sized.messages, timeout_s=qualify_profile.timeouts.for_prompt(sized.tokens))
     except EndpointError as exc:
         fail(where, f"refused with HTTP {exc.status} although {sized.tokens} + {budget} answer tokens fit the window: "
                     f"{error_message(exc.body)[:200]!r}")
-    qualify_record.answer(answer)  # visible content, finish "stop"
     if answer.prompt_tokens is not None and answer.prompt_tokens > target:
         fail(where, f"the server counted {answer.prompt_tokens} prompt tokens, /tokenize {sized.tokens}")
 
@@ -80,6 +79,7 @@ def test_prompt_over_window_is_refused(qualify_client, qualify_profile, qualify_
     qualify_record.props(window_tokens=window, over_prompt_tokens=sized.tokens, tokenize_calls=sized.calls)
     status, message = None, ""
     try:
+        # A probe that must be refused, not a question: sent raw, its answer (if any) kept as a property.
         answer = qualify_client.chat(sized.messages, max_tokens=budget, temperature=0, cache_salt=qualify_salt,
                                      timeout_s=qualify_profile.timeouts.for_prompt(sized.tokens))
         qualify_record.props(overwindow_answer=(answer.content or "")[:200])

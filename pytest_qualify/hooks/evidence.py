@@ -14,7 +14,6 @@ import pytest
 from pytest_qualify.checks import REASON_KEY
 from pytest_qualify.evidence.metrics import Snapshot
 from pytest_qualify.evidence.session import EvidenceCollector, EvidenceState
-from pytest_qualify.hooks import state_of
 from pytest_qualify.hooks.collection import REPETITION_KEY, item_label
 from pytest_qualify.hooks.gate import reason_of
 from pytest_qualify.hooks.server import make_client

@@ -1,0 +1,79 @@
+"""The robustness module's mechanics: send one hostile request raw and judge the answer's status,
+and keep every failing example replayable in the run's evidence. No pytest here; the requests
+themselves come from ``hostile.py``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pytest_qualify import hostile
+
+if TYPE_CHECKING:
+    import httpx
+
+FAILURES_FILE = "robustness-failures.jsonl"
+# 4xx answers that mean the request was never judged: they cannot count as a refusal.
+NOT_A_JUDGEMENT = {401: "unauthorized", 403: "forbidden", 407: "proxy authentication", 429: "rate limited"}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: int | None
+    response: str
+    elapsed_s: float
+    problem: str | None  # None: refused with a 4xx, as it must be
+    connection_lost: bool = False
+    timed_out: bool = False
+
+
+def send_hostile(http: httpx.Client, example: hostile.Hostile, timeout_s: float) -> Outcome:
+    """POST the example's exact bytes; a 4xx that judged the request is the only right answer."""
+    import httpx
+
+    t0 = time.perf_counter()
+    try:
+        resp = http.post(hostile.CHAT_PATH, content=example.body, headers={"Content-Type": "application/json"},
+                         timeout=timeout_s)
+    except httpx.TimeoutException:
+        elapsed = time.perf_counter() - t0
+        return Outcome(None, "", elapsed, f"no answer after {elapsed:.1f} s (limit {timeout_s:.1f} s)", timed_out=True)
+    except httpx.TransportError as exc:
+        elapsed = time.perf_counter() - t0
+        return Outcome(None, "", elapsed, f"connection lost without an answer ({type(exc).__name__}: {exc})",
+                       connection_lost=True)
+    elapsed = time.perf_counter() - t0
+    status, text = resp.status_code, resp.text[:500]
+    if status in NOT_A_JUDGEMENT:
+        problem: str | None = f"HTTP {status} ({NOT_A_JUDGEMENT[status]}): the request was not judged"
+    elif 400 <= status < 500:
+        problem = None
+    elif status >= 500:
+        problem = f"HTTP {status} instead of a 4xx refusal"
+    else:
+        problem = f"HTTP {status}: answered instead of refused"
+    return Outcome(status, text, elapsed, problem)
+
+
+def record_failure(run_dir: Path, nodeid: str, example: hostile.Hostile, outcome: Outcome) -> int:
+    """Append one failing example to ``robustness-failures.jsonl``; returns its line number (1-based)."""
+    line = json.dumps({
+        "test": nodeid, "class": example.kind, "what": example.note, "problem": outcome.problem,
+        "status": outcome.status, "response": outcome.response, "elapsed_s": round(outcome.elapsed_s, 3),
+        "request": example.replay(),
+    }, ensure_ascii=False)
+    path = run_dir / FAILURES_FILE
+    with open(path, "a+", encoding="utf-8") as fh:
+        # xdist workers share the evidence directory: one writer at a time, whole lines.
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        fh.seek(0)
+        number = sum(1 for _ in fh) + 1
+        fh.write(line + "\n")
+        fh.flush()
+        fcntl.flock(fh, fcntl.LOCK_UN)
+    return number
