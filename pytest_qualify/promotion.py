@@ -115,10 +115,10 @@ def load_promoted(path_text: str) -> Promoted:
 
 def mismatches(promoted: Promoted, live: Identity, *, live_simulated: bool) -> list[str]:
     """Why the live route does not serve exactly the qualified identity (empty: it does)."""
-    where = f"qualified run {promoted.run_id}"
+    where = f"run {promoted.run_id}"
     if live.error:
         return [f"the live route's identity could not be read ({live.error}), so it cannot be matched "
-                f"to {where}"]
+                f"to the identity that {where} qualified"]
     problems = []
     changed = differences(promoted.identity, live)
     # The revision is compared only where the live root shows it (a snapshot path); the qualified
@@ -128,7 +128,7 @@ def mismatches(promoted: Promoted, live: Identity, *, live_simulated: bool) -> l
     if live.revision and qualified_revision and live.revision != qualified_revision:
         changed.append(f"revision {qualified_revision!r} -> {live.revision!r}")
     if changed:
-        problems.append(f"the live route does not serve the identity {where} qualified ({'; '.join(changed)}): "
+        problems.append(f"the live route does not serve the identity that {where} qualified ({'; '.join(changed)}): "
                         f"qualified {promoted.identity.describe()}; live {live.describe()}")
     if promoted.simulated and not live_simulated:
         problems.append(f"{where} qualified the SIMULATED reference server; it cannot back a real route")

@@ -116,6 +116,6 @@ def test_post_promotion_fails_when_the_route_serves_the_rollback(tmp_path):
     validate(s)
     assert s["verdict"]["result"] == "FAIL" and s["identity"]["changed"] is None
     [reason] = s["verdict"]["reasons"]
-    assert "does not serve the identity qualified run run-full qualified" in reason
+    assert "does not serve the identity that run run-full qualified" in reason
     assert s["promoted"]["mismatches"] == [reason]
     assert "**The live route does not serve the qualified identity:**" in report.render(s)

@@ -145,7 +145,7 @@ def test_the_live_route_must_serve_exactly_the_qualified_identity(tmp_path):
     p = _promoted(tmp_path)
     rollback = Identity(QUALIFIED.served_name, "Qwen/Qwen3.5-122B-A10B-NVFP4", 262144, QUALIFIED.engine_version)
     [reason] = mismatches(p, rollback, live_simulated=False)
-    assert "does not serve the identity qualified run 20260729T101500Z-abc123 qualified" in reason
+    assert "does not serve the identity that run 20260729T101500Z-abc123 qualified" in reason
     assert "Qwen/Qwen3.5-122B-A10B-NVFP4" in reason and "InternScience/Agents-A1-FP8" in reason
     other_engine = Identity(**{**QUALIFIED.as_dict(), "engine_version": "0.24.0"})
     assert "engine_version" in mismatches(p, other_engine, live_simulated=False)[0]

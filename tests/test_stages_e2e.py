@@ -149,7 +149,7 @@ def test_a_route_serving_another_build_fails_post_promotion(tmp_path, full_run):
     assert run.code == 1, run.out
     assert run.verdict_line.startswith("POST-PROMOTION CHECK: FAIL")
     [reason] = run.summary["verdict"]["reasons"]
-    assert "does not serve the identity qualified run" in reason and "'0.24.0'" in reason
+    assert "does not serve the identity that run" in reason and "'0.24.0'" in reason
     assert run.summary["verdict"]["failures"] == []  # smoke, json, tools, reasoning all passed
     # Without the promoted run the same route passes the stage: the link is what caught it.
     assert qualify(tmp_path / "unlinked", "--qualify-stage", "post-promotion",
