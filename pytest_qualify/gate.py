@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_qualify.profiles import ModuleInfo
+from pytest_qualify.stages import Stage
 
 PASS = "PASS"
 FAIL = "FAIL"
@@ -120,13 +121,19 @@ class GateVerdict:
     reasons: tuple[str, ...]  # run-level reasons: a missing module, a dead server, ...
     checks: tuple[CheckRow, ...] = ()
     incomplete: tuple[str, ...] = ()  # the reasons (among ``reasons``) that left the run unjudged
+    stage: Stage | None = None  # None: the whole protocol (the full stage)
 
     @property
     def passed(self) -> bool:
         return self.verdict == PASS
 
+    @property
+    def headline(self) -> str:
+        """The verdict line; only the full stage's reads ``QUALIFICATION: PASS``."""
+        return self.stage.verdict_line(self.verdict) if self.stage is not None else f"QUALIFICATION: {self.verdict}"
+
     def summary_lines(self) -> list[str]:
-        lines = [f"QUALIFICATION: {self.verdict}"]
+        lines = [self.headline]
         lines += [f"  - {r}" for r in self.reasons]
         lines += [f"  - {f.module}: {f.where}: {f.reason}" for f in self.failures]
         return lines
@@ -142,12 +149,14 @@ def evaluate(
     incomplete: Sequence[str] = (),
     checks: Sequence[CheckRow] = (),
     target_unavailable: bool = False,
+    stage: Stage | None = None,
 ) -> GateVerdict:
     """Apply the hard 100% gate. ``waiver_for`` returns a waiver reason for a failed item of a
     waivable module, or None; ``run_problems`` are run-level failures of the deployment (a dead
     server, a regression); ``incomplete`` are reasons the run did not judge all of it (an
     interruption, a partial selection); ``checks`` are limit rows (SLOs). ``target_unavailable``:
-    the endpoint never answered, so failed items judged nothing and the verdict is INCOMPLETE."""
+    the endpoint never answered, so failed items judged nothing and the verdict is INCOMPLETE.
+    With a ``stage``, ``required`` is that stage's modules and the verdict line names the stage."""
     results = list(results)
     by_module: dict[str, list[ItemResult]] = {}
     for r in results:
@@ -186,7 +195,8 @@ def evaluate(
         )
         rows.append(row)
         if mod in required and not items:
-            unjudged.append(f"module '{mod}' ({row.title}) did not run: the gate needs every required module")
+            needs = "every required module" if stage is None or stage.qualifies else f"every module of stage {stage.name}"
+            unjudged.append(f"module '{mod}' ({row.title}) did not run: the gate needs {needs}")
 
     if not results:
         unjudged.append("no protocol test ran")
@@ -205,7 +215,7 @@ def evaluate(
     else:
         verdict = PASS
     return GateVerdict(verdict, tuple(rows), tuple(failures), tuple(waived), tuple(reasons + unjudged),
-                       tuple(checks), tuple(unjudged))
+                       tuple(checks), tuple(unjudged), stage=stage)
 
 
 def render_table(verdict: GateVerdict) -> list[str]:

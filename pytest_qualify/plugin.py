@@ -9,6 +9,7 @@ Each concern lives in ``pytest_qualify/hooks/``, in a module named for it:
 - ``fixtures``   — ``qualify_ask`` and the other fixtures a protocol test uses
 - ``gate``       — reports folded into item results, run-level problems, exit status, the table
 - ``evidence``   — waivers and baseline, /metrics scrapes, JUnit properties
+- ``stage``      — the promotion stage: its modules and lanes, the served identity at both ends
 - ``steps``      — the order of the run's start and end steps, written once
 - ``hookspec``   — hooks for user plugins (target started, summary fields, summary written, verdict)
 
@@ -24,7 +25,7 @@ import uuid
 import pytest
 
 from pytest_qualify.hooks import STATE_KEY, state_of
-from pytest_qualify.hooks import collection, evidence, fixtures, gate, hookspec, server, steps, watch, xdist
+from pytest_qualify.hooks import collection, evidence, fixtures, gate, hookspec, server, stage, steps, watch, xdist
 from pytest_qualify.hooks.collection import suites_dir
 from pytest_qualify.profiles import ProfileError, builtin_profiles, load_profile
 from pytest_qualify.run import RunState
@@ -129,6 +130,7 @@ def pytest_configure(config: pytest.Config) -> None:
             "--reruns cannot be combined with --qualify: a rerun would turn a failure into a pass"
         )
     state = _run_state(config, settings)
+    stage.configure(state)
     config.stash[STATE_KEY] = state
     node_ids = [arg for arg in config.option.file_or_dir or [] if "::" in arg]
     if node_ids:
@@ -167,4 +169,5 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         + (f" @ {p.deployment.revision}" if p.deployment.revision else "")
         + f"; served name {p.deployment.served_name}",
         f"qualify: target {target}; repeat {s.repeat}; evidence {state.run_dir}",
+        stage.header_line(stage.stage_of(state)),
     ]

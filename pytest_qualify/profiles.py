@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_qualify.datafile import read_toml
+from pytest_qualify.stages import Stage, StageError, resolve_stages
 
 BUILTIN_DIR = "profiles"
 
@@ -124,6 +125,13 @@ class Profile:
     waivable_modules: tuple[str, ...] = ()
     robustness_examples: int = 200
     slo: Slo | None = None
+    stages: tuple[Stage, ...] = ()
+
+    def stage(self, name: str) -> Stage:
+        """The stage called ``name`` (see stages.py); ValueError when unknown or empty here."""
+        from pytest_qualify.stages import select
+
+        return select(self.stages, name)
 
     def lane(self, name: str) -> Lane:
         for lane in self.limits.lanes:
@@ -272,6 +280,10 @@ def _build(raw: dict[str, Any], path: Path) -> Profile:
                 f"profile file {path}: field 'modules.required.{i}' is invalid: unknown module {mod!r} "
                 f"(expected one of {', '.join(known)})"
             )
+    try:
+        stages = resolve_stages(raw.get("stages", {}), modules, lanes, tuple(known))
+    except StageError as exc:
+        raise ProfileError(f"profile file {path}: {exc}") from None
     t = raw["timeouts"]
     s = raw["serve"]
     return Profile(
@@ -293,6 +305,7 @@ def _build(raw: dict[str, Any], path: Path) -> Profile:
         waivable_modules=_waivable(raw, path, known),
         robustness_examples=raw["modules"].get("robustness_examples", 200),
         slo=_slo(raw, path, names),
+        stages=stages,
     )
 
 

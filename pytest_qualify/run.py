@@ -17,6 +17,7 @@ from pytest_qualify.settings import Settings
 
 if TYPE_CHECKING:  # heavy or circular at run time; only for the types
     from pytest_qualify.client import QualifyClient
+    from pytest_qualify.stage_run import StageRun
     from pytest_qualify.target import Target
 
 MODULE_KEY = "qualify_module"
@@ -44,6 +45,9 @@ class RunState:
     user_deselected: int = 0
     partial_selection: str | None = None
     client: QualifyClient | None = None
+    # The promotion stage this run is (stages.py): its modules and lanes, the served identity at
+    # both ends, the promoted run it is held to. Set with the run state (hooks/stage.py).
+    stage_run: StageRun | None = None
 
     @property
     def secrets(self) -> tuple[str, ...]:

@@ -73,6 +73,12 @@ OPTIONS: tuple[Option, ...] = (
            "qualify_fail_on_regression",
            "with --qualify-baseline: a regression beyond PCT percent fails the gate "
            "(without it, regressions beyond 10% are flagged only)", metavar="PCT"),
+    Option("qualify_stage", "--qualify-stage", "QUALIFY_STAGE", "qualify_stage",
+           "the promotion stage to run: preflight, full (the whole protocol: the only qualification) "
+           "or post-promotion", "full", "STAGE"),
+    Option("qualify_promoted", "--qualify-promoted", "QUALIFY_PROMOTED", "qualify_promoted",
+           "with --qualify-stage post-promotion: the qualifying run's summary.json; the live route must "
+           "serve exactly the identity it qualified", metavar="SUMMARY"),
 )
 
 
@@ -89,6 +95,8 @@ class Settings:
     waivers: str | None = None
     baseline: str | None = None
     fail_on_regression_pct: float | None = None  # None: regressions are flagged, not failed
+    stage: str = "full"
+    promoted: str | None = None
 
     @property
     def active(self) -> bool:
@@ -163,6 +171,14 @@ def resolve(
         if not values["qualify_baseline"] and values["qualify"]:
             raise SettingsError(f"{where.option.flag} needs --qualify-baseline")
 
+    from pytest_qualify.stages import check_stage_name
+
+    stage = values["qualify_stage"] or "full"
+    try:
+        check_stage_name(stage)
+    except ValueError as exc:
+        raise SettingsError(f"{sources['qualify_stage']}: {exc}") from None
+
     command = values["qualify_serve_command"]
     return Settings(
         profile=values["qualify"],
@@ -176,4 +192,6 @@ def resolve(
         waivers=values["qualify_waivers"],
         baseline=values["qualify_baseline"],
         fail_on_regression_pct=fail_on_regression_pct,
+        stage=stage,
+        promoted=values["qualify_promoted"],
     )

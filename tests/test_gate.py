@@ -132,3 +132,19 @@ def test_pass_iff_every_item_passed(outcomes):
     v = evaluate(results, MODULES, ["tools"])
     assert (v.verdict == PASS) == all(ok for _, ok in outcomes)
     assert v.rows[0].passed == sum(ok for _, ok in outcomes)
+
+
+def test_a_stage_gates_its_own_modules_and_names_itself():
+    from pytest_qualify.profiles import load_profile
+
+    preflight = load_profile("262k").stage("preflight")
+    ran = [item("smoke", reps=1), item("json", reps=1), item("context", reps=1)]
+    v = evaluate(ran, MODULES, preflight.modules, stage=preflight)
+    # tools is part of the preflight: a preflight without it is no preflight.
+    assert v.verdict == FAIL and any("'tools'" in r and "every module of stage preflight" in r for r in v.reasons)
+    v = evaluate([*ran, item("tools", reps=1)], MODULES, preflight.modules, stage=preflight)
+    assert v.verdict == PASS
+    assert v.summary_lines()[0] == "PREFLIGHT: PASS (stage preflight; not a qualification)"
+    full = load_profile("262k").stage("full")
+    assert evaluate([item(reps=1)], MODULES, ["tools"], stage=full).summary_lines()[0] == "QUALIFICATION: PASS"
+    assert evaluate([item(reps=1)], MODULES, ["tools"]).summary_lines()[0] == "QUALIFICATION: PASS"

@@ -87,3 +87,23 @@ def test_help_text_has_one_percent_sign_where_one_is_meant():
 
     assert all("%%" not in opt.help for opt in OPTIONS)
     assert {opt.flag: opt.metavar for opt in OPTIONS}["--qualify"] == "PROFILE"
+
+
+def test_stage_defaults_to_full_and_shares_the_precedence():
+    assert _resolve().stage == "full" and _resolve().promoted is None
+    ini = {"qualify_stage": "preflight"}
+    assert _resolve(ini=ini).stage == "preflight"
+    assert _resolve(env={"QUALIFY_STAGE": "post-promotion"}, ini=ini).stage == "post-promotion"
+    assert _resolve(cli={"qualify_stage": "full"}, env={"QUALIFY_STAGE": "post-promotion"}, ini=ini).stage == "full"
+    assert _resolve(env={"QUALIFY_PROMOTED": "run/summary.json"}).promoted == "run/summary.json"
+
+
+@pytest.mark.parametrize("where, expected", [
+    ({"cli": {"qualify_stage": "prefligth"}}, "--qualify-stage: "),
+    ({"env": {"QUALIFY_STAGE": "prefligth"}}, "environment variable QUALIFY_STAGE (for --qualify-stage): "),
+    ({"ini": {"qualify_stage": "prefligth"}}, "ini key qualify_stage (for --qualify-stage): "),
+])
+def test_an_unknown_stage_is_named_wherever_it_came_from(where, expected):
+    with pytest.raises(SettingsError) as info:
+        _resolve(**where)
+    assert str(info.value) == expected + "unknown stage 'prefligth' (expected one of preflight, full, post-promotion)"

@@ -89,7 +89,36 @@ def suite_properties(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
         props.append(("pass_probability_wilson95", f"{overall['wilson_low']:.4f}-{overall['wilson_high']:.4f}"))
     if reasons:
         props.append(("verdict_reasons", "; ".join(reasons)))
+    props += stage_properties(summary)
     return props
+
+
+def stage_properties(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The stage (only ``full`` is a qualification), the served identity at both ends, and the
+    promoted run a post-promotion check was held to; nothing when the summary has no stage."""
+    stage = summary.get("stage")
+    if not stage:
+        return []
+    props = [("stage", stage["name"]), ("stage_is_qualification", "true" if stage["qualifies"] else "false"),
+             ("stage_verdict", stage["verdict_line"])]
+    identity = summary.get("identity") or {}
+    for end in ("start", "end"):
+        reading = identity.get(end)
+        if reading:
+            props.append((f"identity_{end}", _describe(reading)))
+    if identity.get("changed"):
+        props.append(("identity_changed", identity["changed"]))
+    promoted = summary.get("promoted")
+    if promoted:
+        props += [("promoted_run_id", promoted["run_id"]), ("promoted_summary_sha256", promoted["summary_sha256"]),
+                  ("promoted_bundle_sha256sums_sha256", promoted["bundle_sha256sums_sha256"])]
+    return props
+
+
+def _describe(reading: Mapping[str, Any]) -> str:
+    from pytest_qualify.identity import Identity
+
+    return Identity.from_dict(reading).describe()
 
 
 def _clean(text: Any) -> str:

@@ -82,6 +82,7 @@ def profile_rows(s: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("Admission", f"{lim['max_num_seqs']} sequence{'s' if lim['max_num_seqs'] != 1 else ''} (max_num_seqs)"),
         ("Media limits", f"{lim['images_per_request']} images, {lim['videos_per_request']} video per request"),
         ("Thinking", _thinking(p["thinking"])),
+        *_stage_rows(s),
         ("Target", t["mode"] + (" (SIMULATED reference server)" if s["simulated"] else "")),
         ("Served by the endpoint", served or "-"),
         ("Launch command", f"`{t['launch_command']}`" if t.get("launch_command") else "- (attached to a running endpoint)"),
@@ -89,10 +90,26 @@ def profile_rows(s: Mapping[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+def _stage_only(s: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The stage when it is not the full qualification (whose report reads as it always did)."""
+    stage = s.get("stage")
+    return stage if stage and not stage["qualifies"] else None
+
+
 def _verdict_block(s: Mapping[str, Any]) -> list[str]:
     v = s["verdict"]
     label = f"**{v['result']}**" + (" (SIMULATED)" if s["simulated"] else "")
+    stage = _stage_only(s)
+    if stage:
+        label += f" — stage {stage['name']}, **not a qualification**"
     lines = [f"## Verdict: {label}", ""]
+    if stage:
+        lanes = f" (context lanes: {', '.join(stage['lanes'])})" if "context" in stage["modules"] else ""
+        lines += [
+            f"`{stage['verdict_line']}`", "",
+            f"This run is the **{stage['name']}** stage ({stage['title']}): {', '.join(stage['modules'])}{lanes}. "
+            "Its verdict covers those modules only; only the full stage qualifies a deployment.", "",
+        ]
     if v["result"] == "PASS":
         waived = len(v["waived"])
         lines.append(
@@ -117,6 +134,9 @@ def _verdict_block(s: Mapping[str, Any]) -> list[str]:
 def render(s: Mapping[str, Any]) -> str:
     p, run = s["profile"], s["run"]
     title = f"# Qualification report: {p['deployment']['served_name']} — {s['verdict']['result']}"
+    if _stage_only(s):
+        stage = s["stage"]
+        title = f"# {stage['title']}: {p['deployment']['served_name']} — {stage['verdict_line']}"
     if s["simulated"]:
         title += " (SIMULATED)"
     out = [title, ""]
@@ -136,7 +156,10 @@ def render(s: Mapping[str, Any]) -> str:
     if s["target"].get("died"):
         out += [f"**Server died during the run:** {cell(s['target']['died'])}", ""]
 
-    out += ["## Gate", ""]
+    out += _identity(s)
+
+    stage = _stage_only(s)
+    out += ["## Gate" + (f" (stage {stage['name']}, not a qualification)" if stage else ""), ""]
     gate_rows = [(g["title"], g["result"] + ("" if g["ok"] else " — **FAIL**")) for g in s["gate"]]
     gate_rows += [(r["title"], f"{r['measured_text'] or 'not measured'} (limit {r['limit_text']})"
                    + ("" if r["ok"] else " — **FAIL**")) for r in s.get("slo") or []]
@@ -170,6 +193,61 @@ def _evidence_strength(s: Mapping[str, Any]) -> list[str]:
         ("Module", "Attempts passed", "Pass rate", "95% Wilson interval"), rows) + [
         "", "An attempt is one repetition of one item. The interval bounds the per-attempt pass probability; "
         "it is informational — the gate itself is pass^k (every attempt must pass).", ""]
+
+
+def _stage_rows(s: Mapping[str, Any]) -> list[tuple[str, str]]:
+    stage = s.get("stage")
+    if not stage:
+        return []
+    text = f"{stage['name']} — {stage['title']}; modules {', '.join(stage['modules'])}"
+    if "context" in stage["modules"]:
+        text += f"; context lanes {', '.join(stage['lanes'])}"
+    if stage.get("not_in_profile"):
+        text += f"; not in this profile: {', '.join(stage['not_in_profile'])}"
+    return [("Stage", text)]
+
+
+_IDENTITY_HEADER = ("Reading", "Served name", "Model root", "Revision", "Window", "Engine version")
+
+
+def _identity_row(label: str, r: Mapping[str, Any] | None) -> tuple[Any, ...]:
+    if not r:
+        return (label, "not read", "-", "-", "-", "-")
+    window = f"{r['window_tokens']:,}" if r.get("window_tokens") is not None else "-"
+    row = (label, r["served_name"], r.get("model_root") or "-", r.get("revision") or "- (not visible)", window,
+           r.get("engine_version") or "-")
+    return row[:-1] + (row[-1] + (f" ({r['error']})" if r.get("error") else ""),)
+
+
+def _identity(s: Mapping[str, Any]) -> list[str]:
+    """The served identity at both ends of the run, and the promoted run it was held to."""
+    identity, promoted = s.get("identity"), s.get("promoted")
+    if not identity and not promoted:
+        return []
+    out = ["## Served identity", ""]
+    rows = []
+    if promoted:
+        rows.append(_identity_row(f"qualified (run {promoted['run_id']})", promoted["identity"]))
+    if identity:
+        rows += [_identity_row("start of this run", identity["start"]), _identity_row("end of this run", identity["end"])]
+    out += table(_IDENTITY_HEADER, rows) + [""]
+    if identity and identity.get("changed"):
+        out += [f"**Identity changed during the run:** {cell(identity['changed'])}", ""]
+    elif identity and identity["start"] and identity["end"]:
+        out += ["The endpoint served the same identity at the start and at the end of the run.", ""]
+    if promoted:
+        out += [
+            f"Promoted run: `{promoted['run_id']}` (`{promoted['path']}`); its `summary.json` sha256 "
+            f"`{promoted['summary_sha256']}`, its bundle's `SHA256SUMS` sha256 `{promoted['bundle_sha256sums_sha256']}`.",
+            "",
+        ]
+        if promoted["mismatches"]:
+            out += ["**The live route does not serve the qualified identity:**", ""]
+            out += [f"- {cell(m)}" for m in promoted["mismatches"]] + [""]
+        else:
+            out += ["The live route serves exactly the identity that run qualified "
+                    "(model, revision where visible, served name, window, engine version).", ""]
+    return out
 
 
 def _timing(s: Mapping[str, Any]) -> list[str]:

@@ -289,11 +289,17 @@ def build_summary(
     baseline: Mapping[str, Any] | None,
     artifacts: Mapping[str, Any],
     slo: Sequence[Mapping[str, Any]] = (),
+    stage: Mapping[str, Any] | None = None,
+    identity: Mapping[str, Any] | None = None,
+    promoted: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     from pytest_qualify.evidence.stats import stats_section
 
     items = [item_section(r, cases.get(r.nodeid)) for r in results]
     titles = {row.module: row.title for row in verdict.rows}
+    # The promotion stage this run was (stages.py), the served identity at both ends, and the
+    # promoted run a post-promotion check was held to: present only when the plugin hands them in.
+    extra = {k: dict(v) for k, v in (("stage", stage), ("identity", identity), ("promoted", promoted)) if v is not None}
     return {
         "schema": SCHEMA_ID,
         "schema_version": SCHEMA_VERSION,
@@ -311,4 +317,15 @@ def build_summary(
         "stats": stats_section(items, titles),
         "slo": [dict(row) for row in slo],
         "items": items,
+        **extra,
     }
+
+
+def stage_section(stage: Any, verdict: Any) -> dict[str, Any]:
+    return {**stage.as_dict(), "verdict_line": verdict.headline}
+
+
+def identity_section(start: Any, end: Any, changed: str | None) -> dict[str, Any]:
+    return {"start": start.as_dict() if start is not None else None,
+            "end": end.as_dict() if end is not None else None,
+            "changed": changed}

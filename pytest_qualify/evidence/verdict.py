@@ -16,6 +16,7 @@ from pytest_qualify.evidence.summary import build_summary, gate_section, iso, ta
 from pytest_qualify.evidence.waivers import Candidate, hard_module_conflicts, item_ids
 from pytest_qualify.gate import GateVerdict, ItemResult
 from pytest_qualify.run import RunState
+from pytest_qualify.stage_run import StageRun
 
 WAIVER_USAGE_ERROR = "usage error in --qualify-waivers"
 # Where a user plugin's summary fields go (the schema leaves this one object open).
@@ -36,9 +37,11 @@ def conclude(
     died: str | None = None,
     extra_fields: Callable[[dict[str, Any]], Iterable[Mapping[str, Any]]] = lambda summary: (),
     incomplete: Sequence[str] = (),
+    stage_run: StageRun | None = None,
 ) -> GateVerdict:
     """Decide the verdict and write the bundle. Anything that goes wrong while writing evidence
-    becomes a run-level reason. ``extra_fields`` returns fields user plugins add to the summary.
+    becomes a run-level reason. ``extra_fields`` returns fields user plugins add to the summary;
+    ``stage_run`` adds the stage, the served identity and the promoted run (``stage_run.py``).
 
     ``problems`` fail the deployment (a dead server); ``incomplete`` leave it unjudged (an
     interruption, a partial selection); a target that never started leaves everything unjudged
@@ -89,6 +92,7 @@ def conclude(
             waivers=ev.waivers.as_dict() if ev.waivers is not None else None,
             baseline=None,
             artifacts={"plot": None, "notes": [], "provenance": PROVENANCE_FILE},
+            **(stage_run.summary_fields(verdict) if stage_run is not None else {}),
         )
         slo_rows = evaluate_slo(state.profile.slo, summary["items"], summary["timing"])
         if slo_rows:
@@ -108,6 +112,8 @@ def conclude(
                 verdict = decide()
         summary["verdict"] = verdict_section(verdict)
         summary["gate"] = gate_section(verdict)
+        if stage_run is not None:
+            summary.update(stage_run.summary_fields(verdict))
         extra: dict[str, Any] = {}
         for fields in extra_fields(summary):
             extra.update(fields or {})

@@ -1,5 +1,6 @@
 """Collection and repetition: the protocol suites, each protocol test parametrised ``--repeat``
-times (ids ``rep1of3`` ...), modules outside the profile deselected, and every protocol item
+times (ids ``rep1of3`` ...), modules outside the profile or the run's stage (and context lanes
+outside the stage) deselected, and every protocol item
 labelled (module, item, repetition, lane) in its user properties, which survive xdist."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_qualify.hooks import state_of
+from pytest_qualify.hooks.stage import stage_of
 from pytest_qualify.hooks.xdist import send_to_controller
 from pytest_qualify.profiles import Lane, module_registry
 from pytest_qualify.repetition import repetition_id, without_repetition
@@ -83,18 +85,20 @@ class Collection:
                 continue
             if module not in registry:
                 raise pytest.UsageError(f"{item.nodeid}: unknown qualify_module {module!r}")
-            if module not in state.profile.required_modules:
-                state.deselected_modules.add(module)
+            params = item.callspec.params if hasattr(item, "callspec") else {}
+            lane = params.get("lane")
+            lane_name = None if lane is None else lane.name if isinstance(lane, Lane) else str(lane)
+            if not stage_of(state).stage.selects(module, lane_name):
+                if module not in state.profile.required_modules:
+                    state.deselected_modules.add(module)
                 drop.append(item)
                 continue
-            params = item.callspec.params if hasattr(item, "callspec") else {}
             item.user_properties.append((MODULE_KEY, module))
             item.user_properties.append(("item", item_label(item)))
             item.user_properties.append((REPETITION_KEY, params.get(REPEAT_FIXTURE, 1)))
             item.user_properties.append(("repetitions", repetitions_of(item, state.settings.repeat)))
-            lane = params.get("lane")
-            if lane is not None:
-                item.user_properties.append(("lane", lane.name if isinstance(lane, Lane) else str(lane)))
+            if lane_name is not None:
+                item.user_properties.append(("lane", lane_name))
             keep.append(item)
         if drop:
             for item in drop:

@@ -76,7 +76,10 @@ def exit_status(
 def write_gate_table(tr: Any, state: RunState) -> None:
     """The gate's table, the corpus per kind and the verdict with its reasons."""
     assert state.verdict is not None
+    stage = state.stage_run.stage if state.stage_run is not None else None
     title = f"qualification gate: profile {state.profile.name}"
+    if stage is not None and not stage.qualifies:
+        title = f"{stage.name} gate (not a qualification): profile {state.profile.name}"
     if state.settings.mode == REFERENCE:
         title += " (SIMULATED reference server, not vLLM)"
     tr.write_sep("=", title)
@@ -84,6 +87,11 @@ def write_gate_table(tr: Any, state: RunState) -> None:
         tr.write_line(line)
     if state.deselected_modules:
         tr.write_line(f"not in this profile: {', '.join(sorted(state.deselected_modules))}")
+    if stage is not None and not stage.qualifies:
+        left = [m for m in state.profile.required_modules if m not in stage.modules]
+        lanes = [lane.name for lane in state.profile.limits.lanes if lane.name not in stage.lanes]
+        tr.write_line(f"not in stage {stage.name}: {', '.join(left) or '-'}"
+                      + (f"; context lanes {', '.join(lanes)}" if lanes and "context" in stage.modules else ""))
     _write_corpus_table(tr, state)
     tr.write_line("")
     verdict_lines = state.verdict.summary_lines()

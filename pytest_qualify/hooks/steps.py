@@ -1,13 +1,15 @@
 """The order of the run's steps on the controller, written once. Every other concern of the
 plugin offers its steps; this is the one place that says when each runs.
 
-Start (session start): start the server; tell user plugins; the first /metrics scrape.
+Start (session start): start the server; the served identity's first reading; tell user
+plugins; the first /metrics scrape.
 End (session finish): the run-level problems (failing or leaving the run incomplete); the
-server's death; the last scrape; the verdict (SLO rows included) and the bundle; tell user
-plugins; suite properties for --junitxml; the exit status (0 PASS, 1 FAIL, 2 INCOMPLETE).
-Then the terminal summary; and at unconfigure, stop the server, then the CI job summary and the
-provenance statement, then seal the bundle (its ``SHA256SUMS`` covers the server log, which grows
-until the server stops, and the statement); last, the verdict as the run's last terminal line.
+server's death; the served identity read again; the last scrape; the verdict of the run's stage
+(SLO rows included) and the bundle; tell user plugins; suite properties for --junitxml; the exit
+status (0 PASS, 1 FAIL, 2 INCOMPLETE). Then the terminal summary; and at unconfigure, stop the
+server, then the CI job summary and the provenance statement, then seal the bundle (its
+``SHA256SUMS`` covers the server log, which grows until the server stops, and the statement);
+last, the verdict as the run's last terminal line.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import pytest
 from pytest_qualify import gate as gate_mod
 from pytest_qualify.evidence.session import EvidenceState
 from pytest_qualify.hooks.evidence import EvidenceHooks
+from pytest_qualify.hooks import stage
 from pytest_qualify.hooks.gate import exit_status, run_problems, write_gate_table
 from pytest_qualify.hooks.server import ServerSession
 from pytest_qualify.profiles import module_registry
@@ -43,6 +46,7 @@ class RunSteps:
         if not self.server.start():
             return
         state = self.state
+        stage.read_start(state)
         self.config.hook.pytest_qualify_target_started(
             config=self.config, base_url=state.base_url or "", server_info=dict(state.server_info)
         )
@@ -63,10 +67,13 @@ class RunSteps:
             died = state.target.death()
             if died:
                 problems.append(f"server died during the run: {died}")
+        problems += stage.end_problems(state, died)
         self.evidence.scrape_end()
-        evaluate = partial(gate_mod.evaluate, modules=module_registry(), required=state.profile.required_modules)
+        stage_run = stage.stage_of(state)
+        evaluate = partial(gate_mod.evaluate, modules=module_registry(), required=stage_run.stage.modules,
+                           stage=stage_run.stage)
         verdict = conclude(
-            state, ev, problems=problems, evaluate=evaluate, secrets=state.secrets, died=died,
+            state, ev, problems=problems, evaluate=evaluate, secrets=state.secrets, died=died, stage_run=stage_run,
             extra_fields=lambda summary: hook.pytest_qualify_summary(config=self.config, summary=summary),
             incomplete=incomplete,
         )

@@ -22,6 +22,8 @@ SERVER_FAULTS = {
     "health_500": "/health answers 500",
     "hostile_500": "=CLASS: malformed input of this class (validation.HOSTILE_CLASSES) gets HTTP 500, not 400",
     "drop_connection": "=N: the Nth chat request's connection is closed without an answer; the server lives on",
+    "engine_version": "=V: /version reports V (another engine build behind the route)",
+    "engine_swap_after": "=N: after N chat requests /version reports another engine build (a restart mid-run)",
 }
 
 

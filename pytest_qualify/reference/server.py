@@ -131,6 +131,12 @@ class Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         return parse_json_body(raw)
 
+    def _version(self) -> str:
+        faults = self.state.faults
+        if "engine_swap_after" in faults and self.state.chat_requests >= faults.number("engine_swap_after", 1):
+            return VERSION.replace("reference", "reference-swapped")
+        return faults.arg("engine_version", VERSION)
+
     # -- routes --------------------------------------------------------------------------------
 
     def do_GET(self) -> None:  # noqa: N802
@@ -145,7 +151,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.send_header("Content-Length", "0")
                 self.end_headers()
         elif self.path == "/version":
-            self._send_json(200, {"version": VERSION, "simulated": True})
+            self._send_json(200, {"version": self._version(), "simulated": True})
         elif self.path == "/v1/models":
             wrong = "wrong_identity" in self.state.faults
             root = profile.deployment.model + ("-other" if wrong else "")

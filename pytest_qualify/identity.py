@@ -1,0 +1,124 @@
+"""The served identity of a run's endpoint, read at both ends of the run and compared.
+
+The smoke module grades ``/v1/models`` against the profile once (graders/identity.py). This room
+answers a different question: did the endpoint serve the *same* thing for the whole run? A
+router that swaps the model, or a restart onto another engine build, between the first and the
+last request would otherwise pass a gate that tested two deployments. No pytest, no sockets: the
+plugin hands in what ``/v1/models`` and ``/version`` answered.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+# A Hugging Face cache snapshot directory names the revision: .../snapshots/<40 hex>/
+_SNAPSHOT_RE = re.compile(r"(?:^|/)snapshots/([0-9a-f]{40})(?:/|$)")
+# The fields an identity is compared on, in the order a reason names them.
+FIELDS = ("served_name", "model_root", "revision", "window_tokens", "engine_version")
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What the endpoint says it serves. ``error`` says why a reading is incomplete."""
+
+    served_name: str
+    model_root: str | None = None
+    window_tokens: int | None = None
+    engine_version: str | None = None
+    revision: str | None = None  # only where the root shows it (a snapshot path)
+    error: str | None = None
+
+    def describe(self) -> str:
+        parts = [f"served name {self.served_name}",
+                 f"root {self.model_root if self.model_root is not None else '?'}"]
+        if self.revision:
+            parts.append(f"revision {self.revision}")
+        parts.append(f"window {self.window_tokens if self.window_tokens is not None else '?'}")
+        parts.append(f"engine {self.engine_version or '?'}")
+        text = ", ".join(parts)
+        return f"{text} ({self.error})" if self.error else text
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Identity":
+        window = data.get("window_tokens")
+        return cls(
+            served_name=str(data.get("served_name") or ""),
+            model_root=_str_or_none(data.get("model_root")),
+            window_tokens=window if isinstance(window, int) and not isinstance(window, bool) else None,
+            engine_version=_str_or_none(data.get("engine_version")),
+            revision=_str_or_none(data.get("revision")),
+            error=_str_or_none(data.get("error")),
+        )
+
+
+def _str_or_none(value: Any) -> str | None:
+    return None if value is None or value == "" else str(value)
+
+
+def revision_in(root: str | None) -> str | None:
+    """The revision a model root shows, when it is a Hugging Face snapshot path; else None."""
+    if not root:
+        return None
+    m = _SNAPSHOT_RE.search(root)
+    return m.group(1) if m else None
+
+
+def read_identity(
+    served_name: str,
+    models: Sequence[Mapping[str, Any]] | None,
+    version: str | None,
+    *,
+    models_error: str | None = None,
+    version_error: str | None = None,
+) -> Identity:
+    """The identity from ``GET /v1/models`` (the entry named ``served_name``) and ``GET /version``."""
+    errors = []
+    entry = None
+    if models_error:
+        errors.append(f"/v1/models: {models_error}")
+    elif models is not None:
+        entry = next((m for m in models if isinstance(m, Mapping) and m.get("id") == served_name), None)
+        if entry is None:
+            listed = [m.get("id") for m in models if isinstance(m, Mapping)]
+            errors.append(f"/v1/models does not list {served_name!r} (it lists {listed})")
+    if version_error:
+        errors.append(f"/version: {version_error}")
+    root = _str_or_none(entry.get("root")) if entry else None
+    window = entry.get("max_model_len") if entry else None
+    return Identity(
+        served_name=served_name,
+        model_root=root,
+        window_tokens=window if isinstance(window, int) and not isinstance(window, bool) else None,
+        engine_version=_str_or_none(version),
+        revision=revision_in(root),
+        error="; ".join(errors) or None,
+    )
+
+
+def differences(before: Identity, after: Identity) -> list[str]:
+    """``field: before -> after`` for every field that differs (a field neither reading has is equal)."""
+    out = []
+    for name in FIELDS:
+        a, b = getattr(before, name), getattr(after, name)
+        if a != b:
+            out.append(f"{name} {a!r} -> {b!r}")
+    return out
+
+
+def change_reason(start: Identity, end: Identity) -> str | None:
+    """A run-level failure reason when the identity changed between the ends of the run, with
+    both readings; None when it held."""
+    if end.error and not start.error:
+        return (f"served identity could not be read at the end of the run ({end.error}); at the start: "
+                f"{start.describe()}")
+    changed = differences(start, end)
+    if not changed:
+        return None
+    return (f"served identity changed during the run ({'; '.join(changed)}): at the start {start.describe()}; "
+            f"at the end {end.describe()}")

@@ -1,0 +1,82 @@
+"""One run of one promotion stage: which stage, the served identity at both ends, and the promoted
+run it is held to. The plugin fills in the readings; this room turns them into run-level failure
+reasons and the evidence's stage, identity and promoted sections. No pytest, no sockets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_qualify.identity import Identity, change_reason
+from pytest_qualify.profiles import Profile
+from pytest_qualify.promotion import Promoted, PromotedError, load_promoted, mismatches
+from pytest_qualify.stages import Stage
+
+
+class StageUsageError(ValueError):
+    """A stage or promoted-run setting that cannot be used; the message starts with the option."""
+
+
+@dataclass
+class StageRun:
+    stage: Stage
+    promoted: Promoted | None = None
+    simulated: bool = False  # the reference server: a SIMULATED qualification may back it
+    start: Identity | None = None
+    end: Identity | None = None
+    changed: str | None = None
+    promoted_mismatches: list[str] = field(default_factory=list)
+
+    def problems_at_end(self) -> list[str]:
+        """Run-level failure reasons from the identity readings; call once, after the end reading."""
+        out: list[str] = []
+        if self.start is None:
+            return out  # the server never answered: the startup failure is the reason
+        if self.start.error:
+            out.append(f"served identity could not be read at the start of the run: {self.start.error}")
+        if self.end is not None:
+            self.changed = change_reason(self.start, self.end)
+            if self.changed:
+                out.append(self.changed)
+        if self.promoted is not None:
+            seen: list[str] = []
+            for reading in (self.start, self.end):
+                if reading is None:
+                    continue
+                for reason in mismatches(self.promoted, reading, live_simulated=self.simulated):
+                    if reason not in seen:
+                        seen.append(reason)
+            self.promoted_mismatches = seen
+            out += seen
+        return out
+
+    def summary_fields(self, verdict: Any) -> dict[str, Any]:
+        """``stage``, ``identity`` and ``promoted`` for ``summary.json`` (additive sections)."""
+        from pytest_qualify.evidence.summary import identity_section, stage_section
+
+        fields: dict[str, Any] = {
+            "stage": stage_section(self.stage, verdict),
+            "identity": identity_section(self.start, self.end, self.changed),
+        }
+        if self.promoted is not None:
+            fields["promoted"] = {**self.promoted.as_dict(), "mismatches": list(self.promoted_mismatches)}
+        return fields
+
+
+def plan(profile: Profile, stage_name: str, promoted_path: str | None, *, simulated: bool, load: bool = True) -> StageRun:
+    """The stage and (``load``: on the controller) the promoted run, or :class:`StageUsageError`."""
+    try:
+        stage = profile.stage(stage_name)
+    except ValueError as exc:
+        raise StageUsageError(f"--qualify-stage: profile {profile.name}: {exc}") from None
+    promoted = None
+    if promoted_path:
+        if not stage.accepts_promoted:
+            raise StageUsageError(f"--qualify-promoted applies to the post-promotion stage only, not to {stage.name}")
+        if load:
+            try:
+                promoted = load_promoted(promoted_path)
+            except PromotedError as exc:
+                raise StageUsageError(f"--qualify-promoted: {exc}") from None
+    return StageRun(stage=stage, promoted=promoted, simulated=simulated)
