@@ -141,7 +141,7 @@ def test_a_stage_gates_its_own_modules_and_names_itself():
     ran = [item("smoke", reps=1), item("json", reps=1), item("context", reps=1)]
     v = evaluate(ran, MODULES, preflight.modules, stage=preflight)
     # tools is part of the preflight: a preflight without it is no preflight.
-    assert v.verdict == FAIL and any("'tools'" in r and "every module of stage preflight" in r for r in v.reasons)
+    assert v.verdict == INCOMPLETE and any("'tools'" in r and "every module of stage preflight" in r for r in v.reasons)
     v = evaluate([*ran, item("tools", reps=1)], MODULES, preflight.modules, stage=preflight)
     assert v.verdict == PASS
     assert v.summary_lines()[0] == "PREFLIGHT: PASS (stage preflight; not a qualification)"

@@ -168,7 +168,9 @@ def test_a_route_serving_another_model_fails_post_promotion(tmp_path, full_run):
 
 def test_a_partial_stage_is_never_a_pass(tmp_path):
     run = qualify(tmp_path, "--qualify-stage", "preflight", "-k", "not test_health")
-    assert run.code == 1 and run.verdict_line.startswith("PREFLIGHT: FAIL"), run.out
+    # Nothing judged failed, but a partial selection leaves the stage unjudged: INCOMPLETE, exit 2.
+    assert run.code == 2 and run.verdict_line.startswith("PREFLIGHT: INCOMPLETE"), run.out
+    assert run.out.rstrip().splitlines()[-1].startswith("PREFLIGHT: INCOMPLETE (stage preflight; not a qualification) (exit 2)")
 
 
 @pytest.mark.parametrize("args, message", [

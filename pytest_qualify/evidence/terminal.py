@@ -62,7 +62,7 @@ def terminal_lines(ev: EvidenceState) -> list[str]:
 
 def verdict_line(verdict: Any, ev: EvidenceState | None) -> str:
     """The run's last terminal line, for a CI log read from the bottom (``tail -1``)."""
-    text = f"QUALIFICATION: {verdict.verdict}"
+    text = verdict.headline  # names the stage: only the full stage reads QUALIFICATION
     if ev is not None and ev.exit_code is not None:
         text += f" (exit {ev.exit_code})"
     if verdict.verdict != "PASS" and verdict.reasons:
