@@ -92,8 +92,8 @@ class ReferenceState:
         self.lock = threading.Lock()
 
 
-def error_body(status: int, message: str, err_type: str = "BadRequestError") -> dict[str, Any]:
-    return {"error": {"message": message, "type": err_type, "param": None, "code": status}}
+def error_body(status: int, message: str, err_type: str = "BadRequestError", param: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": err_type, "param": param, "code": status}}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -114,8 +114,8 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _error(self, status: int, message: str, err_type: str = "BadRequestError") -> None:
-        self._send_json(status, error_body(status, message, err_type))
+    def _error(self, status: int, message: str, err_type: str = "BadRequestError", param: str | None = None) -> None:
+        self._send_json(status, error_body(status, message, err_type, param))
 
     def _authorized(self) -> bool:
         key = self.state.api_key
@@ -181,7 +181,7 @@ class Handler(BaseHTTPRequestHandler):
             if kind is not None and kind == self.state.faults.arg("hostile_500"):
                 self._error(500, "Internal Server Error", "InternalServerError")
             else:
-                self._error(rej.status, rej.message, rej.err_type)
+                self._error(rej.status, rej.message, rej.err_type, getattr(rej, "param", None))
         except (BrokenPipeError, ConnectionResetError):
             pass
         except Exception:
