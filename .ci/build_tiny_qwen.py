@@ -39,8 +39,10 @@ from build_cpu_model import GGUF_NAME, GGUF_SHA256, ChecksumError, ensure_gguf  
 # The weights' sha256 per model; the build fails when it differs (the builder is meant to give the
 # same bits every time). Change the BUILD_ID with the shape, then record the new value.
 BUILDS = {
-    "vl": {"id": "tiny-qwen2.5-vl/v1", "weights_sha256": ""},
-    "qwen3": {"id": "tiny-qwen3/v1", "weights_sha256": ""},
+    "vl": {"id": "tiny-qwen2.5-vl/v1",
+           "weights_sha256": "12ddd1bf970a4494dcf945e1ddcbc6369c27390af82196e8c3ff54561614e6b7"},
+    "qwen3": {"id": "tiny-qwen3/v1",
+              "weights_sha256": "8b52757d06031156293748a8134f88764d65f218fa3aa073d96d343428761b59"},
 }
 
 TEXT_HIDDEN = 128
