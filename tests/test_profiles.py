@@ -186,8 +186,11 @@ def test_262k_cpu_is_the_262k_recipe_with_only_the_cpu_differences(monkeypatch):
     monkeypatch.setenv("QUALIFY_VLLM_VENV", "/v")
     monkeypatch.setenv("QUALIFY_MODELS", "/m")
     prod, cpu = load_profile("262k"), load_profile("262k-cpu")
-    # The window, lanes, tolerance, budget, media limits, thinking and timeouts are the recipe's own.
-    assert cpu.limits == prod.limits and cpu.thinking == prod.thinking and cpu.timeouts == prod.timeouts
+    # The window, lanes, tolerance, budget, media limits and thinking are the recipe's own; the
+    # harness waits longer per prompt token for CPU prefill.
+    assert cpu.limits == prod.limits and cpu.thinking == prod.thinking
+    assert (cpu.timeouts.startup_s, cpu.timeouts.request_s) == (prod.timeouts.startup_s, prod.timeouts.request_s)
+    assert cpu.timeouts.per_1k_prompt_tokens_s == 3 * prod.timeouts.per_1k_prompt_tokens_s
     # Every flag of the recipe, in order, then the CPU's two additions and nothing else.
     assert cpu.serve.args == prod.serve.args + ("--dtype", "float32", "--enforce-eager")
     assert cpu.serve.command == ("/v/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", "{model}")
