@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -43,11 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--evidence", type=Path, default=None, help="evidence directory (default: a temporary one)")
     args = ap.parse_args(argv)
-    evidence = args.evidence or Path(tempfile.mkdtemp(prefix="bench-262k-cpu-"))
+    evidence = (args.evidence or Path(tempfile.mkdtemp(prefix="bench-262k-cpu-"))).resolve()
+    evidence.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--qualify=262k-cpu",
            "--repeat", str(args.repeat), "-k", args.select, "--qualify-evidence", str(evidence),
            str(ROOT / "suites")]
-    print("$ " + " ".join(cmd), flush=True)
+    print("$ " + shlex.join(cmd), flush=True)
     t0 = time.monotonic()
     proc = subprocess.run(cmd, cwd=evidence, capture_output=True, text=True)
     wall = time.monotonic() - t0

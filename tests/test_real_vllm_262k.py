@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_qualify.plugin import suites_dir
-from real_vllm import XDIST_GROUP, Run, VllmEnv, finish, items, one_item, require_vllm, run_dir, start, summary
+from real_vllm import XDIST_GROUP, Run, VllmEnv, finish, items, require_vllm, run_dir, start, summary
 
 pytestmark = [pytest.mark.real_vllm, pytest.mark.xdist_group(XDIST_GROUP)]
 
@@ -58,8 +58,9 @@ def test_the_recipe_is_launched_with_every_flag(recipe_run: Run, vllm_env: VllmE
 
 def test_identity(recipe_summary: dict, vllm_env: VllmEnv):
     for name in ("test_health", "test_identity", "test_engine_version"):
-        item = one_item(recipe_summary, "smoke", name)
-        assert item["outcome"] == "passed", item
+        found = items(recipe_summary, "smoke", name)
+        assert [i["repetition"] for i in found] == list(range(1, REPEAT + 1)), found
+        assert all(i["outcome"] == "passed" for i in found), found
     models = recipe_summary["target"]["models"]
     assert models == [{"id": "agents-a1-fp8-mm-262k", "root": str(vllm_env.model_dir), "max_model_len": WINDOW}]
 
