@@ -92,6 +92,16 @@ class ReferenceState:
         self.lock = threading.Lock()
 
 
+def _media_tokens(req: oracle.ChatRequest) -> dict[str, int] | None:
+    """Prompt tokens per kind of media, as vLLM reports them (``null`` for a text-only prompt)."""
+    counts: dict[str, int] = {}
+    for part in req.media_parts():
+        kind = {"image_url": "image", "video_url": "video"}.get(str(part.get("type")))
+        if kind:
+            counts[kind] = counts.get(kind, 0) + (tokenizer.IMAGE_TOKENS if kind == "image" else tokenizer.VIDEO_TOKENS)
+    return counts or None
+
+
 def error_body(status: int, message: str, err_type: str = "BadRequestError", param: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": err_type, "param": param, "code": status}}
 
@@ -256,7 +266,7 @@ class Handler(BaseHTTPRequestHandler):
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": cached},
+            "prompt_tokens_details": {"cached_tokens": cached, "multimodal_tokens": _media_tokens(req)},
         }
         if st.prefill_tok_s > 0:
             time.sleep(max(0, prompt_tokens - cached) / st.prefill_tok_s)
