@@ -24,6 +24,9 @@ REPEAT = 2
 SELECTION = ("test_health or test_identity or test_engine_version or 32K or 240K-rep1of2 "
              "or test_prompt_over_window_is_refused or test_thinking_override")
 WINDOW = 262_144
+# The whole run: 18.5 min on this machine at load 11-19 (the 240K lane's answer 12.3 min of it),
+# about 6 min idle. Beyond this it hangs.
+RUN_TIMEOUT_S = 2700.0
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +39,7 @@ def recipe_run(vllm_env: VllmEnv, tmp_path_factory: pytest.TempPathFactory) -> R
     cwd = tmp_path_factory.mktemp("r262k")
     run, proc = start(vllm_env, cwd, f"--qualify={PROFILE}", "--repeat", str(REPEAT), "-k", SELECTION,
                       str(suites_dir()))
-    return finish(run, vllm_env, proc)
+    return finish(run, vllm_env, proc, timeout_s=RUN_TIMEOUT_S)
 
 
 @pytest.fixture(scope="module")
