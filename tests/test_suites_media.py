@@ -70,6 +70,9 @@ def test_each_admission_fault_fails_exactly_its_checks(pytester):
     assert "5 images (limit 4): accepted with HTTP 200; expected an HTTP 400 refusal" in out
     assert "2 videos (limit 1): accepted with HTTP 200; expected an HTTP 400 refusal" in out
     assert "truncated-mp4 (video_url, video/mp4): HTTP 500 (server error) instead of an HTTP 400 refusal" in out
+    # The reason says whose behaviour it is, and whether the server survived it.
+    assert "upper bound and lower bound inconsistent with step sign" in out
+    assert "the engine's own behaviour (engine " in out and "then still serving" in out
     assert "QUALIFICATION: FAIL" in out
 
 
@@ -94,10 +97,20 @@ def test_admit_rejects_malformed_media_by_decoding(case):
     req = _request([malformed_part(case), {"type": "text", "text": "describe"}])
     with pytest.raises(Rejection) as info:
         oracle_media.admit(req, _ctx())
-    assert info.value.status == 400 and info.value.message.startswith("Failed to load")
+    # vLLM 0.32.0's messages for the same cases (docs/real-vllm.md).
+    expected = {
+        "invalid-base64": "Non-base64 digit found",
+        "truncated-mp4": "Could not open video stream",
+        "image-as-video": "Could not open video stream",  # vLLM: HTTP 500, see the fault below
+        "zero-byte-image": "Failed to load image: cannot identify image file <_io.BytesIO object>",
+        "zero-byte-video": "Could not open video stream",
+        "text-as-image": "Failed to load image: cannot identify image file <_io.BytesIO object>",
+    }[case.id]
+    assert (info.value.status, info.value.message) == (400, expected)
     with pytest.raises(Rejection) as info:
         oracle_media.admit(req, _ctx("malformed_500"))
     assert info.value.status == 500
+    assert info.value.message == "upper bound and lower bound inconsistent with step sign"
 
 
 def test_admit_accepts_every_corpus_item():
@@ -111,7 +124,8 @@ def test_admit_counts_against_the_profile_limit(kind, limit):
     over = _request([media_part(n) for n in names])
     with pytest.raises(Rejection) as info:
         oracle_media.admit(over, _ctx())
-    assert (info.value.status, info.value.message) == (400, f"At most {limit} {kind}(s) may be provided in one prompt.")
+    assert (info.value.status, info.value.message, info.value.param) == (
+        400, f"At most {limit} {kind}(s) may be provided in one prompt. (parameter={kind})", kind)
     oracle_media.admit(over, _ctx("accept_over_limit"))
     oracle_media.admit(_request([media_part(n) for n in names[:limit]]), _ctx())
 
@@ -155,3 +169,14 @@ def test_tool_case_reply_carries_the_interval():
 def test_requests_without_media_are_not_answered_here():
     assert oracle_media.answer(_request([{"type": "text", "text": "hi"}]), _ctx()) is None
     oracle_media.admit(_request([{"type": "text", "text": "hi"}]), _ctx())
+
+
+def test_reference_reports_media_tokens_per_kind_like_vllm():
+    from pytest_qualify.reference import tokenizer
+    from pytest_qualify.reference.server import _media_tokens
+
+    images = [media_part(n) for n in MANIFEST.files_of_kind("image")[:2]]
+    video = [media_part(MANIFEST.files_of_kind("video")[0])]
+    assert _media_tokens(_request(images + video + [{"type": "text", "text": "x"}])) == {
+        "image": 2 * tokenizer.IMAGE_TOKENS, "video": tokenizer.VIDEO_TOKENS}
+    assert _media_tokens(_request([{"type": "text", "text": "no media"}])) is None  # vLLM: null

@@ -98,6 +98,9 @@ class Recorder:
 
         metrics = request_metrics(answer.timeline, answer.prompt_tokens, answer.completion_tokens)
         merge_answer_properties(self._item.user_properties, metrics, bool(answer.streamed), answer.cached_tokens)
+        # vLLM's own count of the prompt tokens each kind of media cost (--enable-prompt-tokens-details).
+        media = (answer.usage.get("prompt_tokens_details") or {}).get("multimodal_tokens") or {}
+        self.props(**{f"{kind}_prompt_tokens": int(n) for kind, n in sorted(media.items()) if n is not None})
         self.finish(answer, tool_turn)
 
     def finish(self, answer: Answer, tool_turn: bool = False) -> None:

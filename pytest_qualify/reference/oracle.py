@@ -30,11 +30,12 @@ from pytest_qualify.profiles import Profile
 class Rejection(Exception):
     """Refuse the request with this HTTP status and an OpenAI-shaped error body."""
 
-    def __init__(self, status: int, message: str, err_type: str = "BadRequestError") -> None:
+    def __init__(self, status: int, message: str, err_type: str = "BadRequestError", param: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.err_type = err_type
+        self.param = param  # vLLM's error.param (e.g. "image" on a media-limit refusal)
 
 
 @dataclass(frozen=True)

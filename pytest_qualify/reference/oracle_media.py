@@ -76,14 +76,36 @@ def admit(req: ChatRequest, ctx: OracleContext) -> None:
             count = sum(1 for part, _ in media if KIND_OF_PART[part] == kind)
             if count > limit:
                 # vLLM's wording, so suites written against the reference read real vLLM too.
-                raise Rejection(400, f"At most {limit} {kind}(s) may be provided in one prompt.")
-    for index, (part, url) in enumerate(media):
+                raise Rejection(400, f"At most {limit} {kind}(s) may be provided in one prompt. (parameter={kind})",
+                                param=kind)
+    for part, url in media:
         try:
             _decoded.decode(url, part)
         except MediaError as exc:
             if "malformed_500" in ctx.faults:
-                raise Rejection(500, "Internal Server Error", "InternalServerError") from None
-            raise Rejection(400, f"Failed to load {KIND_OF_PART[part]} #{index + 1} ({part}): {exc}") from None
+                # vLLM 0.32.0's answer to a PNG sent as video/mp4 (its OpenCV video decoder raises).
+                raise Rejection(500, VLLM_VIDEO_DECODER_500, "InternalServerError") from None
+            raise Rejection(400, vllm_media_message(part, str(exc))) from None
+
+
+# What vLLM 0.32.0 says when it cannot use a media part (observed: docs/real-vllm.md). The reference
+# decodes with Pillow/PyAV, so the detail of its own decoder is mapped onto vLLM's wording.
+VLLM_BAD_IMAGE = "Failed to load image: cannot identify image file <_io.BytesIO object>"
+VLLM_BAD_VIDEO = "Could not open video stream"
+VLLM_VIDEO_DECODER_500 = "upper bound and lower bound inconsistent with step sign"
+_BASE64_PREFIX = "invalid base64 payload: "
+
+
+def vllm_media_message(part: str, detail: str) -> str:
+    """vLLM's refusal message for a media part that does not decode (``detail``: the decoder's)."""
+    if detail.startswith(_BASE64_PREFIX):
+        # vLLM decodes with validation, as the reference does; Python words a stray character
+        # "Only base64 data is allowed" where vLLM's decoder says "Non-base64 digit found".
+        detail = detail.removeprefix(_BASE64_PREFIX)
+        return "Non-base64 digit found" if "Only base64 data is allowed" in detail else detail
+    if detail.startswith(("only data: URLs", "data URL", "image_url carries", "video_url carries")):
+        return detail  # the reference serves data URLs only; vLLM would fetch or refuse otherwise
+    return VLLM_BAD_VIDEO if KIND_OF_PART[part] == "video" else VLLM_BAD_IMAGE
 
 
 def _prompt_key(text: str) -> str:

@@ -92,8 +92,18 @@ class ReferenceState:
         self.lock = threading.Lock()
 
 
-def error_body(status: int, message: str, err_type: str = "BadRequestError") -> dict[str, Any]:
-    return {"error": {"message": message, "type": err_type, "param": None, "code": status}}
+def _media_tokens(req: oracle.ChatRequest) -> dict[str, int] | None:
+    """Prompt tokens per kind of media, as vLLM reports them (``null`` for a text-only prompt)."""
+    counts: dict[str, int] = {}
+    for part in req.media_parts():
+        kind = {"image_url": "image", "video_url": "video"}.get(str(part.get("type")))
+        if kind:
+            counts[kind] = counts.get(kind, 0) + (tokenizer.IMAGE_TOKENS if kind == "image" else tokenizer.VIDEO_TOKENS)
+    return counts or None
+
+
+def error_body(status: int, message: str, err_type: str = "BadRequestError", param: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": err_type, "param": param, "code": status}}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -114,8 +124,8 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _error(self, status: int, message: str, err_type: str = "BadRequestError") -> None:
-        self._send_json(status, error_body(status, message, err_type))
+    def _error(self, status: int, message: str, err_type: str = "BadRequestError", param: str | None = None) -> None:
+        self._send_json(status, error_body(status, message, err_type, param))
 
     def _authorized(self) -> bool:
         key = self.state.api_key
@@ -187,7 +197,7 @@ class Handler(BaseHTTPRequestHandler):
             if kind is not None and kind == self.state.faults.arg("hostile_500"):
                 self._error(500, "Internal Server Error", "InternalServerError")
             else:
-                self._error(rej.status, rej.message, rej.err_type)
+                self._error(rej.status, rej.message, rej.err_type, getattr(rej, "param", None))
         except (BrokenPipeError, ConnectionResetError):
             pass
         except Exception:
@@ -262,7 +272,7 @@ class Handler(BaseHTTPRequestHandler):
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": cached},
+            "prompt_tokens_details": {"cached_tokens": cached, "multimodal_tokens": _media_tokens(req)},
         }
         if st.prefill_tok_s > 0:
             time.sleep(max(0, prompt_tokens - cached) / st.prefill_tok_s)
