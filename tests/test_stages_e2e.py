@@ -170,6 +170,7 @@ def test_a_partial_stage_is_never_a_pass(tmp_path):
     run = qualify(tmp_path, "--qualify-stage", "preflight", "-k", "not test_health")
     # Nothing judged failed, but a partial selection leaves the stage unjudged: INCOMPLETE, exit 2.
     assert run.code == 2 and run.verdict_line.startswith("PREFLIGHT: INCOMPLETE"), run.out
+    assert "stage preflight needs every one of its items" in run.out
     assert run.out.rstrip().splitlines()[-1].startswith("PREFLIGHT: INCOMPLETE (stage preflight; not a qualification) (exit 2)")
 
 

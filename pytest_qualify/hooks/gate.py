@@ -45,13 +45,16 @@ def run_problems(session: pytest.Session, state: RunState, exitstatus: int) -> t
         incomplete.append("run interrupted before the protocol finished")
     if session.shouldfail:
         incomplete.append(f"run stopped early: {session.shouldfail}")
+    stage = state.stage_run.stage if state.stage_run is not None else None
+    # A stage's verdict needs every item of that stage, as a qualification needs the whole protocol.
+    needs = "a promotion needs the whole protocol" if stage is None or stage.qualifies else (
+        f"stage {stage.name} needs every one of its items")
     if state.user_deselected:
         incomplete.append(
-            f"partial run: {state.user_deselected} protocol items deselected (-k, -m, --deselect, --lf, ...); "
-            "a promotion needs the whole protocol"
+            f"partial run: {state.user_deselected} protocol items deselected (-k, -m, --deselect, --lf, ...); {needs}"
         )
     if state.partial_selection:
-        incomplete.append(f"partial run: {state.partial_selection}; a promotion needs the whole protocol")
+        incomplete.append(f"partial run: {state.partial_selection}; {needs}")
     return problems, incomplete
 
 
