@@ -161,6 +161,16 @@ def pid_gone(pid: int) -> bool:
     return pid_exit(pid)[0]
 
 
+def answers_health(port: int) -> bool:
+    """A server on this local port answers GET /health with 200."""
+    import urllib.request
+
+    try:
+        return urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).status == 200
+    except OSError:
+        return False
+
+
 def wait_for(predicate, timeout_s: float, poll_s: float = 0.05) -> bool:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

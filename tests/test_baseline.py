@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 import pytest
 
+from conftest import write_profile
 from pytest_qualify.evidence.baseline import BaselineError, compare, delta_pct, load_baseline, render_rows
 from pytest_qualify.evidence.summary import validate
 
@@ -132,11 +132,7 @@ def test_stream(n, qualify_client, qualify_record):
 
 
 def test_regression_against_a_baseline_fails_the_gate(pytester, tmp_path):
-    from pytest_qualify.profiles import builtin_profiles
-
-    text = Path(builtin_profiles()["small"]).read_text()
-    profile = tmp_path / "profile.toml"
-    profile.write_text(text[: text.index("[modules]")] + '[modules]\nrequired = ["smoke"]\n')
+    profile = write_profile(tmp_path)
     pytester.makepyfile(test_chatty=CHATTY)
 
     def run(evidence: str, *args: str) -> pytest.RunResult:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import write_profile
-from fake_vllm import pid_gone, wait_for
+from fake_vllm import answers_health, pid_gone, wait_for
 from pytest_qualify.lifecycle import free_port
 from pytest_qualify.hooks.collection import suites_dir
 
@@ -212,15 +212,7 @@ def test_attached_endpoint_that_stops_accepting_connections_is_dead(pytester, tm
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
-        import urllib.request
-
-        def up() -> bool:
-            try:
-                return urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).status == 200
-            except OSError:
-                return False
-
-        assert wait_for(up, 30)
+        assert wait_for(lambda: answers_health(port), 30)
         result = run(pytester, tmp_path, "--qualify-endpoint", f"http://127.0.0.1:{port}/v1", SMOKE)
     finally:
         server.kill()
@@ -239,7 +231,7 @@ def test_client_limit_comes_from_the_prompt_size_unless_the_caller_gives_one():
     from http.server import ThreadingHTTPServer
 
     from pytest_qualify.client import QualifyClient, RequestTimeout, estimate_prompt_tokens
-    from pytest_qualify.profiles import Timeouts, load_profile
+    from pytest_qualify.profiles import load_profile
     from pytest_qualify.reference import server as reference
     from pytest_qualify.reference.faults import Faults
 

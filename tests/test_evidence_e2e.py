@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from conftest import write_profile
 from pytest_qualify.evidence.bundle import verify_manifest
 from pytest_qualify.evidence.junit import PROTOCOL_PROPERTIES, all_testcases_have
 from pytest_qualify.evidence.summary import validate
-from pytest_qualify.profiles import builtin_profiles
 
 SECRET = "qualify-e2e-secret-7f3a9c"
 
@@ -62,16 +62,9 @@ def test_chat(n, qualify_client, qualify_record):
 '''
 
 
-def profile_for(tmp_path: Path, modules: list[str]) -> str:
-    text = Path(builtin_profiles()["small"]).read_text()
-    path = tmp_path / "profile.toml"
-    path.write_text(text[: text.index("[modules]")] + f"[modules]\nrequired = {json.dumps(modules)}\n")
-    return str(path)
-
-
 def run(pytester: pytest.Pytester, tmp_path: Path, modules: list[str], *args: str) -> pytest.RunResult:
     return pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", f"--qualify={profile_for(tmp_path, modules)}",
+        "-p", "no:cacheprovider", f"--qualify={write_profile(tmp_path, modules)}",
         "--qualify-evidence", str(tmp_path / "ev"), *args,
     )
 

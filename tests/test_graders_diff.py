@@ -15,7 +15,6 @@ from pytest_qualify.graders.diff import (
 )
 
 # Examples are judged by their outcome only: a loaded CI machine must not fail a slow one.
-RELAXED = settings(deadline=None)
 
 CASES = diff_cases()
 BY_ID = {c.id: c for c in CASES}
@@ -144,9 +143,6 @@ def test_same_file_ignores_only_trailing_whitespace():
 prose_line = st.text(alphabet="abcdefghijklmnopqrstuvwxyz ,.:!?ABC", min_size=1, max_size=40).filter(
     lambda s: s.strip() and not s.startswith((" ", "+", "-", "@", "\\"))
 )
-
-
-@RELAXED
 @given(case=st.sampled_from(CASES), before=st.lists(prose_line, max_size=3), after=st.lists(prose_line, max_size=3),
        prefixed=st.booleans(), fenced=st.booleans(), unspaced=st.booleans())
 def test_property_extraction_recovers_the_diff(case, before, after, prefixed, fenced, unspaced):
@@ -159,7 +155,7 @@ def test_property_extraction_recovers_the_diff(case, before, after, prefixed, fe
     assert blank_context_unspaced(extracted) == blank_context_unspaced(diff)
 
 
-@settings(max_examples=15, deadline=None)  # each example runs git
+@settings(max_examples=15)  # each example runs git
 @given(case=st.sampled_from(CASES), data=st.data())
 def test_property_truncated_diff_is_rejected(case, data):
     lines = make_diff(case).splitlines(True)
@@ -170,7 +166,7 @@ def test_property_truncated_diff_is_rejected(case, data):
     assert not verdict.ok
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=15)
 @given(case=st.sampled_from(CASES), extra=st.integers(min_value=1, max_value=5), which=st.sampled_from(["old", "new"]))
 def test_property_wrong_hunk_counts_are_rejected_by_git(case, extra, which):
     group = 2 if which == "old" else 4

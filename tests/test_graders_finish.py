@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_qualify.client import Answer, ToolCall
@@ -89,28 +89,16 @@ def test_calls_on_a_plain_turn_fail():
 
 
 visible = st.text(min_size=1).filter(lambda s: s.strip())
-
-
-@settings(deadline=None)  # a loaded CI box must not turn slowness into a failure
 @given(visible, st.booleans())
 def test_property_any_visible_content_with_stop_passes(content, tool_turn):
     assert check_finish(Fake(content, "stop"), expect_tool=tool_turn).ok
-
-
-@settings(deadline=None)  # a loaded CI box must not turn slowness into a failure
 @given(st.one_of(st.none(), st.text(alphabet=" \n\t\r\u00a0"), visible), st.booleans(), st.integers(1, 10_000))
 def test_property_length_always_fails(content, tool_turn, tokens):
     verdict = check_finish(Fake(content, "length", usage={"completion_tokens": tokens}), expect_tool=tool_turn)
     assert not verdict.ok and f"after {tokens} completion tokens" in verdict.reason
-
-
-@settings(deadline=None)  # a loaded CI box must not turn slowness into a failure
 @given(st.text(alphabet=" \n\t\r\u00a0\u2003"))
 def test_property_whitespace_only_is_empty(content):
     assert check_finish(Fake(content, "stop")).reason.startswith("empty answer")
-
-
-@settings(deadline=None)  # a loaded CI box must not turn slowness into a failure
 @given(st.text(min_size=1).filter(lambda s: s not in ("stop", "tool_calls")), visible)
 def test_property_unknown_finish_reasons_fail(finish, content):
     assert not check_finish(Fake(content, finish), expect_tool=True).ok

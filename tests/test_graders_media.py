@@ -25,7 +25,7 @@ from pytest_qualify.graders.media import (
 )
 
 # Per-test settings, never a global hypothesis profile: other test files share the session.
-PROPERTY = settings(max_examples=80, deadline=None)
+PROPERTY = settings(max_examples=80)
 
 # -- word rules ------------------------------------------------------------------------------------
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from pytest_qualify.graders.needle import grade_needle, numbers_in, value_in
@@ -101,16 +101,10 @@ def grouped(value: str, sep: str) -> str:
 
 def wrap(text: str, style: int) -> str:
     return [text, f"**{text}**", f"`{text}`", f"```\n{text}\n```", f'"{text}"', f"({text})"][style]
-
-
-@settings(deadline=None)  # a loaded CI box must not turn slowness into a failure
 @given(values, separators, prose, prose, st.integers(0, 5))
 def test_property_value_in_any_grouping_with_prose_is_accepted(value, sep, before, after, style):
     answer = f"{before} {wrap(grouped(value, sep), style)} {after}"
     assert grade_needle(answer, value).ok, answer
-
-
-@settings(deadline=None)  # a loaded CI box must not turn slowness into a failure
 @given(values, st.integers(0, 6), st.integers(1, 9), prose)
 def test_property_one_digit_off_is_rejected(value, position, delta, before):
     digit = (int(value[position]) + delta) % 10
@@ -118,40 +112,25 @@ def test_property_one_digit_off_is_rejected(value, position, delta, before):
     wrong = value[:position] + str(digit) + value[position + 1 :]
     verdict = grade_needle(f"{before} {wrong}", value)
     assert not verdict.ok and "one character off" in verdict.reason
-
-
-@settings(deadline=None)  # a loaded CI box must not turn slowness into a failure
 @given(values, st.integers(0, 5))
 def test_property_swapped_digits_are_rejected(value, position):
     assume(value[position] != value[position + 1])
     wrong = value[:position] + value[position + 1] + value[position] + value[position + 2 :]
     assume(wrong[0] != "0")
     assert not grade_needle(wrong, value).ok
-
-
-@settings(deadline=None)  # a loaded CI box must not turn slowness into a failure
 @given(values, st.sampled_from("0123456789"), st.booleans(), separators)
 def test_property_value_inside_a_longer_number_is_rejected(value, extra, in_front, sep):
     longer = extra + value if in_front else value + extra
     assume(longer.lstrip("0") != value)
     assert not grade_needle(grouped(longer, sep), value).ok
-
-
-@settings(deadline=None)  # a loaded CI box must not turn slowness into a failure
 @given(values, values, prose)
 def test_property_a_distractor_value_is_rejected_even_beside_the_needle(value, other, before):
     assume(value != other)
     assert not grade_needle(f"{before} {other}", value, {"k": other}).ok
     assert not grade_needle(f"{value} {before} {other}", value, {"k": other}).ok
-
-
-@settings(deadline=None)  # a loaded CI box must not turn slowness into a failure
 @given(values, st.integers(1, 6))
 def test_property_truncated_value_is_rejected(value, cut):
     assert not grade_needle(value[:-cut], value).ok
-
-
-@settings(deadline=None)  # a loaded CI box must not turn slowness into a failure
 @given(st.text(alphabet=" \n\t\u00a0", max_size=10))
 def test_property_blank_is_empty(blank):
     assert grade_needle(blank, "1234567").reason == "empty answer"
@@ -160,18 +139,12 @@ def test_property_blank_is_empty(blank):
 codes = st.tuples(
     st.text(alphabet="ABCDEFGHJKLMNPQRSTUVWXYZ", min_size=3, max_size=3), st.integers(0, 9999)
 ).map(lambda t: f"{t[0]}-{t[1]:04d}")
-
-
-@settings(deadline=None)  # a loaded CI box must not turn slowness into a failure
 @given(codes, st.sampled_from(["-", "", " "]), st.booleans(), prose, prose)
 def test_property_codes_in_any_case_and_separator_are_accepted(code, sep, lower, before, after):
     written = code.replace("-", sep)
     written = written.lower() if lower else written
     assert value_in(f"{before} {written} {after}", code)
     assert grade_needle(f"{before} {written} {after}", code).ok
-
-
-@settings(deadline=None)  # a loaded CI box must not turn slowness into a failure
 @given(codes, st.integers(4, 7), st.integers(1, 9))
 def test_property_code_one_digit_off_is_rejected(code, position, delta):
     wrong = code[:position] + str((int(code[position]) + delta) % 10) + code[position + 1 :]

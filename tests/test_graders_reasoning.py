@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from pytest_qualify.graders.reasoning import check_no_reasoning, check_reasoning_separated, reasoning_markers
@@ -61,16 +61,10 @@ def test_thinking_enabled_allows_the_field_but_not_markers():
 
 plain = st.text(alphabet=st.characters(blacklist_characters="<>[]◁▷|:"), max_size=80)
 marker = st.sampled_from(["<think>", "</think>", "<thinking>", "</ think>", "[THINK]", "<|begin_of_thought|>", "◁think▷"])
-
-
-@settings(deadline=None)  # a loaded CI box must not turn slowness into a failure
 @given(plain)
 def test_property_text_without_markers_passes(text):
     assume(not text.lstrip().lower().startswith(("thought", "reasoning", "chain of thought", "thinking process")))
     assert check_no_reasoning(text, None, None).ok
-
-
-@settings(deadline=None)  # a loaded CI box must not turn slowness into a failure
 @given(plain, marker, plain, st.booleans())
 def test_property_a_marker_anywhere_fails(before, mark, after, upper):
     mark = mark.upper() if upper else mark
@@ -78,22 +72,13 @@ def test_property_a_marker_anywhere_fails(before, mark, after, upper):
     assert reasoning_markers(content)
     assert not check_no_reasoning(content, None, None).ok
     assert not check_reasoning_separated(content, "x").ok
-
-
-@settings(deadline=None)  # a loaded CI box must not turn slowness into a failure
 @given(st.text(min_size=1).filter(lambda s: s.strip()), plain)
 def test_property_any_reasoning_text_fails(reasoning, content):
     assume(not reasoning_markers(content))
     assert not check_no_reasoning(content, reasoning, None).ok
-
-
-@settings(deadline=None)  # a loaded CI box must not turn slowness into a failure
 @given(st.integers(min_value=1, max_value=100_000))
 def test_property_any_reasoning_tokens_fail(tokens):
     assert not check_no_reasoning("Blue", None, tokens).ok
-
-
-@settings(deadline=None)  # a loaded CI box must not turn slowness into a failure
 @given(st.sampled_from(["Thinking Process", "thought process", "REASONING", "Chain of thought", "Thoughts", "Working"]),
        st.sampled_from(["", "**", "## "]), plain)
 def test_property_prose_working_is_not_a_leak(word, decoration, rest):

@@ -16,7 +16,6 @@ from pytest_qualify.graders.tools import (
 )
 
 # Examples are judged by their outcome only: a loaded CI machine must not fail a slow one.
-RELAXED = settings(deadline=None)
 
 FIXTURES = tool_fixtures()
 SCHEMAS = FIXTURES.schemas
@@ -212,9 +211,6 @@ def _free_text_fields(expected: ExpectedCall) -> list[str]:
 
 variant = st.sampled_from([str.lower, str.upper, str.title, lambda s: f"  {s} ", lambda s: s + ".",
                            lambda s: s.replace(" ", "  "), lambda s: s.replace(" ", "-")])
-
-
-@RELAXED
 @given(case=st.sampled_from(SINGLE), change=variant, data=st.data())
 def test_property_free_text_variants_are_accepted(case, change, data):
     expected = case.calls[0]
@@ -225,9 +221,6 @@ def test_property_free_text_variants_are_accepted(case, change, data):
     args[field] = change(args[field])
     verdict = grade_call(call(expected.name, args), expected, SCHEMAS)
     assert verdict.ok, verdict.reason
-
-
-@RELAXED
 @given(case=st.sampled_from(SINGLE), data=st.data())
 def test_property_changed_number_is_rejected(case, data):
     expected = case.calls[0]
@@ -240,9 +233,6 @@ def test_property_changed_number_is_rejected(case, data):
     verdict = grade_call(call(expected.name, args), expected, SCHEMAS)
     assert not verdict.ok
     assert verdict.reason.startswith(("wrong_value", "schema_violation")), verdict.reason
-
-
-@RELAXED
 @given(case=st.sampled_from(SINGLE), data=st.data(), junk=st.text(alphabet="abcxyz0123456789", min_size=1, max_size=6))
 def test_property_changed_string_is_rejected(case, data, junk):
     expected = case.calls[0]
@@ -253,9 +243,6 @@ def test_property_changed_string_is_rejected(case, data, junk):
     args[field] = args[field] + junk
     verdict = grade_call(call(expected.name, args), expected, SCHEMAS)
     assert not verdict.ok and verdict.reason.startswith("wrong_value"), verdict.reason
-
-
-@RELAXED
 @given(case=st.sampled_from(SINGLE), cut=st.integers(min_value=1))
 def test_property_truncated_arguments_are_invalid_json(case, cut):
     expected = case.calls[0]
@@ -263,9 +250,6 @@ def test_property_truncated_arguments_are_invalid_json(case, cut):
     prefix = text[: 1 + cut % (len(text) - 1)]
     verdict = grade_call(ToolCall(expected.name, prefix), expected, SCHEMAS)
     assert not verdict.ok and verdict.reason.startswith("invalid_json"), verdict.reason
-
-
-@RELAXED
 @given(case=st.sampled_from(SINGLE), key=st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12),
        value=st.one_of(st.integers(), st.text(max_size=5), st.booleans()))
 def test_property_extra_argument_is_unexpected(case, key, value):
@@ -274,9 +258,6 @@ def test_property_extra_argument_is_unexpected(case, key, value):
     assume(key not in expected.arguments)
     verdict = grade_call(call(expected.name, {**args, key: value}), expected, SCHEMAS)
     assert not verdict.ok and verdict.reason.startswith("unexpected_param"), verdict.reason
-
-
-@RELAXED
 @given(order=st.permutations(range(2)))
 def test_property_parallel_order_is_free(order):
     case = FIXTURES.parallel[0]
@@ -284,7 +265,7 @@ def test_property_parallel_order_is_free(order):
     assert grade_calls([calls[i] for i in order], case.calls, SCHEMAS).ok
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(text=st.text(max_size=30))
 def test_property_normalize_string_is_idempotent_and_case_blind(text):
     once = normalize_string(text)
@@ -294,18 +275,12 @@ def test_property_normalize_string_is_idempotent_and_case_blind(text):
 
 STRING_SCHEMA = {"set_version": {"type": "object", "properties": {"major": {"type": "string"}}}}
 NUMBER_SCHEMA = {"set_level": {"type": "object", "properties": {"level": {"type": "number"}}}}
-
-
-@RELAXED
 @given(n=st.integers(min_value=-10**6, max_value=10**6),
        written=st.sampled_from([lambda n: n, lambda n: float(n)]),
        expected=st.sampled_from([lambda n: n, lambda n: float(n)]))
 def test_property_equal_numbers_in_any_json_form(n, written, expected):
     want = ExpectedCall("set_level", {"level": expected(n)})
     assert grade_call(call("set_level", {"level": written(n)}), want, NUMBER_SCHEMA).ok
-
-
-@RELAXED
 @given(n=st.integers(min_value=0, max_value=10**6),
        written=st.sampled_from(["{}", "{}.0", "{}.00"]), expected=st.sampled_from(["{}", "{}.0"]))
 def test_property_equal_numbers_written_as_strings(n, written, expected):
@@ -313,9 +288,6 @@ def test_property_equal_numbers_written_as_strings(n, written, expected):
     assert grade_call(call("set_version", {"major": written.format(n)}), want, STRING_SCHEMA).ok
     near = ExpectedCall("set_version", {"major": str(n + 1)})
     assert not grade_call(call("set_version", {"major": written.format(n)}), near, STRING_SCHEMA).ok
-
-
-@RELAXED
 @given(n=st.integers(min_value=0, max_value=10**6))
 def test_property_number_as_string_violates_a_number_schema(n):
     want = ExpectedCall("set_level", {"level": n})

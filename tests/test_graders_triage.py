@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from pytest_qualify.graders.text import JsonNotFound, find_json_object
@@ -13,7 +13,6 @@ from pytest_qualify.fixture_data import triage_incidents
 from pytest_qualify.graders.triage import evidence_lines, grade_triage, normalize_component
 
 # Examples are judged by their outcome only: a loaded CI machine must not fail a slow one.
-RELAXED = settings(deadline=None)
 
 INCIDENTS = triage_incidents()
 POOL = next(i for i in INCIDENTS if i.id == "checkout_pool")
@@ -175,26 +174,17 @@ def test_find_json_object_prefers_the_fenced_object():
 
 
 prose = st.text(alphabet="abcdefghijklmnopqrstuvwxyz .,:!?\n", max_size=60)
-
-
-@RELAXED
 @given(incident=st.sampled_from(INCIDENTS), before=prose, after=prose, fenced=st.booleans(), indent=st.sampled_from([None, 2]))
 def test_property_truth_is_accepted_with_prose_around(incident, before, after, fenced, indent):
     body = json.dumps(truth(incident), indent=indent)
     body = f"```json\n{body}\n```" if fenced else body
     assert grade_triage(f"{before}\n{body}\n{after}", incident).ok
-
-
-@RELAXED
 @given(incident=st.sampled_from(INCIDENTS), cut=st.integers(min_value=1))
 def test_property_truncated_json_is_rejected(incident, cut):
     text = json.dumps(truth(incident))
     prefix = text[: cut % len(text)]  # every proper prefix, including the empty one
     verdict = grade_triage(prefix, incident)
     assert not verdict.ok
-
-
-@RELAXED
 @given(incident=st.sampled_from(INCIDENTS), data=st.data())
 def test_property_component_case_and_separator_variants(incident, data):
     sep = data.draw(st.sampled_from(["-", "_", " ", ""]))
@@ -202,17 +192,11 @@ def test_property_component_case_and_separator_variants(incident, data):
     name = case(incident.component.replace("-", sep))
     assert normalize_component(name) == normalize_component(incident.component)
     assert grade_triage(as_json(truth(incident, component=name)), incident).ok
-
-
-@RELAXED
 @given(incident=st.sampled_from(INCIDENTS), data=st.data())
 def test_property_red_herring_is_always_named_as_such(incident, data):
     herring = data.draw(st.sampled_from(incident.red_herrings))
     verdict = grade_triage(as_json(truth(incident, component=herring.upper())), incident)
     assert not verdict.ok and "red herring" in verdict.reason
-
-
-@RELAXED
 @given(incident=st.sampled_from(INCIDENTS), data=st.data())
 def test_property_evidence_substrings_point_only_at_lines_containing_them(incident, data):
     line = data.draw(st.sampled_from(incident.log_lines))

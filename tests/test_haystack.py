@@ -156,9 +156,6 @@ def test_filler_has_no_digits_and_no_needle_text():
     for template in needle_spec().templates:
         assert not template.needle_regex().search(text)
         assert not template.question_regex().search(text)
-
-
-@settings(deadline=None)
 @given(st.integers(1, 4000))
 def test_property_filler_holds_exactly_the_requested_pieces(n):
     sentences = FillerStream("pieces").sentences(n)
@@ -166,7 +163,7 @@ def test_property_filler_holds_exactly_the_requested_pieces(n):
     assert pieces == n
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25)
 @given(st.integers(300, 40_000), st.floats(0.6, 2.5), st.integers(0, 200), st.sampled_from(["nearest", "below", "above"]))
 def test_property_sizing_lands_within_tolerance_in_few_calls(target, guess, tolerance, side):
     count = Counter()
@@ -186,9 +183,6 @@ def test_property_values_are_distinct_and_never_one_slip_apart(seed, depth):
     for i, a in enumerate(values):
         for b in values[i + 1 :]:
             assert sum(x != y for x, y in zip(a, b)) >= 2
-
-
-@settings(deadline=None)
 @given(st.text(alphabet="0123456789abcdef", min_size=4, max_size=16), st.sampled_from(needle_spec().depths), st.integers(200, 3000))
 def test_property_the_reference_reader_finds_the_target_value(seed, depth, pieces):
     plan = plan_haystack(seed, depth)

@@ -8,10 +8,6 @@ import textwrap
 
 import pytest
 
-from conftest import write_profile
-from pytest_qualify.hooks.collection import suites_dir
-
-SMOKE = str(suites_dir() / "test_smoke.py")
 
 USER_PLUGIN = """
     import json, pathlib
@@ -42,17 +38,20 @@ def events(pytester: pytest.Pytester) -> list[dict]:
     return [json.loads(line) for line in (pytester.path / "events.jsonl").read_text().splitlines()]
 
 
-def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str, plugin: str = USER_PLUGIN) -> pytest.RunResult:
-    pytester.makepyfile(qualify_notify=textwrap.dedent(plugin))
-    monkeypatch.setenv("PYTHONPATH", str(pytester.path))
-    return pytester.runpytest_subprocess(
-        f"--qualify={write_profile(pytester.path)}", "--qualify-endpoint", "reference", "-p", "qualify_notify",
-        "--qualify-evidence", str(pytester.path / "ev"), "-p", "no:cacheprovider", *args, SMOKE,
-    )
+@pytest.fixture
+def run(qualify_pytest, monkeypatch):  # type: ignore[no-untyped-def]
+    """pytest with the user plugin loaded by ``-p``, as an installed plugin would be."""
+
+    def start(*args: str, plugin: str = USER_PLUGIN) -> pytest.RunResult:
+        qualify_pytest.pytester.makepyfile(qualify_notify=textwrap.dedent(plugin))
+        monkeypatch.setenv("PYTHONPATH", str(qualify_pytest.pytester.path))
+        return qualify_pytest("-p", "qualify_notify", *args)
+
+    return start
 
 
-def test_user_plugin_adds_a_summary_field_and_is_told_in_order(pytester, monkeypatch):
-    result = run(pytester, monkeypatch)
+def test_user_plugin_adds_a_summary_field_and_is_told_in_order(run, pytester):
+    result = run()
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     started, written, verdict = events(pytester)
     assert started["hook"] == "target_started" and started["base_url"].startswith("http://127.0.0.1:")
@@ -61,16 +60,18 @@ def test_user_plugin_adds_a_summary_field_and_is_told_in_order(pytester, monkeyp
     assert verdict == {"hook": "verdict_reached", "passed": True, "reasons": [], "failed": []}
 
 
-def test_a_failing_run_reaches_the_hook_with_its_reasons(pytester, monkeypatch):
-    result = run(pytester, monkeypatch, "--qualify-reference-fault", "wrong_identity")
+def test_a_failing_run_reaches_the_hook_with_its_reasons(run, pytester):
+    result = run("--qualify-reference-fault", "wrong_identity")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     last = events(pytester)[-1]
     assert last["hook"] == "verdict_reached" and last["passed"] is False
     assert last["failed"] == ["test_identity"]
 
 
-def test_a_hook_that_breaks_costs_the_run_its_evidence_and_fails_the_gate(pytester, monkeypatch):
-    result = run(pytester, monkeypatch, plugin="def pytest_qualify_summary(config, summary):\n    raise RuntimeError('ticket system down')\n")
+def test_a_hook_that_breaks_costs_the_run_its_evidence_and_never_passes(run, pytester):
+    result = run(plugin="def pytest_qualify_summary(config, summary):
+    raise RuntimeError('ticket system down')
+")
     # Not a judged failure of the deployment, but never a pass: INCOMPLETE, exit 2 (run it again).
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*QUALIFICATION: INCOMPLETE*", "*evidence bundle could not be written*ticket system down*"])

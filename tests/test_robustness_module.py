@@ -8,17 +8,14 @@ import base64
 import contextlib
 import json
 import threading
-import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
-from pathlib import Path
 
 import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import write_profile
 from pytest_qualify import hostile
 from pytest_qualify.hooks.collection import suites_dir
 from pytest_qualify.profiles import load_profile
@@ -29,7 +26,7 @@ from pytest_qualify.reference.validation import HOSTILE_CLASSES, validate_chat
 ROBUSTNESS = str(suites_dir() / "test_robustness.py")
 PROFILE = load_profile("small")
 TARGET = hostile.Target(PROFILE.deployment.served_name, PROFILE.limits.window_tokens)
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+SETTINGS = settings(max_examples=60, suppress_health_check=list(HealthCheck))
 
 
 @contextlib.contextmanager
@@ -170,50 +167,37 @@ def test_hostile_500_needs_a_known_class():
 # -- the module end to end -------------------------------------------------------------------------------
 
 
-def run(pytester: pytest.Pytester, tmp_path: Path, profile: Path, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(
-        f"--qualify={profile}", "--qualify-endpoint", "reference", "--qualify-evidence", str(tmp_path / "ev"),
-        "--junitxml", str(tmp_path / "junit.xml"), "-p", "no:cacheprovider", *args, ROBUSTNESS,
-    )
+def properties(qualify_pytest) -> dict[str, dict[str, str]]:  # type: ignore[no-untyped-def]
+    """Each test case's JUnit properties by its name."""
+    return {name.split("::")[-1]: {p.get("name") or "": p.get("value") or "" for p in case.iter("property")}
+            for name, case in qualify_pytest.cases().items()}
 
 
-def properties(tmp_path: Path) -> dict[str, dict[str, str]]:
-    root = ET.parse(tmp_path / "junit.xml").getroot()
-    return {c.get("name") or "": {p.get("name") or "": p.get("value") or "" for p in c.iter("property")}
-            for c in root.iter("testcase")}
-
-
-def run_dir(tmp_path: Path) -> Path:
-    (found,) = [p for p in (tmp_path / "ev").iterdir() if p.is_dir()]
-    return found
-
-
-def test_module_passes_with_at_least_200_hostile_requests_all_refused(pytester, tmp_path):
-    result = run(pytester, tmp_path, write_profile(tmp_path, modules=("robustness",)), "--repeat", "3")
+def test_module_passes_with_at_least_200_hostile_requests_all_refused(qualify_pytest):
+    result = qualify_pytest(modules=("robustness",), repeat=3, suites=[ROBUSTNESS])
     assert result.ret == 0, result.stdout.str()
     # One item per class, not repeated: derandomized examples would only be sent again.
     result.assert_outcomes(passed=len(HOSTILE_CLASSES))
-    props = properties(tmp_path)
+    props = properties(qualify_pytest)
     assert all("rep1of1" in name for name in props)
     assert sum(int(p["hostile_requests"]) for p in props.values()) >= 200
     assert all(p["hostile_failures"] == "0" for p in props.values())
-    assert not (run_dir(tmp_path) / "robustness-failures.jsonl").exists()
+    assert not (qualify_pytest.run_dir() / "robustness-failures.jsonl").exists()
 
 
-def test_budget_comes_from_the_profile(pytester, tmp_path):
-    profile = write_profile(tmp_path, modules=("robustness",))
+def test_budget_comes_from_the_profile(qualify_pytest, profile_file):
+    profile = profile_file(("robustness",))
     profile.write_text(profile.read_text() + "robustness_examples = 18\n")
-    result = run(pytester, tmp_path, profile)
+    result = qualify_pytest(profile=profile, suites=[ROBUSTNESS])
     assert result.ret == 0, result.stdout.str()
-    assert [p["hostile_requests"] for p in properties(tmp_path).values()] == ["2"] * len(HOSTILE_CLASSES)
+    assert [p["hostile_requests"] for p in properties(qualify_pytest).values()] == ["2"] * len(HOSTILE_CLASSES)
 
 
-def test_a_500_fails_its_class_with_a_replayable_example(pytester, tmp_path):
-    result = run(pytester, tmp_path, write_profile(tmp_path, modules=("robustness",)),
-                 "--qualify-reference-fault", "hostile_500=tools")
+def test_a_500_fails_its_class_with_a_replayable_example(qualify_pytest):
+    result = qualify_pytest(modules=("robustness",), faults=["hostile_500=tools"], suites=[ROBUSTNESS])
     out = result.stdout.str()
     result.assert_outcomes(passed=len(HOSTILE_CLASSES) - 1, failed=1)
-    jsonl = run_dir(tmp_path) / "robustness-failures.jsonl"
+    jsonl = qualify_pytest.run_dir() / "robustness-failures.jsonl"
     assert ("test_hostile_requests_refused[tools], repetition 1: tools: 23 of 23 hostile requests were not "
             "refused with a 4xx; first: ") in out
     assert "HTTP 500 instead of a 4xx refusal; request body: {\"model\": \"small-chat-4k\"" in out

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import write_profile
-from fake_vllm import fake_command, wait_for
+from fake_vllm import answers_health, fake_command, wait_for
 from pytest_qualify.lifecycle import free_port
 from pytest_qualify.hooks.collection import suites_dir
 
@@ -60,13 +60,7 @@ def start_reference(tmp_path: Path, key_env: str, key: str, *faults: str) -> tup
         env={**os.environ, key_env: key}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
 
-    def up() -> bool:
-        try:
-            return urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).status == 200
-        except OSError:
-            return False
-
-    assert wait_for(up, 30)
+    assert wait_for(lambda: answers_health(port), 30)
     return proc, port
 
 

@@ -35,10 +35,15 @@ def test_bad_repeat(bad):
         _resolve(cli={"qualify_repeat": bad})
 
 
-@pytest.mark.parametrize("bad", ["localhost:8000", "ftp://x", "http://", "not a url"])
-def test_endpoint_must_be_a_url(bad):
-    with pytest.raises(SettingsError, match="--qualify-endpoint.*not a URL"):
-        _resolve(cli={"qualify_endpoint": bad})
+@pytest.mark.parametrize("bad, problem", [
+    ("localhost:8000", "is not a URL"), ("ftp://x", "is not a URL"), ("http://", "is not a URL"),
+    ("not a url", "is not a URL"), ("ftp://host/v1", "is not a URL"), ("http://host:notaport", "has an invalid port"),
+])
+def test_endpoint_must_be_a_url(bad, problem):
+    with pytest.raises(SettingsError) as info:
+        _resolve(cli={"qualify": "small", "qualify_endpoint": bad})
+    assert str(info.value) == f"--qualify-endpoint: {bad!r} {problem}" + (
+        " (expected http://HOST:PORT or 'reference')" if problem == "is not a URL" else "")
 
 
 def test_endpoint_forms():

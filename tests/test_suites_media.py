@@ -7,10 +7,10 @@ operator can read; without faults both modules pass and the per-kind table reads
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
+from conftest import write_profile
 from pytest_qualify.corpus import load_manifest, malformed_part, media_part, user_message
 from pytest_qualify.graders.media import grade_item
 from pytest_qualify.hooks.collection import suites_dir
@@ -25,17 +25,8 @@ ADMISSION = str(suites_dir() / "test_media_admission.py")
 FAILED_RE = re.compile(r"^FAILED \S+::(\S+)", re.M)
 
 
-def _profile(pytester: pytest.Pytester) -> str:
-    """The small profile with only the media modules required, so the gate judges them alone."""
-    text = Path(load_profile("small").source).read_text()
-    text = re.sub(r"(?ms)^required = \[.*?\]", 'required = ["multimodal", "media_admission"]', text)
-    path = pytester.path / "media-only.toml"
-    path.write_text(text)
-    return str(path)
-
-
 def _run(pytester: pytest.Pytester, *suites: str, repeat: int = 1, faults: tuple[str, ...] = ()) -> pytest.RunResult:
-    args = ["--qualify", _profile(pytester), "--qualify-endpoint", "reference", "--repeat", str(repeat),
+    args = ["--qualify", str(write_profile(pytester.path, ["multimodal", "media_admission"])), "--qualify-endpoint", "reference", "--repeat", str(repeat),
             "--qualify-evidence", str(pytester.path / "evidence"), "-p", "no:cacheprovider", "-rf"]
     for fault in faults:
         args += ["--qualify-reference-fault", fault]
@@ -62,32 +53,22 @@ def test_drop_required_word_fails_exactly_that_item(pytester):
     assert "QUALIFICATION: FAIL" in out
 
 
-def test_drop_required_word_fails_the_streaming_check_of_that_item(pytester):
+def test_each_admission_fault_fails_exactly_its_checks(pytester):
+    # Three faults that break different checks share one run; each failure carries its own reason.
     # The streaming check grades the manifest's stream item: of the admission module only it
-    # depends on that answer, so the other checks pass here as they do without the fault.
+    # depends on that answer, so dropping a word from it fails that check alone.
     item = MANIFEST.stream_item
-    result = _run(pytester, ADMISSION, faults=(f"drop_required_word={item}",))
-    assert _failed(result) == ["test_streaming_with_video[rep1of1]"]
-    result.assert_outcomes(passed=5 + len(MANIFEST.malformed), failed=1)
+    result = _run(pytester, ADMISSION, faults=(f"drop_required_word={item}", "accept_over_limit", "malformed_500"))
+    malformed = [f"test_malformed_media_refused[rep1of1-{case.id}]" for case in MANIFEST.malformed]
+    over_limit = ["test_over_limit_refused[rep1of1-images]", "test_over_limit_refused[rep1of1-videos]"]
+    assert _failed(result) == sorted(["test_streaming_with_video[rep1of1]", *over_limit, *malformed])
+    failed = 3 + len(MANIFEST.malformed)
+    result.assert_outcomes(passed=6 + len(MANIFEST.malformed) - failed, failed=failed)  # 6 + M admission items
     out = result.stdout.str()
     assert f"streamed: item {item}: missing required word 'alert'" in out
     assert f"not streamed: item {item}: missing required word 'alert'" in out
-
-
-def test_accept_over_limit_fails_exactly_the_over_limit_checks(pytester):
-    result = _run(pytester, ADMISSION, faults=("accept_over_limit",))
-    assert _failed(result) == ["test_over_limit_refused[rep1of1-images]", "test_over_limit_refused[rep1of1-videos]"]
-    out = result.stdout.str()
     assert "5 images (limit 4): accepted with HTTP 200; expected an HTTP 400 refusal" in out
     assert "2 videos (limit 1): accepted with HTTP 200; expected an HTTP 400 refusal" in out
-    assert "QUALIFICATION: FAIL" in out
-
-
-def test_malformed_500_fails_exactly_the_malformed_checks(pytester):
-    result = _run(pytester, ADMISSION, faults=("malformed_500",))
-    expected = sorted(f"test_malformed_media_refused[rep1of1-{case.id}]" for case in MANIFEST.malformed)
-    assert _failed(result) == expected
-    out = result.stdout.str()
     assert "truncated-mp4 (video_url, video/mp4): HTTP 500 (server error) instead of an HTTP 400 refusal" in out
     assert "QUALIFICATION: FAIL" in out
 

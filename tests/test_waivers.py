@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from conftest import write_profile
 from pytest_qualify import gate
 from pytest_qualify.evidence.summary import validate
 from pytest_qualify.evidence.waivers import (
     Candidate, Waiver, WaiverError, WaiverSet, hard_module_conflicts, item_ids, load_waivers, without_repetition,
 )
-from pytest_qualify.profiles import builtin_profiles, module_registry
+from pytest_qualify.profiles import module_registry
 
 TODAY = dt.date(2026, 7, 29)
 
@@ -157,13 +158,6 @@ def test_health():
 """
 
 
-def profile_for(tmp_path: Path, modules: list[str]) -> str:
-    text = Path(builtin_profiles()["small"]).read_text()
-    path = tmp_path / "profile.toml"
-    path.write_text(text[: text.index("[modules]")] + f"[modules]\nrequired = {json.dumps(modules)}\n")
-    return str(path)
-
-
 @pytest.fixture
 def project(pytester):
     pytester.makepyfile(test_corpus=CORPUS, test_hard=HARD)
@@ -174,7 +168,7 @@ def run(pytester, tmp_path, waivers: str, *extra: str):
     path = tmp_path / "waivers.toml"
     path.write_text(textwrap.dedent(waivers))
     return pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", f"--qualify={profile_for(tmp_path, ['smoke', 'multimodal'])}",
+        "-p", "no:cacheprovider", f"--qualify={write_profile(tmp_path, ['smoke', 'multimodal'])}",
         "--qualify-endpoint", "reference", "--qualify-evidence", str(tmp_path / "ev"),
         "--qualify-waivers", str(path), *extra, "test_corpus.py", "test_hard.py",
     )

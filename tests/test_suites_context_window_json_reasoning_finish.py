@@ -5,15 +5,13 @@ reason that names the lane, case or repetition."""
 from __future__ import annotations
 
 import re
-import textwrap
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
+from conftest import write_profile
 from pytest_qualify.hooks.collection import suites_dir
-from pytest_qualify.profiles import builtin_profiles
 
 MODULES = ["context", "window", "json", "reasoning", "finish"]
 SUITES = [str(suites_dir() / f"test_{m}.py") for m in MODULES]
@@ -39,22 +37,6 @@ class Case:
     @property
     def module(self) -> str:
         return MODULE_OF[self.name.split("[")[0]]
-
-
-def profile(tmp_path: Path, base: str = "small", modules=MODULES, lanes: list[tuple[str, int]] | None = None,
-            request_s: float | None = None) -> str:
-    """A built-in profile whose gate needs only ``modules`` (optionally other lanes / timeouts)."""
-    text = Path(builtin_profiles()[base]).read_text()
-    text = text[: text.index("[modules]")] + f"[modules]\nrequired = {list(modules)!r}\n".replace("'", '"')
-    if lanes is not None:
-        text = re.sub(r"(\[\[limits\.lanes\]\]\nname = \"[^\"]+\"\nprompt_tokens = \d+\n\n?)+", "", text)
-        text = text.replace("[thinking]", "".join(f'[[limits.lanes]]\nname = "{n}"\nprompt_tokens = {t}\n\n' for n, t in lanes) + "[thinking]")
-    if request_s is not None:
-        text = re.sub(r"request_s = \d+", f"request_s = {request_s}", text)
-        text = re.sub(r"per_1k_prompt_tokens_s = [\d.]+", "per_1k_prompt_tokens_s = 0.0", text)
-    path = tmp_path / f"{base}-text-a.toml"
-    path.write_text(text)
-    return str(path)
 
 
 def run(pytester: pytest.Pytester, prof: str, *args: str, faults: tuple[str, ...] = (), repeat: int = 1,
@@ -83,7 +65,7 @@ def failed(cases: list[Case]) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def small(tmp_path_factory) -> str:
-    return profile(tmp_path_factory.mktemp("profiles"))
+    return str(write_profile(tmp_path_factory.mktemp("profiles"), MODULES))
 
 
 def test_conforming_server_passes_every_module_with_evidence(pytester, small):
@@ -110,7 +92,7 @@ def test_conforming_server_passes_every_module_with_evidence(pytester, small):
 
 
 def test_240k_lane_lands_within_tolerance_in_six_tokenize_calls(pytester, tmp_path):
-    prof = profile(tmp_path, "262k", modules=["context"], lanes=[("240K", 245_760)])
+    prof = write_profile(tmp_path, ["context"], base="262k", lanes=[("240K", 245_760)])
     result, cases = run(pytester, prof, suites=[SUITES[0]])
     assert result.ret == 0, result.stdout.str()[-3000:]
     (case,) = cases
@@ -199,7 +181,7 @@ def test_salt_ignoring_prefix_cache_is_caught_by_context(pytester, small):
 
 
 def test_window_hang_and_dead_server_fail_with_a_reason(pytester, tmp_path):
-    prof = profile(tmp_path, modules=["window"], request_s=3)
+    prof = write_profile(tmp_path, ["window"], request_s=3, per_1k_prompt_tokens_s=0.0)
     window = [SUITES[1], "-k", "over_window"]
     # The over-window request is the first chat request: it hangs, then the server dies on it.
     result, cases = run(pytester, prof, faults=("hang_after=0",), suites=window)
@@ -208,45 +190,3 @@ def test_window_hang_and_dead_server_fail_with_a_reason(pytester, tmp_path):
     result, cases = run(pytester, prof, faults=("die_after=0",), suites=window)
     (case,) = cases
     assert case.outcome == "failed" and re.search(r"died|gone|refuse|connection", case.message, re.I), case.message
-
-
-def test_recorder_checks_the_finish_state_of_every_answer(pytester):
-    # Any module's answers go through qualify_record.answer: a bad finish fails the test with its
-    # reason, and the outcome is recorded as properties.
-    pytester.makepyfile(test_probe=textwrap.dedent("""
-        import pytest
-        from pytest_qualify.client import Answer, ToolCall
-        from pytest_qualify.timing import Timeline
-
-        def make(content, finish, calls=()):
-            return Answer(content=content, reasoning=None, tool_calls=calls, finish_reason=finish,
-                          usage={"prompt_tokens": 10, "completion_tokens": 256}, streamed=False,
-                          timeline=Timeline.single(0.5))
-
-        def test_ok(qualify_record):
-            qualify_record.answer(make("Paris", "stop"))
-
-        def test_tool_turn(qualify_record):
-            qualify_record.answer(make(None, "tool_calls", (ToolCall("f", "{}"),)), tool_turn=True)
-
-        def test_length(qualify_record):
-            qualify_record.answer(make("Paris is the cap", "length"))
-
-        def test_empty(qualify_record):
-            qualify_record.answer(make("", "stop"))
-
-        def test_tool_calls_on_plain_turn(qualify_record):
-            qualify_record.answer(make(None, "tool_calls", (ToolCall("f", "{}"),)))
-    """))
-    junit = pytester.path / "probe.xml"
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--junitxml={junit}")
-    result.assert_outcomes(passed=2, failed=3)
-    cases = {tc.get("name"): tc for tc in ET.parse(junit).getroot().iter("testcase")}
-    props = {name: {p.get("name"): p.get("value") for p in tc.iter("property")} for name, tc in cases.items()}
-    messages = {name: tc.find("failure").get("message") for name, tc in cases.items() if tc.find("failure") is not None}
-    assert "finish state: answer budget exhausted (finish_reason 'length' after 256 completion tokens)" in messages["test_length"]
-    assert "finish state: empty answer: no visible content" in messages["test_empty"]
-    assert "finish_reason 'tool_calls' not allowed on a non-tool answer" in messages["test_tool_calls_on_plain_turn"]
-    assert props["test_ok"]["finish_check"] == "ok" and props["test_ok"]["finish_reason"] == "stop"
-    assert props["test_tool_turn"]["finish_check"] == "ok"
-    assert props["test_length"]["finish_check"].startswith("answer budget exhausted")

@@ -1,7 +1,7 @@
 """The tools, recall, diff and triage suites against the reference server.
 
-End to end through pytester (one small run per fault): clean, they pass; each fault switch fails
-exactly the tests it breaks, with a reason that names the case and the repetition. In process:
+End to end through pytester (faults of different tests share a run): clean, they pass; each fault
+switch fails exactly the tests it breaks, with a reason that names the case and the repetition. In process:
 each fault leaves the answers to the other three modules' requests untouched.
 """
 
@@ -14,13 +14,14 @@ from typing import Any
 
 import pytest
 
+from conftest import write_profile
 from pytest_qualify.graders.tools import canonical_arguments
 from pytest_qualify.fixture_data import diff_cases as load_diff_cases
 from pytest_qualify.fixture_data import recall_fixtures as load_recall_fixtures
 from pytest_qualify.fixture_data import tool_fixtures as load_tool_fixtures
 from pytest_qualify.fixture_data import triage_incidents as load_incidents
 from pytest_qualify.hooks.collection import suites_dir
-from pytest_qualify.profiles import builtin_profiles, load_profile
+from pytest_qualify.profiles import load_profile
 from pytest_qualify.reference import oracle
 from pytest_qualify.reference.faults import Faults
 
@@ -29,16 +30,8 @@ SUITES = [str(suites_dir() / f"test_{m}.py") for m in MODULES]
 FAILED_RE = re.compile(r"^FAILED \S*suites/test_(\w+)\.py::(\w+)\[(\S+?)\]")
 
 
-def my_profile(tmp_path: Path) -> str:
-    """The small profile with a gate that needs only these four modules."""
-    text = Path(builtin_profiles()["small"]).read_text()
-    path = tmp_path / "small-text-b.toml"
-    path.write_text(text[: text.index("[modules]")] + f"[modules]\nrequired = {list(MODULES)!r}\n".replace("'", '"'))
-    return str(path)
-
-
 def run(pytester: pytest.Pytester, tmp_path: Path, repeat: int, suites: list[str], *faults: str) -> pytest.RunResult:
-    args = ["-p", "no:cacheprovider", f"--qualify={my_profile(tmp_path)}", "--qualify-endpoint", "reference",
+    args = ["-p", "no:cacheprovider", f"--qualify={write_profile(tmp_path, MODULES)}", "--qualify-endpoint", "reference",
             "--qualify-evidence", str(tmp_path / "ev"), "--repeat", str(repeat), "-rf"]
     for fault in faults:
         args += ["--qualify-reference-fault", fault]
@@ -69,16 +62,25 @@ def test_clean_run_passes_every_module(pytester, tmp_path):
 
 TOOL_CALL_TESTS = {"test_tool_call", "test_round_trip", "test_streamed_calls"}
 
-# fault → (module, the test functions it must fail (all their items), a phrase of the reason)
+# fault → (module, the test functions it must fail (all their items, or only those of one
+# repetition), a phrase of the reason)
 FAULTS = {
-    "wrong_tool_args": ("tools", TOOL_CALL_TESTS, "wrong_value: argument"),
-    "tool_in_text": ("tools", TOOL_CALL_TESTS, "written as text"),
-    "tool_name_repeated_in_stream": ("tools", {"test_streamed_calls"}, "function name not streamed exactly once"),
-    "irrelevant_tool_call": ("tools", {"test_no_tool_fits"}, "expected no tool call"),
-    "recall_near_miss": ("recall", {"test_recall"}, "states the near-miss"),
-    "bad_diff_hunk": ("diff", {"test_unified_diff"}, "corrupt patch"),
-    "triage_red_herring": ("triage", {"test_timeout_triage"}, "is a red herring"),
+    "wrong_tool_args": ("tools", TOOL_CALL_TESTS, "wrong_value: argument", None),
+    "tool_in_text": ("tools", TOOL_CALL_TESTS, "written as text", None),
+    "tool_name_repeated_in_stream": ("tools", {"test_streamed_calls"}, "function name not streamed exactly once", None),
+    "irrelevant_tool_call": ("tools", {"test_no_tool_fits"}, "expected no tool call", None),
+    "recall_near_miss": ("recall", {"test_recall"}, "states the near-miss", None),
+    "recall_fail_repetition=2": ("recall", {"test_recall"}, "answer", 2),
+    "bad_diff_hunk": ("diff", {"test_unified_diff"}, "corrupt patch", None),
+    "triage_red_herring": ("triage", {"test_timeout_triage"}, "is a red herring", None),
 }
+# Faults that break different tests share a run (a run costs seconds of start-up on a 2-core CI
+# box); the run's failures must be exactly the union, each with its own fault's reason.
+FAULT_RUNS = [
+    (("wrong_tool_args", "recall_near_miss", "bad_diff_hunk", "triage_red_herring"), 1),
+    (("tool_in_text", "irrelevant_tool_call"), 1),
+    (("tool_name_repeated_in_stream", "recall_fail_repetition=2"), 2),
+]
 
 
 def items_of(functions: set[str], repeat: int = 1) -> set[tuple[str, str, str]]:
@@ -101,31 +103,34 @@ def reason_lines(result: pytest.RunResult, module: str) -> list[str]:
     return [line for line in result.stdout.lines if line.startswith(f"  - {module}: ")]
 
 
-@pytest.mark.parametrize("fault", sorted(FAULTS))
-def test_fault_fails_exactly_its_tests(pytester, tmp_path, fault):
-    module, functions, phrase = FAULTS[fault]
-    expected = items_of(functions)
-    result = run(pytester, tmp_path, 1, suite(module), fault)
+def test_every_fault_is_exercised():
+    assert sorted(f for run_faults, _ in FAULT_RUNS for f in run_faults) == sorted(FAULTS)
+
+
+@pytest.mark.parametrize("faults, repeat", FAULT_RUNS, ids=["+".join(f.split("=")[0] for f in r[0]) for r in FAULT_RUNS])
+def test_each_fault_fails_exactly_its_tests(pytester, tmp_path, faults, repeat):
+    expected: dict[tuple[str, str, str], str] = {}  # item -> the fault that must fail it
+    for fault in faults:
+        module, functions, _, only = FAULTS[fault]
+        for item in items_of(functions, repeat):
+            if only is None or item[2].startswith(f"rep{only}of"):
+                assert item not in expected, f"{fault} and {expected[item]} both target {item}"
+                expected[item] = fault
+    modules = sorted({FAULTS[f][0] for f in faults})
+    result = run(pytester, tmp_path, repeat, [s for m in modules for s in suite(m)], *faults)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    assert failures(result) == expected
+    assert failures(result) == set(expected)
     out = result.stdout.str()
     assert "QUALIFICATION: FAIL" in out
-    for _, _, params in expected:
-        case = params.split("-", 1)[1]
+    for (_, _, params), fault in expected.items():
+        rep, case = params.split("-", 1)
+        phrase = FAULTS[fault][2]
         # The reason names the case and the repetition, and says what went wrong.
-        assert re.search(rf"(case|conversation|incident) {case}, repetition 1\b.*{re.escape(phrase)}", out), case
-    assert len(reason_lines(result, module)) == len(expected)
-
-
-def test_recall_fail_repetition_fails_only_that_repetition(pytester, tmp_path):
-    result = run(pytester, tmp_path, 2, suite("recall"), "recall_fail_repetition=2")
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
-    expected = {item for item in items_of({"test_recall"}, repeat=2) if item[2].startswith("rep2of2-")}
-    assert failures(result) == expected
-    out = result.stdout.str()
-    for _, _, params in expected:
-        assert f"conversation {params.split('-', 1)[1]}, repetition 2: answer" in out
-    assert "3/6" in gate_row(result, "Session recall")
+        assert re.search(rf"(case|conversation|incident) {case}, repetition {rep[3]}\b.*{re.escape(phrase)}", out), (fault, params)
+    for module in modules:
+        assert len(reason_lines(result, module)) == len([i for i in expected if i[0] == module])
+    if "recall_fail_repetition=2" in faults:
+        assert "3/6" in gate_row(result, "Session recall")
 
 
 # -- isolation: a fault of one module changes no answer of the other three ----------------------
