@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from pytest_qualify.graders.diff import DiffCase
 from pytest_qualify.graders.recall import KINDS, Conversation, Fact, RecallFixtures
-from pytest_qualify.graders.text import ShortQuestion
+from pytest_qualify.graders.text import ShortQuestion, grade_short_answer, states
 from pytest_qualify.graders.tools import (
     ExpectedCall, IrrelevanceCase, RoundTripCase, ToolCase, ToolFixtures,
 )
@@ -60,10 +60,12 @@ def _questions(path: str, section: str, text_key: str) -> tuple[ShortQuestion, .
     for n, raw in enumerate(read_toml(path).get(section, ())):
         qid = raw.get("id", f"q{n + 1}")
         accept = tuple(raw.get("accept", ()))
-        if "answer" in raw and accept and not any(a.casefold() in raw["answer"].casefold() for a in accept):
-            raise FixtureError(f"fixtures/{path}: {section} {qid!r}: the ground-truth answer holds no accepted form")
-        out.append(ShortQuestion(id=qid, text=raw[text_key], answer=raw.get("answer", ""), accept=accept,
-                                 reject=tuple(raw.get("reject", ()))))
+        question = ShortQuestion(id=qid, text=raw[text_key], answer=raw.get("answer", ""), accept=accept,
+                                 reject=tuple(raw.get("reject", ())))
+        truth = grade_short_answer(question.answer, question.accept, question.reject)
+        if question.answer and accept and not truth:
+            raise FixtureError(f"fixtures/{path}: {section} {qid!r}: its own ground truth fails: {truth.reason}")
+        out.append(question)
     return tuple(out)
 
 
@@ -120,6 +122,9 @@ def triage_incidents() -> tuple[Incident, ...]:
             raise FixtureError(f"fixtures/{path}: incident {raw['id']}: evidence not in {raw['log']}: {missing[0]!r}")
         if raw["category"] not in categories:
             raise FixtureError(f"fixtures/{path}: incident {raw['id']}: category {raw['category']!r} is not one of {categories}")
+        contradicted = [c for c in raw.get("contradictions", ()) if states(raw["cause"], c)]
+        if contradicted:
+            raise FixtureError(f"fixtures/{path}: incident {raw['id']}: its own cause states the contradiction {contradicted[0]!r}")
         incidents.append(Incident(
             id=raw["id"], symptom=raw["symptom"], log_lines=lines, component=raw["component"],
             aliases=tuple(raw.get("aliases", ())), category=raw["category"], categories=categories,

@@ -381,6 +381,7 @@ MULTIMODAL = Styles(
     near_misses=[
         (("image-12", "Top."), "forbidden word 'top' present"),
         (("image-12", "Top half, or maybe the bottom half."), "forbidden word 'top' present"),
+        (("image-12", "Bottom.\n\nTop."), "forbidden word 'top' present"),
         (("image-11", "6"), "forbidden word '6' present"),
         (("image-11", "5 green squares"), "missing required word '4'"),
         (("video-13", "The banner shows ALERT from 2 to 4 seconds."), "is not 2–3 s"),

@@ -45,7 +45,8 @@ _MINUS_RE = re.compile(r"(?<![\w.])[\u2212\u2012\u2013\u2014\ufe63\uff0d](?=\d)"
 TOKEN_RE = re.compile(r"(?<![\w.])-\d+(?:\.\d+)?|\d+(?:\.\d+)?|[^\W\d_]+")
 _NUMBER_TOKEN_RE = re.compile(r"-?\d+(?:\.\d+)?")
 # What ends a clause: a negation or a ranking does not reach across it.
-_CLAUSE_END = re.compile(r"[.;:!?()\[\]{},\n\u2014]|\s-\s")
+# A full stop ends a clause only at the end of a word that is no title ("Dr. Okoro", "2.5 s").
+_CLAUSE_END = re.compile(r"(?<!\bdr)(?<!\bmr)(?<!\bmrs)(?<!\bms)(?<!\bst)(?<!\bvs)(?<!\bno)\.(?=\s|$)|[;:!?()\[\]{},\n\u2014]|\s-\s")
 _NEGATION_BEFORE = re.compile(
     r"(?:\b(?:not|no|never|neither|nor|unlike|except|excluding|without|isn't|isnt|aren't|wasn't|"
     r"rather than|instead of|other than|as opposed to)|n't)"
@@ -65,6 +66,8 @@ _NUMBER_HEDGE_RE = re.compile(
 # A change of mind reaches across sentences: "Jupiter. Actually, wait: Saturn."
 _CHANGE_OF_MIND_RE = re.compile(r"\b(?:actually|wait|or rather|correction|i mean|on second thought)\b")
 _SENTENCE_END = re.compile(r"(?<!\bdr)(?<!\bmr)(?<!\bms)(?<!\bmrs)(?<!\bst)(?<!\bvs)(?<!\bno)[.;!](?:\s|$)|\n")  # not "?": "Paris? Or Lyon?" is one hedge
+# Nothing but markdown around a term in its clause: "Bottom. **Top**" offers it as an answer.
+_BARE_RE = re.compile(r"[\s*_`'\"~>#-]*")
 # Two terms written side by side as a list of candidates: "blue, red", "blue and red", "blue/red".
 _JOINED_RE = re.compile(r"^[\s*_`'\",/()\[\]-]*(?:(?:and|or|&|plus)[\s*_`'\",/()\[\]-]*)?$")
 
@@ -179,8 +182,9 @@ def _claims(ready: str, terms: Iterable[str]) -> list[tuple[int, int, str]]:
 def rival_claim(content: str, answers: Iterable[str], rivals: Iterable[str]) -> str | None:
     """Why a rival candidate counts as a second answer, or None when it is only mentioned.
 
-    A rival counts when it comes before every answer term (the answer leads with it), stands side
-    by side with one ("blue, red", "Jupiter or Saturn"), or is offered with a hedge ("maybe",
+    A rival counts when it comes before every answer term (the answer leads with it), stands alone
+    in its clause ("Bottom. Top."), stands side by side with one ("blue, red", "Jupiter or
+    Saturn"), or is offered with a hedge ("maybe",
     "or" in the same sentence; "actually", "wait" anywhere). Named after the answer in passing
     ("Jupiter, followed by Saturn"; "4 green squares and 2 red ones") it is context, not a claim.
     """
@@ -197,6 +201,10 @@ def rival_reason(text: str, said: Sequence[tuple[int, int, str]], others: Sequen
     for start, end, rival in others:
         if start < first:
             return f"names {rival!r} before {said[0][2]!r}"
+        before = _CLAUSE_END.split(ready[max(0, start - 80) : start])[-1]
+        after = _CLAUSE_END.split(ready[end : end + 80])[0]
+        if _BARE_RE.fullmatch(before) and _BARE_RE.fullmatch(after):
+            return f"names {rival!r} on its own as well as {said[0][2]!r}"
         for a_start, a_end, answer in said:
             lo, hi = (a_end, start) if a_end <= start else (end, a_start)
             between = ready[lo:hi] if lo <= hi else ""

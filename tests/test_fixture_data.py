@@ -1,0 +1,56 @@
+"""fixture_data.py: the one loader of the protocol's cases; broken data fails with the file named."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_qualify import fixture_data
+from pytest_qualify.fixture_data import FixtureError
+
+LOADERS = [fixture_data.smoke_questions, fixture_data.finish_prompts, fixture_data.reasoning_prompts,
+           fixture_data.json_tasks, fixture_data.triage_incidents, fixture_data.diff_cases]
+
+
+@pytest.mark.parametrize("loader", LOADERS, ids=[f.__name__ for f in LOADERS])
+def test_every_loader_reads_its_cases_once(loader):
+    cases = loader()
+    assert cases and loader() is cases  # cached: one read per process
+    ids = [getattr(c, "id", None) or c["id"] for c in cases]
+    assert len(ids) == len(set(ids))
+
+
+def test_tools_recall_and_the_follow_up_load():
+    assert len(fixture_data.tool_fixtures().cases) == 20
+    assert fixture_data.recall_fixtures().conversations
+    assert fixture_data.window_follow_up().accept
+
+
+def _with(monkeypatch, path: str, data: dict) -> None:
+    real = fixture_data.read_toml
+    monkeypatch.setattr(fixture_data, "read_toml", lambda p: data if p == path else real(p))
+
+
+def test_a_ground_truth_its_own_grader_rejects_is_a_fixture_error(monkeypatch):
+    _with(monkeypatch, "smoke.toml", {"question": [{"prompt": "Capital of France?", "answer": "Lyon", "accept": ["paris"]}]})
+    with pytest.raises(FixtureError, match=r"fixtures/smoke.toml: question 'q1': its own ground truth fails"):
+        fixture_data.smoke_questions.__wrapped__()
+
+
+def _first_changed(path: str, section: str, **changes) -> dict:
+    data = dict(fixture_data.read_toml(path))
+    data[section] = [{**data[section][0], **changes}]
+    return data
+
+
+@pytest.mark.parametrize("path,section,changes,loader,message", [
+    ("triage/incidents.toml", "incident", {"category": "gremlins"}, fixture_data.triage_incidents,
+     r"incident checkout_pool: category 'gremlins' is not one of"),
+    ("triage/incidents.toml", "incident", {"cause": "Long GC pauses."}, fixture_data.triage_incidents,
+     r"its own cause states the contradiction 'gc pause'"),
+    ("json_tasks.toml", "task", {"accepted": {"colour": ["red"]}}, fixture_data.json_tasks,
+     r"task 'order': accepted forms for 'colour'"),
+], ids=["category outside the list", "cause contradicts itself", "accepted forms for an unexpected field"])
+def test_inconsistent_fixture_data_is_a_fixture_error(monkeypatch, path, section, changes, loader, message):
+    _with(monkeypatch, path, _first_changed(path, section, **changes))
+    with pytest.raises(FixtureError, match=message):
+        loader.__wrapped__()
