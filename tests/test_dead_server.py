@@ -25,6 +25,10 @@ from pytest_qualify.hooks.collection import suites_dir
 SMOKE = str(suites_dir() / "test_smoke.py")
 DEATH = "server died during {root}test_smoke.py::test_short_answer[rep2of3-q1]: server process (pid {pid}) exited with code 3"
 
+# "At once" against the 60 s request timeout: well under it, with room for a loaded 2-core
+# machine where one test case was seen at 7.7 s (a hang would take the whole 60 s).
+AT_ONCE_S = 20.0
+
 
 def run(pytester: pytest.Pytester, tmp_path: Path, *args: str, profile: Path | None = None) -> pytest.RunResult:
     return pytester.runpytest_subprocess(
@@ -75,7 +79,7 @@ def test_death_fails_every_later_test_at_once_and_names_it_in_the_verdict(pytest
         # The log tail travels with the reason: the operator sees why it died.
         assert "fault die_after: exiting after 2 chat requests" in text
         if not name.endswith("test_smoke::test_short_answer[rep2of3-q1]"):
-            assert float(junit[name].get("time") or 0) < 5.0, f"{name} did not fail at once"  # vs a 60 s timeout
+            assert float(junit[name].get("time") or 0) < AT_ONCE_S, f"{name} did not fail at once"
     assert f"QUALIFICATION: FAIL\n  - {death}" in out
     assert death in bundle_text(tmp_path, "summary.json")
     assert death in bundle_text(tmp_path, "server-death.txt")
@@ -97,7 +101,7 @@ def test_death_under_xdist_each_worker_fails_fast_with_the_same_reason(pytester,
     for name, case in cases(tmp_path).items():
         text = failure_text(case)
         if text is not None and "test_short_answer[rep" not in name:
-            assert float(case.get("time") or 0) < 5.0, f"{name} did not fail at once"  # vs a 60 s timeout
+            assert float(case.get("time") or 0) < AT_ONCE_S, f"{name} did not fail at once"
 
 
 def test_run_ends_within_seconds_of_the_death(tmp_path):
