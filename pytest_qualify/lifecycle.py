@@ -25,6 +25,8 @@ from pathlib import Path
 from pytest_qualify.redaction import redact
 
 LOG_TAIL_LINES = 50
+# Between a startup failure's reason (what, command, log path) and the log's tail.
+LOG_TAIL_HEADER = f"--- last {LOG_TAIL_LINES} log lines ---\n"
 PR_SET_PDEATHSIG = 1
 # How long teardown waits for the killed group to disappear before reporting survivors.
 KILL_WAIT_S = 5.0
@@ -32,6 +34,13 @@ KILL_WAIT_S = 5.0
 
 class StartupError(RuntimeError):
     """The server did not become ready; the message carries the command, exit code and log tail."""
+
+
+def split_startup_error(message: str) -> tuple[str, str]:
+    """A startup failure's message as (the reason with command and log path, the log's tail);
+    the tail is empty when the failure has none (an endpoint that could not be reached)."""
+    reason, _, tail = message.partition(LOG_TAIL_HEADER)
+    return reason.rstrip("\n"), tail
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -154,7 +163,7 @@ class ServerProcess:
     def _failure(self, what: str) -> StartupError:
         return StartupError(
             f"{what}\ncommand: {self.spec.display_command()}\n"
-            f"log: {self.spec.log_path}\n--- last {LOG_TAIL_LINES} log lines ---\n{self.log_tail()}"
+            f"log: {self.spec.log_path}\n{LOG_TAIL_HEADER}{self.log_tail()}"
         )
 
     def wait_ready(

@@ -31,8 +31,6 @@ from pytest_qualify.profiles import ProfileError, builtin_profiles, load_profile
 from pytest_qualify.run import RunState
 from pytest_qualify.settings import OPTIONS, REFERENCE, Settings, SettingsError, resolve
 
-__all__ = ["state_of", "suites_dir"]
-
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hookspec)

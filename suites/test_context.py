@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_qualify.checks import fail, require
-from pytest_qualify.client import EndpointError, error_message
+from pytest_qualify.checks import fail, require, sizing
 from pytest_qualify.graders.needle import grade_needle
-from pytest_qualify.haystack import Haystack, SizingError, depth_for, haystack_seed, needle_spec, plan_haystack, size_to_tokens
-from pytest_qualify.plugin import state_of
+from pytest_qualify.haystack import Haystack, depth_for, haystack_seed, needle_spec, plan_haystack, size_to_tokens
+from pytest_qualify.hooks import state_of
 
 pytestmark = pytest.mark.qualify_module("context")
 
@@ -40,14 +39,10 @@ def test_context_retrieval(lane, qualify_client, qualify_ask, qualify_profile, q
         needle_depth=plan.target.depth, distractors=len(plan.distractors),
     )
     tolerance = limits.lane_tolerance_tokens
-    try:
+    with sizing(where, "the lane"):
         # Half the tolerance: the chat request may count a few template tokens more than /tokenize.
         sized = size_to_tokens(Haystack(plan).build, qualify_client.count_chat_tokens, lane.prompt_tokens,
                                tolerance=tolerance // 2, max_calls=MAX_TOKENIZE_CALLS)
-    except SizingError as exc:
-        fail(where, str(exc))
-    except EndpointError as exc:
-        fail(where, f"POST /tokenize failed, so the lane cannot be sized in server tokens: HTTP {exc.status}: {error_message(exc.body)}")
     qualify_record.props(tokenize_calls=sized.calls, sized_prompt_tokens=sized.tokens)
 
     answer = qualify_ask(sized.messages, stream=True, timeout_s=qualify_profile.timeouts.for_prompt(lane.prompt_tokens))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_qualify import liveness
-from pytest_qualify.checks import fail, require
+from pytest_qualify.checks import fail, require, sizing
 from pytest_qualify.client import EndpointError, error_message
 from pytest_qualify.graders.window import check_overwindow_refusal
 from pytest_qualify.haystack import (
@@ -35,7 +35,7 @@ def _budget(profile) -> int:
 def _sized_prompt(client, run_id: str, label: str, repetition: int, target: int, side: str, where: str) -> Sized:
     plan = plan_haystack(haystack_seed(run_id, "window", label, repetition), 0.5, distractors=0)
     build = Haystack(plan).build
-    try:
+    with sizing(where):
         try:
             return size_to_tokens(build, client.count_chat_tokens, target, side=side, max_calls=MAX_TOKENIZE_CALLS)
         except SizingError as exc:
@@ -46,10 +46,6 @@ def _sized_prompt(client, run_id: str, label: str, repetition: int, target: int,
             # A tokenizer that splits filler words into several tokens (a small vocabulary) skips
             # the target with whole pieces: pad the nearest shorter prompt with one-token words.
             return pad_to_tokens(build, client.count_chat_tokens, target, exc.closest, max_calls=PAD_CALLS)
-    except SizingError as exc:
-        fail(where, str(exc))
-    except EndpointError as exc:
-        fail(where, f"POST /tokenize failed, so the prompt cannot be sized in server tokens: HTTP {exc.status}: {error_message(exc.body)}")
     raise AssertionError("unreachable")
 
 

@@ -13,16 +13,12 @@ import sys
 import textwrap
 import time
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 
-from conftest import write_profile
+from conftest import SMOKE, QualifyPytest, write_profile
 from fake_vllm import answers_health, pid_gone, wait_for
 from pytest_qualify.lifecycle import free_port
-from pytest_qualify.hooks.collection import suites_dir
-
-SMOKE = str(suites_dir() / "test_smoke.py")
 DEATH = "server died during {root}test_smoke.py::test_short_answer[rep2of3-q1]: server process (pid {pid}) exited with code 3"
 
 # "At once" against the 60 s request timeout: well under it, with room for a loaded 2-core
@@ -30,22 +26,10 @@ DEATH = "server died during {root}test_smoke.py::test_short_answer[rep2of3-q1]: 
 AT_ONCE_S = 20.0
 
 
-def run(pytester: pytest.Pytester, tmp_path: Path, *args: str, profile: Path | None = None) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(
-        f"--qualify={profile or write_profile(tmp_path)}", "--qualify-evidence", str(tmp_path / "ev"),
-        "--junitxml", str(tmp_path / "junit.xml"), "-p", "no:cacheprovider", *args,
-    )
-
-
 def server_pid(output: str) -> int:
     match = re.search(r"server ready at \S+ after [\d.]+ s \(pid (\d+)\)", output)
     assert match, output
     return int(match.group(1))
-
-
-def cases(tmp_path: Path) -> dict[str, ET.Element]:
-    root = ET.parse(tmp_path / "junit.xml").getroot()
-    return {f"{c.get('classname')}::{c.get('name')}": c for c in root.iter("testcase")}
 
 
 def failure_text(case: ET.Element) -> str | None:
@@ -56,21 +40,19 @@ def failure_text(case: ET.Element) -> str | None:
     return None
 
 
-def bundle_text(tmp_path: Path, name: str) -> str:
-    (run_dir,) = [p for p in (tmp_path / "ev").iterdir() if p.is_dir()]
-    return (run_dir / name).read_text()
+def bundle_text(qualify_pytest: QualifyPytest, name: str) -> str:
+    return (qualify_pytest.run_dir() / name).read_text()
 
 
-def test_death_fails_every_later_test_at_once_and_names_it_in_the_verdict(pytester, tmp_path):
-    result = run(pytester, tmp_path, "--qualify-endpoint", "reference", "--qualify-reference-fault", "die_after=2",
-                 "--repeat", "3", SMOKE)
+def test_death_fails_every_later_test_at_once_and_names_it_in_the_verdict(qualify_pytest):
+    result = qualify_pytest(faults=["die_after=2"], repeat=3)
     out = result.stdout.str()
     root = "suites/" if "suites/test_smoke.py::" in out else ""
     death = DEATH.format(root=root, pid=server_pid(out))
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     # rep1: 5 pass; rep2: health, identity, version pass, then the third chat request kills it.
     result.assert_outcomes(passed=8, failed=1, errors=6)
-    junit = cases(tmp_path)
+    junit = qualify_pytest.cases()
     after = [name for name in junit if "rep2of3-q" in name or "rep3of3" in name]
     assert len(after) == 7
     for name in after:
@@ -81,13 +63,12 @@ def test_death_fails_every_later_test_at_once_and_names_it_in_the_verdict(pytest
         if not name.endswith("test_smoke::test_short_answer[rep2of3-q1]"):
             assert float(junit[name].get("time") or 0) < AT_ONCE_S, f"{name} did not fail at once"
     assert f"QUALIFICATION: FAIL\n  - {death}" in out
-    assert death in bundle_text(tmp_path, "summary.json")
-    assert death in bundle_text(tmp_path, "server-death.txt")
+    assert death in bundle_text(qualify_pytest, "summary.json")
+    assert death in bundle_text(qualify_pytest, "server-death.txt")
 
 
-def test_death_under_xdist_each_worker_fails_fast_with_the_same_reason(pytester, tmp_path):
-    result = run(pytester, tmp_path, "--qualify-endpoint", "reference", "--qualify-reference-fault", "die_after=2",
-                 "--repeat", "3", "-n", "2", SMOKE)
+def test_death_under_xdist_each_worker_fails_fast_with_the_same_reason(qualify_pytest):
+    result = qualify_pytest("-n", "2", faults=["die_after=2"], repeat=3)
     out = result.stdout.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     death = re.search(r"server died during \S+: server process \(pid \d+\) exited with code 3", out)
@@ -96,9 +77,9 @@ def test_death_under_xdist_each_worker_fails_fast_with_the_same_reason(pytester,
     failures = [line for line in out.splitlines() if line.startswith("  - smoke:")]
     # How many tests ran before the death depends on the workers' schedule; all after it fail.
     assert failures and all(death.group(0) in line for line in failures), failures
-    assert len(failures) == len([c for c in cases(tmp_path).values() if failure_text(c) is not None])
+    assert len(failures) == len([c for c in qualify_pytest.cases().values() if failure_text(c) is not None])
     assert f"QUALIFICATION: FAIL\n  - {death.group(0)}" in out
-    for name, case in cases(tmp_path).items():
+    for name, case in qualify_pytest.cases().items():
         text = failure_text(case)
         if text is not None and "test_short_answer[rep" not in name:
             assert float(case.get("time") or 0) < AT_ONCE_S, f"{name} did not fail at once"
@@ -131,20 +112,18 @@ def test_run_ends_within_seconds_of_the_death(tmp_path):
     assert seconds < 30, out_path.read_text()
 
 
-def test_dropped_connection_with_the_server_up_is_not_a_death(pytester, tmp_path):
-    result = run(pytester, tmp_path, "--qualify-endpoint", "reference", "--qualify-reference-fault",
-                 "drop_connection=1", SMOKE)
+def test_dropped_connection_with_the_server_up_is_not_a_death(qualify_pytest):
+    result = qualify_pytest(faults=["drop_connection=1"])
     out = result.stdout.str()
     result.assert_outcomes(passed=4, failed=1)
     assert "test_short_answer[q1], repetition 1: connection to the server failed, but it still answers /health" in out
     assert "server died" not in out
 
 
-def test_hung_request_fails_its_test_with_the_elapsed_time_and_the_run_goes_on(pytester, tmp_path):
-    profile = write_profile(tmp_path, request_s=2)
+def test_hung_request_fails_its_test_with_the_elapsed_time_and_the_run_goes_on(qualify_pytest, profile_file):
+    profile = profile_file(request_s=2)
     t0 = time.monotonic()
-    result = run(pytester, tmp_path, "--qualify-endpoint", "reference", "--qualify-reference-fault", "hang_after=2",
-                 "--repeat", "2", SMOKE, profile=profile)
+    result = qualify_pytest(faults=["hang_after=2"], repeat=2, profile=profile)
     elapsed = time.monotonic() - t0
     out = result.stdout.str()
     # rep2's two short answers hang; its health, identity and version checks still pass.
@@ -156,8 +135,8 @@ def test_hung_request_fails_its_test_with_the_elapsed_time_and_the_run_goes_on(p
     assert elapsed < 90
 
 
-def test_timeout_scales_with_the_lane_and_names_it(pytester, tmp_path):
-    profile = write_profile(tmp_path, request_s=1, modules=("context",))
+def test_timeout_scales_with_the_lane_and_names_it(pytester, qualify_pytest, profile_file):
+    profile = profile_file(("context",), request_s=1)
     text = profile.read_text().replace("per_1k_prompt_tokens_s = 5.0", "per_1k_prompt_tokens_s = 1.0")
     profile.write_text(text)
     pytester.makepyfile(test_lanes=textwrap.dedent("""
@@ -171,15 +150,14 @@ def test_timeout_scales_with_the_lane_and_names_it(pytester, tmp_path):
             qualify_client.chat([{"role": "user", "content": "What is the capital of France?"}],
                                 max_tokens=8, prompt_tokens_hint=lane.prompt_tokens)
     """))
-    result = run(pytester, tmp_path, "--qualify-endpoint", "reference", "--qualify-reference-fault", "hang_after=0",
-                 "test_lanes.py", profile=profile)
+    result = qualify_pytest(faults=["hang_after=0"], suites=["test_lanes.py"], profile=profile)
     out = result.stdout.str()
     result.assert_outcomes(failed=1)
     assert re.search(r"1K lane: request timed out: chat completion: no answer after \d+\.\d s "
                      r"\(request timeout 2\.0 s for a ~1,024-token prompt\)", out), out
 
 
-def test_server_killed_between_tests_is_found_before_the_next_one(pytester, tmp_path):
+def test_server_killed_between_tests_is_found_before_the_next_one(pytester, qualify_pytest):
     pytester.makepyfile(test_kill=textwrap.dedent("""
         import os, signal, time
         import pytest
@@ -200,7 +178,7 @@ def test_server_killed_between_tests_is_found_before_the_next_one(pytester, tmp_
         def test_c(qualify_http):
             qualify_http.get("/health")
     """))
-    result = run(pytester, tmp_path, "--qualify-endpoint", "reference", "test_kill.py")
+    result = qualify_pytest(suites=["test_kill.py"])
     out = result.stdout.str()
     result.assert_outcomes(passed=1, errors=2)
     assert re.search(r"server died during test_kill.py::test_a_kills_the_server\[rep1of1\] or right after it "
@@ -208,7 +186,7 @@ def test_server_killed_between_tests_is_found_before_the_next_one(pytester, tmp_
                      r"with code -9", out), out
 
 
-def test_attached_endpoint_that_stops_accepting_connections_is_dead(pytester, tmp_path):
+def test_attached_endpoint_that_stops_accepting_connections_is_dead(qualify_pytest, tmp_path):
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "pytest_qualify.reference", "--port", str(port), "--profile", str(write_profile(tmp_path)),
@@ -217,7 +195,7 @@ def test_attached_endpoint_that_stops_accepting_connections_is_dead(pytester, tm
     )
     try:
         assert wait_for(lambda: answers_health(port), 30)
-        result = run(pytester, tmp_path, "--qualify-endpoint", f"http://127.0.0.1:{port}/v1", SMOKE)
+        result = qualify_pytest(endpoint=f"http://127.0.0.1:{port}/v1")
     finally:
         server.kill()
         server.wait()
@@ -225,7 +203,7 @@ def test_attached_endpoint_that_stops_accepting_connections_is_dead(pytester, tm
     result.assert_outcomes(passed=4, failed=1)
     assert re.search(r"server died during \S*test_smoke.py::test_short_answer\[rep1of1-q2\]: "
                      r"the endpoint no longer accepts connections", out), out
-    summary = json.loads(bundle_text(tmp_path, "summary.json"))
+    summary = json.loads(bundle_text(qualify_pytest, "summary.json"))
     assert "the endpoint no longer accepts connections" in json.dumps(summary)
 
 

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_profile
 from pytest_qualify.evidence.bundle import verify_manifest
 from pytest_qualify.evidence.junit import PROTOCOL_PROPERTIES, all_testcases_have
 from pytest_qualify.evidence.summary import validate
@@ -62,18 +61,6 @@ def test_chat(n, qualify_client, qualify_record):
 '''
 
 
-def run(pytester: pytest.Pytester, tmp_path: Path, modules: list[str], *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", f"--qualify={write_profile(tmp_path, modules)}",
-        "--qualify-evidence", str(tmp_path / "ev"), *args,
-    )
-
-
-def run_dir(tmp_path: Path) -> Path:
-    (found,) = list((tmp_path / "ev").iterdir())
-    return found
-
-
 def check_bundle(d: Path) -> dict:
     """Every artifact present, SHA256SUMS verifies, summary.json validates, no secret anywhere."""
     names = {p.name for p in d.iterdir()}
@@ -92,19 +79,18 @@ def check_bundle(d: Path) -> dict:
     return summary
 
 
-def test_full_bundle_with_lane_cross_check(pytester, tmp_path, monkeypatch):
+def test_full_bundle_with_lane_cross_check(pytester, qualify_pytest, monkeypatch):
     monkeypatch.setenv("QUALIFY_API_KEY", SECRET)
     pytester.makepyfile(test_lanes=LANES)
-    junit_path = tmp_path / "pytest-junit.xml"
-    result = run(pytester, tmp_path, ["context"], "--qualify-endpoint", "reference", "--repeat", "2",
-                 "--junitxml", str(junit_path), "test_lanes.py")
+    junit_path = qualify_pytest.junit
+    result = qualify_pytest(modules=["context"], repeat=2, suites=["test_lanes.py"])
     out = result.stdout.str()
     assert result.ret == 0, out
     assert "warning" not in out.lower()  # no PytestWarning about properties or anything else
     assert "QUALIFICATION: PASS" in out
     assert "context lane 1K: TTFT" in out and "client/server TTFT" in out
     assert "FLAG: 2K lane, repetition 2: the server counted" in out
-    d = run_dir(tmp_path)
+    d = qualify_pytest.run_dir()
     assert f"evidence bundle: {d}" in out
     summary = check_bundle(d)
     assert summary["simulated"] is True and summary["verdict"]["result"] == "PASS"
@@ -139,14 +125,13 @@ def test_full_bundle_with_lane_cross_check(pytester, tmp_path, monkeypatch):
     assert SECRET not in junit_path.read_text()
 
 
-def test_junit_properties_survive_xdist(pytester, tmp_path):
+def test_junit_properties_survive_xdist(pytester, qualify_pytest):
     pytest.importorskip("xdist")
     pytester.makepyfile(test_lanes=LANES)
-    junit_path = tmp_path / "pytest-junit.xml"
-    result = run(pytester, tmp_path, ["context"], "--qualify-endpoint", "reference", "--repeat", "2",
-                 "-n", "2", "--junitxml", str(junit_path), "test_lanes.py")
+    junit_path = qualify_pytest.junit
+    result = qualify_pytest("-n", "2", modules=["context"], repeat=2, suites=["test_lanes.py"])
     assert result.ret == 0, result.stdout.str()
-    d = run_dir(tmp_path)
+    d = qualify_pytest.run_dir()
     summary = check_bundle(d)
     assert summary["run"]["workers"] == 2
     # pytest's own file, written on the controller from the workers' reports.
@@ -163,12 +148,11 @@ def test_junit_properties_survive_xdist(pytester, tmp_path):
         assert props["metrics_attribution"] in ("exclusive", "shared")
 
 
-def test_server_dying_mid_run_still_writes_the_bundle(pytester, tmp_path):
+def test_server_dying_mid_run_still_writes_the_bundle(pytester, qualify_pytest):
     pytester.makepyfile(test_chatty=CHATTY)
-    result = run(pytester, tmp_path, ["smoke"], "--qualify-endpoint", "reference",
-                 "--qualify-reference-fault", "die_after=2", "test_chatty.py")
+    result = qualify_pytest(faults=["die_after=2"], suites=["test_chatty.py"])
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    d = run_dir(tmp_path)
+    d = qualify_pytest.run_dir()
     summary = check_bundle(d)
     assert summary["verdict"]["result"] == "FAIL"
     reasons = " ".join(summary["verdict"]["reasons"])
@@ -182,15 +166,15 @@ def test_server_dying_mid_run_still_writes_the_bundle(pytester, tmp_path):
     assert "fault die_after" in (d / "server.log").read_text()
 
 
-def test_startup_failure_still_writes_the_bundle(pytester, tmp_path):
+def test_startup_failure_still_writes_the_bundle(pytester, qualify_pytest, tmp_path):
     script = tmp_path / "fake_vllm.py"
     script.write_text("import sys\nprint('CUDA error: no kernel image is available', flush=True)\nsys.exit(3)\n")
     pytester.makepyfile(test_chatty=CHATTY)
-    result = run(pytester, tmp_path, ["smoke"], "--qualify-serve-command", f"{sys.executable} {script}",
-                 "--qualify-startup-timeout", "30", "test_chatty.py")
+    result = qualify_pytest("--qualify-serve-command", f"{sys.executable} {script}", "--qualify-startup-timeout", "30",
+                            endpoint=None, suites=["test_chatty.py"])
     # Nothing was judged: INCOMPLETE, exit 2 (not a FAILed deployment).
     assert result.ret == pytest.ExitCode.INTERRUPTED
-    d = run_dir(tmp_path)
+    d = qualify_pytest.run_dir()
     summary = check_bundle(d)
     assert summary["verdict"]["result"] == "INCOMPLETE"
     assert any(r.startswith("server startup failed") for r in summary["verdict"]["incomplete"])

@@ -26,6 +26,7 @@ from pytest_qualify.lifecycle import (
     pid_exit,
 )
 from pytest_qualify.redaction import redact
+from pytest_qualify.hooks.watch import STARTUP_LOG_SECTION
 from pytest_qualify.hooks.collection import suites_dir
 
 SMOKE = str(suites_dir() / "test_smoke.py")
@@ -227,9 +228,17 @@ def test_launch_mode_exit_during_startup_fails_in_seconds_with_the_log_tail(pyte
     assert "server exited during startup with exit code 7" in out
     assert "command: " in out and "fake_vllm.py serve pytest-qualify/small-chat" in out
     assert "--served-model-name small-chat-4k --max-model-len 4096" in out
-    assert "CUDA out of memory (simulated)" in out
     result.assert_outcomes(errors=5)
     assert "QUALIFICATION: INCOMPLETE" in out and "server startup failed" in out
+    # Each error keeps the one-line reason and the command in its message; the log's tail is a
+    # section of the report after it, not part of the message.
+    error = out[out.index("ERROR at setup of test_health"):]
+    error = error[:error.index("ERROR at setup of", 30)]
+    message, title, tail = error.partition(STARTUP_LOG_SECTION)
+    assert title, error
+    assert "server exited during startup with exit code 7" in message and "command: " in message
+    assert "CUDA out of memory" not in message
+    assert "CUDA out of memory (simulated)" in tail
 
 
 def test_launch_mode_identity_mismatch_names_both_values(pytester, tmp_path):

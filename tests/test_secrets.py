@@ -18,9 +18,6 @@ import pytest
 from conftest import write_profile
 from fake_vllm import answers_health, fake_command, wait_for
 from pytest_qualify.lifecycle import free_port
-from pytest_qualify.hooks.collection import suites_dir
-
-SMOKE = str(suites_dir() / "test_smoke.py")
 
 
 def every_artifact(root: Path) -> dict[Path, bytes]:
@@ -36,13 +33,6 @@ def assert_nowhere(key: str, result: pytest.RunResult, *roots: Path) -> int:
             searched += 1
             assert key.encode() not in data, f"the API key leaked into {path}"
     return searched
-
-
-def run(pytester: pytest.Pytester, tmp_path: Path, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(
-        f"--qualify={write_profile(tmp_path)}", "--qualify-evidence", str(tmp_path / "ev"),
-        "--junitxml", str(tmp_path / "junit.xml"), "-p", "no:cacheprovider", "-rA", *args, SMOKE,
-    )
 
 
 @pytest.fixture
@@ -84,26 +74,26 @@ def test_reference_server_requires_the_key(tmp_path):
         proc.wait()
 
 
-def test_known_key_reaches_no_artifact_reference_server(pytester, tmp_path, api_key):
-    result = run(pytester, tmp_path, "--qualify-endpoint", "reference", "--repeat", "2")
+def test_known_key_reaches_no_artifact_reference_server(pytester, qualify_pytest, tmp_path, api_key):
+    result = qualify_pytest("-rA", repeat=2)
     assert result.ret == 0, result.stdout.str()
     assert "QUALIFICATION: PASS" in result.stdout.str()
-    searched = assert_nowhere(api_key, result, tmp_path / "ev", tmp_path, pytester.path)
+    searched = assert_nowhere(api_key, result, qualify_pytest.evidence, tmp_path, pytester.path)
     assert searched >= 5  # junit.xml, report.md, summary.json, server.log, SHA256SUMS at least
 
 
-def test_known_key_reaches_no_artifact_launch_mode(pytester, tmp_path, api_key):
+def test_known_key_reaches_no_artifact_launch_mode(pytester, qualify_pytest, tmp_path, api_key):
     # The fake vLLM requires the key (given as VLLM_API_KEY) and writes it into its own log.
-    result = run(pytester, tmp_path, "--qualify-serve-command", fake_command())
+    result = qualify_pytest("-rA", "--qualify-serve-command", fake_command(), endpoint=None)
     out = result.stdout.str()
     assert result.ret == 0, out
     assert "qualify: launching: " in out
-    assert_nowhere(api_key, result, tmp_path / "ev", tmp_path, pytester.path)
-    (server_log,) = (tmp_path / "ev").rglob("server.log")
+    assert_nowhere(api_key, result, qualify_pytest.evidence, tmp_path, pytester.path)
+    (server_log,) = qualify_pytest.evidence.rglob("server.log")
     assert "'api_key': '***'" in server_log.read_text()
 
 
-def test_key_in_a_failure_message_is_redacted(pytester, tmp_path, api_key):
+def test_key_in_a_failure_message_is_redacted(pytester, qualify_pytest, tmp_path, api_key):
     pytester.makepyfile(test_leak="""
         import os
         import pytest
@@ -114,21 +104,17 @@ def test_key_in_a_failure_message_is_redacted(pytester, tmp_path, api_key):
             print("captured output with", os.environ["QUALIFY_API_KEY"])
             assert os.environ["QUALIFY_API_KEY"] == "something else"
     """)
-    result = pytester.runpytest_subprocess(
-        f"--qualify={write_profile(tmp_path)}", "--qualify-endpoint", "reference", "--qualify-evidence",
-        str(tmp_path / "ev"), "--junitxml", str(tmp_path / "junit.xml"), "-p", "no:cacheprovider", "-rA", "test_leak.py",
-    )
+    result = qualify_pytest("-rA", suites=["test_leak.py"])
     result.assert_outcomes(failed=1)
     assert "***" in result.stdout.str()
-    assert_nowhere(api_key, result, tmp_path / "ev", tmp_path)
+    assert_nowhere(api_key, result, qualify_pytest.evidence, tmp_path)
 
 
-def test_rejected_key_is_reported_as_such_without_a_traceback(pytester, tmp_path, monkeypatch):
+def test_rejected_key_is_reported_as_such_without_a_traceback(qualify_pytest, tmp_path, monkeypatch):
     proc, port = start_reference(tmp_path, "REF_KEY", "sk-the-right-key-0123")
     monkeypatch.setenv("MY_ENDPOINT_KEY", "sk-a-wrong-key-4567")
     try:
-        result = run(pytester, tmp_path, "--qualify-endpoint", f"http://127.0.0.1:{port}",
-                     "--qualify-api-key-env", "MY_ENDPOINT_KEY")
+        result = qualify_pytest("-rA", "--qualify-api-key-env", "MY_ENDPOINT_KEY", endpoint=f"http://127.0.0.1:{port}")
     finally:
         proc.kill()
         proc.wait()
@@ -141,15 +127,15 @@ def test_rejected_key_is_reported_as_such_without_a_traceback(pytester, tmp_path
     assert "Traceback" not in out and "def test_" not in out and "AuthenticationError" not in out
     assert "qualify: WARNING: the endpoint rejected the API key" in out  # said once, at startup
     assert "sk-a-wrong-key-4567" not in out and "sk-the-right-key-0123" not in out
-    summary = json.loads(next((tmp_path / "ev").rglob("summary.json")).read_text())
+    summary = qualify_pytest.summary()
     assert "rejected the API key" in json.dumps(summary)
 
 
-def test_key_comes_from_the_named_environment_variable_only(pytester, tmp_path, monkeypatch):
+def test_key_comes_from_the_named_environment_variable_only(pytester, qualify_pytest, monkeypatch):
     # No key in the environment: the reference server runs without one and the run passes;
     # the option names a variable, never a value.
     monkeypatch.delenv("QUALIFY_API_KEY", raising=False)
-    result = run(pytester, tmp_path, "--qualify-endpoint", "reference", "--qualify-api-key-env", "UNSET_KEY_VAR")
+    result = qualify_pytest("-rA", "--qualify-api-key-env", "UNSET_KEY_VAR")
     assert result.ret == 0
     help_text = pytester.runpytest_subprocess("--help").stdout.str()
     assert "--qualify-api-key-env" in help_text and "--qualify-api-key=" not in help_text

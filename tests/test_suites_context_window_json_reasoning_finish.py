@@ -5,12 +5,11 @@ reason that names the lane, case or repetition."""
 from __future__ import annotations
 
 import re
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
 import pytest
 
-from conftest import write_profile
+from conftest import QualifyPytest, write_profile
 from pytest_qualify.hooks.collection import suites_dir
 
 MODULES = ["context", "window", "json", "reasoning", "finish"]
@@ -39,16 +38,11 @@ class Case:
         return MODULE_OF[self.name.split("[")[0]]
 
 
-def run(pytester: pytest.Pytester, prof: str, *args: str, faults: tuple[str, ...] = (), repeat: int = 1,
+def run(qualify_pytest: QualifyPytest, prof: str, *args: str, faults: tuple[str, ...] = (), repeat: int = 1,
         suites: list[str] = SUITES) -> tuple[pytest.RunResult, list[Case]]:
-    junit = pytester.path / "junit.xml"
-    fault_args = [a for f in faults for a in ("--qualify-reference-fault", f)]
-    result = pytester.runpytest_subprocess(
-        f"--qualify={prof}", "--qualify-endpoint", "reference", "--qualify-evidence", str(pytester.path / "ev"),
-        "--repeat", str(repeat), "-p", "no:cacheprovider", f"--junitxml={junit}", *fault_args, *args, *suites,
-    )
+    result = qualify_pytest(*args, profile=prof, faults=faults, repeat=repeat, suites=suites)
     cases = []
-    for tc in ET.parse(junit).getroot().iter("testcase"):
+    for tc in qualify_pytest.cases().values():
         failure = tc.find("failure")
         if failure is None:
             failure = tc.find("error")
@@ -68,8 +62,8 @@ def small(tmp_path_factory) -> str:
     return str(write_profile(tmp_path_factory.mktemp("profiles"), MODULES))
 
 
-def test_conforming_server_passes_every_module_with_evidence(pytester, small):
-    result, cases = run(pytester, small, repeat=2)
+def test_conforming_server_passes_every_module_with_evidence(qualify_pytest, small):
+    result, cases = run(qualify_pytest, small, repeat=2)
     assert result.ret == 0, result.stdout.str()[-3000:]
     result.stdout.fnmatch_lines(["*QUALIFICATION: PASS*"])
     assert {c.module for c in cases} == set(MODULES) and all(c.outcome == "passed" for c in cases)
@@ -91,15 +85,15 @@ def test_conforming_server_passes_every_module_with_evidence(pytester, small):
     assert window["test_prompt_over_window_is_refused[rep1of2]"]["overwindow_status"] == "400"
 
 
-def test_240k_lane_lands_within_tolerance_in_six_tokenize_calls(pytester, tmp_path):
+def test_240k_lane_lands_within_tolerance_in_six_tokenize_calls(qualify_pytest, tmp_path):
     prof = write_profile(tmp_path, ["context"], base="262k", lanes=[("240K", 245_760)])
-    result, cases = run(pytester, prof, suites=[SUITES[0]])
+    result, cases = run(qualify_pytest, prof, suites=[SUITES[0]])
     assert result.ret == 0, result.stdout.str()[-3000:]
     (case,) = cases
     assert abs(int(case.properties["prompt_tokens"]) - 245_760) <= 256
     assert int(case.properties["tokenize_calls"]) <= 6
     # The server's own request log agrees: the lane cost at most six /tokenize round trips.
-    (log,) = (pytester.path / "ev").glob("*/server.log")
+    (log,) = qualify_pytest.evidence.glob("*/server.log")
     assert 1 <= log.read_text().count('"POST /tokenize ') <= 6
 
 
@@ -146,8 +140,8 @@ def _key(name: str) -> str:
 
 
 @pytest.mark.parametrize("faults, repeat", FAULT_RUNS, ids=["+".join(f.split("=")[0] for f in r[0]) for r in FAULT_RUNS])
-def test_each_fault_fails_exactly_its_tests_with_its_reason(pytester, small, faults, repeat):
-    result, cases = run(pytester, small, faults=faults, repeat=repeat)
+def test_each_fault_fails_exactly_its_tests_with_its_reason(qualify_pytest, small, faults, repeat):
+    result, cases = run(qualify_pytest, small, faults=faults, repeat=repeat)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*QUALIFICATION: FAIL*"])
     expected: dict[str, str] = {}
@@ -171,22 +165,22 @@ def test_every_fault_of_these_modules_is_exercised():
     assert set(own) | {"overwindow_500", "overwindow_accept"} == names
 
 
-def test_salt_ignoring_prefix_cache_is_caught_by_context(pytester, small):
+def test_salt_ignoring_prefix_cache_is_caught_by_context(qualify_pytest, small):
     # The server-wide fault: context prompts share a short template prefix, which a cache that
     # ignores cache_salt serves from an earlier request.
-    result, cases = run(pytester, small, faults=("ignore_cache_salt",), repeat=2, suites=[SUITES[0]])
+    result, cases = run(qualify_pytest, small, faults=("ignore_cache_salt",), repeat=2, suites=[SUITES[0]])
     bad = failed(cases)
     assert len(bad) >= 5, sorted(bad)  # every context request after the very first one
     assert all("came from the prefix cache" in m for m in bad.values())
 
 
-def test_window_hang_and_dead_server_fail_with_a_reason(pytester, tmp_path):
+def test_window_hang_and_dead_server_fail_with_a_reason(qualify_pytest, tmp_path):
     prof = write_profile(tmp_path, ["window"], request_s=3, per_1k_prompt_tokens_s=0.0)
     window = [SUITES[1], "-k", "over_window"]
     # The over-window request is the first chat request: it hangs, then the server dies on it.
-    result, cases = run(pytester, prof, faults=("hang_after=0",), suites=window)
+    result, cases = run(qualify_pytest, prof, faults=("hang_after=0",), suites=window)
     (case,) = cases
     assert case.outcome == "failed" and re.search(r"time[sd]? ?out", case.message, re.I), case.message
-    result, cases = run(pytester, prof, faults=("die_after=0",), suites=window)
+    result, cases = run(qualify_pytest, prof, faults=("die_after=0",), suites=window)
     (case,) = cases
     assert case.outcome == "failed" and re.search(r"died|gone|refuse|connection", case.message, re.I), case.message

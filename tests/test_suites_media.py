@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from conftest import write_profile
+from conftest import QualifyPytest
 from pytest_qualify.corpus import load_manifest, malformed_part, media_part, user_message
 from pytest_qualify.graders.media import grade_item
 from pytest_qualify.hooks.collection import suites_dir
@@ -25,21 +25,18 @@ ADMISSION = str(suites_dir() / "test_media_admission.py")
 FAILED_RE = re.compile(r"^FAILED \S+::(\S+)", re.M)
 
 
-def _run(pytester: pytest.Pytester, *suites: str, repeat: int = 1, faults: tuple[str, ...] = ()) -> pytest.RunResult:
-    args = ["--qualify", str(write_profile(pytester.path, ["multimodal", "media_admission"])), "--qualify-endpoint", "reference", "--repeat", str(repeat),
-            "--qualify-evidence", str(pytester.path / "evidence"), "-p", "no:cacheprovider", "-rf"]
-    for fault in faults:
-        args += ["--qualify-reference-fault", fault]
-    return pytester.runpytest_subprocess(*args, *suites, timeout=300)
+def _run(qualify_pytest: QualifyPytest, *suites: str, repeat: int = 1, faults: tuple[str, ...] = ()) -> pytest.RunResult:
+    return qualify_pytest("-rf", modules=("multimodal", "media_admission"), repeat=repeat, faults=faults,
+                          suites=suites, timeout=300)
 
 
 def _failed(result: pytest.RunResult) -> list[str]:
     return sorted(FAILED_RE.findall(result.stdout.str()))
 
 
-def test_drop_required_word_fails_exactly_that_item(pytester):
+def test_drop_required_word_fails_exactly_that_item(qualify_pytest):
     # Also the clean run of the corpus: the 29 items the fault does not touch pass at --repeat 2.
-    result = _run(pytester, MULTIMODAL, repeat=2, faults=("drop_required_word=video-13",))
+    result = _run(qualify_pytest, MULTIMODAL, repeat=2, faults=("drop_required_word=video-13",))
     out = result.stdout.str()
     assert result.ret == 1
     assert _failed(result) == ["test_corpus_item[rep1of2-video-13]", "test_corpus_item[rep2of2-video-13]"]
@@ -53,12 +50,12 @@ def test_drop_required_word_fails_exactly_that_item(pytester):
     assert "QUALIFICATION: FAIL" in out
 
 
-def test_each_admission_fault_fails_exactly_its_checks(pytester):
+def test_each_admission_fault_fails_exactly_its_checks(qualify_pytest):
     # Three faults that break different checks share one run; each failure carries its own reason.
     # The streaming check grades the manifest's stream item: of the admission module only it
     # depends on that answer, so dropping a word from it fails that check alone.
     item = MANIFEST.stream_item
-    result = _run(pytester, ADMISSION, faults=(f"drop_required_word={item}", "accept_over_limit", "malformed_500"))
+    result = _run(qualify_pytest, ADMISSION, faults=(f"drop_required_word={item}", "accept_over_limit", "malformed_500"))
     malformed = [f"test_malformed_media_refused[rep1of1-{case.id}]" for case in MANIFEST.malformed]
     over_limit = ["test_over_limit_refused[rep1of1-images]", "test_over_limit_refused[rep1of1-videos]"]
     assert _failed(result) == sorted(["test_streaming_with_video[rep1of1]", *over_limit, *malformed])

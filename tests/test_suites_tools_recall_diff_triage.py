@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import write_profile
+from conftest import QualifyPytest, suite
 from pytest_qualify.graders.tools import canonical_arguments
 from pytest_qualify.fixture_data import diff_cases as load_diff_cases
 from pytest_qualify.fixture_data import recall_fixtures as load_recall_fixtures
@@ -30,16 +29,8 @@ SUITES = [str(suites_dir() / f"test_{m}.py") for m in MODULES]
 FAILED_RE = re.compile(r"^FAILED \S*suites/test_(\w+)\.py::(\w+)\[(\S+?)\]")
 
 
-def run(pytester: pytest.Pytester, tmp_path: Path, repeat: int, suites: list[str], *faults: str) -> pytest.RunResult:
-    args = ["-p", "no:cacheprovider", f"--qualify={write_profile(tmp_path, MODULES)}", "--qualify-endpoint", "reference",
-            "--qualify-evidence", str(tmp_path / "ev"), "--repeat", str(repeat), "-rf"]
-    for fault in faults:
-        args += ["--qualify-reference-fault", fault]
-    return pytester.runpytest_subprocess(*args, *suites)
-
-
-def suite(module: str) -> list[str]:
-    return [str(suites_dir() / f"test_{module}.py")]
+def run(qualify_pytest: QualifyPytest, repeat: int, suites: list[str], *faults: str) -> pytest.RunResult:
+    return qualify_pytest("-rf", modules=MODULES, repeat=repeat, faults=faults, suites=suites)
 
 
 def failures(result: pytest.RunResult) -> set[tuple[str, str, str]]:
@@ -51,8 +42,8 @@ def gate_row(result: pytest.RunResult, title: str) -> str:
     return next(line for line in result.stdout.lines if line.startswith(title))
 
 
-def test_clean_run_passes_every_module(pytester, tmp_path):
-    result = run(pytester, tmp_path, 1, SUITES)
+def test_clean_run_passes_every_module(qualify_pytest):
+    result = run(qualify_pytest, 1, SUITES)
     outcomes = result.parseoutcomes()
     assert result.ret == 0, result.stdout.str()[-3000:]
     assert outcomes["passed"] == 27 + 3 + 3 + 3 and "failed" not in outcomes
@@ -108,7 +99,7 @@ def test_every_fault_is_exercised():
 
 
 @pytest.mark.parametrize("faults, repeat", FAULT_RUNS, ids=["+".join(f.split("=")[0] for f in r[0]) for r in FAULT_RUNS])
-def test_each_fault_fails_exactly_its_tests(pytester, tmp_path, faults, repeat):
+def test_each_fault_fails_exactly_its_tests(qualify_pytest, faults, repeat):
     expected: dict[tuple[str, str, str], str] = {}  # item -> the fault that must fail it
     for fault in faults:
         module, functions, _, only = FAULTS[fault]
@@ -117,7 +108,7 @@ def test_each_fault_fails_exactly_its_tests(pytester, tmp_path, faults, repeat):
                 assert item not in expected, f"{fault} and {expected[item]} both target {item}"
                 expected[item] = fault
     modules = sorted({FAULTS[f][0] for f in faults})
-    result = run(pytester, tmp_path, repeat, [s for m in modules for s in suite(m)], *faults)
+    result = run(qualify_pytest, repeat, [s for m in modules for s in suite(m)], *faults)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert failures(result) == set(expected)
     out = result.stdout.str()

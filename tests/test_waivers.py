@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_profile
+from conftest import QualifyPytest
 from pytest_qualify import gate
 from pytest_qualify.evidence.summary import validate
 from pytest_qualify.evidence.waivers import (
@@ -159,19 +159,14 @@ def test_health():
 
 
 @pytest.fixture
-def project(pytester):
+def project(pytester, qualify_pytest: QualifyPytest) -> QualifyPytest:
     pytester.makepyfile(test_corpus=CORPUS, test_hard=HARD)
-    return pytester
+    return qualify_pytest
 
 
-def run(pytester, tmp_path, waivers: str, *extra: str):
-    path = tmp_path / "waivers.toml"
-    path.write_text(textwrap.dedent(waivers))
-    return pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", f"--qualify={write_profile(tmp_path, ['smoke', 'multimodal'])}",
-        "--qualify-endpoint", "reference", "--qualify-evidence", str(tmp_path / "ev"),
-        "--qualify-waivers", str(path), *extra, "test_corpus.py", "test_hard.py",
-    )
+def run(project: QualifyPytest, tmp_path: Path, waivers: str, *extra: str) -> pytest.RunResult:
+    return project("--qualify-waivers", str(write(tmp_path, waivers)), *extra,
+                   modules=("smoke", "multimodal"), suites=("test_corpus.py", "test_hard.py"))
 
 
 def test_waived_failure_passes_the_gate_and_is_reported(project, tmp_path):
@@ -192,7 +187,7 @@ def test_waived_failure_passes_the_gate_and_is_reported(project, tmp_path):
     assert "1 failed, 2 passed" in out  # the waived failure is still a failure, never hidden
     assert "Multimodal corpus" in out and "1/2 (1 waived)" in out
     assert "waiver 'test_renamed_long_ago[*]' (stale" in out
-    run_dir = next((tmp_path / "ev").iterdir())
+    run_dir = project.run_dir()
     summary = json.loads((run_dir / "summary.json").read_text())
     validate(summary)
     assert [x["item"] for x in summary["verdict"]["waived"]] == ["test_image[img07]"]
@@ -210,7 +205,7 @@ def test_expired_waiver_is_a_usage_error(project, tmp_path):
     """)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "expired on 2020-01-01" in result.stderr.str()
-    assert not list((tmp_path / "ev").rglob("summary.json"))  # stopped before anything ran
+    assert not list(project.evidence.rglob("summary.json"))  # stopped before anything ran
 
 
 def test_waiver_naming_a_hard_test_is_a_usage_error(project, tmp_path):

@@ -15,8 +15,10 @@ import openai
 import pytest
 
 from pytest_qualify.client import AuthRejected, EndpointError, RequestTimeout, ServerGone
-from pytest_qualify.hooks.watch import DEATH_FILE, LOG_SECTION, _attach_log_tail, _harness_reason, split_death
-from pytest_qualify.lifecycle import free_port
+from pytest_qualify.hooks.watch import (
+    DEATH_FILE, LOG_SECTION, STARTUP_LOG_SECTION, _attach_log_tail, _harness_reason, fail_if_server_gone, split_death,
+)
+from pytest_qualify.lifecycle import LOG_TAIL_HEADER, free_port, split_startup_error
 from pytest_qualify.settings import Settings
 
 
@@ -151,3 +153,19 @@ def test_the_log_tail_travels_as_a_report_section_not_in_the_message():
     assert plain.longrepr == f"server died\n{LOG_SECTION}\nboom"
     _attach_log_tail(plain, "  ")
     assert plain.longrepr == f"server died\n{LOG_SECTION}\nboom"
+
+
+def test_a_failed_startup_keeps_its_reason_in_the_message_and_its_log_tail_for_a_section(tmp_path):
+    reason = "server exited during startup with exit code 3 after 1.2 s\ncommand: vllm serve m\nlog: /ev/server.log"
+    account = f"{reason}\n{LOG_TAIL_HEADER}INFO loading\nCUDA error: no kernel image"
+    assert split_startup_error(account) == (reason, "INFO loading\nCUDA error: no kernel image")
+    # An endpoint that could not be reached has no log: the whole message is the reason.
+    assert split_startup_error("--qualify-endpoint http://h: unreachable") == ("--qualify-endpoint http://h: unreachable", "")
+    st = state(tmp_path, "http://127.0.0.1:1")
+    st.startup_error = account
+    with pytest.raises(pytest.fail.Exception) as failed:
+        fail_if_server_gone(None, st, "suites/test_x.py::test_y[rep1of1]")
+    assert str(failed.value) == f"server startup failed:\n{reason}"
+    report = SimpleNamespace(longrepr="server startup failed:")
+    _attach_log_tail(report, split_startup_error(account)[1], STARTUP_LOG_SECTION)
+    assert report.longrepr == f"server startup failed:\n{STARTUP_LOG_SECTION}\nINFO loading\nCUDA error: no kernel image"

@@ -29,6 +29,8 @@ EXIT_WAIT_S = 2.0
 DEATH_LOG_LINES = 20
 # The log tail travels as a section of the failure's report, not in its message.
 LOG_SECTION = f"server log (last {DEATH_LOG_LINES} lines)"
+STARTUP_LOG_SECTION = "server log at the failed startup"
+STARTUP_FAILED = "server startup failed"
 _TAIL_SEP = f"\n--- last {DEATH_LOG_LINES} lines of the server log ---\n"
 
 
@@ -84,6 +86,9 @@ class ServerWatch:
                 # Tells the xdist controller, which sees only reports, that the server is gone.
                 report.user_properties.append((DEAD_PROPERTY, state.dead.splitlines()[0]))
                 _attach_log_tail(report, split_death(state.dead)[1])
+        if state.startup_error and report.failed and module_of(item) is not None:
+            if STARTUP_FAILED in str(report.longrepr):
+                _attach_log_tail(report, _split_startup(state.startup_error)[1], STARTUP_LOG_SECTION)
         _redact_report(report, state.secrets)
         return report
 
@@ -278,7 +283,7 @@ def _harness_reason(state: RunState, item: pytest.Item, exc: BaseException) -> s
 def fail_if_server_gone(config: pytest.Config, state: RunState, nodeid: str) -> None:
     """Fail the current test at once when the server never started or is known to be gone."""
     if state.startup_error:
-        pytest.fail(f"server startup failed:\n{state.startup_error}", pytrace=False)
+        pytest.fail(f"{STARTUP_FAILED}:\n{_split_startup(state.startup_error)[0]}", pytrace=False)
     if state.dead is None:
         state.dead = _adopt_death(state)
     if state.dead is None:
@@ -307,14 +312,20 @@ def _protocol_state(item: pytest.Item) -> RunState | None:
     return state if state is not None and module_of(item) is not None else None
 
 
-def _attach_log_tail(report: pytest.TestReport, tail: str) -> None:
+def _split_startup(startup_error: str) -> tuple[str, str]:
+    from pytest_qualify.lifecycle import split_startup_error  # subprocess machinery: only when startup failed
+
+    return split_startup_error(startup_error)
+
+
+def _attach_log_tail(report: pytest.TestReport, tail: str, title: str = LOG_SECTION) -> None:
     """The server log's last lines as a section of the failure (terminal, JUnit and evidence show it)."""
     if not tail.strip():
         return
     if hasattr(report.longrepr, "addsection"):
-        report.longrepr.addsection(LOG_SECTION, tail)
+        report.longrepr.addsection(title, tail)
     elif isinstance(report.longrepr, str):
-        report.longrepr += f"\n{LOG_SECTION}\n{tail}"
+        report.longrepr += f"\n{title}\n{tail}"
 
 
 def _redact_report(report: pytest.TestReport, secrets: tuple[str, ...]) -> None:
