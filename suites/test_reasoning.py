@@ -36,14 +36,24 @@ def _record(qualify_record, answer) -> None:
     )
 
 
+def _leak_check(qualify_record, thinking_on: bool, where: str):
+    """The module's own check, handed to qualify_ask so it runs before the finish-state check."""
+
+    def check(answer) -> None:
+        _record(qualify_record, answer)
+        _grade(answer, thinking_on, where)
+
+    return check
+
+
 @STREAM
 @pytest.mark.parametrize("prompt", PROMPTS, ids=[p.id for p in PROMPTS])
 def test_no_reasoning_leak(prompt, stream, qualify_ask, qualify_profile, qualify_record, qualify_repetition):
     thinking = qualify_profile.thinking
     where = f"prompt {prompt.id}, {'streamed' if stream else 'not streamed'}, repetition {qualify_repetition}, thinking {'enabled' if thinking.enabled else 'disabled'}"
-    answer = qualify_ask(prompt.text, stream=stream)
-    _record(qualify_record, answer)
-    _grade(answer, thinking.enabled, where)
+    # The leak is graded before the finish state: reasoning that used up the budget is a leak first.
+    qualify_ask(prompt.text, stream=stream,
+                grade=_leak_check(qualify_record, thinking.enabled, where))
 
 
 @STREAM
@@ -55,7 +65,7 @@ def test_thinking_override(stream, qualify_ask, qualify_profile, qualify_record,
              f" and {'' if thinking.overridable else 'not '}overridable, {'streamed' if stream else 'not streamed'}, "
              f"repetition {qualify_repetition}")
     prompt = PROMPTS[0]
-    answer = qualify_ask(prompt.text, stream=stream, chat_template_kwargs={"enable_thinking": requested})
-    _record(qualify_record, answer)
+    # Recorded before asking: an answer that fails its finish state still shows what was asked.
     qualify_record.props(thinking_requested=requested, thinking_expected=effective)
-    _grade(answer, effective, where)
+    qualify_ask(prompt.text, stream=stream, chat_template_kwargs={"enable_thinking": requested},
+                grade=_leak_check(qualify_record, effective, where))

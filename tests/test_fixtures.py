@@ -110,3 +110,32 @@ def test_recorder_checks_the_finish_state_of_every_answer(pytester):
     assert props["test_ok"]["finish_check"] == "ok" and props["test_ok"]["finish_reason"] == "stop"
     assert props["test_tool_turn"]["finish_check"] == "ok"
     assert props["test_length"]["finish_check"].startswith("answer budget exhausted")
+
+
+def test_a_modules_own_grade_runs_before_the_finish_check(pytester):
+    # A reasoning leak that used up the budget ends with finish_reason "length": the module's own
+    # reason (the leak) must be the one reported, and the finish check still runs after a pass.
+    pytester.makeconftest("PROFILE = 'small'\n" + textwrap.dedent(FAKES).replace('finish_reason="stop"', 'finish_reason="length"'))
+    pytester.makepyfile(test_grade=textwrap.dedent("""
+        import pytest
+
+        def test_own_reason_first(qualify_ask):
+            def leak(answer):
+                pytest.fail("reasoning leaked into the content", pytrace=False)
+            qualify_ask("Capital of France?", grade=leak)
+
+        def test_finish_checked_after_a_passing_grade(qualify_ask):
+            seen = []
+            qualify_ask("Capital of France?", grade=seen.append)
+            pytest.fail("not reached: the finish check fails first")
+
+        def test_without_grade_the_finish_check_decides(qualify_ask):
+            qualify_ask("Capital of France?")
+    """))
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=3)
+    result.stdout.fnmatch_lines([
+        "*_ test_own_reason_first _*", "reasoning leaked into the content",
+        "*_ test_finish_checked_after_a_passing_grade _*", "finish state: answer budget exhausted*",
+        "*_ test_without_grade_the_finish_check_decides _*", "finish state: answer budget exhausted*",
+    ])

@@ -171,7 +171,9 @@ def test_a_partial_stage_is_never_a_pass(tmp_path):
     # Nothing judged failed, but a partial selection leaves the stage unjudged: INCOMPLETE, exit 2.
     assert run.code == 2 and run.verdict_line.startswith("PREFLIGHT: INCOMPLETE"), run.out
     assert "stage preflight needs every one of its items" in run.out
-    assert run.out.rstrip().splitlines()[-1].startswith("PREFLIGHT: INCOMPLETE (stage preflight; not a qualification) (exit 2)")
+    # The run's last verdict line (stderr may follow it in the combined output).
+    last = [line for line in run.out.splitlines() if line.startswith("PREFLIGHT:")][-1]
+    assert last.startswith("PREFLIGHT: INCOMPLETE (stage preflight; not a qualification) (exit 2)"), last
 
 
 @pytest.mark.parametrize("args, message", [

@@ -6,7 +6,7 @@ protocol fixture fails with how to run it."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
@@ -90,9 +90,10 @@ class Recorder:
         for key, value in values.items():
             self._item.user_properties.append((key, value))
 
-    def answer(self, answer: Answer, tool_turn: bool = False) -> None:
+    def answer(self, answer: Answer, tool_turn: bool = False, *, check_finish: bool = True) -> None:
         """Record an answer's client-observed timing and token counts. An item that makes several
-        requests keeps the timing of its first streamed one (see evidence/junit.py)."""
+        requests keeps the timing of its first streamed one (see evidence/junit.py). With
+        ``check_finish=False`` the caller runs :meth:`finish` itself, after its own grading."""
         from pytest_qualify.evidence.junit import merge_answer_properties
         from pytest_qualify.timing import request_metrics
 
@@ -101,7 +102,8 @@ class Recorder:
         # vLLM's own count of the prompt tokens each kind of media cost (--enable-prompt-tokens-details).
         media = (answer.usage.get("prompt_tokens_details") or {}).get("multimodal_tokens") or {}
         self.props(**{f"{kind}_prompt_tokens": int(n) for kind, n in sorted(media.items()) if n is not None})
-        self.finish(answer, tool_turn)
+        if check_finish:
+            self.finish(answer, tool_turn)
 
     def finish(self, answer: Answer, tool_turn: bool = False) -> None:
         """The shared visible-answer / finish-state check (graders/finish.py), run on every recorded
@@ -125,7 +127,7 @@ def qualify_record(request: pytest.FixtureRequest) -> Recorder:
 
 class Ask(Protocol):
     def __call__(self, prompt: str | list[dict[str, Any]], *, tool_turn: bool = False, salt_suffix: str = "",
-                 **params: Any) -> Answer: ...
+                 grade: Callable[[Answer], None] | None = None, **params: Any) -> Answer: ...
 
 
 @pytest.fixture
@@ -135,16 +137,23 @@ def qualify_ask(qualify_client: QualifyClient, qualify_profile: Profile, qualify
     (``limits.answer_budget_tokens``), temperature 0, a fixed seed, this item's cache salt; the
     answer is recorded (and its finish state checked). ``params`` override or add request fields.
 
-    ``ask(prompt_or_messages, *, tool_turn=False, salt_suffix="", **params) -> Answer``
+    ``ask(prompt_or_messages, *, tool_turn=False, salt_suffix="", grade=None, **params) -> Answer``
+
+    ``grade``: the module's own check of the answer, run before the shared finish-state check, so
+    that a module whose subject is the failure (a reasoning leak that used up the budget) reports
+    its own reason rather than the finish state it caused.
     """
 
     def ask(prompt: str | list[dict[str, Any]], *, tool_turn: bool = False, salt_suffix: str = "",
-            **params: Any) -> Answer:
+            grade: Callable[[Answer], None] | None = None, **params: Any) -> Answer:
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
         request = {"max_tokens": qualify_profile.limits.answer_budget_tokens, "temperature": 0, "seed": 1,
                    "cache_salt": qualify_salt + salt_suffix, **params}
         answer = qualify_client.chat(messages, **request)
-        qualify_record.answer(answer, tool_turn=tool_turn)
+        qualify_record.answer(answer, tool_turn=tool_turn, check_finish=grade is None)
+        if grade is not None:
+            grade(answer)
+            qualify_record.finish(answer, tool_turn)
         return answer
 
     return ask

@@ -15,6 +15,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -279,12 +280,24 @@ class Handler(BaseHTTPRequestHandler):
         if req.stream and "latency" in st.faults:
             time.sleep(st.faults.number("latency", 1.0))  # a slow prefill; _stream slows the decode
         ttft = time.perf_counter() - t0
+
+        def record() -> None:
+            # Recorded when the request finishes, before its last bytes reach the client: a
+            # /metrics scrape made right after the answer always counts it.
+            m = st.metrics
+            m.ttft.labels(m.model).observe(ttft)
+            m.e2e.labels(m.model).observe(time.perf_counter() - t0)
+            m.prompt.labels(m.model).inc(prompt_tokens)
+            m.generation.labels(m.model).inc(completion_tokens)
+            m.success.labels(m.model).inc()
+
         rid = f"chatcmpl-{uuid.uuid4().hex}"
         if req.stream:
-            self._stream(rid, body, content, calls, reply.reasoning, finish, usage)
+            self._stream(rid, body, content, calls, reply.reasoning, finish, usage, record)
         else:
             if st.decode_tok_s > 0:
                 time.sleep(completion_tokens / st.decode_tok_s)
+            record()
             message: dict[str, Any] = {"role": "assistant", "content": content, "tool_calls": [
                 {"id": f"call_{i}_{uuid.uuid4().hex[:8]}", "type": "function", "function": {"name": name, "arguments": args}}
                 for i, (name, args) in enumerate(calls)
@@ -297,15 +310,9 @@ class Handler(BaseHTTPRequestHandler):
                 "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
                 "usage": usage,
             })
-        m = st.metrics
-        m.ttft.labels(m.model).observe(ttft)
-        m.e2e.labels(m.model).observe(time.perf_counter() - t0)
-        m.prompt.labels(m.model).inc(prompt_tokens)
-        m.generation.labels(m.model).inc(completion_tokens)
-        m.success.labels(m.model).inc()
 
     def _stream(self, rid: str, body: Any, content: str | None, calls: list[tuple[str, str]],
-                reasoning: str | None, finish: str, usage: dict[str, Any]) -> None:
+                reasoning: str | None, finish: str, usage: dict[str, Any], record: Callable[[], None]) -> None:
         st = self.state
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -341,6 +348,7 @@ class Handler(BaseHTTPRequestHandler):
             for piece in _pieces(args):
                 pause(CONTENT_PIECE_TOKENS)
                 send([{"index": 0, "delta": {"tool_calls": [{"index": i, "function": {"arguments": piece}}]}, "finish_reason": None}])
+        record()
         send([{"index": 0, "delta": {}, "finish_reason": finish}])
         if (body.get("stream_options") or {}).get("include_usage"):
             send([], {"usage": usage})
