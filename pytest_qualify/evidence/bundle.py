@@ -89,22 +89,31 @@ def write_bundle(run_dir: Path, summary: dict[str, Any], cases: Mapping[str, Any
     return written
 
 
-def _bundle_files(run_dir: Path) -> list[Path]:
+def bundle_files(run_dir: Path) -> list[Path]:
+    """The bundle's files, sorted by name: everything but ``SHA256SUMS`` and hidden files."""
     return sorted(p for p in run_dir.iterdir() if p.is_file() and p.name != MANIFEST and not p.name.startswith("."))
+
+
+def sha256_file(path: Path) -> str:
+    """The file's sha256, read in blocks (a server log can be large)."""
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def redact_files(run_dir: Path, secrets: Sequence[str]) -> list[str]:
     """Mask secrets in every file of the bundle (the server log included); names of files changed."""
-    return [path.name for path in _bundle_files(run_dir) if redact_file(path, secrets)]
+    return [path.name for path in bundle_files(run_dir) if redact_file(path, secrets)]
 
 
 def write_manifest(run_dir: Path, secrets: Sequence[str] = ()) -> Path:
     """Redact, then write ``SHA256SUMS`` in ``sha256sum``'s own format (two spaces: text mode)."""
     redact_files(run_dir, secrets)
     lines = []
-    for path in _bundle_files(run_dir):
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        lines.append(f"{digest}  {path.name}\n")
+    for path in bundle_files(run_dir):
+        lines.append(f"{sha256_file(path)}  {path.name}\n")
     manifest = run_dir / MANIFEST
     manifest.write_text("".join(lines), encoding="utf-8")
     return manifest
@@ -129,6 +138,6 @@ def verify_manifest(run_dir: Path) -> list[str]:
         path = run_dir / name
         if not path.is_file():
             problems.append(f"{name}: missing")
-        elif hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+        elif sha256_file(path) != digest:
             problems.append(f"{name}: checksum mismatch")
     return problems

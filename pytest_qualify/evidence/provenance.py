@@ -16,31 +16,22 @@ shows both commands.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_qualify.evidence.bundle import bundle_files, sha256_file
+
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://pytest-qualify/attestations/qualification/v1"  # named as the schemas' $id are
 PROVENANCE_FILE = "provenance.intoto.json"
-EXCLUDED = frozenset({PROVENANCE_FILE, "SHA256SUMS"})
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def subjects(run_dir: Path) -> list[dict[str, Any]]:
     """The bundle's files (sorted by name) as in-toto ResourceDescriptors."""
-    files = sorted(p for p in run_dir.iterdir()
-                   if p.is_file() and p.name not in EXCLUDED and not p.name.startswith("."))
-    return [{"name": p.name, "digest": {"sha256": sha256_file(p)}} for p in files]
+    return [{"name": p.name, "digest": {"sha256": sha256_file(p)}}
+            for p in bundle_files(run_dir) if p.name != PROVENANCE_FILE]
 
 
 def profile_digest(source: str) -> str | None:
