@@ -1,0 +1,368 @@
+"""The answer contract: every item says where its answer goes and in what form, and a grader reads
+only that slot, exactly.
+
+A contract has one of three forms (PROTOCOL.md, "answer contract"), stated in the item's prompt
+and written in its fixture:
+
+- ``reply``: the whole reply is one value (a word, a number, a label). Formatting noise is
+  tolerated — markdown emphasis, quotes, one code fence, trailing punctuation, a preamble line
+  ending in a colon, a leading ``Answer:`` label — any other content is not.
+- ``line``: the reply ends with one line ``ANSWER: <value>``. Working before it is free and never
+  read; the value is cleaned of the same noise as a whole reply.
+- ``json``: the reply is one JSON object (a code fence and a preamble line ending in a colon
+  tolerated) valid under the item's JSON Schema; each fact has its own field.
+
+A slot that is missing or malformed (no ``ANSWER`` line, two of them, text after it, a reply of
+several lines, JSON that does not parse or does not validate) is a *format* failure: its reason
+starts with ``format:`` and it is counted apart from a wrong fact. A slot that holds the wrong
+value, or two candidates ("2 or 3", "Paris, Lyon"), is a *miss*.
+
+What a slot accepts is data (:class:`Accept`): the accepted forms and the normalisation rules —
+text or number, case, separators, thousands separators, units, a tolerance. Nothing else is
+normalised, and nothing outside the slot is graded.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from pytest_qualify.graders import Verdict
+
+FORMS = ("reply", "line", "json")
+FORMAT = "format"  # the first word of a format failure's reason
+
+
+class FormatError(ValueError):
+    """The slot is missing or malformed; the message says how (without the ``format:`` prefix)."""
+
+
+def format_failure(why: str) -> Verdict:
+    return Verdict.reject(f"{FORMAT}: {why}")
+
+
+def is_format_failure(reason: str) -> bool:
+    """Whether a failure reason (possibly behind ``where: ``) is a format failure."""
+    return reason.startswith(f"{FORMAT}:") or f": {FORMAT}: " in reason
+
+
+# -- accepted forms and normalisation rules (data) --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Accept:
+    """What one slot accepts. ``kind`` "text": the slot equals one of ``forms`` after Unicode NFKC,
+    whitespace collapsed, case folded (unless ``case``), and — with ``separators`` — hyphens,
+    underscores and spaces read alike ("7Q-5531" = "7Q 5531"). ``kind`` "number": the slot is one
+    number (a typographic minus reads as minus; "2,350" reads as 2350 when ``thousands``; one of
+    ``units`` may follow it) within ``tolerance`` of one of ``forms``."""
+
+    forms: tuple[str, ...]
+    kind: str = "text"
+    case: bool = False
+    separators: bool = False
+    thousands: bool = True
+    units: tuple[str, ...] = ()
+    tolerance: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.forms:
+            raise ValueError("an accepted slot needs at least one form")
+        if self.kind not in ("text", "number"):
+            raise ValueError(f"kind must be 'text' or 'number', not {self.kind!r}")
+        if self.kind == "number":
+            for form in self.forms:
+                if _number(form, self) is None:
+                    raise ValueError(f"number form {form!r} is not a number")
+
+    @classmethod
+    def of(cls, raw: "Mapping[str, Any] | Sequence[Any] | str | int | float") -> "Accept":
+        """From fixture data: a bare value or list of forms (text), or a table with ``accept`` and
+        the rules (``kind``, ``case``, ``separators``, ``thousands``, ``units``, ``tolerance``)."""
+        if isinstance(raw, Mapping):
+            forms = raw.get("accept", raw.get("forms"))
+            if forms is None:
+                raise ValueError(f"a slot table needs 'accept': {dict(raw)!r}")
+            forms = forms if isinstance(forms, (list, tuple)) else [forms]
+            unknown = set(raw) - {"accept", "forms", "kind", "case", "separators", "thousands", "units", "tolerance"}
+            if unknown:
+                raise ValueError(f"unknown slot rule(s) {sorted(unknown)}")
+            kind = raw.get("kind") or ("number" if all(isinstance(f, (int, float)) and not isinstance(f, bool) for f in forms) else "text")
+            return cls(tuple(str(f) for f in forms), kind=kind, case=bool(raw.get("case", False)),
+                       separators=bool(raw.get("separators", False)), thousands=bool(raw.get("thousands", True)),
+                       units=tuple(raw.get("units", ())), tolerance=float(raw.get("tolerance", 0.0)))
+        forms = raw if isinstance(raw, (list, tuple)) else [raw]
+        kind = "number" if all(isinstance(f, (int, float)) and not isinstance(f, bool) for f in forms) else "text"
+        return cls(tuple(str(f) for f in forms), kind=kind)
+
+    @property
+    def shown(self) -> str:
+        return " or ".join(repr(f) for f in self.forms)
+
+
+def _fold(text: str, accept: Accept) -> str:
+    text = unicodedata.normalize("NFKC", text)
+    if accept.separators:
+        text = re.sub(r"[\s_\-\u2010-\u2015\u2212]+", " ", text)
+    text = re.sub(r"\s+", " ", text).strip()
+    return text if accept.case else text.casefold()
+
+
+_MINUS = "\u2212\u2012\u2013\u2014\ufe63\uff0d"
+_NUMBER_RE = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+")
+
+
+def _number(text: str, accept: Accept) -> Decimal | None:
+    """The slot read as one number under the slot's rules, or None when it is not one number."""
+    text = unicodedata.normalize("NFKC", text).strip()
+    text = re.sub(f"^[{_MINUS}]", "-", text)
+    for unit in sorted(accept.units, key=len, reverse=True):
+        if text.casefold().endswith(unit.casefold()):
+            text = text[: len(text) - len(unit)].rstrip()
+            break
+    if not re.fullmatch(_NUMBER_RE, text):
+        return None
+    if "," in text:
+        if not accept.thousands:
+            return None
+        text = text.replace(",", "")
+    try:
+        return Decimal(text)
+    except InvalidOperation:
+        return None
+
+
+def numbers_in(text: str) -> list[str]:
+    """Every number written in a slot (to tell a hedge, "2 or 3", from a malformed slot)."""
+    return _NUMBER_RE.findall(re.sub(f"[{_MINUS}](?=\\d)", "-", unicodedata.normalize("NFKC", text)))
+
+
+def compare(value: Any, accept: Accept, name: str = "answer") -> Verdict:
+    """The slot's value against its accepted forms, exactly under the slot's rules. A JSON number
+    or string is read alike; a list, an object, a boolean or null is never a scalar value."""
+    if value is None or isinstance(value, (list, dict, bool)):
+        return format_failure(f"{name} must be one value, got {json.dumps(value)}")
+    raw = format(value, "f") if isinstance(value, Decimal) else str(value)
+    if isinstance(value, float) and value.is_integer():
+        raw = str(int(value))
+    if not raw.strip():
+        return format_failure(f"{name} is empty")
+    if accept.kind == "number":
+        got = _number(raw, accept)
+        if got is None:
+            found = numbers_in(raw)
+            if not found:
+                return format_failure(f"{name} {raw!r} is not a number")
+            if len(found) > 1:
+                return Verdict.reject(f"{name} {raw!r} holds {len(found)} candidates ({', '.join(found)}), expected {accept.shown}")
+            return Verdict.reject(f"{name} {raw!r} holds more than the number, expected {accept.shown}")
+        tolerance = Decimal(str(accept.tolerance))
+        if any(abs(got - _number(f, accept)) <= tolerance for f in accept.forms):  # type: ignore[operator]
+            return Verdict.accept(f"{name} {raw!r}")
+        within = f" (tolerance {accept.tolerance:g})" if accept.tolerance else ""
+        return Verdict.reject(f"{name} is {raw!r}, expected {accept.shown}{within}")
+    if _fold(raw, accept) in {_fold(f, accept) for f in accept.forms}:
+        return Verdict.accept(f"{name} {raw!r}")
+    return Verdict.reject(f"{name} is {raw!r}, expected {accept.shown}")
+
+
+# -- finding the slot -------------------------------------------------------------------------------
+
+_FENCE_RE = re.compile(r"^```[\w+.-]*[ \t]*\n(.*?)\n?```$", re.S)
+_NOISE_EDGE = "*_`~\"'\u201c\u201d\u2018\u2019\u00ab\u00bb \t"
+_TRAILING_PUNCT = ".!;,"
+_LABEL_RE = re.compile(r"^(?:final\s+)?answer\s*[*_]*\s*:\s*", re.I)
+_LIST_MARK_RE = re.compile(r"^(?:[-*+>]|#{1,6})\s+")
+
+
+def _unfence(text: str) -> str:
+    m = _FENCE_RE.match(text.strip())
+    return m.group(1).strip() if m else text.strip()
+
+
+def _drop_preamble(text: str) -> str:
+    """A first line ending in a colon ("Here is the answer:") is a preamble, not content."""
+    lines = text.strip().split("\n")
+    if len(lines) > 1 and lines[0].rstrip().rstrip("*_").endswith(":"):
+        return "\n".join(lines[1:]).strip()
+    return text.strip()
+
+
+def clean_value(text: str) -> str:
+    """A one-line value without its formatting noise: list marks, a heading mark, markdown
+    emphasis and quotes around it, trailing punctuation, a leading ``Answer:`` label."""
+    value = text.strip()
+    while True:
+        before = value
+        value = _LIST_MARK_RE.sub("", value)
+        value = value.strip(_NOISE_EDGE)
+        value = _LABEL_RE.sub("", value)
+        value = value.rstrip(_TRAILING_PUNCT).strip()
+        if value == before:
+            return value
+
+
+def reply_slot(content: str | None) -> str:
+    """The whole reply as one value; :class:`FormatError` when it is empty or several lines."""
+    text = (content or "").strip()
+    if not text:
+        raise FormatError("empty reply, expected the answer alone")
+    text = _drop_preamble(_unfence(_drop_preamble(text)))
+    text = _unfence(text)
+    lines = [line for line in text.split("\n") if line.strip()]
+    if len(lines) != 1:
+        raise FormatError(f"the reply must be the answer alone, got {len(lines)} lines: {_short(content)}")
+    value = clean_value(lines[0])
+    if not value:
+        raise FormatError(f"empty answer in {_short(content)}")
+    return value
+
+
+_ANSWER_LINE_RE = re.compile(r"^[\s>*_#-]*[*_`]*ANSWER[*_`]*\s*:[*_`]*[ \t]*(.*)$")
+
+
+def line_slot(content: str | None) -> str:
+    """The value of the reply's final ``ANSWER:`` line; :class:`FormatError` when there is none,
+    more than one, or text after it (a closing code fence aside)."""
+    text = (content or "").strip()
+    if not text:
+        raise FormatError("empty reply, expected a final line 'ANSWER: <value>'")
+    lines = [line for line in text.split("\n") if line.strip()]
+    while lines and lines[-1].strip() == "```":
+        lines.pop()
+    answers = [i for i, line in enumerate(lines) if _ANSWER_LINE_RE.match(line)]
+    if not answers:
+        raise FormatError(f"no final line 'ANSWER: <value>' in {_short(content)}")
+    if len(answers) > 1:
+        shown = "; ".join(repr(lines[i].strip()) for i in answers)
+        raise FormatError(f"{len(answers)} ANSWER lines ({shown}), expected exactly one")
+    if answers[0] != len(lines) - 1:
+        raise FormatError(f"text after the ANSWER line: {lines[answers[0] + 1].strip()!r}")
+    value = clean_value(_ANSWER_LINE_RE.match(lines[answers[0]]).group(1))  # type: ignore[union-attr]
+    if not value:
+        raise FormatError("the ANSWER line is empty")
+    return value
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    if twice:
+        raise FormatError(f"key(s) {', '.join(map(repr, twice))} given twice")
+    return dict(pairs)
+
+
+def json_slot(content: str | None, schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The reply as one JSON object valid under ``schema``; :class:`FormatError` when it is not
+    one object (prose around it, two objects, invalid JSON, a key given twice) or does not
+    validate (the message names the field)."""
+    text = (content or "").strip()
+    if not text:
+        raise FormatError("empty reply, expected one JSON object")
+    text = _unfence(_drop_preamble(_unfence(text)))
+    try:
+        obj, end = json.JSONDecoder(object_pairs_hook=_no_duplicate_keys).raw_decode(text)
+    except json.JSONDecodeError as exc:
+        raise FormatError(f"not one JSON object ({exc.msg} at char {exc.pos}): {_short(content)}") from None
+    if text[end:].strip():
+        raise FormatError(f"text after the JSON object: {_short(text[end:].strip())}")
+    if not isinstance(obj, dict):
+        raise FormatError(f"expected a JSON object, got {type(obj).__name__}")
+    if schema is not None:
+        import jsonschema
+
+        errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(obj), key=lambda e: list(e.absolute_path))
+        if errors:
+            first = errors[0]
+            where = "/".join(str(p) for p in first.absolute_path) or "the object"
+            raise FormatError(f"JSON does not match the answer schema at {where}: {first.message}")
+    return obj
+
+
+def _short(text: str | None, limit: int = 120) -> str:
+    flat = " ".join((text or "").split())
+    return repr(flat if len(flat) <= limit else flat[: limit - 1] + "\u2026")
+
+
+# -- contracts --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Contract:
+    """One item's answer contract: its form, what its slot (or each JSON field) accepts, and, for
+    ``json``, the schema the object must satisfy. :meth:`instruction` is what the prompt states."""
+
+    form: str
+    accept: Accept | None = None  # reply / line
+    fields: Mapping[str, Accept] = field(default_factory=dict)  # json: the graded fields
+    schema: Mapping[str, Any] | None = None  # json
+    value_hint: str = "the answer"  # how the prompt names the value ("the number", "one word")
+
+    def __post_init__(self) -> None:
+        if self.form not in FORMS:
+            raise ValueError(f"form must be one of {FORMS}, not {self.form!r}")
+        if self.form in ("reply", "line") and self.accept is None:
+            raise ValueError(f"a {self.form!r} contract needs accepted forms")
+        if self.form == "json" and self.schema is None:
+            raise ValueError("a 'json' contract needs a schema")
+
+    def instruction(self) -> str:
+        """The sentence the prompt ends with, so the model knows where its answer goes."""
+        if self.form == "reply":
+            return f"Reply with {self.value_hint} only."
+        if self.form == "line":
+            return f"You may reason first; then end your reply with one final line of the form 'ANSWER: <{self.value_hint}>'."
+        keys = ", ".join(f'"{k}"' for k in (self.schema or {}).get("properties", {}))
+        return (f"Reply with one JSON object only, with the fields {keys}, matching this JSON Schema: "
+                f"{json.dumps(self.schema, separators=(',', ':'))}")
+
+
+def slot_of(content: str | None, contract: Contract) -> "str | dict[str, Any]":
+    """The slot's raw value under the contract (a string, or the JSON object); FormatError otherwise."""
+    if contract.form == "reply":
+        return reply_slot(content)
+    if contract.form == "line":
+        return line_slot(content)
+    return json_slot(content, contract.schema)
+
+
+def grade(content: str | None, contract: Contract, name: str = "answer") -> Verdict:
+    """Find the slot, then compare it (or each graded JSON field) with its accepted forms."""
+    try:
+        slot = slot_of(content, contract)
+    except FormatError as exc:
+        return format_failure(str(exc))
+    if isinstance(slot, dict):
+        return grade_fields(slot, contract.fields)
+    assert contract.accept is not None
+    return compare(slot, contract.accept, name)
+
+
+def grade_fields(obj: Mapping[str, Any], fields: Mapping[str, Accept]) -> Verdict:
+    """Every graded field of a JSON slot against its accepted forms; a missing field is a format
+    failure (the schema should have said so), all misses are named in the reason."""
+    missing = [name for name in fields if name not in obj]
+    if missing:
+        return format_failure(f"missing field(s) {', '.join(map(repr, missing))}")
+    verdicts = [compare(obj[name], accept, f"field {name!r}") for name, accept in fields.items()]
+    formats = [v.reason for v in verdicts if not v.ok and is_format_failure(v.reason)]
+    if formats:
+        return format_failure("; ".join(r.removeprefix(f"{FORMAT}: ") for r in formats))
+    misses = [v.reason for v in verdicts if not v.ok]
+    if misses:
+        return Verdict.reject("; ".join(misses))
+    return Verdict.accept(f"{len(fields)} field(s) as expected")
+
+
+def accepts(raw: Mapping[str, Any] | None) -> dict[str, Accept]:
+    """Fixture data ``{field: forms or table}`` → ``{field: Accept}``."""
+    return {name: Accept.of(value) for name, value in (raw or {}).items()}
+
+
+def accepted_forms(values: Iterable[Any]) -> tuple[str, ...]:
+    return tuple(str(v) for v in values)

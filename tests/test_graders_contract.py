@@ -1,0 +1,162 @@
+"""The answer contract's slot finders and exact comparison (graders/contract.py): what each form
+accepts, what it rejects, and which rejections are format failures rather than wrong facts."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, strategies as st
+
+from pytest_qualify.graders.contract import (
+    Accept, Contract, FormatError, compare, grade, is_format_failure, json_slot, line_slot, reply_slot,
+)
+
+PARIS = Contract("reply", Accept(("Paris",)), value_hint="one word")
+SUM = Contract("line", Accept(("42",), kind="number"), value_hint="the number")
+HOTELS = Contract(
+    "json",
+    fields={"my_hotel": Accept(("Hotel Aurora", "Aurora")), "sister_hotel": Accept(("Hotel Aurelia", "Aurelia"))},
+    schema={"type": "object", "properties": {"my_hotel": {"type": "string"}, "sister_hotel": {"type": "string"}},
+            "required": ["my_hotel", "sister_hotel"]},
+)
+
+
+@pytest.mark.parametrize("reply", [
+    "Paris", "paris", "**Paris**", "Paris.", '"Paris"', "`Paris`", "```\nParis\n```",
+    "Here is the answer:\nParis", "Answer: Paris", "**Answer:** *Paris*", "  _Paris_!  ", "- Paris",
+])
+def test_whole_reply_tolerates_formatting_noise(reply):
+    assert grade(reply, PARIS).ok, grade(reply, PARIS).reason
+
+
+@pytest.mark.parametrize("reply, fmt", [
+    ("Lyon", False),
+    ("Paris or Lyon", False),
+    ("Paris, Lyon", False),
+    ("Paris is France's largest city, but its capital is Lyon.", False),
+    ("Paris\nLyon", True),
+    ("", True),
+    (None, True),
+    ("The capital is:\nParis\n(also known as the City of Light)", True),
+])
+def test_whole_reply_rejects_anything_but_the_value(reply, fmt):
+    verdict = grade(reply, PARIS)
+    assert not verdict.ok
+    assert is_format_failure(verdict.reason) is fmt, verdict.reason
+
+
+@pytest.mark.parametrize("reply", [
+    "ANSWER: 42",
+    "12 + 30 = 42, not 43 or 41.\nANSWER: 42",
+    "Let me add: 12 plus 30.\n\n**ANSWER:** 42",
+    "Working: 12 + 30 = 42\nANSWER: 42.",
+    "Some people say 43. Wrong.\n\nANSWER: **42**\n",
+    "ANSWER: 42.0",
+])
+def test_answer_line_reads_only_the_last_line(reply):
+    assert grade(reply, SUM).ok, grade(reply, SUM).reason
+
+
+@pytest.mark.parametrize("reply, fmt", [
+    ("12 + 30 = 42. Wait, no: 43.\nANSWER: 43", False),
+    ("ANSWER: 42 or 43", False),
+    ("ANSWER: about 42", False),
+    ("ANSWER: forty", True),
+    ("42", True),
+    ("ANSWER: 42\nANSWER: 43", True),
+    ("ANSWER: 42\nHope this helps!", True),
+    ("answer: 42", True),  # the contract's line is written ANSWER
+    ("ANSWER:", True),
+])
+def test_answer_line_rejections(reply, fmt):
+    verdict = grade(reply, SUM)
+    assert not verdict.ok
+    assert is_format_failure(verdict.reason) is fmt, verdict.reason
+
+
+def test_json_slot_fields_are_graded_each_in_its_own_field():
+    good = '{"sister_hotel": "Hotel Aurelia",   "my_hotel": "Hotel Aurora"}'
+    assert grade(good, HOTELS).ok
+    assert grade("```json\n" + good + "\n```", HOTELS).ok
+    assert grade("Here you go:\n" + good, HOTELS).ok
+    swapped = grade('{"my_hotel": "Hotel Aurelia", "sister_hotel": "Hotel Aurora"}', HOTELS)
+    assert not swapped.ok and not is_format_failure(swapped.reason)
+    assert "my_hotel" in swapped.reason and "sister_hotel" in swapped.reason
+
+
+@pytest.mark.parametrize("reply", [
+    '{"my_hotel": "Hotel Aurora"}',  # schema: required field missing
+    '{"my_hotel": "Hotel Aurora", "sister_hotel": 3}',  # wrong type
+    '{"my_hotel": "Hotel Aurora", "sister_hotel": "Aurelia"} and that is all',
+    '{"my_hotel": "Hotel Aurora", "my_hotel": "x", "sister_hotel": "Aurelia"}',
+    "my hotel is the Aurora",
+    "[1, 2]",
+])
+def test_json_slot_format_failures(reply):
+    verdict = grade(reply, HOTELS)
+    assert not verdict.ok and is_format_failure(verdict.reason), verdict.reason
+
+
+def test_number_rules_are_data():
+    money = Accept(("2350",), kind="number", units=("euros", "EUR"))
+    assert compare("2,350 euros", money).ok
+    assert compare("2350", money).ok
+    assert not compare("2,350 dollars", money).ok
+    assert not compare("2,350", Accept(("2350",), kind="number", thousands=False)).ok
+    assert compare("\u221280", Accept(("-80",), kind="number")).ok
+    assert not compare("80", Accept(("-80",), kind="number")).ok
+    assert compare("2.4", Accept(("2",), kind="number", tolerance=0.5)).ok
+    assert not compare("2.6", Accept(("2",), kind="number", tolerance=0.5)).ok
+    assert not compare("50.2", Accept(("502",), kind="number")).ok
+    assert compare(42, Accept(("42",), kind="number")).ok
+    assert compare(2.0, Accept(("2",), kind="number")).ok
+
+
+def test_text_rules_are_data():
+    code = Accept(("7Q-5531",), separators=True)
+    assert compare("7q 5531", code).ok
+    assert not compare("7Q-5513", code).ok
+    assert not compare("7q 5531", Accept(("7Q-5531",), case=True, separators=True)).ok
+    assert not compare("Romania", Accept(("Rome",))).ok
+
+
+def test_slot_finders_raise_format_errors():
+    with pytest.raises(FormatError):
+        reply_slot("a\nb")
+    with pytest.raises(FormatError):
+        line_slot("no answer line")
+    with pytest.raises(FormatError):
+        json_slot('{"a": 1} {"b": 2}')
+
+
+def test_fixture_data_shapes():
+    assert Accept.of(42).kind == "number"
+    assert Accept.of(["Paris", "paris"]).forms == ("Paris", "paris")
+    rule = Accept.of({"accept": [2], "tolerance": 0.5, "units": ["s"]})
+    assert rule.kind == "number" and rule.tolerance == 0.5
+    with pytest.raises(ValueError):
+        Accept.of({"accept": [1], "fuzzy": True})
+    with pytest.raises(ValueError):
+        Accept(("abc",), kind="number")
+
+
+_VALUE = st.from_regex(r"[A-Za-z][A-Za-z0-9]{0,11}", fullmatch=True)
+
+
+@given(_VALUE, st.sampled_from(["{}", "**{}**", "*{}*", "`{}`", '"{}"', "{}.", "Answer: {}", "```\n{}\n```"]))
+def test_any_accepted_value_in_noise_passes(value, wrap):
+    assert grade(wrap.format(value), Contract("reply", Accept((value,)))).ok
+
+
+@given(_VALUE, _VALUE)
+def test_any_other_value_fails(value, other):
+    if other.casefold() != value.casefold():
+        assert not grade(other, Contract("reply", Accept((value,)))).ok
+        assert not grade(f"{value} or {other}", Contract("reply", Accept((value,)))).ok
+        assert not grade(f"ANSWER: {value}\nANSWER: {other}", Contract("line", Accept((value,)))).ok
+
+
+@given(st.integers(-10**6, 10**6), st.sampled_from(["Working...\n", "", "x = 1\n\n"]))
+def test_answer_line_numbers(n, working):
+    contract = Contract("line", Accept((str(n),), kind="number"))
+    assert grade(f"{working}ANSWER: {n}", contract).ok
+    assert not grade(f"{working}ANSWER: {n + 1}", contract).ok
