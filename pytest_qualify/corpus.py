@@ -1,8 +1,8 @@
 """The multimodal corpus: its manifest, a deterministic generator, and media decoding.
 
 The manifest (``media/manifest.toml``, installed as ``pytest_qualify.media``) describes every
-media file as a list of draw operations and every corpus item as a prompt, strict assertions and
-the ground truth its files encode. :func:`generate` is a pure function of the manifest: it draws
+media file as a list of draw operations and every corpus item as a prompt, its answer contract (one
+JSON object, each fact in its own field) and the ground truth its files encode. :func:`generate` is a pure function of the manifest: it draws
 the images with Pillow and encodes the videos as H.264/MP4 with PyAV. The decoders are shared by
 the corpus tests and the reference server, which rejects malformed media by really decoding it.
 
@@ -26,6 +26,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from pytest_qualify.graders.contract import Accept, Contract, accepts
+
 MEDIA_PACKAGE = "pytest_qualify.media"
 MANIFEST = "manifest.toml"
 GLYPHS = "glyphs.toml"
@@ -42,18 +44,65 @@ class MediaError(ValueError):
     """Media that cannot be used: the message says what is wrong with it."""
 
 
+# The event items' interval fields: seconds, graded within the item's tolerance; a unit may follow.
+INTERVAL_FIELDS = ("start_s", "end_s")
+SECOND_UNITS = ("seconds", "second", "secs", "sec", "s")
+
+
 @dataclass(frozen=True)
 class Item:
     id: str
     kind: str  # image | mixed | video
     files: tuple[str, ...]
-    prompt: str
-    required: tuple[str, ...]
-    forbidden: tuple[str, ...]
-    answer: str  # a correct answer in plain words (the oracle says it; tests prove it passes)
+    prompt: str  # the question; it names each field (the contract's instruction follows it)
+    fields: Mapping[str, Accept]  # the answer contract: what each JSON field accepts
     truth: Mapping[str, Any]
     interval_s: tuple[float, float] | None = None
     tolerance_s: float = 0.5
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        """The reply's JSON Schema: every field required, no other field; a number field takes a
+        JSON number or a string (so "2 or 3" is graded as the hedge it is, not as a type error)."""
+        props = {name: {"type": ["number", "string"]} if accept.kind == "number" else {"type": "string"}
+                 for name, accept in self.fields.items()}
+        return {"type": "object", "properties": props, "required": list(self.fields), "additionalProperties": False}
+
+    @property
+    def contract(self) -> Contract:
+        return Contract("json", fields=self.fields, schema=self.schema)
+
+    @property
+    def request(self) -> str:
+        """The text the model reads: the question, then the contract's instruction."""
+        return f"{self.prompt}\n\n{self.contract.instruction()}"
+
+    @property
+    def answer(self) -> dict[str, Any]:
+        """A correct reply's object (each field's first accepted form): what the reference says."""
+        return {name: _as_json(accept) for name, accept in self.fields.items()}
+
+
+def _as_json(accept: Accept) -> Any:
+    if accept.kind != "number":
+        return accept.forms[0]
+    value = float(accept.forms[0])
+    return int(value) if value.is_integer() and "." not in accept.forms[0] else value
+
+
+def _item_fields(raw: Mapping[str, Any]) -> dict[str, Accept]:
+    fields = accepts(raw.get("fields"))
+    interval = raw.get("interval_s")
+    if interval is not None:
+        clash = [name for name in INTERVAL_FIELDS if name in fields]
+        if clash:
+            raise ValueError(f"manifest item {raw['id']}: {clash} come from interval_s, not from fields")
+        tolerance = float(raw.get("tolerance_s", 0.5))
+        for name, seconds in zip(INTERVAL_FIELDS, interval):
+            fields[name] = Accept((str(float(seconds)),), kind="number", units=SECOND_UNITS, tolerance=tolerance)
+    if not fields:
+        raise ValueError(f"manifest item {raw['id']}: no answer fields")
+    return fields
 
 
 @dataclass(frozen=True)
@@ -119,8 +168,7 @@ def parse_manifest(data: Mapping[str, Any]) -> Manifest:
         interval = raw.get("interval_s")
         items.append(Item(
             id=raw["id"], kind=raw["kind"], files=tuple(raw["files"]), prompt=raw["prompt"],
-            required=tuple(raw["required"]), forbidden=tuple(raw.get("forbidden", ())),
-            answer=raw["answer"], truth=dict(raw.get("truth", {})),
+            fields=_item_fields(raw), truth=dict(raw.get("truth", {})),
             interval_s=(float(interval[0]), float(interval[1])) if interval else None,
             tolerance_s=float(raw.get("tolerance_s", 0.5)),
         ))

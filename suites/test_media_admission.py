@@ -8,7 +8,8 @@
   and message and says it is the engine's behaviour (vLLM 0.32.0 answers 500 to a PNG sent as
   video/mp4: docs/real-vllm.md).
 - A tool call made from a video carries the event and its interval read from the video.
-- A streamed request with a video passes the same strict assertions as a non-streamed one.
+- A streamed request with a video passes under the same answer contract as a non-streamed one.
+- Exactly at the limit, the whole reply is the number of media sent (the prompt says so).
 
 Unlike the corpus module, nothing here is waivable.
 """
@@ -24,7 +25,7 @@ from pytest_qualify.checks import fail, require
 from pytest_qualify.client import EndpointError, RequestTimeout, ServerGone, error_message
 from pytest_qualify.corpus import load_manifest, malformed_part, media_part, user_message
 from pytest_qualify.graders import Verdict
-from pytest_qualify.graders.media import grade_event_call, grade_item, grade_limit_refusal, grade_refusal, grade_words
+from pytest_qualify.graders.media import grade_count, grade_event_call, grade_item, grade_limit_refusal, grade_refusal
 
 pytestmark = pytest.mark.qualify_module("media_admission")
 
@@ -107,8 +108,7 @@ def test_at_limit_answered(qualify_client, qualify_profile, qualify_record, kind
     if media_tokens:
         qualify_record.props(**{f"prompt_tokens_per_{kind}": round(media_tokens / limit, 1)})
     qualify_record.answer(answer)
-    verdict = grade_words(answer.content, [str(limit)])
-    require(verdict, f"{case}: the answer must give the number of {kind}s ({limit})")
+    require(grade_count(answer.content, limit), f"{case}: the reply must be the number of {kind}s ({limit})")
 
 
 @pytest.mark.parametrize("case", MANIFEST.malformed, ids=[c.id for c in MANIFEST.malformed])
@@ -138,12 +138,9 @@ def test_streaming_with_video(qualify_ask, qualify_record):
     verdicts: list[Verdict] = []
     for stream in (True, False):
         # The streamed answer's TTFT is the one kept.
-        answer = qualify_ask(user_message(item.files, item.prompt), stream=stream,
+        answer = qualify_ask(user_message(item.files, item.request), stream=stream,
                              salt_suffix="-stream" if stream else "-whole")
-        verdict = grade_item(
-            item.id, answer.content, required=item.required, forbidden=item.forbidden,
-            interval_s=item.interval_s, tolerance_s=item.tolerance_s, finish_reason=answer.finish_reason,
-        )
+        verdict = grade_item(item.id, answer.content, item.contract, finish_reason=answer.finish_reason)
         verdicts.append(Verdict(verdict.ok, ("streamed: " if stream else "not streamed: ") + verdict.reason))
     failed = [v.reason for v in verdicts if not v.ok]
     if failed:

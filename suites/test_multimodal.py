@@ -1,5 +1,8 @@
 """Protocol module 9 — the multimodal corpus: 12 images, 4 mixed, 14 videos, graded strictly.
 
+Each item's answer is one JSON object under the item's contract (media/manifest.toml): each fact in
+its own field, compared exactly with the manifest's accepted forms; the prompt states the contract.
+
 Each corpus item is its own test item per repetition (ids are the item ids) and records its kind
 as the ``corpus_kind`` property, from which the per-kind table (x/12 images, x/4 mixed,
 x/14 videos) is drawn. Media travels inline as base64 data URLs in ``image_url``/``video_url``
@@ -26,8 +29,5 @@ def test_corpus_item(qualify_ask, qualify_record, item):
     # prompt-token cost of each image and video.
     qualify_record.props(corpus_kind=item.kind, corpus_item=item.id, corpus_files=",".join(item.files),
                          media_images=len(item.files) - videos, media_videos=videos)
-    answer = qualify_ask(user_message(item.files, item.prompt))  # its own salt: the media is read again
-    require(grade_item(
-        item.id, answer.content, required=item.required, forbidden=item.forbidden,
-        interval_s=item.interval_s, tolerance_s=item.tolerance_s, finish_reason=answer.finish_reason,
-    ))
+    answer = qualify_ask(user_message(item.files, item.request))  # its own salt: the media is read again
+    require(grade_item(item.id, answer.content, item.contract, finish_reason=answer.finish_reason))

@@ -1,5 +1,6 @@
 """The multimodal corpus: manifest and files agree, generation is deterministic and quick, the
-ground truth is really in the pixels, and every reference answer passes its own strict assertions.
+ground truth is really in the pixels, the answer contracts agree with it, and every reference answer
+passes its own contract while every field of it is load-bearing.
 
 Files are compared DECODED (pixels, frame counts, frame means), never byte for byte: an H.264
 encoder need not be byte-stable across versions, while what a model sees must not change.
@@ -7,6 +8,7 @@ encoder need not be byte-stable across versions, while what a model sees must no
 
 from __future__ import annotations
 
+import json
 import time
 from collections import deque
 from pathlib import Path
@@ -15,7 +17,8 @@ import pytest
 
 from pytest_qualify import corpus
 from pytest_qualify.corpus import decode_image, decode_video, decoded_file, frame_count, load_manifest, mime_of
-from pytest_qualify.graders.media import grade_item, mentions
+from pytest_qualify.graders.contract import is_format_failure
+from pytest_qualify.graders.media import grade_item
 
 MANIFEST = load_manifest()
 ITEMS = MANIFEST.items
@@ -69,11 +72,40 @@ def test_corpus_is_small():
     assert sum(p.stat().st_size for p in folder.iterdir()) < CORPUS_BYTES_LIMIT
 
 
-def test_event_items_require_alert_and_an_interval():
+def test_event_items_ask_the_event_and_its_interval():
     events = [i for i in ITEMS if i.interval_s is not None]
     assert {i.id for i in events} == {"video-13", "video-14"}
     for item in events:
-        assert "alert" in item.required and item.truth["banner"] == "ALERT"
+        assert list(item.fields) == ["event", "start_s", "end_s"] and item.truth["banner"] == "ALERT"
+        assert item.fields["event"].forms == ("alert",)
+        assert [float(item.fields[k].forms[0]) for k in ("start_s", "end_s")] == list(item.interval_s)
+        assert {item.fields[k].tolerance for k in ("start_s", "end_s")} == {item.tolerance_s}
+
+
+def test_every_prompt_names_its_fields_and_states_the_contract():
+    for item in ITEMS:
+        for name in item.fields:
+            assert name in item.prompt, (item.id, name)
+        assert item.request.startswith(item.prompt) and "Reply with one JSON object only" in item.request
+        assert json.dumps(item.schema, separators=(",", ":")) in item.request
+
+
+@pytest.mark.parametrize("item", ITEMS, ids=[i.id for i in ITEMS])
+def test_graded_fields_are_the_ground_truth(item):
+    # Every graded value is one the media encodes (truth, checked against the pixels below).
+    truths = {str(v).casefold() for v in item.truth.values()} | {str(float(s)) for s in item.interval_s or ()}
+    for name, accept in item.fields.items():
+        assert accept.forms[0].casefold() in truths, (item.id, name, accept.forms)
+
+
+def test_parse_manifest_rejects_interval_fields_written_twice():
+    import tomllib
+
+    data = tomllib.loads((corpus.media_root() / corpus.MANIFEST).read_text())
+    event = next(raw for raw in data["item"] if "interval_s" in raw)
+    event["fields"]["start_s"] = 2
+    with pytest.raises(ValueError, match="come from interval_s"):
+        corpus.parse_manifest(data)
 
 
 def test_cases_name_real_items():
@@ -90,33 +122,33 @@ def test_parse_manifest_rejects_a_missing_file_entry():
         corpus.parse_manifest(data)
 
 
-# -- the reference answers against their own assertions --------------------------------------------
+# -- the reference answers against their own contracts ---------------------------------------------
 
 
 def _grade(item, content):
-    return grade_item(item.id, content, required=item.required, forbidden=item.forbidden,
-                      interval_s=item.interval_s, tolerance_s=item.tolerance_s, finish_reason="stop")
+    return grade_item(item.id, content, item.contract, finish_reason="stop")
 
 
 @pytest.mark.parametrize("item", ITEMS, ids=[i.id for i in ITEMS])
 def test_reference_answer_passes(item):
-    assert _grade(item, item.answer).ok, _grade(item, item.answer).reason
+    verdict = _grade(item, json.dumps(item.answer))
+    assert verdict.ok, verdict.reason
+
+
+def _wrong(value):
+    if isinstance(value, (int, float)):
+        return value + 1 if isinstance(value, int) else value + 1.5
+    return "none" if value != "none" else "alert"
 
 
 @pytest.mark.parametrize("item", ITEMS, ids=[i.id for i in ITEMS])
-def test_each_required_word_is_load_bearing(item):
-    # Without any one required term the answer must fail: no assertion is decorative.
-    for term in item.required:
-        kept = " ".join(w for w in item.answer.split() if not any(mentions(w, alt) for alt in term.split("|")))
-        verdict = _grade(item, kept or "nothing")
-        assert not verdict.ok and "missing required word" in verdict.reason, (item.id, term, kept)
-
-
-@pytest.mark.parametrize("item", ITEMS, ids=[i.id for i in ITEMS])
-def test_forbidden_words_are_load_bearing(item):
-    for term in item.forbidden:
-        verdict = _grade(item, f"{item.answer} {term.split('|')[0]}")
-        assert not verdict.ok and "forbidden word" in verdict.reason, (item.id, term)
+def test_each_field_is_load_bearing(item):
+    # A wrong value in any one field is a miss; any one field left out is a format failure.
+    for name, value in item.answer.items():
+        wrong = _grade(item, json.dumps({**item.answer, name: _wrong(value)}))
+        assert not wrong.ok and not is_format_failure(wrong.reason) and f"field {name!r}" in wrong.reason, (item.id, name)
+        missing = _grade(item, json.dumps({k: v for k, v in item.answer.items() if k != name}))
+        assert not missing.ok and is_format_failure(missing.reason) and name in missing.reason, (item.id, name)
 
 
 # -- regeneration: deterministic, quick, equal to the committed files --------------------------------

@@ -1,8 +1,9 @@
-"""The media graders: strict corpus assertions, intervals, refusals and tool calls from video.
+"""The media graders: corpus items under their answer contract (one JSON object, each fact in its
+own field), the count at the media limit, refusals and tool calls from video.
 
-Unit tests pin the documented decisions; hypothesis property tests check what must be accepted
-(code fences, prose around the answer, case/whitespace variants, numbers in words, every interval
-notation) and what must be rejected (near misses, distractors, empty, truncated answers).
+Unit tests pin the issue's cases in the contract's shape; hypothesis property tests check what must
+be accepted (whitespace, key order, fences, numbers as strings, the interval within its tolerance)
+and what must be rejected (a wrong or swapped value, a hedge, a missing field, blank or truncated).
 """
 
 from __future__ import annotations
@@ -13,267 +14,178 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytest_qualify.corpus import load_manifest
+from pytest_qualify.graders.contract import is_format_failure
 from pytest_qualify.graders.media import (
-    find_intervals,
+    grade_count,
     grade_event_call,
-    grade_interval,
     grade_item,
     grade_limit_refusal,
     grade_refusal,
-    grade_words,
-    mentions,
+    names,
 )
 
 # Per-test settings, never a global hypothesis profile: other test files share the session.
 PROPERTY = settings(max_examples=80)
-
-# -- word rules ------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("text", ["alert", "ALERT", "Alert!", "**alert**", "alerts", "alert's", "non-alert", "an Alert."])
-def test_required_word_accepted_forms(text):
-    assert mentions(text, "alert")
+MANIFEST = load_manifest()
+CIRCLES, MIXED, EVENT, HALF = (MANIFEST.item(i) for i in ("image-01", "mixed-04", "video-13", "image-12"))
 
 
-@pytest.mark.parametrize("text", ["nonalert", "alerting", "alerted", "aler t", "alrt", "allert", "", "salert"])
-def test_required_word_rejected_near_misses(text):
-    assert not mentions(text, "alert")
+def _grade(item, content, finish=None):
+    return grade_item(item.id, content if isinstance(content, str) else json.dumps(content), item.contract,
+                      finish_reason=finish)
 
 
-@pytest.mark.parametrize("word, plural", [("circle", "circles"), ("box", "boxes"), ("sky", "skies")])
-def test_regular_plurals_count(word, plural):
-    assert mentions(f"I see {plural}.", word)
+# -- the issue's cases, in the contract's shape ------------------------------------------------------
 
 
-@pytest.mark.parametrize("text", ["5", "five", "Five", "5.0", "05", "FIVE triangles"])
-def test_numbers_in_any_notation(text):
-    assert mentions(text, "5")
+def test_three_red_circles_with_their_rows_in_a_preamble_are_accepted():
+    # "There are 3 red circles (2 in the top row, 1 in the bottom row)." rejected under the word
+    # rules; under the contract the count has its own field and the remark is a preamble line.
+    reply = 'There are 3 red circles (2 in the top row, 1 in the bottom row):\n```json\n{"red_circles": 3}\n```'
+    verdict = _grade(CIRCLES, reply)
+    assert verdict.ok, verdict.reason
 
 
-@pytest.mark.parametrize("text", ["15", "4", "5.5", "fifteen", "55"])
-def test_numbers_must_be_equal(text):
-    assert not mentions(text, "5")
+def test_squares_and_flashes_swapped_into_each_others_field_are_rejected():
+    # "2 squares, 5 flashes" (truth: 5 squares, 2 flashes) was accepted: both numbers were present.
+    verdict = _grade(MIXED, {"black_squares": 2, "white_flashes": 5})
+    assert not verdict.ok and not is_format_failure(verdict.reason)
+    assert "field 'black_squares' is '2', expected '5'" in verdict.reason
+    assert "field 'white_flashes' is '5', expected '2'" in verdict.reason
 
 
-def test_compound_number_words():
-    assert mentions("forty-two", "42") and mentions("Forty two", "42") and not mentions("forty", "42")
+@pytest.mark.parametrize("start, end", [(2, 3), (2.0, 3.0), ("2", "3 s"), ("2 s", "3 seconds"), (2.5, 3.5), (1.5, 2.5)])
+def test_an_interval_within_the_tolerance_is_accepted(start, end):
+    # "visible from ~2 s to ~3 s" was rejected by the interval parser; the fields hold numbers.
+    verdict = _grade(EVENT, {"event": "alert", "start_s": start, "end_s": end})
+    assert verdict.ok, verdict.reason
 
 
-def test_alternatives():
-    assert mentions("It moves upwards.", "up|upward|upwards")
-    assert not mentions("It moves down.", "up|upward|upwards")
+@pytest.mark.parametrize("start, end, why", [
+    ("2 or 3", 3, "holds 2 candidates"),          # "ALERT from 2 to 3 seconds, or maybe 2 to 4"
+    (2, "3 or maybe 4", "holds 2 candidates"),
+    ("~2", 3, "holds more than the number"),
+    (2, 4, "field 'end_s' is '4', expected '3.0' (tolerance 0.5)"),
+    (2.6, 3, "field 'start_s' is '2.6'"),
+])
+def test_a_hedged_or_wrong_interval_is_a_miss(start, end, why):
+    verdict = _grade(EVENT, {"event": "alert", "start_s": start, "end_s": end})
+    assert not verdict.ok and why in verdict.reason and not is_format_failure(verdict.reason), verdict.reason
 
 
-def test_grade_words_reasons_name_each_failure():
-    verdict = grade_words("It is red.", ["blue"], ["red"])
-    assert not verdict.ok
-    assert "missing required word 'blue'" in verdict.reason
-    assert "forbidden word 'red' present" in verdict.reason
+def test_an_exact_interval_cannot_fail_for_a_missing_word_any_more():
+    # The seed's caveat: two video items named the exact interval but not the word "alert" and
+    # failed. Under the contract the event is a field of its own: an answer with the interval and
+    # the event passes whatever prose a model would have written around it ...
+    assert _grade(EVENT, {"start_s": 2, "end_s": 3, "event": "ALERT"}).ok
+    # ... and one without the event field is told so as a format failure, not as a wrong fact.
+    verdict = _grade(EVENT, {"start_s": 2, "end_s": 3})
+    assert is_format_failure(verdict.reason) and "'event' is a required property" in verdict.reason
+    # Nothing outside the object is read: the interval in a preamble neither helps nor hurts.
+    assert _grade(EVENT, 'Banner visible 2-3 s:\n{"event": "alert", "start_s": 2, "end_s": 3}').ok
+    assert not _grade(EVENT, "The banner shows ALERT from 2 to 3 seconds.").ok
 
 
-def test_grade_words_empty():
-    assert grade_words("  ", ["x"]).reason == "empty answer"
-    assert grade_words(None, ["x"]).reason == "empty answer"
+def test_a_negated_rival_outside_the_slot_is_not_read():
+    # "bottom half (not the top half)" needed a negation rule; now the note is a preamble.
+    assert _grade(HALF, 'Bottom half (not the top half):\n{"half": "bottom"}').ok
+    assert not _grade(HALF, '{"half": "bottom (not top)"}').ok
 
 
-# -- intervals -------------------------------------------------------------------------------------
-
-ACCEPTED_FORMS = [
-    "2–3 s", "2-3 seconds", "from 2 to 3 seconds", "between 2 s and 3 s", "00:02–00:03",
-    "2.0 to 3.0 s", "2s-3s", "0:02 - 0:03", "from two to three seconds", "between 2 and 3 seconds",
-    "seconds 2 to 3", "2 s to 3 s", "it appears at 2 s and disappears at 3 s", "starts at 2.0 s and ends at 3.0 s",
-    "from t=2 to t=3 s", "2 — 3 sec",
-]
+# -- what the contract accepts and rejects -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("form", ACCEPTED_FORMS)
-def test_interval_forms_accepted(form):
-    assert grade_interval(f"The ALERT banner is visible {form}.", (2.0, 3.0), 0.5).ok, find_intervals(form)
+@pytest.mark.parametrize("reply", [
+    '{"red_circles": 3}',
+    '{ "red_circles" : 3 }',
+    '{"red_circles": "3"}',
+    '{"red_circles": 3.0}',
+    '```json\n{\n  "red_circles": 3\n}\n```',
+    'Here is the JSON:\n{"red_circles": 3}',
+])
+def test_count_forms_accepted(reply):
+    verdict = _grade(CIRCLES, reply)
+    assert verdict.ok, verdict.reason
 
 
-@pytest.mark.parametrize("form", ["3–4 s", "from 1 to 2 seconds", "00:03–00:04", "between 2 s and 4 s", "0.5-1.5 s"])
-def test_wrong_interval_rejected(form):
-    verdict = grade_interval(f"ALERT is shown {form}.", (2.0, 3.0), 0.5)
-    assert not verdict.ok
-    assert "is not 2–3 s" in verdict.reason
+@pytest.mark.parametrize("reply, why, fmt", [
+    ('{"red_circles": 2}', "field 'red_circles' is '2', expected '3'", False),
+    ('{"red_circles": "3 or 4"}', "holds 2 candidates", False),
+    ('{"red_circles": "three"}', "is not a number", True),
+    ('{"red_circles": [3]}', "does not match the answer schema", True),
+    ('{"circles": 3}', "does not match the answer schema", True),
+    ('{"red_circles": 3, "blue_circles": 0}', "does not match the answer schema", True),
+    ('{"red_circles": 3}\n{"red_circles": 2}', "text after the JSON object", True),
+    ("There are 3 red circles.", "not one JSON object", True),
+    ("", "empty reply", True),
+])
+def test_count_near_misses_rejected(reply, why, fmt):
+    verdict = _grade(CIRCLES, reply)
+    assert not verdict.ok and why in verdict.reason and is_format_failure(verdict.reason) == fmt, verdict.reason
+    assert verdict.reason.startswith("item image-01: ")
 
 
-def test_hedged_intervals_rejected():
-    verdict = grade_interval("ALERT from 2 to 3 s, or maybe from 3 to 4 s.", (2.0, 3.0), 0.5)
-    assert not verdict.ok and "also" in verdict.reason
+def test_labels_compare_case_folded_and_exactly():
+    assert _grade(HALF, '{"half": "Bottom"}').ok and _grade(HALF, '{"half": " BOTTOM "}').ok
+    for wrong in ("top", "bottom half", "lower", "bottom or top"):
+        verdict = _grade(HALF, {"half": wrong})
+        assert not verdict.ok and "field 'half'" in verdict.reason, wrong
 
 
-def test_no_interval_rejected():
-    assert "names no time interval" in grade_interval("ALERT appears at some point.", (2.0, 3.0), 0.5).reason
-    # A bare pair without a unit or a preposition is not read as a time interval.
-    assert not find_intervals("banners 2-3")
-
-
-def test_tolerance_bounds():
-    assert grade_interval("from 2.5 to 3.5 s", (2.0, 3.0), 0.5).ok
-    assert not grade_interval("from 2.6 to 3 s", (2.0, 3.0), 0.5).ok
-
-
-def test_clock_times_with_hours():
-    assert find_intervals("00:00:02 to 00:00:03") == [(2.0, 3.0)]
-
-
-# -- the item grader -------------------------------------------------------------------------------
-
-
-def _event(content, finish="stop"):
-    return grade_item("video-13", content, required=["alert"], interval_s=(2.0, 3.0), tolerance_s=0.5, finish_reason=finish)
-
-
-def test_item_missing_alert_reason():
-    # The promotion record's failure: the interval right, the word "alert" missing.
-    verdict = _event("The banner is shown from 2 to 3 seconds.")
-    assert not verdict.ok
-    assert verdict.reason.startswith("item video-13: missing required word 'alert'")
-
-
-def test_item_accepts_full_answer():
-    assert _event("The banner reads ALERT, visible from 00:02 to 00:03.").ok
-
-
-def test_item_truncated_and_empty():
-    assert "truncated" in _event("ALERT from 2 to 3 s", finish="length").reason
-    assert _event("").reason == "item video-13: empty answer"
-
-
-def test_item_forbidden_word():
-    verdict = grade_item("image-02", "Blue, and red.", required=["blue"], forbidden=["red"])
-    assert verdict.reason.startswith("item image-02: forbidden word 'red' present")
-    # A forbidden word the answer itself negates is not claimed; a required one it negates is not said.
-    assert grade_item("image-02", "Blue, not red.", required=["blue"], forbidden=["red"]).ok
-    assert grade_item("image-12", "The bottom half (not the top half).", required=["bottom"], forbidden=["top"]).ok
-    assert not grade_item("image-12", "No, it is in the top half.", required=["bottom"], forbidden=["top"]).ok
-    negated = grade_item("image-02", "It is not blue.", required=["blue"])
-    assert not negated.ok and "missing required word 'blue'" in negated.reason
-
-
-# -- properties ------------------------------------------------------------------------------------
-
-WORDS = ["alert", "circle", "square", "green", "vertical", "triangle", "fir"]
-filler = st.text(alphabet=st.sampled_from("abcdefghij ,.;:!?\n\t"), max_size=40)
-prose_prefix = st.sampled_from(["", "The answer is ", "I think it is: ", "Sure! ", "Looking at the video, "])
-prose_suffix = st.sampled_from(["", ".", "!", " — that's it.", "\n\nLet me know if you need more."])
-
-
-def _case_variant(draw, word):
-    style = draw(st.sampled_from(["lower", "upper", "title", "mixed"]))
-    if style == "mixed":
-        flips = draw(st.lists(st.booleans(), min_size=len(word), max_size=len(word)))
-        return "".join(c.upper() if f else c for c, f in zip(word, flips))
-    return {"lower": word, "upper": word.upper(), "title": word.title()}[style]
-
-
-@st.composite
-def wrapped_word(draw):
-    word = draw(st.sampled_from(WORDS))
-    shown = _case_variant(draw, word)
-    if draw(st.booleans()):
-        shown += "s"
-    text = draw(prose_prefix) + shown + draw(prose_suffix)
-    wrap = draw(st.sampled_from(["{}", "```\n{}\n```", "```text\n{}\n```", "**{}**", "  {}  \n", '"{}"']))
-    return word, wrap.format(text)
+def test_a_truncated_answer_fails_whatever_it_holds():
+    verdict = _grade(CIRCLES, '{"red_circles": 3}', finish="length")
+    assert not verdict.ok and "truncated" in verdict.reason
 
 
 @PROPERTY
-@given(wrapped_word())
-def test_prop_required_word_survives_wrapping(case):
-    word, text = case
-    assert grade_words(text, [word]).ok
+@given(st.sampled_from(MANIFEST.items), st.data())
+def test_prop_any_key_order_and_whitespace_is_accepted(item, data):
+    keys = data.draw(st.permutations(list(item.answer)))
+    gap = data.draw(st.sampled_from(["", " ", "\n  ", "\t"]))
+    body = "{" + gap + ("," + gap).join(f"{json.dumps(k)}:{gap}{json.dumps(item.answer[k])}" for k in keys) + gap + "}"
+    wrap = data.draw(st.sampled_from(["{}", "```json\n{}\n```", "```\n{}\n```", "Answer:\n{}"]))
+    verdict = _grade(item, wrap.format(body))
+    assert verdict.ok, verdict.reason
 
 
 @PROPERTY
-@given(st.sampled_from(WORDS), st.sampled_from(["non", "un", "x", "pre"]), st.sampled_from(["", "ing", "ed", "ish"]))
-def test_prop_glued_near_misses_rejected(word, prefix, suffix):
-    # A required word glued to other letters is another word, never the required one.
-    assert not mentions(f"It is {prefix}{word}{suffix}.", word)
-    if suffix:
-        assert not mentions(f"It is {word}{suffix}.", word)
+@given(st.sampled_from([i for i in MANIFEST.items if len(i.fields) == 2 and i.answer[list(i.answer)[0]] != i.answer[list(i.answer)[1]]]))
+def test_prop_swapped_fields_are_a_miss(item):
+    a, b = list(item.answer)
+    verdict = _grade(item, {a: item.answer[b], b: item.answer[a]})
+    assert not verdict.ok and not is_format_failure(verdict.reason)
 
 
 @PROPERTY
-@given(st.sampled_from(WORDS), filler, filler)
-def test_prop_forbidden_word_anywhere_rejects(word, before, after):
-    verdict = grade_words(f"{before} {word.upper()} {after}", ["zzzz"] if word != "zzzz" else ["q"], [word])
-    assert not verdict.ok and f"forbidden word '{word}' present" in verdict.reason
-
-
-NUMBER_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
-                "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
-
-
-@PROPERTY
-@given(st.integers(min_value=0, max_value=19), st.sampled_from(["digits", "word", "decimal", "title"]))
-def test_prop_numbers_written_differently(n, style):
-    shown = {"digits": str(n), "word": NUMBER_WORDS[n], "decimal": f"{n}.0", "title": NUMBER_WORDS[n].title()}[style]
-    assert mentions(f"There are {shown} of them.", str(n))
-    assert not mentions(f"There are {shown} of them.", str(n + 1))
-
-
-def _time_text(x: float, style: str) -> str:
-    if style == "clock":
-        whole = int(x)
-        frac = x - whole
-        return f"{whole // 60:02d}:{whole % 60:02d}" + (f"{frac:.1f}"[1:] if frac else "")
-    return f"{x:g}" if style == "plain" else f"{x:.1f}"
-
-
-INTERVAL_TEMPLATES = [
-    "{a}–{b} s", "{a}-{b} seconds", "from {a} to {b} seconds", "between {a} s and {b} s",
-    "{a} to {b} s", "from {a}s to {b}s", "{a} s - {b} s", "it appears at {a} s and disappears at {b} s",
-]
-
-
-@st.composite
-def interval_case(draw):
-    start = draw(st.integers(min_value=0, max_value=50)) / 2  # half seconds, as the corpus uses
-    length = draw(st.integers(min_value=1, max_value=8)) / 2
-    return start, start + length
-
-
-@PROPERTY
-@given(interval_case(), st.sampled_from(INTERVAL_TEMPLATES), st.sampled_from(["plain", "decimal"]), prose_prefix, prose_suffix)
-def test_prop_interval_notations_accepted(truth, template, style, before, after):
-    a, b = (_time_text(x, style) for x in truth)
-    text = f"{before}ALERT {template.format(a=a, b=b)}{after}"
-    assert grade_interval(text, truth, 0.5).ok, (text, find_intervals(text))
-
-
-@PROPERTY
-@given(interval_case())
-def test_prop_clock_notation_accepted(truth):
-    a, b = (_time_text(x, "clock") for x in truth)
-    assert grade_interval(f"ALERT at {a}–{b}", truth, 0.5).ok
-
-
-@PROPERTY
-@given(interval_case(), st.sampled_from(INTERVAL_TEMPLATES), st.sampled_from([-2.0, -1.0, 1.0, 1.5, 3.0]), st.booleans())
-def test_prop_shifted_interval_rejected(truth, template, shift, shift_start):
-    a, b = truth
-    a, b = (a + shift, b) if shift_start else (a, b + shift)
-    if a < 0 or b <= a:
-        return
-    text = "ALERT " + template.format(a=f"{a:g}", b=f"{b:g}")
-    assert not grade_interval(text, truth, 0.5).ok, text
+@given(st.floats(min_value=0, max_value=10, allow_nan=False), st.floats(min_value=0, max_value=10, allow_nan=False))
+def test_prop_interval_tolerance(start, end):
+    verdict = _grade(EVENT, {"event": "alert", "start_s": start, "end_s": end})
+    assert verdict.ok == (abs(start - 2.0) <= 0.5 and abs(end - 3.0) <= 0.5), (start, end, verdict.reason)
 
 
 @PROPERTY
 @given(st.text(max_size=3).filter(lambda s: not s.strip()))
-def test_prop_blank_answers_rejected(blank):
-    assert not grade_item("x", blank, required=["alert"]).ok
+def test_prop_blank_answers_are_format_failures(blank):
+    verdict = _grade(EVENT, blank)
+    assert not verdict.ok and is_format_failure(verdict.reason)
 
 
-@PROPERTY
-@given(st.integers(min_value=1, max_value=25))
-def test_prop_truncated_answer_rejected(cut):
-    full = "The banner shows ALERT from 2 to 3 seconds."
-    truncated = full[: min(cut, len(full) - 1)]
-    verdict = _event(truncated, finish="length")
-    assert not verdict.ok
+# -- the count at the media limit: the whole reply is the number ---------------------------------------
+
+
+@pytest.mark.parametrize("reply", ["4", "4.", "**4**", "`4`", "Answer: 4", "There are:\n4"])
+def test_count_at_the_limit_accepted(reply):
+    assert grade_count(reply, 4).ok, grade_count(reply, 4).reason
+
+
+@pytest.mark.parametrize("reply, why", [
+    ("5", "expected '4'"), ("4 or 5", "holds 2 candidates"), ("four", "format: "),
+    ("There are 4 images attached.", "holds more than the number"), ("4\n\n5", "format: "),
+])
+def test_count_at_the_limit_rejected(reply, why):
+    verdict = grade_count(reply, 4)
+    assert not verdict.ok and why in verdict.reason, verdict.reason
 
 
 # -- refusals --------------------------------------------------------------------------------------
@@ -284,6 +196,17 @@ VLLM_LIMIT = "At most 4 image(s) may be provided in one prompt."
 def test_limit_refusal_accepts_vllm_wording():
     assert grade_limit_refusal(400, VLLM_LIMIT, kind="image", limit=4, sent=5).ok
     assert grade_limit_refusal(400, "At most 1 video(s) may be provided in one prompt.", kind="video", limit=1, sent=2).ok
+
+
+@pytest.mark.parametrize("message", [VLLM_LIMIT, "At most 4 images may be provided in one request.",
+                                     "You may provide at most four images per request."])
+def test_limit_refusal_names_the_limit_in_any_wording(message):
+    assert grade_limit_refusal(400, message, kind="image", limit=4, sent=5).ok
+
+
+def test_names_matches_words_not_substrings():
+    assert names("At most 4 image(s)", "image") and names("4 images", "image") and names("four", "4")
+    assert not names("imagery 44", "image") and not names("imagery 44", "4")
 
 
 @pytest.mark.parametrize("status, message, expect", [

@@ -4,14 +4,15 @@ This is an ORACLE, not a vision model. ``admit`` really decodes every image (Pil
 (PyAV) a request carries in data URLs, so malformed media is rejected because it does not decode,
 and counts media against the profile's limits with vLLM's wording. ``answer`` recognises a corpus
 item by the request's prompt together with the hashes of the decoded media content, and answers
-with the manifest's ground truth; it never sees a test name. Requests with media that are no
+with the manifest's ground truth in the item's contract (one JSON object, each fact in its field);
+it never sees a test name. Requests with media that are no
 corpus item are answered with what the oracle can know: how many images and videos arrived.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
+import json
 from collections import OrderedDict
 from collections.abc import Mapping
 from functools import cache
@@ -19,12 +20,11 @@ from threading import Lock
 from typing import Any
 
 from pytest_qualify.corpus import MediaError, decode_data_url, decoded_file, load_manifest
-from pytest_qualify.graders.media import mentions
 from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Rejection, Reply
 
 PRIORITY = 50  # before generic oracles: only requests that carry media are answered here
 FAULTS = {
-    "drop_required_word": "=ITEM_ID: the answer for that corpus item omits its first required word",
+    "drop_required_word": "=ITEM_ID: the answer for that corpus item omits its first field",
     "accept_over_limit": "requests over the profile's image/video limits are admitted with HTTP 200",
     "malformed_500": "malformed media gets HTTP 500 instead of a 400 refusal",
 }
@@ -118,7 +118,7 @@ def _by_prompt() -> dict[str, list[tuple[str, tuple[str, ...], bool]]]:
     manifest = load_manifest()
     index: dict[str, list[tuple[str, tuple[str, ...], bool]]] = {}
     for item in manifest.items:
-        index.setdefault(_prompt_key(item.prompt), []).append((item.id, item.files, False))
+        index.setdefault(_prompt_key(item.request), []).append((item.id, item.files, False))
     tool = manifest.tool_case
     index.setdefault(_prompt_key(tool.prompt), []).append((tool.item, manifest.item(tool.item).files, True))
     return index
@@ -136,15 +136,20 @@ def _recognise(req: ChatRequest, media: list[tuple[str, str]]) -> tuple[str, boo
     return None
 
 
-def _drop_word(answer: str, term: str) -> str:
-    """The answer without any alternative of ``term`` (nor its plural): the word a model omitted."""
-    words = re.findall(r"\S+", answer)
-    kept = [w for w in words if not any(mentions(w, alt) for alt in term.split("|"))]
-    return " ".join(kept)
+# Repetitions write the same object differently, as models do: the graders must accept all three.
+def _compact(obj: dict[str, Any]) -> str:
+    return json.dumps(obj)
 
 
-# Repetitions phrase the same truth differently, as models do: the graders must accept all three.
-_PHRASINGS = ("{answer}", "Answer: {answer}", "```\n{answer}\n```")
+def _fenced(obj: dict[str, Any]) -> str:
+    return f"Here is the answer:\n```json\n{json.dumps(obj, indent=2)}\n```"
+
+
+def _reordered(obj: dict[str, Any]) -> str:
+    return "{ " + " ,\n  ".join(f"{json.dumps(k)} :  {json.dumps(v)}" for k, v in reversed(obj.items())) + " }"
+
+
+_PHRASINGS = (_compact, _fenced, _reordered)
 
 
 def _item_reply(item_id: str, ctx: OracleContext) -> Reply:
@@ -157,9 +162,9 @@ def _item_reply(item_id: str, ctx: OracleContext) -> Reply:
             raise Rejection(500, f"reference fault drop_required_word={target!r}: not a corpus item id",
                             "InternalServerError")
         if target == item_id:
-            answer = _drop_word(answer, item.required[0])
+            answer = dict(list(answer.items())[1:])  # the field a model left out
     phrasing = _PHRASINGS[(ctx.occurrence(f"media:{item_id}") - 1) % len(_PHRASINGS)]
-    return Reply(content=phrasing.format(answer=answer))
+    return Reply(content=phrasing(answer))
 
 
 def _tool_reply(item_id: str) -> Reply:
