@@ -41,7 +41,7 @@ def test_drop_required_word_fails_exactly_that_item(qualify_pytest):
     assert result.ret == 1
     assert _failed(result) == ["test_corpus_item[rep1of2-video-13]", "test_corpus_item[rep2of2-video-13]"]
     result.assert_outcomes(passed=58, failed=2)
-    assert "item video-13: missing required word 'alert'" in out
+    assert "item video-13: format: JSON does not match the answer schema at the object: 'event' is a required property" in out
     assert re.search(r"^images\s+\| 12/12\s+\| 24/24$", out, re.M)
     assert re.search(r"^mixed\s+\| 4/4\s+\| 8/8$", out, re.M)
     assert re.search(r"^videos\s+\| 13/14\s+\| 26/28$", out, re.M)
@@ -53,7 +53,7 @@ def test_drop_required_word_fails_exactly_that_item(qualify_pytest):
 def test_each_admission_fault_fails_exactly_its_checks(qualify_pytest):
     # Three faults that break different checks share one run; each failure carries its own reason.
     # The streaming check grades the manifest's stream item: of the admission module only it
-    # depends on that answer, so dropping a word from it fails that check alone.
+    # depends on that answer, so dropping a field from it fails that check alone.
     item = MANIFEST.stream_item
     result = _run(qualify_pytest, ADMISSION, faults=(f"drop_required_word={item}", "accept_over_limit", "malformed_500"))
     malformed = [f"test_malformed_media_refused[rep1of1-{case.id}]" for case in MANIFEST.malformed]
@@ -62,8 +62,8 @@ def test_each_admission_fault_fails_exactly_its_checks(qualify_pytest):
     failed = 3 + len(MANIFEST.malformed)
     result.assert_outcomes(passed=6 + len(MANIFEST.malformed) - failed, failed=failed)  # 6 + M admission items
     out = result.stdout.str()
-    assert f"streamed: item {item}: missing required word 'alert'" in out
-    assert f"not streamed: item {item}: missing required word 'alert'" in out
+    assert f"streamed: item {item}: format: JSON does not match the answer schema" in out
+    assert f"not streamed: item {item}: format: JSON does not match the answer schema" in out
     assert "5 images (limit 4): accepted with HTTP 200; expected an HTTP 400 refusal" in out
     assert "2 videos (limit 1): accepted with HTTP 200; expected an HTTP 400 refusal" in out
     assert "truncated-mp4 (video_url, video/mp4): HTTP 500 (server error) instead of an HTTP 400 refusal" in out
@@ -86,7 +86,7 @@ def _request(content: list, **extra) -> ChatRequest:
 
 def _item_request(item_id: str, prompt: str | None = None, files: tuple[str, ...] | None = None) -> ChatRequest:
     item = MANIFEST.item(item_id)
-    return ChatRequest({"model": "m", "messages": user_message(files or item.files, prompt or item.prompt)})
+    return ChatRequest({"model": "m", "messages": user_message(files or item.files, prompt or item.request)})
 
 
 @pytest.mark.parametrize("case", MANIFEST.malformed, ids=[c.id for c in MANIFEST.malformed])
@@ -132,8 +132,7 @@ def test_answers_pass_their_items_in_every_phrasing():
     for item in MANIFEST.items:
         for _ in range(3):  # three repetitions, three phrasings
             reply = oracle_media.answer(_item_request(item.id), ctx)
-            verdict = grade_item(item.id, reply.content, required=item.required, forbidden=item.forbidden,
-                                 interval_s=item.interval_s, tolerance_s=item.tolerance_s)
+            verdict = grade_item(item.id, reply.content, item.contract)
             assert verdict.ok, verdict.reason
 
 
@@ -151,8 +150,14 @@ def test_drop_required_word_needs_a_real_item():
 
 def test_drop_required_word_touches_only_its_item():
     ctx = _ctx("drop_required_word=video-13")
-    assert "alert" not in oracle_media.answer(_item_request("video-13"), ctx).content.casefold()
-    assert "alert" in oracle_media.answer(_item_request("video-14"), ctx).content.casefold()
+    assert "event" not in oracle_media.answer(_item_request("video-13"), ctx).content
+    assert "event" in oracle_media.answer(_item_request("video-14"), ctx).content
+
+
+def test_answers_are_the_contract_not_prose():
+    # The question alone (without the contract's instruction) is no corpus request.
+    item = MANIFEST.item("image-01")
+    assert oracle_media.answer(_item_request("image-01", prompt=item.prompt), _ctx()).content.startswith("This message carries")
 
 
 def test_tool_case_reply_carries_the_interval():
