@@ -17,11 +17,11 @@ from typing import Any, Mapping
 
 from pytest_qualify.graders.diff import DiffCase
 from pytest_qualify.graders.recall import KINDS, Conversation, Fact, RecallFixtures
-from pytest_qualify.graders.text import ShortQuestion, grade_short_answer, states
+from pytest_qualify.graders.text import ShortQuestion, grade_short_answer
 from pytest_qualify.graders.tools import (
     ExpectedCall, IrrelevanceCase, RoundTripCase, ToolCase, ToolFixtures,
 )
-from pytest_qualify.graders.triage import Incident
+from pytest_qualify.graders.triage import Incident, grade_triage
 
 PACKAGE = "pytest_qualify.fixtures"
 
@@ -113,6 +113,7 @@ def triage_incidents() -> tuple[Incident, ...]:
     path = "triage/incidents.toml"
     data = read_toml(path)
     categories = tuple(data["categories"])
+    schema = json.loads(json.dumps(data["schema"]))  # plain JSON types (the TOML table is read-only)
     incidents = []
     for raw in data["incident"]:
         log = read_text(f"triage/{raw['log']}")
@@ -122,17 +123,20 @@ def triage_incidents() -> tuple[Incident, ...]:
             raise FixtureError(f"fixtures/{path}: incident {raw['id']}: evidence not in {raw['log']}: {missing[0]!r}")
         if raw["category"] not in categories:
             raise FixtureError(f"fixtures/{path}: incident {raw['id']}: category {raw['category']!r} is not one of {categories}")
-        contradicted = [c for c in raw.get("contradictions", ()) if states(raw["cause"], c)]
-        if contradicted:
-            raise FixtureError(f"fixtures/{path}: incident {raw['id']}: its own cause states the contradiction {contradicted[0]!r}")
-        incidents.append(Incident(
+        if raw["component"] in raw["red_herrings"]:
+            raise FixtureError(f"fixtures/{path}: incident {raw['id']}: component {raw['component']!r} is also a red herring")
+        incident = Incident(
             id=raw["id"], symptom=raw["symptom"], log_lines=lines, component=raw["component"],
             aliases=tuple(raw.get("aliases", ())), category=raw["category"], categories=categories,
-            cause=raw["cause"], contradictions=tuple(raw.get("contradictions", ())),
-            evidence=tuple(raw["evidence"]), red_herrings=tuple(raw["red_herrings"]),
-            prompt=data["prompt"].format(symptom=raw["symptom"], log=log,
-                                         categories="; ".join(categories)),
-        ))
+            cause=raw["cause"], evidence=tuple(raw["evidence"]), red_herrings=tuple(raw["red_herrings"]),
+            prompt=data["prompt"].format(symptom=raw["symptom"], log=log, categories="; ".join(categories),
+                                         schema=json.dumps(schema, separators=(",", ":"))),
+            schema=schema,
+        )
+        truth = grade_triage(json.dumps(incident.truth), incident)
+        if not truth:
+            raise FixtureError(f"fixtures/{path}: incident {raw['id']}: its own truth fails its grader: {truth.reason}")
+        incidents.append(incident)
     return tuple(incidents)
 
 

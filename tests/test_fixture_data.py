@@ -45,11 +45,11 @@ def _first_changed(path: str, section: str, **changes) -> dict:
 @pytest.mark.parametrize("path,section,changes,loader,message", [
     ("triage/incidents.toml", "incident", {"category": "gremlins"}, fixture_data.triage_incidents,
      r"incident checkout_pool: category 'gremlins' is not one of"),
-    ("triage/incidents.toml", "incident", {"cause": "Long GC pauses."}, fixture_data.triage_incidents,
-     r"its own cause states the contradiction 'gc pause'"),
+    ("triage/incidents.toml", "incident", {"red_herrings": ["checkout-service", "orders-db"]}, fixture_data.triage_incidents,
+     r"incident checkout_pool: component 'checkout-service' is also a red herring"),
     ("json_tasks.toml", "task", {"accepted": {"colour": ["red"]}}, fixture_data.json_tasks,
      r"task 'order': accepted forms for 'colour'"),
-], ids=["category outside the list", "cause contradicts itself", "accepted forms for an unexpected field"])
+], ids=["category outside the list", "truth names a red herring", "accepted forms for an unexpected field"])
 def test_inconsistent_fixture_data_is_a_fixture_error(monkeypatch, path, section, changes, loader, message):
     _with(monkeypatch, path, _first_changed(path, section, **changes))
     with pytest.raises(FixtureError, match=message):

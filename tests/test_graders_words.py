@@ -1,6 +1,6 @@
 """The word rules every grader shares (graders/text.py): words as words, numbers as numbers, a
 mention the answer itself negates or ranks below is not a claim, two candidates are a miss. And
-the rules as the tool, needle and triage graders apply them."""
+the rules as the tool and needle graders apply them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_qualify.fixture_data import tool_fixtures, triage_incidents
+from pytest_qualify.fixture_data import tool_fixtures
 from pytest_qualify.graders.needle import grade_needle
 from pytest_qualify.graders.text import (
     grade_short_answer, hedged_numbers, numbers_in, states,
@@ -25,7 +25,6 @@ def number_stated(text: str, value: int) -> bool:
 def phrase_stated(text: str, phrase: str) -> bool:
     return fact_present(text, Fact("p", phrase))
 from pytest_qualify.graders.tools import RawCall, grade_call, normalize_string
-from pytest_qualify.graders.triage import grade_triage
 
 
 word = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=3, max_size=10)
@@ -121,25 +120,3 @@ def test_property_a_longer_identifier_is_not_the_value(value, style):
     assert not grade_needle(style.format(value), str(value)).ok
 
 
-# -- triage: a component with a qualifier ---------------------------------------------------------
-
-INCIDENTS = triage_incidents()
-
-
-def _truth(incident, **changes):
-    return json.dumps({"component": incident.component, "category": incident.category, "cause": incident.cause,
-                       "evidence_line": incident.evidence[0], **changes})
-@given(st.sampled_from(INCIDENTS), st.text(alphabet="abcdefghijklmnopqrstuvwxyz-", min_size=1, max_size=12),
-       st.sampled_from(["{} ({})", "{} [{}]", "{}, {}", "{} / {}", "{}: {}"]))
-def test_property_a_qualifier_after_the_component_is_fine(incident, qualifier, style):
-    names = {incident.component, *incident.aliases, *incident.red_herrings}
-    if any(n.replace(" ", "-") in qualifier for n in names) or not qualifier.strip("-"):
-        return  # the qualifier itself names a component
-    verdict = grade_triage(_truth(incident, component=style.format(incident.component, qualifier)), incident)
-    assert verdict.ok, verdict.reason
-@given(st.sampled_from(INCIDENTS), st.data())
-def test_property_a_red_herring_beside_the_component_is_a_miss(incident, data):
-    herring = data.draw(st.sampled_from(incident.red_herrings))
-    style = data.draw(st.sampled_from(["{} ({})", "{} or {}", "{}/{}"]))
-    verdict = grade_triage(_truth(incident, component=style.format(incident.component, herring)), incident)
-    assert not verdict.ok and "is a red herring" in verdict.reason

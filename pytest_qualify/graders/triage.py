@@ -1,26 +1,29 @@
-"""Timeout triage: the answer's JSON names the component, the cause's category, the cause in its
-own words and an evidence line.
+"""Timeout triage under its answer contract: one JSON object naming the component, the cause's
+category, the cause in the model's own words and an evidence line (``fixtures/triage/incidents.toml``).
 
-Graded on the incident's ground truth (data in ``fixtures/triage/incidents.toml``):
+Graded on the incident's ground truth, field by field, nothing outside the object:
 
-- ``component``: names the component (or an alias) as words; a qualifier in brackets or after it
-  is fine ("checkout-service (orders-pool)"); naming a red herring is a miss.
-- ``category``: one of the closed list the prompt gives, equal to the incident's (case and
+- ``component``: equal to the component or one of its aliases (case and separators free); a red
+  herring is a miss said as such; anything else in the field ("checkout-service (orders-pool)",
+  "checkout-service or orders-db") is not the component.
+- ``category``: equal to the incident's, one of the closed list the prompt gives (case and
   separators free). This, not the wording of the cause, decides whether the cause is right.
-- ``cause``: free text, recorded as evidence; it fails only when it states a contradiction the
-  fixture lists (another cause, a red herring's own story) — as words, and not when it negates it
-  ("no slow queries").
-- ``evidence_line``: identifies log lines the fixture marks as showing the cause — quoted fully,
-  in part (a distinctive piece, or pieces around an ellipsis) or by its timestamp.
+- ``evidence_line``: identifies log lines the fixture marks as showing the cause — quoted fully, in
+  part (a distinctive piece, or pieces around an ellipsis) or by its timestamp; a quote that also
+  fits a line that does not show the cause is a miss.
+- ``cause``: free text, recorded in the accepted reason as evidence; never graded.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from pytest_qualify.graders import Verdict
-from pytest_qualify.graders.text import JsonNotFound, find_json_object, normalize, states
+from pytest_qualify.graders.contract import Accept, FormatError, compare, format_failure, json_slot
 
 FIELDS = ("component", "category", "cause", "evidence_line")
 TIMESTAMP_RE = re.compile(r"\d{2}:\d{2}:\d{2}(?:\.\d+)?")
@@ -39,32 +42,33 @@ class Incident:
     category: str
     categories: tuple[str, ...]  # the closed list the prompt offers
     cause: str  # the ground truth in one sentence (what the reference server answers)
-    contradictions: tuple[str, ...]
     evidence: tuple[str, ...]  # every log line that shows the cause
     red_herrings: tuple[str, ...]
     prompt: str
+    schema: Mapping[str, Any]  # the reply's JSON Schema (stated in the prompt)
 
     @property
     def log(self) -> str:
         return "\n".join(self.log_lines) + "\n"
 
+    @property
+    def truth(self) -> dict[str, str]:
+        """The ground truth as a reply under the contract (what the reference server answers)."""
+        return {"component": self.component, "category": self.category, "cause": self.cause,
+                "evidence_line": self.evidence[0]}
 
-def normalize_component(name: str) -> str:
-    """"Checkout_Service", "[checkout-service]" and "checkout service" are one component."""
-    return re.sub(r"[\W_]+", "", normalize(name))
 
-
-def _squash(text: str) -> str:
-    return normalize(text.strip().strip("`'\"“”‘’").strip())
+def _fold(text: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", text).strip().strip("`'\"“”‘’").split()).casefold()
 
 
 def evidence_lines(evidence: str, log_lines: tuple[str, ...]) -> list[str]:
     """The log lines a quoted evidence line points at (empty when it points at none)."""
-    quote = _squash(evidence)
+    quote = _fold(evidence)
     if len(quote) < MIN_EVIDENCE_CHARS:
         return []
     pieces = [p.strip() for p in ELLIPSIS_RE.split(quote) if p.strip()]
-    hits = [line for line in log_lines if _in_order(pieces, _squash(line)) or _squash(line) in quote]
+    hits = [line for line in log_lines if _in_order(pieces, _fold(line)) or _fold(line) in quote]
     if hits:
         return hits
     # Only a timestamp (or a line whose text was paraphrased around it): the timestamp decides.
@@ -82,63 +86,42 @@ def _in_order(pieces: list[str], line: str) -> bool:
     return bool(pieces)
 
 
-def _names(text: str, names: tuple[str, ...]) -> list[str]:
-    """The names the text holds as whole names: a run of its words ("checkout-service",
-    "Checkout Service", "checkout_service") equal to a name, so a qualifier around it is free
-    ("checkout-service (orders-pool)") while "checkout-db" does not name "checkout"."""
-    parts = [p for p in re.split(r"[\s()\[\]{},;:/|`'\"*]+", text) if p.strip("-–—_.")]
-    runs = {normalize_component("".join(parts[i:j])) for i in range(len(parts)) for j in range(i + 1, len(parts) + 1)}
-    return [n for n in names if normalize_component(n) in runs]
-
-
 def grade_component(named: str, incident: Incident) -> Verdict:
-    right = _names(named, (incident.component, *incident.aliases))
-    herrings = _names(named, incident.red_herrings)
-    if herrings:
-        also = f" (named beside {incident.component!r})" if right else ""
-        return Verdict.reject(f"component {named!r}: {herrings[0]!r} is a red herring{also}; "
-                              f"the cause is in {incident.component!r}")
-    if not right:
-        return Verdict.reject(f"component {named!r} is not {incident.component!r}")
-    return Verdict.accept(f"component {incident.component}")
+    if compare(named, Accept((incident.component, *incident.aliases), separators=True), "component").ok:
+        return Verdict.accept(f"component {incident.component}")
+    if compare(named, Accept(incident.red_herrings, separators=True), "component").ok:
+        return Verdict.reject(f"component {named!r} is a red herring; the cause is in {incident.component!r}")
+    return Verdict.reject(f"component {named!r} is not {incident.component!r}")
 
 
 def grade_category(named: str, incident: Incident) -> Verdict:
-    # A note in brackets after the category is the model's own qualifier ("... (connection leak)").
-    key = normalize_component(re.sub(r"\([^)]*\)|\[[^\]]*\]", "", named))
-    if key == normalize_component(incident.category):
+    if compare(named, Accept((incident.category,), separators=True), "category").ok:
         return Verdict.accept(f"category {incident.category}")
-    if key in {normalize_component(c) for c in incident.categories}:
+    if compare(named, Accept(incident.categories, separators=True), "category").ok:
         return Verdict.reject(f"category {named!r} is wrong: the cause is {incident.category!r}")
     return Verdict.reject(f"category {named!r} is not one of the listed categories {list(incident.categories)}")
 
 
-def grade_triage(content: str | None, incident: Incident) -> Verdict:
-    """The answer's JSON against the incident's ground truth; the accepted reason carries the cause."""
-    try:
-        answer = find_json_object(content)
-    except JsonNotFound as exc:
-        return Verdict.reject(f"invalid_json: {exc}")
-    missing = [f for f in FIELDS if not isinstance(answer.get(f), str) or not answer[f].strip()]
-    if missing:
-        return Verdict.reject(f"the JSON lacks {', '.join(missing)}: {answer}")
-
-    for verdict in (grade_component(answer["component"], incident), grade_category(answer["category"], incident)):
-        if not verdict:
-            return verdict
-
-    contradicted = [c for c in incident.contradictions if states(answer["cause"], c)]
-    if contradicted:
-        return Verdict.reject(f"cause {answer['cause']!r} states {contradicted[0]!r}, which is not the cause")
-
-    hits = evidence_lines(answer["evidence_line"], incident.log_lines)
-    accepted = set(incident.evidence)
+def grade_evidence(quoted: str, incident: Incident) -> Verdict:
+    hits = evidence_lines(quoted, incident.log_lines)
     if not hits:
-        return Verdict.reject(f"evidence_line {answer['evidence_line']!r} is not a line of the log")
-    wrong = [line for line in hits if line not in accepted]
+        return Verdict.reject(f"evidence_line {quoted!r} is not a line of the log")
+    wrong = [line for line in hits if line not in set(incident.evidence)]
     if wrong:
-        return Verdict.reject(
-            f"evidence_line {answer['evidence_line']!r} points at "
-            f"{wrong[0]!r}, which does not show the cause"
-        )
-    return Verdict.accept(f"{incident.component}, {incident.category}, evidence matches; cause {answer['cause']!r}")
+        return Verdict.reject(f"evidence_line {quoted!r} points at {wrong[0]!r}, which does not show the cause")
+    return Verdict.accept("evidence matches")
+
+
+def grade_triage(content: str | None, incident: Incident) -> Verdict:
+    """The reply's JSON object against the incident's ground truth; the accepted reason records the
+    cause in the model's words (never graded)."""
+    try:
+        answer = json_slot(content, incident.schema)
+    except FormatError as exc:
+        return format_failure(str(exc))
+    verdicts = (grade_component(answer["component"], incident), grade_category(answer["category"], incident),
+                grade_evidence(answer["evidence_line"], incident))
+    misses = [v.reason for v in verdicts if not v.ok]
+    if misses:
+        return Verdict.reject("; ".join(misses))
+    return Verdict.accept(f"{incident.component}, {incident.category}, evidence matches; cause (recorded) {answer['cause']!r}")

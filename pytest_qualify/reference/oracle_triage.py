@@ -1,6 +1,6 @@
 """Timeout triage from ``fixtures/triage/``: the request holds an incident's log; the answer is the
-ground truth's component, category, cause and first evidence line, as JSON in a fence with a line
-of prose."""
+ground truth's component, category, cause and first evidence line in the answer contract: one JSON
+object, alternately bare and fenced after a preamble line, as models write it."""
 
 from __future__ import annotations
 
@@ -25,11 +25,12 @@ def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:
     incident = _incident(req)
     if incident is None:
         return None
-    verdict = {"component": incident.component, "category": incident.category, "cause": incident.cause,
-               "evidence_line": incident.evidence[0]}
+    verdict = incident.truth
     if "triage_red_herring" in ctx.faults:
         herring = incident.red_herrings[0]
         line = next(line for line in incident.log_lines if f"[{herring}]" in line)
         verdict = {"component": herring, "category": "slow downstream dependency",
                    "cause": f"{herring} is failing and being retried", "evidence_line": line}
-    return Reply(content=f"The timeouts trace back to {verdict['component']}.\n\n```json\n{json.dumps(verdict)}\n```")
+    if ctx.occurrence(f"triage:{incident.id}") % 2 == 1:
+        return Reply(content=f"The timeouts trace back to {verdict['component']}:\n\n```json\n{json.dumps(verdict, indent=2)}\n```")
+    return Reply(content=json.dumps(verdict))
