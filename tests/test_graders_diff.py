@@ -1,4 +1,6 @@
-"""graders/diff.py: diff extraction (pure; unit and property tests) and application with the real git."""
+"""graders/diff.py: the diff contract's slot (pure; unit and property tests) and application with the
+real git. The reply is one unified diff, optionally in one fence after one preamble line; prose
+around it is a format failure, a diff git refuses or that makes another change is a miss."""
 
 from __future__ import annotations
 
@@ -10,8 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_qualify.fixture_data import diff_cases
+from pytest_qualify.graders.contract import FormatError, is_format_failure
 from pytest_qualify.graders.diff import (
-    apply_diff, extract_diff, first_difference, grade_diff_answer, same_file, strip_level,
+    apply_diff, diff_slot, first_difference, grade_diff_answer, same_file, strip_level,
 )
 
 # Examples are judged by their outcome only: a loaded CI machine must not fail a slow one.
@@ -41,6 +44,7 @@ def test_cases_cover_a_function_a_config_and_several_hunks():
     for case in CASES:
         assert case.source != case.expected
         assert case.source in case.prompt and case.request in case.prompt and case.path in case.prompt
+        assert "Reply with the unified diff alone" in case.prompt and "no other text" in case.prompt
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
@@ -49,30 +53,51 @@ def test_expected_diff_applies(case):
     assert verdict.ok, verdict.reason
 
 
-# -- extraction: accepted forms ------------------------------------------------------------------
+# -- the slot: accepted forms ---------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("wrap", [
+    lambda d: d,
     lambda d: f"```diff\n{d}```",
-    lambda d: f"Here is the patch:\n\n```diff\n{d}```\n\nIt adds the check.",
     lambda d: f"```patch\n{d}```",
     lambda d: f"```\n{d}```",
-    lambda d: d,
-    lambda d: f"Sure, here it is:\n{d}\nThat is all.",
-    lambda d: f"Sure, here it is:\n{d.rstrip()}",
+    lambda d: f"Here is the patch:\n\n```diff\n{d}```",
+    lambda d: f"Here is the patch:\n{d}",
+    lambda d: f"\n\n{d.rstrip()}\n\n",
+    lambda d: f"```diff\n{d.rstrip()}\n```\n",
 ])
 @pytest.mark.parametrize("prefixed", [True, False])
-def test_extract_tolerates_fences_prose_and_prefixes(wrap, prefixed):
+def test_slot_tolerates_a_fence_a_preamble_and_prefixes(wrap, prefixed):
     diff = make_diff(PY, prefixed)
-    assert extract_diff(wrap(diff)) == diff
+    assert diff_slot(wrap(diff)) == diff
     assert grade_diff_answer(wrap(diff), PY.source, PY.path, PY.expected).ok
+
+
+def test_git_headers_are_part_of_the_diff():
+    text = f"diff --git a/{PY.path} b/{PY.path}\nindex 3b18e51..a9c2f0d 100644\n{make_diff(PY)}"
+    assert diff_slot(text) == text
+    assert grade_diff_answer(text, PY.source, PY.path, PY.expected).ok
+
+
+# -- the slot: format failures -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("wrap, why", [
+    (lambda d: f"Here is the patch:\n\n```diff\n{d}```\n\nIt adds the check.", "text after the diff: 'It adds the check.'"),
+    (lambda d: f"Sure, here it is:\n{d}\nThat is all.", "text after the diff: 'That is all.'"),
+    (lambda d: f"I added the check.\nThen I rounded the result.\n{d}", "text before the diff"),
+    (lambda d: f"```diff\n{d}```\n\n```diff\n{d}```", "a second diff after the first"),
+    (lambda d: f"{d}\nThis makes exactly the requested change.", "text after the diff"),
+])
+def test_prose_around_the_diff_is_a_format_failure(wrap, why):
+    verdict = grade_diff_answer(wrap(make_diff(PY)), PY.source, PY.path, PY.expected)
+    assert not verdict.ok and is_format_failure(verdict.reason) and why in verdict.reason, verdict.reason
 
 
 def test_blank_context_lines_without_their_space_are_kept():
     diff = blank_context_unspaced(make_diff(MULTI))
-    text = f"Patch:\n{diff}\nThis renames the constant."
-    extracted = extract_diff(text)
-    assert extracted is not None and "This renames" not in extracted
+    text = f"Patch:\n{diff}"
+    assert diff_slot(text) == diff
     assert grade_diff_answer(text, MULTI.source, MULTI.path, MULTI.expected).ok
 
 
@@ -122,13 +147,27 @@ def test_diff_of_another_file_fails():
 
 
 @pytest.mark.parametrize("content,why", [
-    ("", "empty answer"),
+    ("", "empty reply"),
+    (None, "empty reply"),
     ("I would add a check before the return.", "no unified diff"),
     ("```python\ndef apply_discount(price, percent):\n    ...\n```", "no unified diff"),
 ])
 def test_answers_without_a_diff(content, why):
     verdict = grade_diff_answer(content, PY.source, PY.path, PY.expected)
-    assert not verdict.ok and why in verdict.reason
+    assert not verdict.ok and is_format_failure(verdict.reason) and why in verdict.reason, verdict.reason
+
+
+def test_the_same_file_patched_twice_is_for_git_to_refuse():
+    verdict = grade_diff_answer(make_diff(PY) * 2, PY.source, PY.path, PY.expected)
+    assert not verdict.ok and "git apply" in verdict.reason
+
+
+def test_a_hunk_that_ends_early_goes_to_git_not_to_the_format_check():
+    # Hunk lines after a hunk whose counts ran out are a malformed diff, not prose.
+    bad = re.sub(r"^@@ -(\d+),(\d+) \+(\d+),(\d+)", lambda m: f"@@ -{m.group(1)},{int(m.group(2)) - 2} +{m.group(3)},{m.group(4)}",
+                 make_diff(PY), count=1, flags=re.M)
+    verdict = grade_diff_answer(bad, PY.source, PY.path, PY.expected)
+    assert not verdict.ok and not is_format_failure(verdict.reason) and "git apply" in verdict.reason, verdict.reason
 
 
 def test_same_file_ignores_only_trailing_whitespace():
@@ -140,19 +179,28 @@ def test_same_file_ignores_only_trailing_whitespace():
 # -- properties ----------------------------------------------------------------------------------
 
 # Prose a model writes around a diff: no line of it may look like diff syntax.
-prose_line = st.text(alphabet="abcdefghijklmnopqrstuvwxyz ,.:!?ABC", min_size=1, max_size=40).filter(
+prose_line = st.text(alphabet="abcdefghijklmnopqrstuvwxyz ,.!?ABC", min_size=1, max_size=40).filter(
     lambda s: s.strip() and not s.startswith((" ", "+", "-", "@", "\\"))
 )
-@given(case=st.sampled_from(CASES), before=st.lists(prose_line, max_size=3), after=st.lists(prose_line, max_size=3),
-       prefixed=st.booleans(), fenced=st.booleans(), unspaced=st.booleans())
-def test_property_extraction_recovers_the_diff(case, before, after, prefixed, fenced, unspaced):
+@given(case=st.sampled_from(CASES), prefixed=st.booleans(), fenced=st.booleans(), unspaced=st.booleans(),
+       preamble=st.sampled_from(["", "Here is the diff:\n", "Patch:\n\n"]))
+def test_property_the_slot_is_the_diff(case, prefixed, fenced, unspaced, preamble):
     diff = make_diff(case, prefixed)
     written = blank_context_unspaced(diff) if unspaced else diff
     body = f"```diff\n{written}```" if fenced else written
-    text = "\n".join([*before, body, *after])
-    extracted = extract_diff(text)
-    assert extracted is not None
+    extracted = diff_slot(preamble + body)
     assert blank_context_unspaced(extracted) == blank_context_unspaced(diff)
+
+
+@given(case=st.sampled_from(CASES), before=st.lists(prose_line, max_size=2), after=st.lists(prose_line, max_size=2),
+       fenced=st.booleans())
+def test_property_prose_around_the_diff_is_a_format_failure(case, before, after, fenced):
+    if not before and not after:
+        return
+    before = [b.rstrip().rstrip(":") + "." for b in before]  # not a preamble line
+    body = f"```diff\n{make_diff(case)}```" if fenced else make_diff(case)
+    with pytest.raises(FormatError):
+        diff_slot("\n".join([*before, body, *after]))
 
 
 @settings(max_examples=15)  # each example runs git

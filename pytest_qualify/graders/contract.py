@@ -249,6 +249,21 @@ def line_slot(content: str | None) -> str:
     return value
 
 
+def block_slot(content: str | None, what: str = "the answer") -> str:
+    """The reply as one block of text (a diff, a listing), for graders whose slot is the whole
+    reply: a preamble line ending in a colon and one code fence around the block are tolerated and
+    removed; the block's own lines are returned as written. :class:`FormatError` when it is empty.
+    Whether anything else is left around the block is the caller's to judge (it knows the block's
+    grammar)."""
+    text = (content or "").strip()
+    if not text:
+        raise FormatError(f"empty reply, expected {what}")
+    block = _unfence(_drop_preamble(_unfence(text)))
+    if not block.strip():
+        raise FormatError(f"empty {what} in {_short(content)}")
+    return block
+
+
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     keys = [k for k, _ in pairs]
     twice = sorted({k for k in keys if keys.count(k) > 1})

@@ -1,9 +1,12 @@
-"""Unified diffs: find the diff in an answer (pure), then let git judge it (a subprocess).
+"""Unified diffs under the answer contract: the reply is one unified diff (pure), then git judges it
+(a subprocess).
 
-:func:`extract_diff` tolerates what models write: a fenced ```diff block or a bare diff, prose
-before and after, ``a/`` ``b/`` path prefixes or none. :func:`apply_diff` runs the real ``git apply
+The contract (``fixtures/diff/cases.toml``, stated in the prompt): the whole reply is the diff,
+optionally inside one code fence (```diff, ```patch or a bare fence) and after one preamble line
+ending in a colon; ``a/`` ``b/`` path prefixes or none. Prose before or after the diff, or a second
+diff, is a ``format:`` failure (:func:`diff_slot`). :func:`apply_diff` runs the real ``git apply
 --check`` and ``git apply`` in a throwaway repository and compares the patched file with the
-expected one; a diff git refuses fails with git's own message. Cases are data in ``fixtures/diff/``.
+expected one; a diff git refuses fails with git's own message.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_qualify.graders import Verdict
-from pytest_qualify.graders.text import FENCE_RE
+from pytest_qualify.graders.contract import FormatError, block_slot, format_failure
 
 HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 # Lines that belong to a diff's file header (git's extended headers included).
@@ -36,36 +39,62 @@ class DiffCase:
     prompt: str
 
 
-# -- extraction (pure) -----------------------------------------------------------------------------
+# -- the slot (pure) --------------------------------------------------------------------------------
+
+# A line that can only belong to a diff (a hunk's body or header): text after the diff that starts
+# with one is a malformed diff for git to judge, not prose.
+_DIFF_LINE = ("+", "-", " ", "@@", "\\")
 
 
-def _looks_like_diff(text: str) -> bool:
-    lines = text.splitlines()
-    return any(HUNK_RE.match(line) for line in lines) and any(line.startswith("--- ") for line in lines)
+def _header_start(lines: list[str]) -> int | None:
+    for i, line in enumerate(lines):
+        if line.startswith("diff --git ") or (line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ ")):
+            return i
+    return None
 
 
-def extract_diff(text: str | None) -> str | None:
-    """The unified diff in an answer, ending with a newline, or None when there is none."""
-    if not text:
-        return None
-    fenced = [block for block in FENCE_RE.findall(text) if _looks_like_diff(block)]
-    return _read_diff((fenced[0] if fenced else text).splitlines())
+def diff_slot(content: str | None) -> str:
+    """The reply's unified diff, ending with a newline; :class:`FormatError` when the reply is not
+    one diff alone (prose before or after it, a second fence, no diff at all)."""
+    lines = block_slot(content, "a unified diff").splitlines()
+    start = _header_start(lines)
+    if start is None:
+        raise FormatError(f"no unified diff ('--- ' and '+++ ' header lines, then hunks) in {_short(content)}")
+    diff, stop = _read_diff(lines[start:])
+    rest = [line for line in lines[start + stop:] if line.strip()]
+    if rest and not rest[0].startswith(_DIFF_LINE):
+        if _header_start(rest) is not None:
+            raise FormatError("a second diff after the first: the reply must be one diff")
+        raise FormatError(f"text after the diff: {_shown(rest)!r}")
+    before = [line for line in lines[:start] if line.strip()]
+    if before:
+        raise FormatError(f"text before the diff: {_shown(before)!r}")
+    if rest or diff is None:
+        return "\n".join(lines[start:]) + "\n"  # a malformed diff: git says what is wrong with it
+    return diff
 
 
-def _read_diff(lines: list[str]) -> str | None:
-    """The diff in these lines: from its first header line to the end of its last hunk.
+def _shown(lines: list[str]) -> str:
+    """The first line of text around a diff worth showing: prose rather than a fence mark."""
+    prose = [line for line in lines if not line.strip().startswith("```")]
+    return (prose or lines)[0].strip()[:80]
 
-    Hunks are read by their header's line counts, so prose after the diff is left out while a
+
+def _short(text: str | None, limit: int = 120) -> str:
+    flat = " ".join((text or "").split())
+    return repr(flat if len(flat) <= limit else flat[: limit - 1] + "\u2026")
+
+
+def _read_diff(lines: list[str]) -> tuple[str | None, int]:
+    """The diff at the start of these lines, from its header to the end of its last hunk, and the
+    index of the first line after it.
+
+    Hunks are read by their header's line counts, so what follows the diff is left out while a
     blank context line (which models often write without its leading space) is kept. A hunk whose
     counts run past its lines is passed on as written, for git to judge.
     """
-    start = next((i for i, line in enumerate(lines)
-                  if (line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "))
-                  or line.startswith("diff --git ")), None)
-    if start is None:
-        return None
     out: list[str] = []
-    i = start
+    i = 0
     while i < len(lines):
         line = lines[i]
         match = HUNK_RE.match(line)
@@ -88,7 +117,7 @@ def _read_diff(lines: list[str]) -> str | None:
             elif body.startswith(" ") or body == "":
                 old, new = old - 1, new - 1
             elif not body.startswith("\\"):
-                break  # prose inside a hunk: the counts were wrong; git will say so
+                break  # text inside a hunk: the counts were wrong; git will say so
             out.append(body)
             i += 1
         if i == len(lines) and old == new > 0:
@@ -96,8 +125,8 @@ def _read_diff(lines: list[str]) -> str | None:
             # routinely trimmed from answers, and git needs them back.
             out.extend([""] * old)
     if not any(HUNK_RE.match(line) for line in out):
-        return None
-    return "\n".join(out) + "\n"
+        return None, i
+    return "\n".join(out) + "\n", i
 
 
 def strip_level(diff: str) -> int:
@@ -162,11 +191,9 @@ def apply_diff(source: str, path: str, diff: str, expected: str) -> Verdict:
 
 
 def grade_diff_answer(content: str | None, source: str, path: str, expected: str) -> Verdict:
-    """An answer holding a diff: extract it, then :func:`apply_diff`."""
-    if content is None or not content.strip():
-        return Verdict.reject("empty answer")
-    diff = extract_diff(content)
-    if diff is None:
-        shown = content.strip().replace("\n", " ")
-        return Verdict.reject(f"no unified diff in answer {shown[:120]!r}")
+    """A reply under the diff contract: find the diff (:func:`diff_slot`), then :func:`apply_diff`."""
+    try:
+        diff = diff_slot(content)
+    except FormatError as exc:
+        return format_failure(str(exc))
     return apply_diff(source, path, diff, expected)

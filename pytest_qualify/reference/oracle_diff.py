@@ -1,5 +1,6 @@
 """Unified-diff tasks from ``fixtures/diff/``: the request holds a case's source file and change
-request; the answer is the diff from that source to the expected file."""
+request; the answer is the diff from that source to the expected file, in the answer contract: the
+diff alone, alternately fenced after a preamble line and bare."""
 
 from __future__ import annotations
 
@@ -26,8 +27,8 @@ def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:
     if case is None:
         return None
     occurrence = ctx.occurrence(f"diff:{case.id}")
-    # Alternate the two shapes real models write, so both reach the grader: a fenced diff with
-    # a/ b/ prefixes, and a bare diff without prefixes followed by prose.
+    # Alternate the two shapes the contract allows, so both reach the grader: a fenced diff with
+    # a/ b/ prefixes after a preamble line, and a bare diff without prefixes.
     fenced = occurrence % 2 == 1
     old, new = (f"a/{case.path}", f"b/{case.path}") if fenced else (case.path, case.path)
     diff = "".join(difflib.unified_diff(case.source.splitlines(True), case.expected.splitlines(True), old, new))
@@ -35,4 +36,4 @@ def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:
         diff = re.sub(r"^@@ -(\d+),(\d+)", lambda m: f"@@ -{m.group(1)},{int(m.group(2)) + 2}", diff, count=1, flags=re.M)
     if fenced:
         return Reply(content=f"Here is the patch:\n\n```diff\n{diff}```")
-    return Reply(content=f"{diff}\nThis makes exactly the requested change.")
+    return Reply(content=diff)
