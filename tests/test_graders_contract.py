@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from pytest_qualify.graders.contract import (
-    Accept, Contract, FormatError, compare, grade, is_format_failure, json_slot, line_slot, reply_slot,
+    Accept, Contract, FormatError, block_slot, compare, grade, is_format_failure, json_slot, line_slot, reply_slot,
 )
 
 PARIS = Contract("reply", Accept(("Paris",)), value_hint="one word")
@@ -160,3 +160,23 @@ def test_answer_line_numbers(n, working):
     contract = Contract("line", Accept((str(n),), kind="number"))
     assert grade(f"{working}ANSWER: {n}", contract).ok
     assert not grade(f"{working}ANSWER: {n + 1}", contract).ok
+
+
+# -- block_slot: the whole reply as one block (a diff) ------------------------------------------------
+
+
+@pytest.mark.parametrize("reply", [
+    "--- a\n+++ b\n@@ -1 +1 @@\n-x\n+y",
+    "```diff\n--- a\n+++ b\n@@ -1 +1 @@\n-x\n+y\n```",
+    "Here is the patch:\n\n```\n--- a\n+++ b\n@@ -1 +1 @@\n-x\n+y\n```",
+    "Patch:\n--- a\n+++ b\n@@ -1 +1 @@\n-x\n+y\n",
+])
+def test_block_slot_drops_one_fence_and_one_preamble_line(reply):
+    assert block_slot(reply) == "--- a\n+++ b\n@@ -1 +1 @@\n-x\n+y"
+
+
+def test_block_slot_leaves_what_is_around_the_block_to_its_grader():
+    assert block_slot("```diff\nA\n```\nThat is all.") == "```diff\nA\n```\nThat is all."
+    for empty in ("", None, "  \n", "```\n\n```"):
+        with pytest.raises(FormatError, match="empty"):
+            block_slot(empty, "a unified diff")
