@@ -8,7 +8,6 @@ through. Each answer is graded by the same call its suite makes, on the suite's 
 
 from __future__ import annotations
 
-import difflib
 import json
 import tomllib
 from collections.abc import Callable, Sequence
@@ -20,18 +19,14 @@ import pytest
 
 from pytest_qualify import fixture_data
 from pytest_qualify.client import Answer
-from pytest_qualify.corpus import load_manifest
 from pytest_qualify.graders import Verdict
-from pytest_qualify.graders.diff import grade_diff_answer
 from pytest_qualify.graders.finish import check_finish
 from pytest_qualify.graders.json_output import check_json_answer
-from pytest_qualify.graders.media import grade_item, grade_limit_refusal, grade_refusal
 from pytest_qualify.graders.needle import grade_needle
 from pytest_qualify.graders.reasoning import check_no_reasoning
 from pytest_qualify.graders.recall import grade_recall
 from pytest_qualify.graders.text import ShortQuestion, grade_short_answer, states
 from pytest_qualify.graders.tools import RawCall, grade_calls
-from pytest_qualify.graders.triage import grade_triage
 from pytest_qualify.graders.window import check_overwindow_refusal
 
 MIN_CORRECT = 8
@@ -256,172 +251,6 @@ RECALL = Styles(
     ],
 )
 
-# -- diff: the python_function case ---------------------------------------------------------------------
-
-DIFF_CASE = next(c for c in fixture_data.diff_cases() if c.id == "python_function")
-
-
-def _unified(target: str, *, prefixes: bool = True, path: str = DIFF_CASE.path) -> str:
-    old, new = (f"a/{path}", f"b/{path}") if prefixes else (path, path)
-    return "".join(difflib.unified_diff(DIFF_CASE.source.splitlines(True), target.splitlines(True), old, new))
-
-
-GOOD_DIFF = _unified(DIFF_CASE.expected)
-DIFF = Styles(
-    "diff", lambda content: grade_diff_answer(content, DIFF_CASE.source, DIFF_CASE.path, DIFF_CASE.expected),
-    correct=[
-        GOOD_DIFF,
-        f"```diff\n{GOOD_DIFF}```",
-        f"```\n{GOOD_DIFF}```",
-        _unified(DIFF_CASE.expected, prefixes=False),
-        f"Here is the diff:\n\n```diff\n{GOOD_DIFF}```\n\nIt validates the percent and rounds the result.",
-        f"diff --git a/{DIFF_CASE.path} b/{DIFF_CASE.path}\n{GOOD_DIFF}",
-        GOOD_DIFF.rstrip("\n"),
-        f"```patch\n{GOOD_DIFF}```",
-    ],
-    near_misses=[
-        (_unified(DIFF_CASE.expected.replace("<= 100", "< 100")), "differs from the expected file"),
-        (_unified(DIFF_CASE.expected.replace("), 2)", "), 3)")), "differs from the expected file"),
-        (_unified(DIFF_CASE.expected.replace("        raise ValueError", "    raise ValueError")), "differs from the expected file"),
-        ("I added the range check and the rounding as requested.", "no unified diff"),
-        ("".join(difflib.unified_diff(DIFF_CASE.expected.splitlines(True), DIFF_CASE.source.splitlines(True),
-                                      f"a/{DIFF_CASE.path}", f"b/{DIFF_CASE.path}")), "rejects the diff"),
-        # Context the model misremembered: git finds no place the hunk fits.
-        (GOOD_DIFF.replace(' """Price after a percentage discount."""', ' """Price after discount."""'), "rejects the diff"),
-    ],
-)
-
-# -- triage -------------------------------------------------------------------------------------------
-
-INCIDENTS = {i.id: i for i in fixture_data.triage_incidents()}
-POOL, GC, LOCK = INCIDENTS["checkout_pool"], INCIDENTS["inventory_gc"], INCIDENTS["billing_lock"]
-
-
-def _triage(answer: tuple[str, Any]) -> Verdict:
-    incident_id, content = answer
-    return grade_triage(content if isinstance(content, str) else json.dumps(content), INCIDENTS[incident_id])
-
-
-def _pool(**changes: str) -> dict[str, str]:
-    return {"component": "checkout-service", "category": "connection-pool exhaustion",
-            "cause": "The orders-pool DB connection pool is at capacity (active=20, idle=0) because connections are not returned.",
-            "evidence_line": POOL.evidence[0], **changes}
-
-
-def _gc(**changes: str) -> dict[str, str]:
-    return {"component": "inventory-service", "category": "garbage-collection pauses",
-            "cause": "The JVM's old generation is nearly full, causing repeated 8-10 s full collections.",
-            "evidence_line": GC.evidence[0], **changes}
-
-
-def _lock(**changes: str) -> dict[str, str]:
-    return {"component": "billing-db", "category": "lock contention",
-            "cause": "The ALTER TABLE on invoices holds an exclusive lock, so invoice inserts wait until they time out.",
-            "evidence_line": "22:30:14.690", **changes}
-
-
-TRIAGE = Styles(
-    "triage", _triage,
-    correct=[
-        ("checkout_pool", _pool()),
-        ("checkout_pool", _pool(cause="checkout-service cannot get a database connection: no free connections remain in orders-pool.")),
-        ("checkout_pool", _pool(component="checkout-service (orders-pool)")),
-        ("checkout_pool", _pool(evidence_line="... POST /checkout failed: could not acquire database connection")),
-        ("inventory_gc", _gc()),
-        ("inventory_gc", _gc(evidence_line="... heap used 7.8G of 8.0G ...")),
-        ("inventory_gc", "The cart timeouts come from inventory-service GC.\n\n```json\n" + json.dumps(_gc(), indent=2) + "\n```"),
-        ("billing_lock", _lock()),
-        ("billing_lock", _lock(component="billing-db (PostgreSQL)", category="Lock Contention",
-                               evidence_line="statement from deploy-bot: ALTER TABLE invoices ADD COLUMN tax_region ...")),
-        ("checkout_pool", _pool(cause="orders-pool is exhausted; orders-db itself is healthy with no slow queries.")),
-        ("checkout_pool", _pool(category="connection-pool exhaustion (connection leak)",
-                                evidence_line="leak detection: connection held 41000ms without release")),
-        ("inventory_gc", _gc(component="inventory-service (JVM)", evidence_line=GC.evidence[1].replace("  ", " "))),
-    ],
-    near_misses=[
-        (("checkout_pool", _pool(component="payments-service")), "'payments-service' is a red herring"),
-        (("inventory_gc", _gc(category="slow downstream dependency")), "category 'slow downstream dependency' is wrong"),
-        (("checkout_pool", _pool(evidence_line=next(line for line in POOL.log_lines if "[api-gateway] upstream" in line))),
-         "does not show the cause"),
-        (("checkout_pool", _pool(component="checkout-service or orders-db")), "'orders-db' is a red herring"),
-        (("billing_lock", _lock(cause="An ALTER TABLE holds the lock; alternatively the disk is slow.")), "states 'disk is slow'"),
-        # The keyword grader's false passes: the category, not a substring of the cause, decides now.
-        (("billing_lock", {"component": "billing-db", "cause": "Inserts in the middle of the run are blocked",
-                           "evidence_line": LOCK.evidence[0]}), "lacks category"),
-        (("checkout_pool", {"component": "checkout-service", "cause": "Requests cannot complete successfully",
-                            "evidence_line": POOL.evidence[0]}), "lacks category"),
-        (("checkout_pool", _pool(component="checkout-db")), "is not 'checkout-service'"),
-    ],
-)
-
-# -- multimodal -----------------------------------------------------------------------------------------
-
-ITEMS = {item.id: item for item in load_manifest().items}
-
-
-def _item(answer: tuple[str, str]) -> Verdict:
-    item_id, content = answer
-    item = ITEMS[item_id]
-    return grade_item(item.id, content, required=item.required, forbidden=item.forbidden,
-                      interval_s=item.interval_s, tolerance_s=item.tolerance_s)
-
-
-MULTIMODAL = Styles(
-    "multimodal", _item,
-    correct=[
-        ("image-12", "bottom half (not the top half)"),
-        ("image-12", "**Bottom.**"),
-        ("image-12", "The red circle is in the bottom half of the image."),
-        ("image-11", "4"), ("image-11", "Four."), ("image-11", "There are **4** green squares."),
-        ("video-13", "The banner shows ALERT between the 2-second and 3-second marks."),
-        ("video-13", "It reads \"Alert\", visible from second 2 to second 3."),
-        ("video-13", "The word is alert, shown from 0:02 to 0:03."),
-        ("video-13", "**ALERT** — visible 2–3 s."),
-    ],
-    near_misses=[
-        (("image-12", "Top."), "forbidden word 'top' present"),
-        (("image-12", "Top half, or maybe the bottom half."), "forbidden word 'top' present"),
-        (("image-12", "Bottom.\n\nTop."), "forbidden word 'top' present"),
-        (("image-11", "6"), "forbidden word '6' present"),
-        (("image-11", "5 green squares"), "missing required word '4'"),
-        (("video-13", "The banner shows ALERT from 2 to 4 seconds."), "is not 2–3 s"),
-        (("video-13", "ALERT, visible 2–3 s or 4–5 s."), "an answer must name one interval"),
-        (("video-13", "The banner reads NONALERT from 2 to 3 s."), "missing required word 'alert'"),
-    ],
-)
-
-# -- media admission: refusals and the question after them ------------------------------------------------
-
-
-def _admission(answer: tuple[Any, str]) -> Verdict:
-    status, message = answer
-    if status == "follow-up":
-        return grade_short_answer(message, CAPITAL.accept, CAPITAL.reject)
-    if status == "limit":
-        return grade_limit_refusal(400, message, kind="image", limit=4, sent=5)
-    return grade_refusal(status, message, case="malformed image", must_name=("image",))
-
-
-MEDIA_ADMISSION = Styles(
-    "media_admission", _admission,
-    correct=[
-        ("limit", "At most 4 image(s) may be provided in one prompt."),
-        ("limit", "At most 4 images may be provided in one request."),
-        ("limit", "You may provide at most four images per request."),
-        (400, "Failed to load image: cannot identify image file"),
-        (400, "Invalid image: the data is not a supported image format"),
-        ("follow-up", "Paris"), ("follow-up", "**Paris**."), ("follow-up", "The capital of France is Paris."),
-    ],
-    near_misses=[
-        ((200, ""), "accepted with HTTP 200"),
-        ((500, "Internal Server Error"), "HTTP 500 (server error)"),
-        (("limit", "At most 5 image(s) may be provided in one prompt."), "does not name '4'"),
-        ((400, "Bad request"), "does not name 'image'"),
-        ((413, "Payload too large: image"), "expected HTTP 400, got HTTP 413"),
-        (("follow-up", "Lyon"), "states none of ['paris']"),
-    ],
-)
-
 # -- reasoning: thinking disabled -------------------------------------------------------------------
 
 
@@ -508,8 +337,9 @@ ROBUSTNESS = Styles(
     ],
 )
 
-CORPUS = (SMOKE, JSON, CONTEXT, WINDOW, TOOL_STYLES, RECALL, DIFF, TRIAGE, MULTIMODAL, MEDIA_ADMISSION, REASONING,
-          FINISH, ROBUSTNESS)
+CORPUS = (SMOKE, JSON, CONTEXT, WINDOW, TOOL_STYLES, RECALL, REASONING, FINISH, ROBUSTNESS)
+# The structured modules' corpus lives in tests/test_answer_styles_structured.py.
+STRUCTURED = ("multimodal", "media_admission", "diff", "triage")
 CORRECT = [(s, a) for s in CORPUS for a in s.correct]
 NEAR_MISSES = [(s, a, why) for s in CORPUS for a, why in s.near_misses]
 
@@ -520,7 +350,7 @@ def _id(styles: Styles, answer: Any) -> str:
 
 def test_every_module_has_its_corpus():
     modules = [m["id"] for m in tomllib.loads((Path(__file__).parents[1] / "pytest_qualify" / "modules.toml").read_text())["module"]]
-    assert sorted(s.module for s in CORPUS) == sorted(modules)
+    assert sorted(s.module for s in CORPUS) == sorted(set(modules) - set(STRUCTURED))
     for styles in CORPUS:
         assert len(styles.correct) >= MIN_CORRECT, styles.module
         assert len(styles.near_misses) >= MIN_NEAR_MISSES, styles.module
