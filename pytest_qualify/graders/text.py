@@ -10,15 +10,6 @@ from decimal import Decimal, InvalidOperation
 
 from pytest_qualify.graders import Verdict
 
-FENCE_RE = re.compile(r"```[\w+-]*\n?(.*?)```", re.S)
-
-
-def strip_fences(text: str) -> str:
-    """The inside of code fences (all of them, joined), or the text itself when it has none."""
-    blocks = FENCE_RE.findall(text)
-    return "\n".join(blocks) if blocks else text
-
-
 def normalize(text: str) -> str:
     """Case-folded, NFKC, with runs of whitespace collapsed."""
     return re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text)).strip().casefold()
@@ -135,12 +126,6 @@ def disowned(text: str, start: int, end: int) -> bool:
     before = _CLAUSE_END.split(text[max(0, start - 80) : start])[-1]
     after = _CLAUSE_END.split(text[end : end + 80])[0]
     return bool(_NEGATION_BEFORE.search(before) or _RANKED_BELOW_AFTER.match(after))
-
-
-def mentions(text: str, term: str) -> bool:
-    """Whether ``text`` names ``term`` at all (``a|b`` lists alternatives)."""
-    ready = prepared(text)
-    return any(term_spans(ready, alt.strip()) for alt in term.split("|"))
 
 
 def states(text: str, term: str) -> bool:
@@ -303,10 +288,6 @@ def number_word_spans(text: str, value: "int | float | str") -> list[tuple[int, 
     return spans
 
 
-class JsonNotFound(ValueError):
-    """No JSON object could be read from the text; the message says why (absent, truncated)."""
-
-
 def json_objects(text: str) -> Iterator[dict]:
     """Every JSON object that can be read starting at some "{" of the text, in order."""
     import json
@@ -319,42 +300,3 @@ def json_objects(text: str) -> Iterator[dict]:
             continue
         if isinstance(value, dict):
             yield value
-
-
-def find_json_object(text: str | None) -> dict:
-    """The first JSON object in the text: inside code fences or with prose around it.
-
-    Raises :class:`JsonNotFound` naming what went wrong, so a truncated object is reported as
-    truncated rather than as missing.
-    """
-    if text is None or not text.strip():
-        raise JsonNotFound("empty answer")
-    for candidate in (strip_fences(text), text):
-        for value in json_objects(candidate):
-            return value
-    shown = text.strip().replace("\n", " ")
-    if any(_unclosed(text, i) for i, ch in enumerate(text) if ch == "{"):
-        raise JsonNotFound(f"truncated JSON in answer {shown[-80:]!r}")
-    raise JsonNotFound(f"no JSON object in answer {shown[:120]!r}")
-
-
-def _unclosed(text: str, start: int) -> bool:
-    """Whether the object opened at ``start`` is still open when the text ends (cut short)."""
-    depth, in_string, escaped = 0, False, False
-    for ch in text[start:]:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-            if depth == 0:
-                return False
-    return depth > 0
