@@ -1,14 +1,18 @@
-"""Text normalisation shared by graders: what real models write around an answer."""
+"""Word rules and text helpers that graders/media.py, graders/triage.py and graders/diff.py still use.
+
+The modules graded under an answer contract (graders/contract.py) read only their slot and use
+none of the word rules below (negation windows, rival candidates, hedges); those remain only until
+the media and triage graders move to the contract too. ``parse_number`` (the tool grader) and
+``json_objects`` / ``find_json_object`` (a call written as text; triage) are plain parsers.
+"""
 
 from __future__ import annotations
 
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
-from pytest_qualify.graders import Verdict
 
 FENCE_RE = re.compile(r"```[\w+-]*\n?(.*?)```", re.S)
 
@@ -25,8 +29,7 @@ def normalize(text: str) -> str:
 
 
 # -- words, numbers and who states what --------------------------------------------------------------
-# The principle (docs/architecture.md, "Grading: structure and facts, not wording"): words match as
-# words, numbers as numbers, a mention the answer itself negates ("not the top half") or ranks below
+# The rule these helpers implement for media and triage: words match as words, numbers as numbers, a mention the answer itself negates ("not the top half") or ranks below
 # the answer ("Saturn is only the second largest") is not a claim, and two candidates for one fact
 # are a miss.
 
@@ -60,9 +63,6 @@ _RANKED_BELOW_AFTER = re.compile(
     r"(?:second|2nd|third|3rd|runner[- ]up|not\b|isn't\b|smaller|smallest|wrong|incorrect)"
 )
 _HEDGE_RE = re.compile(r"\b(?:or|maybe|perhaps|possibly|probably|either)\b|/")
-_NUMBER_HEDGE_RE = re.compile(
-    r"^[\s,()\[\]*_~?]*(?:(?:or|maybe|perhaps|possibly|probably|else|rather)\b[\s,()\[\]*_~?]*|/[\s]*)+$"
-)
 # A change of mind reaches across sentences: "Jupiter. Actually, wait: Saturn."
 _CHANGE_OF_MIND_RE = re.compile(r"\b(?:actually|wait|or rather|correction|i mean|on second thought)\b")
 _SENTENCE_END = re.compile(r"(?<!\bdr)(?<!\bmr)(?<!\bms)(?<!\bmrs)(?<!\bst)(?<!\bvs)(?<!\bno)[.;!](?:\s|$)|\n")  # not "?": "Paris? Or Lyon?" is one hedge
@@ -149,29 +149,6 @@ def states(text: str, term: str) -> bool:
     return any(not disowned(ready, s, e) for alt in term.split("|") for s, e in term_spans(ready, alt.strip()))
 
 
-def hedged_numbers(text: str) -> list[tuple[str, str]]:
-    """Pairs of different numbers offered as alternatives: "42 or 43", "42 (maybe 43)", "42/43".
-
-    Only hedge words may stand between them: "7 days in a week, or 168 hours" restates one fact.
-    """
-    ready = prepared(text)
-    numbers = [(m.group(0), m.start(), m.end()) for m in TOKEN_RE.finditer(ready) if is_number(m.group(0))]
-    return [(a, b) for (a, _, a_end), (b, b_start, _) in zip(numbers, numbers[1:])
-            if float(a) != float(b) and _NUMBER_HEDGE_RE.match(ready[a_end:b_start])]
-
-
-@dataclass(frozen=True)
-class ShortQuestion:
-    """A question with one short answer: ``accept`` lists its written forms, ``reject`` the rival
-    candidates (a distractor the answer must not name as well)."""
-
-    id: str
-    text: str
-    answer: str = ""  # the ground truth the reference server replies with
-    accept: tuple[str, ...] = ()
-    reject: tuple[str, ...] = ()
-
-
 def _claims(ready: str, terms: Iterable[str]) -> list[tuple[int, int, str]]:
     """(start, end, term) of every claim of these terms in ``prepared`` text, in order."""
     spans = [(s, e, term) for term in terms for alt in term.split("|")
@@ -214,38 +191,10 @@ def rival_reason(text: str, said: Sequence[tuple[int, int, str]], others: Sequen
     return None
 
 
-def grade_short_answer(content: str | None, accept: Iterable[str], reject: Iterable[str] = ()) -> Verdict:
-    """The answer states one accepted form, no rival candidate as a second answer and no second
-    number for the fact.
-
-    Forms are matched as words and numbers (:func:`states`): case, markdown, quotes, plurals and
-    prose around the value are free; "jupiter" is not found in "jupiterian", "7" not in "17".
-    """
-    accept, reject = list(accept), list(reject)
-    if content is None or not content.strip():
-        return Verdict.reject("empty answer")
-    shown = repr(" ".join(content.split())[:120])
-    stated = [form for form in accept if states(content, form)]
-    if not stated:
-        rivals = [form for form in reject if states(content, form)]
-        also = f" (it names {rivals[0]!r})" if rivals else ""
-        return Verdict.reject(f"answer {shown} states none of {accept}{also}")
-    rival = rival_claim(content, accept, reject)
-    if rival:
-        return Verdict.reject(f"answer {shown} {rival}: two candidates for one fact")
-    hedges = hedged_numbers(content)
-    if hedges:
-        a, b = hedges[0]
-        return Verdict.reject(f"answer {shown} offers {a} or {b}: two candidates for one fact")
-    return Verdict.accept(f"states {stated[0]!r}")
-
-
-# -- numbers, phrases and JSON inside free text ----------------------------------------------------
+# -- one number, and JSON inside free text -----------------------------------------------------------
 
 # A number as people and models write it: optional sign, thousands commas, decimals ("1,299.50").
 NUMBER_RE = re.compile(r"(?<![\d.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\d])")
-# What may stand between the parts of a phrase or code ("7Q-5531", "7q 5531", "7Q–5531").
-PHRASE_GAP = r"[\s\-\u2010-\u2015_.:/]*"
 
 
 def parse_number(text: str) -> Decimal | None:
@@ -257,50 +206,6 @@ def parse_number(text: str) -> Decimal | None:
         return Decimal(text.replace(",", ""))
     except InvalidOperation:
         return None
-
-
-def numbers_in(text: str) -> list[Decimal]:
-    """Every number written in the text, as exact decimals (so 3 == 3.0 == 3.00)."""
-    from decimal import Decimal
-
-    # NFKC leaves the typographic minus alone; people write it for negative numbers ("−80 °C").
-    text = _MINUS_RE.sub("-", unicodedata.normalize("NFKC", text))
-    return [Decimal(m.group().replace(",", "")) for m in NUMBER_RE.finditer(text)]
-
-
-def phrase_pattern(phrase: str) -> re.Pattern[str]:
-    """A case-insensitive whole-word pattern for a phrase whose separators may vary."""
-    chunks = [re.escape(c) for c in re.split(r"[\W_]+", normalize(phrase)) if c]
-    return re.compile(r"(?<![^\W_])" + PHRASE_GAP.join(chunks) + r"(?![^\W_])")
-
-
-def claim_text(content: str) -> str:
-    """The text :func:`number_spans` and :func:`phrase_spans` read: NFKC, case-folded, minus signs as "-"."""
-    return normalize(_MINUS_RE.sub("-", unicodedata.normalize("NFKC", content)))
-
-
-def number_spans(text: str, value: "int | float | str") -> list[tuple[int, int]]:
-    """Where :func:`claim_text` writes this number, in any equal form ("2,350" = "2350.00")."""
-    wanted = Decimal(str(value).replace(",", ""))
-    return [m.span() for m in NUMBER_RE.finditer(text) if Decimal(m.group().replace(",", "")) == wanted]
-
-
-def phrase_spans(text: str, phrase: str) -> list[tuple[int, int]]:
-    """Where :func:`claim_text` holds the phrase as whole words (case and separators free)."""
-    if not re.search(r"[^\W_]", phrase):
-        return []
-    return [m.span() for m in phrase_pattern(phrase).finditer(text)]
-
-
-def number_word_spans(text: str, value: "int | float | str") -> list[tuple[int, int]]:
-    """Where :func:`claim_text` writes this number in words ("twelve", "forty-two")."""
-    wanted = Decimal(str(value).replace(",", ""))
-    spans = []
-    for pattern in (_COMPOUND_RE, _NUMBER_WORD_RE):
-        for m in pattern.finditer(text):
-            if Decimal(words_to_digits(m.group(0))) == wanted and not any(s <= m.start() < e for s, e in spans):
-                spans.append(m.span())
-    return spans
 
 
 class JsonNotFound(ValueError):
