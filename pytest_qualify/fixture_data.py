@@ -16,11 +16,9 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from pytest_qualify.graders.diff import DiffCase
-from pytest_qualify.graders.recall import KINDS, Conversation, Fact, RecallFixtures
-from pytest_qualify.graders.text import ShortQuestion, grade_short_answer
-from pytest_qualify.graders.tools import (
-    ExpectedCall, IrrelevanceCase, RoundTripCase, ToolCase, ToolFixtures,
-)
+from pytest_qualify.graders.recall import Conversation, RecallFixtures, grade_recall
+from pytest_qualify.graders.contract import Contract, Question
+from pytest_qualify.graders.tools import ExpectedCall, RoundTripCase, ToolCase, ToolFixtures
 from pytest_qualify.graders.triage import Incident, grade_triage
 
 PACKAGE = "pytest_qualify.fixtures"
@@ -55,38 +53,47 @@ def read_json(path: str) -> Any:
 # -- short questions (smoke, finish, the window's follow-up, reasoning) -----------------------------
 
 
-def _questions(path: str, section: str, text_key: str) -> tuple[ShortQuestion, ...]:
+def _contract(raw: Mapping[str, Any], where: str) -> Contract:
+    try:
+        return Contract.of(raw)
+    except (ValueError, TypeError) as exc:
+        raise FixtureError(f"{where}: bad answer contract: {exc}") from None
+
+
+def _questions(path: str, section: str, text_key: str) -> tuple[Question, ...]:
     out = []
     for n, raw in enumerate(read_toml(path).get(section, ())):
         qid = raw.get("id", f"q{n + 1}")
-        accept = tuple(raw.get("accept", ()))
-        question = ShortQuestion(id=qid, text=raw[text_key], answer=raw.get("answer", ""), accept=accept,
-                                 reject=tuple(raw.get("reject", ())))
-        truth = grade_short_answer(question.answer, question.accept, question.reject)
-        if question.answer and accept and not truth:
-            raise FixtureError(f"fixtures/{path}: {section} {qid!r}: its own ground truth fails: {truth.reason}")
+        where = f"fixtures/{path}: {section} {qid!r}"
+        if "contract" not in raw:
+            raise FixtureError(f"{where}: no answer contract")
+        question = Question(id=qid, text=raw[text_key], contract=_contract(raw["contract"], where),
+                            answer=raw.get("answer", ""))
+        truth = question.grade(question.answer)
+        if question.answer and not truth:
+            raise FixtureError(f"{where}: its own ground truth fails its contract: {truth.reason}")
         out.append(question)
     return tuple(out)
 
 
 @cache
-def smoke_questions() -> tuple[ShortQuestion, ...]:
+def smoke_questions() -> tuple[Question, ...]:
     return _questions("smoke.toml", "question", "prompt")
 
 
 @cache
-def finish_prompts() -> tuple[ShortQuestion, ...]:
+def finish_prompts() -> tuple[Question, ...]:
     return _questions("finish.toml", "prompt", "text")
 
 
 @cache
-def window_follow_up() -> ShortQuestion:
-    """The short question the window bracket asks after an over-window refusal."""
+def window_follow_up() -> Question:
+    """The short question the window bracket (and every liveness check) asks after a refusal."""
     return _questions("finish.toml", "follow_up", "text")[0]
 
 
 @cache
-def reasoning_prompts() -> tuple[ShortQuestion, ...]:
+def reasoning_prompts() -> tuple[Question, ...]:
     return _questions("reasoning.toml", "prompt", "text")
 
 
@@ -102,6 +109,11 @@ def json_tasks() -> tuple[Mapping[str, Any], ...]:
             if key not in task["expected"]:
                 raise FixtureError(f"fixtures/json_tasks.toml: task {task['id']!r}: accepted forms for {key!r}, which is not expected")
     return tasks
+
+
+def json_task_prompt(task: Mapping[str, Any]) -> str:
+    """The prompt a JSON task is asked with: the task, then its contract (the schema's fields)."""
+    return f"{task['prompt'].strip()}\n\n{Contract('json', schema=task['schema']).instruction()}"
 
 
 # -- triage ---------------------------------------------------------------------------------------
@@ -152,17 +164,20 @@ def tool_fixtures() -> ToolFixtures:
     """The tool set and the tool cases of ``fixtures/tools/``."""
     tools = read_json("tools/tools.json")
     data = read_json("tools/cases.json")
+    where = "fixtures/tools/cases.json"
     fixtures = ToolFixtures(
         tools=tuple(tools),
         system=data["system"],
         cases=tuple(ToolCase(c["id"], c["prompt"], _calls(c["calls"])) for c in data["cases"]),
         irrelevance=tuple(
-            IrrelevanceCase(c["id"], c["prompt"], c["answer"], tuple(c["accept"])) for c in data["irrelevance"]
+            Question(c["id"], c["prompt"], _contract(c["contract"], f"{where}: irrelevance case {c['id']!r}"), c["answer"])
+            for c in data["irrelevance"]
         ),
         parallel=tuple(ToolCase(c["id"], c["prompt"], _calls(c["calls"])) for c in data["parallel"]),
         round_trip=tuple(
             RoundTripCase(c["id"], c["prompt"], _calls(c["calls"]), c["result"], c["result_field"],
-                          (float(c["result_range"][0]), float(c["result_range"][1])))
+                          (float(c["result_range"][0]), float(c["result_range"][1])),
+                          _contract(c["contract"], f"{where}: round trip {c['id']!r}"), dict(c["amount"]))
             for c in data["round_trip"]
         ),
         streaming=tuple(data["streaming"]),
@@ -172,36 +187,49 @@ def tool_fixtures() -> ToolFixtures:
         raise FixtureError("fixtures/tools/cases.json: case ids are not unique")
     for case_id in fixtures.streaming:
         fixtures.tool_case(case_id)  # a streaming entry names an existing case
+    for question in fixtures.irrelevance:
+        truth = question.grade(question.answer)
+        if not truth:
+            raise FixtureError(f"{where}: irrelevance case {question.id!r}: its own ground truth fails its contract: {truth.reason}")
+    for rt in fixtures.round_trip:
+        value = rt.result_range[0]
+        truth = rt.final_contract(value).grade(json.dumps({"amount": value, "currency": rt.result.get("to_currency")}))
+        if not truth:
+            raise FixtureError(f"{where}: round trip {rt.id!r}: a correct final answer fails its contract: {truth.reason}")
     return fixtures
 
 
 # -- recall ---------------------------------------------------------------------------------------
 
 
-def _fact(raw: Mapping[str, Any], where: str) -> Fact:
-    fact = Fact(raw["name"], str(raw["value"]), raw.get("kind", "text"), tuple(raw.get("accept", ())))
-    if fact.kind not in KINDS:
-        raise FixtureError(f"{where}: fact {fact.name!r} has unknown kind {fact.kind!r}")
-    return fact
-
-
 @cache
 def recall_fixtures() -> RecallFixtures:
-    """The conversations of ``fixtures/recall/conversations.toml``."""
+    """The conversations of ``fixtures/recall/conversations.toml``; each one's ground truth must
+    pass its own contract, and each near miss must name a graded field."""
     path = "recall/conversations.toml"
     data = read_toml(path)
-    where = f"fixtures/{path}"
-    conversations = tuple(
-        Conversation(
+    conversations = []
+    for c in data["conversation"]:
+        where = f"fixtures/{path}: conversation {c['id']!r}"
+        contract = _contract(c["contract"], where)
+        if contract.form != "json":
+            raise FixtureError(f"{where}: a recall contract is one JSON object (form 'json'), not {contract.form!r}")
+        conv = Conversation(
             id=c["id"],
             turns=tuple((t["user"], t["assistant"]) for t in c["turn"]),
             question=c["question"],
-            facts=tuple(_fact(f, where) for f in c["fact"]),
-            near_misses=tuple(_fact(f, where) for f in c.get("near_miss", ())),
+            contract=contract,
+            truth=MappingProxyType(dict(c["truth"])),
+            near_misses=MappingProxyType(dict(c.get("near_miss", {}))),
         )
-        for c in data["conversation"]
-    )
-    return RecallFixtures(data["system"], conversations)
+        stray = [name for name in (*conv.truth, *conv.near_misses) if name not in contract.fields]
+        if stray:
+            raise FixtureError(f"{where}: {stray[0]!r} is not a graded field of the contract")
+        truth = grade_recall(json.dumps(dict(conv.truth)), contract)
+        if not truth:
+            raise FixtureError(f"{where}: its own ground truth fails its contract: {truth.reason}")
+        conversations.append(conv)
+    return RecallFixtures(data["system"], tuple(conversations))
 
 
 # -- diff -----------------------------------------------------------------------------------------

@@ -62,6 +62,14 @@ class ItemResult:
         return self.outcome == "passed"
 
     @property
+    def failure_kind(self) -> str | None:
+        """``format`` (the answer did not follow its contract), ``fact`` (it did, wrongly) or
+        ``other`` (no verdict judged it: a timeout, a dead server ...); None when it did not fail."""
+        if self.outcome not in ("failed", "rerun"):
+            return None
+        return str(self.properties.get("failure_kind") or "other")
+
+    @property
     def where(self) -> str:
         parts = [self.item]
         if self.lane and self.lane not in self.item:
@@ -227,3 +235,18 @@ def render_table(verdict: GateVerdict) -> list[str]:
     lines = [f"{header[0]:<{width}} | {header[1]}", f"{'-' * width}-+-{'-' * 24}"]
     lines += [f"{a:<{width}} | {b}" for a, b in body]
     return lines
+
+
+FAILURE_KINDS = ("format", "fact", "other")
+
+
+def failure_kinds(items: Iterable[ItemResult]) -> dict[str, dict[str, int]]:
+    """Failed items per module and kind (``format`` / ``fact`` / ``other``), modules in first-seen
+    order: "the model did not follow the answer contract" counted apart from "it got it wrong"."""
+    counts: dict[str, dict[str, int]] = {}
+    for r in items:
+        kind = r.failure_kind
+        if kind is not None:
+            row = counts.setdefault(r.module, dict.fromkeys(FAILURE_KINDS, 0))
+            row[kind if kind in row else "other"] += 1
+    return counts

@@ -16,9 +16,12 @@ import string
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pytest_qualify import fixture_data
+
+if TYPE_CHECKING:
+    from pytest_qualify.graders.contract import Contract
 
 Messages = list[dict[str, Any]]
 
@@ -43,6 +46,17 @@ class NeedleTemplate:
     needle: str
     question: str
     keys: tuple[str, ...]
+    answer: tuple[tuple[str, Any], ...] = ()  # the answer contract's data (needles.toml), {value} unfilled
+
+    def contract(self, value: str) -> "Contract":
+        """The answer contract for one target value: its accepted forms filled in, the rules as data."""
+        from pytest_qualify.graders.contract import Contract
+
+        raw = dict(self.answer)
+        grouped = f"{int(value):,}" if value.isdigit() else value
+        fill = {"value": value, "grouped": grouped, "compact": value.replace("-", "")}
+        raw["accept"] = list(dict.fromkeys(str(f).format(**fill) for f in raw.get("accept", ["{value}"])))
+        return Contract.of({"form": "reply", **raw})
 
     def needle_text(self, key: str, value: str) -> str:
         return self.needle.format(key=key, value=value)
@@ -105,7 +119,9 @@ def needle_spec() -> NeedleSpec:
         intro=prompt["intro"],
         paragraph_sentences=int(prompt.get("paragraph_sentences", 12)),
         templates=tuple(
-            NeedleTemplate(t["id"], t["kind"], t["needle"], t["question"], tuple(t["keys"])) for t in raw["template"]
+            NeedleTemplate(t["id"], t["kind"], t["needle"], t["question"], tuple(t["keys"]),
+                           tuple((t.get("answer") or {}).items()))
+            for t in raw["template"]
         ),
     )
 
@@ -169,6 +185,10 @@ class HaystackPlan:
     @property
     def question(self) -> str:
         return self.template.question_text(self.target.key)
+
+    @property
+    def contract(self) -> "Contract":
+        return self.template.contract(self.target.value)
 
     @property
     def distractor_values(self) -> dict[str, str]:

@@ -5,7 +5,8 @@ What it measures is liveness, as PROTOCOL.md defines "healthy after a refusal": 
 answers 200 and a short question is answered — HTTP 200 within the profile's request timeout,
 at most the answer budget of tokens, finished with a finish state the engine gives a completed
 answer (``stop``, or ``length`` when the budget was spent). Whether the answer is *right* is
-reported beside it (``liveness_answer_correct``) and never decides it: a weak or random-weight
+reported beside it (``liveness_answer_correct``: the answer graded under the question's contract,
+``fixtures/smoke.toml``) and never decides it: a weak or random-weight
 model's wrong answer says nothing about whether the server survived the refusal, and the modules
 that grade answers (smoke, finish) grade them there. ``length`` counts as alive for the same
 reason: the engine generated the whole budget; ``finish`` fails it on its own prompts.
@@ -19,7 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_qualify.graders.text import ShortQuestion
+from pytest_qualify.graders.contract import Question
 
 # Finish states of an answer the engine completed: the server is alive either way.
 LIVE_FINISH_STATES = ("stop", "length")
@@ -53,19 +54,17 @@ class Liveness:
         }
 
 
-def default_question() -> ShortQuestion:
-    """The smoke module's first question: short, with a one-word answer."""
+def default_question() -> Question:
+    """The smoke module's first question: short, with a one-word answer under its contract."""
     from pytest_qualify.fixture_data import smoke_questions
 
     return smoke_questions()[0]
 
 
-def check(client: Any, profile: Any, *, after: str, question: ShortQuestion | None = None) -> Liveness:
+def check(client: Any, profile: Any, *, after: str, question: Question | None = None) -> Liveness:
     """``GET /health`` then one short chat request (``max_tokens`` = the profile's answer budget,
     the profile's request timeout). ``after`` names what came before, for the reason."""
     from pytest_qualify.client import EndpointError, RequestTimeout, ServerGone, error_message
-    from pytest_qualify.graders.text import grade_short_answer
-
     q = question or default_question()
     t0 = time.perf_counter()
 
@@ -80,7 +79,7 @@ def check(client: Any, profile: Any, *, after: str, question: ShortQuestion | No
     if health != 200:
         return result(False, f"after {after}, GET /health answered HTTP {health}, expected 200", health)
     try:
-        answer = client.chat([{"role": "user", "content": q.text}], max_tokens=profile.limits.answer_tokens,
+        answer = client.chat([{"role": "user", "content": q.prompt}], max_tokens=profile.limits.answer_tokens,
                              temperature=0, timeout_s=profile.timeouts.request_s)
     except EndpointError as exc:
         return result(False, f"after {after}, a short request got HTTP {exc.status}: "
@@ -90,7 +89,7 @@ def check(client: Any, profile: Any, *, after: str, question: ShortQuestion | No
     except ServerGone as exc:
         return result(False, f"after {after}, a short request lost the connection: {exc}", health)
     content = answer.content or ""
-    correct = grade_short_answer(content, q.accept, q.reject).ok
+    correct = q.grade(content).ok
     excerpt = content[:120]
     if answer.finish_reason not in LIVE_FINISH_STATES:
         return result(False, f"after {after}, a short request ended with finish_reason {answer.finish_reason!r} "

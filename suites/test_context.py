@@ -2,8 +2,8 @@
 
 Per lane and repetition: a fresh haystack (seeded by run, lane and repetition) sized to the lane in
 the server's own tokens (``/tokenize``), a target needle and distractor needles of the same form,
-the target at a depth swept across lanes and repetitions. The streamed answer must carry the
-target's exact value and no distractor's; the prompt must land within the lane's tolerance; with a
+the target at a depth swept across lanes and repetitions. The streamed answer must be the target's
+exact value (the question's contract: the value alone, ``fixtures/haystack/needles.toml``); the prompt must land within the lane's tolerance; with a
 fresh cache salt, no prompt token may come from the prefix cache.
 """
 
@@ -55,4 +55,5 @@ def test_context_retrieval(lane, qualify_client, qualify_ask, qualify_profile, q
     cached = answer.cached_tokens  # recorded with the answer's timing
     if cached:
         fail(where, f"{cached} of {prompt_tokens} prompt tokens came from the prefix cache despite a fresh haystack and cache_salt")
-    require(grade_needle(answer.content, plan.target.value, plan.distractor_values, key=plan.target.key), where)
+    require(grade_needle(answer.content, plan.target.value, plan.distractor_values, key=plan.target.key,
+                         contract=plan.contract), where)

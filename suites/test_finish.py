@@ -3,7 +3,8 @@
 Every recorded answer of every module goes through the shared check (``graders/finish.py`` via
 ``qualify_record.answer``): visible content, ``finish_reason`` "stop" ("tool_calls" on tool turns),
 "length" fails. This module asks plain questions of its own, streamed and not, well inside the
-answer budget, so a wrong finish here is the server's doing.
+answer budget, so a wrong finish here is the server's doing. Each answer is then graded under the
+prompt's contract (``fixtures/finish.toml``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import pytest
 
 from pytest_qualify.checks import fail, require
 from pytest_qualify.fixture_data import finish_prompts
-from pytest_qualify.graders.text import grade_short_answer
 
 pytestmark = pytest.mark.qualify_module("finish")
 
@@ -25,7 +25,7 @@ def test_finish_state(prompt, stream, qualify_ask, qualify_profile, qualify_repe
     where = f"prompt {prompt.id}, {'streamed' if stream else 'not streamed'}, repetition {qualify_repetition}"
     budget = qualify_profile.limits.answer_budget_tokens
     # qualify_ask records the answer through the shared finish check (finish_reason, finish_check).
-    answer = qualify_ask(prompt.text, stream=stream)
+    answer = qualify_ask(prompt.prompt, stream=stream)
     if answer.completion_tokens is not None and answer.completion_tokens > budget:
         fail(where, f"{answer.completion_tokens} completion tokens exceed max_tokens {budget}")
-    require(grade_short_answer(answer.content, prompt.accept, prompt.reject), where)
+    require(prompt.grade(answer.content), where)

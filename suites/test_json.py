@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_qualify.checks import require
-from pytest_qualify.fixture_data import json_tasks
+from pytest_qualify.fixture_data import json_task_prompt, json_tasks
 from pytest_qualify.graders.json_output import JsonAnswerError, check_json_answer, check_same_value, parse_json_answer
 
 pytestmark = pytest.mark.qualify_module("json")
@@ -27,7 +27,7 @@ def test_json_task(task, qualify_ask, qualify_record, qualify_repetition):
         seed=task["seed"],
         response_format={"type": "json_schema", "json_schema": {"name": task["id"], "schema": task["schema"], "strict": True}},
     )
-    prompt = task["prompt"].strip()
+    prompt = json_task_prompt(task)  # the task and its contract, also enforced by response_format
     # Two fresh computations (own cache salts), compared as parsed values below.
     first = qualify_ask(prompt, salt_suffix="-first", **request)
     second = qualify_ask(prompt, salt_suffix="-second", **request)

@@ -6,6 +6,10 @@ effect unless the profile says thinking is overridable.
 
 With thinking enabled the contract turns around: reasoning may be returned, but only in its own
 field, never in the visible content. Nothing is stripped before grading.
+
+The module judges what the engine leaks, not the visible working a prompt invited: each prompt's
+answer contract (``fixtures/reasoning.toml``) is stated and its slot checked, and that check is
+recorded (``answer_check``), never deciding.
 """
 
 from __future__ import annotations
@@ -29,18 +33,20 @@ def _grade(answer, thinking_on: bool, where: str) -> None:
         require(check_no_reasoning(answer.content, answer.reasoning, answer.reasoning_tokens), where)
 
 
-def _record(qualify_record, answer) -> None:
+def _record(qualify_record, answer, prompt) -> None:
+    visible = prompt.grade(answer.content)
     qualify_record.props(
         reasoning_chars=len(answer.reasoning or ""),
         reasoning_tokens=answer.reasoning_tokens if answer.reasoning_tokens is not None else "not reported",
+        answer_check="ok" if visible.ok else visible.reason,  # recorded: the leak decides, not the answer
     )
 
 
-def _leak_check(qualify_record, thinking_on: bool, where: str):
+def _leak_check(qualify_record, thinking_on: bool, where: str, prompt):
     """The module's own check, handed to qualify_ask so it runs before the finish-state check."""
 
     def check(answer) -> None:
-        _record(qualify_record, answer)
+        _record(qualify_record, answer, prompt)
         _grade(answer, thinking_on, where)
 
     return check
@@ -52,8 +58,8 @@ def test_no_reasoning_leak(prompt, stream, qualify_ask, qualify_profile, qualify
     thinking = qualify_profile.thinking
     where = f"prompt {prompt.id}, {'streamed' if stream else 'not streamed'}, repetition {qualify_repetition}, thinking {'enabled' if thinking.enabled else 'disabled'}"
     # The leak is graded before the finish state: reasoning that used up the budget is a leak first.
-    qualify_ask(prompt.text, stream=stream,
-                grade=_leak_check(qualify_record, thinking.enabled, where))
+    qualify_ask(prompt.prompt, stream=stream,
+                grade=_leak_check(qualify_record, thinking.enabled, where, prompt))
 
 
 @STREAM
@@ -67,5 +73,5 @@ def test_thinking_override(stream, qualify_ask, qualify_profile, qualify_record,
     prompt = PROMPTS[0]
     # Recorded before asking: an answer that fails its finish state still shows what was asked.
     qualify_record.props(thinking_requested=requested, thinking_expected=effective)
-    qualify_ask(prompt.text, stream=stream, chat_template_kwargs={"enable_thinking": requested},
-                grade=_leak_check(qualify_record, effective, where))
+    qualify_ask(prompt.prompt, stream=stream, chat_template_kwargs={"enable_thinking": requested},
+                grade=_leak_check(qualify_record, effective, where, prompt))

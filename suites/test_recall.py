@@ -1,5 +1,6 @@
 """Protocol module 6 — session recall: facts given early in a conversation, distractor turns (one
-with a near-miss fact), then a question that needs the exact early facts. Data: ``fixtures/recall/``."""
+with a near-miss fact), then a question that needs the exact early facts, answered as one JSON
+object with a field per fact (the answer contract, stated in the question). Data: ``fixtures/recall/``."""
 
 from __future__ import annotations
 
@@ -18,5 +19,5 @@ FIXTURES = recall_fixtures()
 def test_recall(conversation, qualify_ask, qualify_record, qualify_repetition):
     answer = qualify_ask(conversation.messages(FIXTURES.system))
     qualify_record.props(case=conversation.id)
-    require(grade_recall(answer.content, conversation.facts, conversation.near_misses),
+    require(grade_recall(answer.content, conversation.contract, conversation.near_misses),
             f"conversation {conversation.id}, repetition {qualify_repetition}")

@@ -2,7 +2,9 @@
 
 Twenty single-call cases, no call when no tool fits, a parallel call, the round trip (the tool's
 result sent back, the final answer uses it) and streamed deltas that reassemble into the same
-calls as the non-streamed answer. Cases, tool set and expected calls: ``fixtures/tools/``.
+calls as the non-streamed answer. Cases, tool set and expected calls: ``fixtures/tools/``. Answers
+in text follow their contract, stated in the prompt: the no-tool-fits answer is the whole reply, the
+round trip's final answer one JSON object with the amount and its currency.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from typing import Any
 import pytest
 
 from pytest_qualify.checks import require
-from pytest_qualify.graders.text import grade_short_answer
 from pytest_qualify.fixture_data import tool_fixtures
 from pytest_qualify.graders.tools import grade_calls, grade_no_call, grade_stream_shape, same_calls
 
@@ -48,7 +49,7 @@ def test_no_tool_fits(case, qualify_ask, qualify_record, qualify_repetition):
     qualify_record.props(case=case.id, tool_calls=len(answer.tool_calls))
     where = f"case {case.id}, repetition {qualify_repetition}"
     require(grade_no_call(answer.tool_calls, answer.content), where)
-    require(grade_short_answer(answer.content, case.accept), where)
+    require(case.grade(answer.content), where)
 
 
 @pytest.mark.parametrize("case", FIXTURES.round_trip, ids=[c.id for c in FIXTURES.round_trip])
@@ -70,8 +71,8 @@ def test_round_trip(case, qualify_ask, qualify_record, qualify_salt, qualify_rep
     ]
     final = qualify_ask(messages, **OFFERED)  # not a tool turn: after the tool result it must answer in text
     qualify_record.props(case=case.id, tool_result=value)
-    # The value as a number ("176.30" = "176.3"), and only it: "176.35 or 176.53" is a guess.
-    require(grade_short_answer(final.content, [str(value)]), f"{where}, final answer after the tool result {value}")
+    # The contract's JSON object: the amount by value ("176.30" = 176.3) and its currency, nothing else read.
+    require(case.final_contract(value).grade(final.content), f"{where}, final answer after the tool result {value}")
 
 
 @pytest.mark.parametrize("case_id", FIXTURES.streaming, ids=list(FIXTURES.streaming))

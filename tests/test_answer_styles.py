@@ -1,9 +1,14 @@
-"""The answer-style corpus: for every protocol module, correct answers written the way capable
-production models write them (markdown, fences, prose around the value, synonyms, units, casing,
-unicode minus, qualifiers) that must pass, and near misses (a distractor, a hedge, an off-by-one, a
-substring trap) that must fail for the stated reason. The gate is a hard 100%: one grader that
-rejects a correct answer blocks a good deployment, one that accepts a near miss lets a broken one
-through. Each answer is graded by the same call its suite makes, on the suite's own fixture data.
+"""The answer-style corpus of the contract modules: for each, correct replies written the way
+capable production models write them under the item's answer contract (working before the ANSWER
+line that mentions distractors, ruled-out values and negations; markdown; tables; fences; extra
+JSON whitespace and key order) that must pass, and near misses (a wrong value in the slot, a hedge
+in the slot, swapped fields, a missing slot, a second answer line) that must fail for the stated
+reason. The gate is a hard 100%: one grader that rejects a correct reply blocks a good deployment,
+one that accepts a near miss lets a broken one through. Each reply is graded by the same call its
+suite makes, on the suite's own fixture data and contract.
+
+The multimodal, media admission, diff and triage sections below are kept as they were; they move to
+tests/test_answer_styles_structured.py, and the corpus check here covers the contract modules.
 """
 
 from __future__ import annotations
@@ -20,17 +25,19 @@ import pytest
 from pytest_qualify import fixture_data
 from pytest_qualify.client import Answer
 from pytest_qualify.graders import Verdict
+from pytest_qualify.graders.contract import is_format_failure
 from pytest_qualify.graders.finish import check_finish
 from pytest_qualify.graders.json_output import check_json_answer
 from pytest_qualify.graders.needle import grade_needle
 from pytest_qualify.graders.reasoning import check_no_reasoning
 from pytest_qualify.graders.recall import grade_recall
-from pytest_qualify.graders.text import ShortQuestion, grade_short_answer, states
 from pytest_qualify.graders.tools import RawCall, grade_calls
 from pytest_qualify.graders.window import check_overwindow_refusal
+from pytest_qualify.haystack import needle_spec
 
-MIN_CORRECT = 8
-MIN_NEAR_MISSES = 5
+MIN_CORRECT = 10
+MIN_NEAR_MISSES = 6
+FORMAT = "format:"  # a near miss whose reason must say the contract was not followed
 
 
 @dataclass(frozen=True)
@@ -44,30 +51,37 @@ class Styles:
     notes: dict[str, str] = field(default_factory=dict)
 
 
-def _short(question: ShortQuestion) -> Callable[[str], Verdict]:
-    return lambda content: grade_short_answer(content, question.accept, question.reject)
+# -- smoke: "What is the capital of France?" (whole reply) and "How many days are in a week?" --------
+
+CAPITAL, WEEK = fixture_data.smoke_questions()
 
 
-# -- smoke: "What is the capital of France? Answer with one word." ----------------------------------
+def _smoke(answer: tuple[str, str]) -> Verdict:
+    which, content = answer
+    return (CAPITAL if which == "capital" else WEEK).grade(content)
 
-CAPITAL = fixture_data.smoke_questions()[0]
+
 SMOKE = Styles(
-    "smoke", _short(CAPITAL),
+    "smoke", _smoke,
     correct=[
-        "Paris", "Paris.", "**Paris**", "PARIS", "The capital of France is Paris.", "`Paris`",
-        "Answer: Paris", "Paris (Île-de-France)", "paris 🇫🇷", "Paris — not Lyon.",
+        ("capital", "Paris"), ("capital", "Paris."), ("capital", "**Paris**"), ("capital", "PARIS"),
+        ("capital", "`Paris`"), ("capital", "Answer: Paris"), ("capital", "Here is the answer:\nParis"),
+        ("capital", '"Paris"'), ("week", "7"), ("week", "**7**"), ("week", "```\n7\n```"), ("week", "7.0"),
     ],
     near_misses=[
-        ("Lyon", "states none of ['paris']"),
-        ("Paris or Lyon", "names 'lyon' as well as 'paris'"),
-        ("Parisian", "states none of"),  # substring trap: "paris" inside a longer word
-        ("Not Paris.", "states none of"),
-        ("Versailles (Paris is only the second city)", "states none of ['paris'] (it names 'versailles')"),
-        ("", "empty answer"),
+        (("capital", "Paris is France's largest city, but its capital is Lyon."), "expected 'Paris'"),
+        (("capital", "Lyon"), "answer is 'Lyon', expected 'Paris'"),
+        (("capital", "Paris or Lyon"), "answer is 'Paris or Lyon'"),
+        (("capital", "Parisian"), "expected 'Paris'"),
+        (("capital", "Paris\n\nIt has been the capital since 987."), FORMAT),
+        (("capital", ""), FORMAT),
+        (("week", "seven"), FORMAT),
+        (("week", "7 or 8"), "holds 2 candidates"),
+        (("week", "There are 7 days in a week."), "holds more than the number"),
     ],
 )
 
-# -- json: the meeting, review and order tasks ---------------------------------------------------------
+# -- json: the meeting, review and order tasks (response_format; the object is the slot) -----------
 
 TASKS = {t["id"]: t for t in fixture_data.json_tasks()}
 
@@ -92,6 +106,7 @@ JSON = Styles(
         ("meeting", json.dumps({**MEETING, "room": "Room B12"})),
         ("meeting", json.dumps({**MEETING, "attendees": ["Priya", "Ana", "Joel"], "room": "room b12"})),
         ("meeting", json.dumps(dict(reversed(list(MEETING.items()))))),
+        ("meeting", json.dumps(MEETING, indent=4, separators=(" ,", " : "))),
         ("review", json.dumps({"sentiment": "negative", "product": "the kettle"})),
         ("review", json.dumps({"sentiment": "negative", "product": "Kettle"})),
         ("review", '{\n  "sentiment": "negative",\n  "product": "electric kettle"\n}'),
@@ -108,30 +123,33 @@ JSON = Styles(
         (("review", json.dumps({"sentiment": "neutral", "product": "kettle"})), "field 'sentiment'"),
         (("order", json.dumps({"order_id": 88213, "customer": "Dana Whitfield", "item": "lamp", "quantity": 3,
                                "unit_price": 195, "currency": "EUR", "city": "Lisbon"})), "field 'unit_price' is 195"),
-        (("meeting", "Here is the JSON:\n" + json.dumps(MEETING)), "not valid JSON"),
+        (("meeting", "Here is the JSON:\n" + json.dumps(MEETING)), FORMAT + " content is not valid JSON"),
         (("meeting", json.dumps({**MEETING, "room": "B12 or B21"})), "field 'room'"),
         (("review", json.dumps({"sentiment": "negative", "product": "kettles and support"})), "field 'product'"),
+        (("review", json.dumps({"sentiment": "bad", "product": "kettle"})), FORMAT + " does not validate"),
     ],
 )
 
-# -- context: the needle ------------------------------------------------------------------------------
+# -- context: the needle (whole reply: the value alone) ----------------------------------------------
 
 NEEDLE, DISTRACTORS = "1234567", {"crimson": "1234576", "jade": "7654321"}
+NEEDLE_CONTRACT = next(t for t in needle_spec().templates if t.id == "vault").contract(NEEDLE)
 CONTEXT = Styles(
-    "context", lambda content: grade_needle(content, NEEDLE, DISTRACTORS, key="amber"),
+    "context", lambda content: grade_needle(content, NEEDLE, DISTRACTORS, key="amber", contract=NEEDLE_CONTRACT),
     correct=[
-        "1234567", "**1234567**", "The access code for the amber vault is 1234567.", "1,234,567", "`1234567`",
-        "Code: 1 234 567", "```\n1234567\n```", "The amber vault's access code is **1234567** (from the document).",
-        "1234567.00",
+        "1234567", "**1234567**", "1,234,567", "`1234567`", "```\n1234567\n```", "1234567.", "Answer: 1234567",
+        "The access code for the amber vault:\n**1234567**", "> 1234567", '"1234567"', "  1234567\n",
     ],
     near_misses=[
-        ("1234567 or maybe 1234568", "names '1234568' as well"),
+        ("1234567 or maybe 1234568", "lacks needle value"),
         ("0001234567", "lacks needle value"),
         ("1234567-8", "lacks needle value"),
         ("1234576", "gives distractor value '1234576' (key 'crimson')"),
         ("12345678", "lacks needle value"),
         ("1234568", "'1234568' is one character off"),
-        ("The amber code is 1234567; the crimson one is 1234576.", "gives distractor value '1234576'"),
+        ("The access code for the amber vault is 1234567.", "lacks needle value"),
+        ("1234567\n\n(The crimson vault's code, 1234576, is a different one.)", FORMAT),
+        ("", FORMAT),
     ],
 )
 
@@ -144,7 +162,7 @@ FOLLOW_UP = fixture_data.window_follow_up()
 def _window(answer: tuple[Any, str]) -> Verdict:
     status, message = answer
     if status == "follow-up":
-        return grade_short_answer(message, FOLLOW_UP.accept, FOLLOW_UP.reject)
+        return FOLLOW_UP.grade(message)
     return check_overwindow_refusal(status, message, WINDOW_TOKENS, OVER)
 
 
@@ -155,8 +173,8 @@ WINDOW = Styles(
         (400, f"This model's maximum context length is {WINDOW_TOKENS:,} tokens. However, your request has {OVER:,} input tokens."),
         (400, f"The decoder prompt (length {OVER}) is longer than the maximum model length of {WINDOW_TOKENS}."),
         (400, f"Input too long: max_model_len={WINDOW_TOKENS}, got {OVER}"),
-        ("follow-up", "Rome"), ("follow-up", "**Rome**"), ("follow-up", "The capital of Italy is Rome."),
-        ("follow-up", "Rome (Roma)."),
+        ("follow-up", "Rome"), ("follow-up", "**Rome**"), ("follow-up", "Rome."), ("follow-up", "ROME"),
+        ("follow-up", "Answer: *Rome*"), ("follow-up", "```\nRome\n```"),
     ],
     near_misses=[
         ((None, ""), "was answered (HTTP 200)"),
@@ -164,8 +182,10 @@ WINDOW = Styles(
         ((400, "Bad request"), "does not name the window"),
         ((400, f"Bad request: {WINDOW_TOKENS}"), "does not say it is about the length limit"),
         ((400, f"maximum context length is {WINDOW_TOKENS - 1} tokens"), "does not name the window"),
-        (("follow-up", "Romania"), "states none of ['rome']"),
-        (("follow-up", "Milan"), "states none of"),
+        (("follow-up", "Romania"), "expected 'Rome'"),
+        (("follow-up", "Milan"), "expected 'Rome'"),
+        (("follow-up", "Rome or Milan"), "expected 'Rome'"),
+        (("follow-up", "The capital of Italy is Rome.\nIt sits on the Tiber."), FORMAT),
     ],
 )
 
@@ -174,8 +194,19 @@ WINDOW = Styles(
 TOOLS = fixture_data.tool_fixtures()
 
 
-def _calls(answer: tuple[str, Sequence[tuple[str, dict[str, Any]]]]) -> Verdict:
+IRRELEVANT = {c.id: c for c in TOOLS.irrelevance}
+ROUND_TRIP = TOOLS.round_trip[0]
+AMOUNT = 176.3  # the tool result the final answer must carry
+
+
+def _calls(answer: tuple[str, Any]) -> Verdict:
+    """A call case ``(case_id, [(name, args)])``; a no-tool-fits answer ``("no-tool:<case>", text)``
+    under its contract; the round trip's final answer ``("final", text)`` after the result AMOUNT."""
     case_id, calls = answer
+    if case_id.startswith("no-tool:"):
+        return IRRELEVANT[case_id.removeprefix("no-tool:")].grade(calls)
+    if case_id == "final":
+        return ROUND_TRIP.final_contract(AMOUNT).grade(calls)
     raw = [RawCall(name, json.dumps(args)) for name, args in calls]
     return grade_calls(raw, TOOLS.tool_case(case_id).calls, TOOLS.schemas)
 
@@ -208,6 +239,13 @@ TOOL_STYLES = Styles(
                                                  "passengers": {"adults": 1, "children": 0}, "cabin": "economy"})]),
         ("parallel_weather_paris_nairobi", [("get_weather", {"city": "Nairobi, Kenya", "unit": "celsius"}),
                                             ("get_weather", {"city": "Paris, France", "unit": "celsius", "days": 1})]),
+        ("no-tool:irrelevant_arithmetic", "144"), ("no-tool:irrelevant_arithmetic", "**144**"),
+        ("no-tool:irrelevant_arithmetic", "144."), ("no-tool:irrelevant_translation", "Gracias"),
+        ("no-tool:irrelevant_translation", "*Gracias!*"), ("no-tool:irrelevant_translation", "gracias"),
+        ("final", '{"amount": 176.3, "currency": "CAD"}'),
+        ("final", '{ "currency" : "CAD" ,\n  "amount" : 176.30 }'),
+        ("final", '120 EUR converts to 176.30 CAD (the rate, not 176.03):\n```json\n{"amount": "176.30", "currency": "cad"}\n```'),
+        ("final", '{"amount": "176.30 CAD", "currency": "CAD", "rate": 1.469}'),
     ],
     near_misses=[
         (("ticket_login_regression", [("create_ticket", {**LOGIN, "title": "Login fails with 50.2 after deploy"})]),
@@ -223,35 +261,64 @@ TOOL_STYLES = Styles(
          "wrong_count"),
         (("ticket_backup_database", [("create_ticket", {**BACKUP, "labels": ["frontend"]})]), "wrong_value: argument labels"),
         (("calendar_design_review", [("create_calendar_event", {**EVENT, "reminder": "1h"})]), "unexpected_param: argument reminder"),
+        (("no-tool:irrelevant_arithmetic", "12 × 12 = 144"), "holds 3 candidates"),
+        (("no-tool:irrelevant_arithmetic", "143"), "answer is '143', expected '144'"),
+        (("no-tool:irrelevant_translation", "Gracias or De nada"), "expected 'Gracias'"),
+        (("final", '{"amount": 176.35, "currency": "CAD"}'), "field 'amount' is '176.35'"),
+        (("final", '{"amount": "176.3 or 176.53", "currency": "CAD"}'), "holds 2 candidates"),
+        (("final", '{"amount": 120, "currency": "EUR"}'), "field 'currency' is 'EUR'"),
+        (("final", "120 euros is about 176.30 Canadian dollars."), FORMAT),
+        (("final", '{"amount": 176.3}'), FORMAT),
     ],
 )
 
-# -- recall: the lab-samples conversation --------------------------------------------------------------
+# -- recall: one JSON object, a field per fact ----------------------------------------------------------
 
-LAB = next(c for c in fixture_data.recall_fixtures().conversations if c.id == "lab_samples")
+RECALL_BY_ID = {c.id: c for c in fixture_data.recall_fixtures().conversations}
+LAB, TRIP, ONCALL = RECALL_BY_ID["lab_samples"], RECALL_BY_ID["trip_booking"], RECALL_BY_ID["oncall_handover"]
+
+
+def _recall(answer: tuple[str, Any]) -> Verdict:
+    conv_id, content = answer
+    conv = RECALL_BY_ID[conv_id]
+    return grade_recall(content if isinstance(content, str) else json.dumps(content), conv.contract, conv.near_misses)
+
+
+LAB_TRUTH = {"batch": "B-1907", "freezer": 12, "temperature_c": -80, "study_lead": "Dr. Okafor"}
+TRIP_TRUTH = {"booking_reference": "KX7-42Q", "my_hotel": "Hotel Aurelia", "sister_hotel": "Hotel Aurora", "budget_eur": 2350}
 RECALL = Styles(
-    "recall", lambda content: grade_recall(content, LAB.facts, LAB.near_misses),
+    "recall", _recall,
     correct=[
-        "Batch B-1907, freezer 12, –80 °C, study lead Dr. Okafor.",
-        "Batch B-1907 went into freezer 12 at −80 °C; the study lead is Dr. Okafor.",
-        "- **Batch:** B-1907\n- **Freezer:** 12\n- **Temperature:** -80°C\n- **Study lead:** Dr. Okafor",
-        "You stored batch B1907 first, in freezer #12 at minus 80 degrees Celsius. Study lead: Dr Okafor.",
-        "B-1907 | freezer 12 | -80 °C | Okafor",
-        "The first batch was **B-1907** (not B-1970), kept in freezer 12 at -80 °C under Dr. Okafor.",
-        "Batch b-1907, Freezer 12, 80 below zero, lead: DR. OKAFOR.",
-        "```\nbatch: B-1907\nfreezer: 12\ntemperature: -80 C\nlead: Dr. Okafor\n```",
+        ("lab_samples", LAB_TRUTH),
+        ("lab_samples", json.dumps(LAB_TRUTH, indent=2)),
+        ("lab_samples", {"study_lead": "Okafor", "temperature_c": "\u221280 °C", "freezer": "12", "batch": "b1907"}),
+        ("lab_samples", "Here are the notebook details:\n```json\n" + json.dumps({**LAB_TRUTH, "note": "not B-1970 (Dr. Okoro's, freezer 21)"}) + "\n```"),
+        ("lab_samples", {**LAB_TRUTH, "temperature_c": -80.0, "batch": "B 1907"}),
+        ("trip_booking", TRIP_TRUTH),
+        ("trip_booking", {**TRIP_TRUTH, "my_hotel": "Aurelia", "sister_hotel": "the Hotel Aurora", "budget_eur": "2,350 EUR"}),
+        ("trip_booking", '{\n    "sister_hotel" : "Hotel Aurora",\n    "my_hotel" : "Hotel Aurelia",\n    "budget_eur" : 2350.00,\n'
+                         '    "booking_reference" : "kx7-42q"\n}'),
+        ("oncall_handover", {"name": "Ingrid Vasquez", "employee_number": "48213", "door_code": "7Q-5531"}),
+        ("oncall_handover", {"name": "INGRID VASQUEZ", "employee_number": 48213, "door_code": "7q 5531"}),
+        ("oncall_handover", "```\n{\"door_code\": \"7Q5531\", \"employee_number\": \"48213\", \"name\": \"Ingrid Vasquez\"}\n```"),
     ],
     near_misses=[
-        ("Batch B-1970, freezer 21, -20 °C, Dr. Okoro.", "lacks batch 'B-1907'"),
-        ("Batch B-1907, freezer 12, 80 °C, Dr. Okafor.", "lacks temperature '-80'"),
-        ("Batch B-1907, freezer 12 or 21, -80 °C, Dr. Okafor.", "states the near-miss freezer '21'"),
-        ("Batch B-19070, freezer 12, -80 °C, Dr. Okafor.", "lacks batch 'B-1907'"),
-        ("Batch B-1907, freezer 12, -80 °C, Dr. Okafor (or maybe Dr. Okoro).", "states the near-miss lead 'Okoro'"),
-        ("Batch B-1907, freezer 13, -80 °C, Dr. Okafor.", "lacks freezer '12'"),
+        (("trip_booking", "Your sister is at the Hotel Aurelia and you're at the Hotel Aurora; booking KX7-42Q, budget 2,350 euros."), FORMAT),
+        (("trip_booking", {**TRIP_TRUTH, "my_hotel": "Hotel Aurora", "sister_hotel": "Hotel Aurelia"}), "field 'my_hotel' is 'Hotel Aurora'"),
+        (("lab_samples", {**LAB_TRUTH, "batch": "B-1970"}), "field 'batch' holds the near-miss value 'B-1970'"),
+        (("lab_samples", {**LAB_TRUTH, "temperature_c": 80}), "field 'temperature_c' is '80'"),
+        (("lab_samples", {**LAB_TRUTH, "freezer": "12 or 21"}), "holds 2 candidates"),
+        (("lab_samples", {**LAB_TRUTH, "study_lead": "Dr. Okafor (or maybe Dr. Okoro)"}), "field 'study_lead'"),
+        (("lab_samples", {k: v for k, v in LAB_TRUTH.items() if k != "freezer"}), FORMAT),
+        (("oncall_handover", {"name": "Ingrid Vasquez", "employee_number": "48231", "door_code": "7Q-5531"}),
+         "field 'employee_number' holds the near-miss value '48231'"),
+        (("oncall_handover", "Ingrid Vasquez, Employee No 48213, door code 7Q-5531"), FORMAT),
+        (("trip_booking", '{"booking_reference": "KX7-42Q", "booking_reference": "KX7-24Q", "my_hotel": "Hotel Aurelia", '
+                          '"sister_hotel": "Hotel Aurora", "budget_eur": 2350}'), FORMAT + " key(s) 'booking_reference' given twice"),
     ],
 )
 
-# -- reasoning: thinking disabled -------------------------------------------------------------------
+# -- reasoning: thinking disabled; the engine's leaks decide, not the working a prompt invited ------------
 
 
 def _reasoning(answer: tuple[str, str | None, int | None]) -> Verdict:
@@ -261,15 +328,17 @@ def _reasoning(answer: tuple[str, str | None, int | None]) -> Verdict:
 REASONING = Styles(
     "reasoning", _reasoning,
     correct=[
-        ("**Reasoning:** it leaves at 3 pm and the trip takes 2 hours.\n\n**Answer:** 5 pm", None, None),
-        ("Thoughts: 3 pm + 2 h = 5 pm. It arrives at 5 pm.", None, None),
-        ("Let me think it through: 3 pm plus two hours is 5 pm. **It arrives at 5 pm.**", None, 0),
-        ("Thinking Process:\n1. Departure 3 pm.\n2. Two hours later is 5 pm.\n\nIt arrives at 5 pm.", None, None),
+        ("**Reasoning:** it leaves at 3 pm and the trip takes 2 hours.\n\nANSWER: 5 pm", None, None),
+        ("Thoughts: 3 pm + 2 h = 5 pm, not 4 pm.\nANSWER: 5 pm", None, None),
+        ("Let me think it through: 3 pm plus two hours is 5 pm.\n\n**ANSWER:** 5 pm", None, 0),
+        ("Thinking Process:\n1. Departure 3 pm.\n2. Two hours later is 5 pm.\n\nANSWER: 5 pm", None, None),
         ("Blue", "", None),
-        ("## Working\n15:00 + 2:00 = 17:00\n\n## Answer\n5 pm", None, None),
+        ("## Working\n15:00 + 2:00 = 17:00\n\n## Answer\nANSWER: 17:00", None, None),
         ("I think it's blue.", None, None),
         ("8", None, 0),
         ("A spider has **8** legs. (Reasoning: arachnids have four pairs.)", None, None),
+        ("| step | time |\n|---|---|\n| leave | 3 pm |\n| arrive | 5 pm |\n\nANSWER: 5 pm", None, None),
+        ("<b>Blue</b>", None, None),
     ],
     near_misses=[
         (("<think>\nThe sky is blue.\n</think>\n\nBlue", None, None), "reasoning markers in the visible content"),
@@ -278,10 +347,21 @@ REASONING = Styles(
         (("[THINK]sky[/THINK]Blue", None, None), "reasoning markers"),
         (("<|channel|>analysis<|message|>sky<|end|>Blue", None, None), "reasoning markers"),
         (("Blue</think>", None, None), "reasoning markers"),
+        (("<thinking>3 + 2 = 5</thinking>\nANSWER: 5 pm", None, None), "reasoning markers"),
     ],
 )
 
-# -- finish: the planet, sum and opposite prompts ------------------------------------------------------
+# -- reasoning's visible answer: checked under the prompt's contract and recorded (never deciding) -----
+
+TRAIN = next(p for p in fixture_data.reasoning_prompts() if p.id == "train")
+
+
+def test_the_reasoning_prompts_visible_answer_goes_through_its_contract():
+    assert TRAIN.grade("3 pm plus two hours, not 4 pm.\nANSWER: 5 pm").ok
+    assert not TRAIN.grade("It arrives at 5 pm.").ok
+
+
+# -- finish: the planet and opposite prompts (whole reply), the sum prompt (ANSWER line) ---------------
 
 FINISH_PROMPTS = {p.id: p for p in fixture_data.finish_prompts()}
 
@@ -297,43 +377,48 @@ def _finish(answer: tuple[str, str, str]) -> Verdict:
     finished = _finished(content, finish_reason)
     if not finished:
         return finished
-    prompt = FINISH_PROMPTS[prompt_id]
-    return grade_short_answer(content, prompt.accept, prompt.reject)
+    return FINISH_PROMPTS[prompt_id].grade(content)
 
 
 FINISH = Styles(
     "finish", _finish,
     correct=[
         ("planet", "Jupiter", "stop"), ("planet", "**Jupiter**", "stop"), ("planet", "Jupiter.", "stop"),
-        ("planet", "The largest planet in the solar system is Jupiter.", "stop"),
-        ("planet", "Jupiter (Saturn is only the second largest)", "stop"), ("planet", "Jupiter, not Saturn.", "stop"),
-        ("sum", "42", "stop"), ("sum", "Forty-two.", "stop"), ("sum", "12 + 30 = **42**", "stop"),
-        ("sum", "The sum of 12 and 30 is 42.", "stop"),
-        ("opposite", "Cold.", "stop"), ("opposite", "cold (not hot)", "stop"),
+        ("planet", "Answer: Jupiter", "stop"), ("planet", "JUPITER", "stop"),
+        ("sum", "ANSWER: 42", "stop"), ("sum", "12 + 30 = 42, not 43.\nANSWER: 42", "stop"),
+        ("sum", "Let me add them:\n\n| a | b | sum |\n|---|---|---|\n| 12 | 30 | 42 |\n\n**ANSWER:** 42", "stop"),
+        ("sum", "Some would say 41 or 43. Wrong: 12 + 30 = 42.\n\nANSWER: **42**", "stop"),
+        ("sum", "ANSWER: 42.0", "stop"),
+        ("opposite", "Cold.", "stop"), ("opposite", "*cold*", "stop"),
     ],
     near_misses=[
-        (("planet", "Saturn (Jupiter is only the second largest)", "stop"), "states none of ['jupiter'] (it names 'saturn')"),
-        (("planet", "Jupiter or Saturn", "stop"), "names 'saturn' as well as 'jupiter'"),
-        (("sum", "43", "stop"), "states none of"),
-        (("sum", "42 or 43", "stop"), "offers 42 or 43"),
-        (("sum", "420", "stop"), "states none of"),
+        (("sum", "12 + 30 = 42. Wait, no: 43.", "stop"), FORMAT + " no final line 'ANSWER"),
+        (("sum", "12 + 30 = 42. Wait, no: 43.\nANSWER: 43", "stop"), "answer is '43', expected '42'"),
+        (("sum", "ANSWER: 42\nANSWER: 43", "stop"), FORMAT + " 2 ANSWER lines"),
+        (("sum", "ANSWER: 42 or 43", "stop"), "holds 2 candidates"),
+        (("sum", "ANSWER: 42\n\nHope this helps!", "stop"), FORMAT + " text after the ANSWER line"),
+        (("planet", "Saturn (Jupiter is only the second largest)", "stop"), "expected 'Jupiter'"),
+        (("planet", "Jupiter or Saturn", "stop"), "expected 'Jupiter'"),
         (("planet", "Jupiter", "length"), "answer budget exhausted"),
-        (("opposite", "Warm", "stop"), "states none of"),
+        (("opposite", "Warm", "stop"), "answer is 'Warm', expected 'Cold'"),
     ],
 )
 
 # -- robustness: the short request after hostile requests ------------------------------------------
-# Liveness, not correctness (PROTOCOL: "healthy after a refusal" is a short request answered
-# within budget with an allowed finish state): any visible answer that ends "stop" passes.
+# Liveness, not correctness (PROTOCOL: "healthy after a refusal" is a short request answered within
+# budget with an allowed finish state): any visible answer that ends "stop" passes; whether it is
+# right under the question's contract is recorded beside it (liveness.py), never deciding.
 
-
+LIVENESS_QUESTION = fixture_data.smoke_questions()[0]
 ROBUSTNESS = Styles(
     "robustness", lambda answer: _finished(*answer),
     correct=[("Paris", "stop"), ("Paris!", "stop"), ("It's Paris.", "stop"), ("**PARIS**", "stop"), ("> Paris", "stop"),
-             ("Paris, of course.", "stop"), ("Lyon", "stop"), ("The capital of France is Paris.\n\nAnything else?", "stop")],
+             ("Paris, of course.", "stop"), ("Lyon", "stop"), ("The capital of France is Paris.\n\nAnything else?", "stop"),
+             ("qux blorp", "stop"), ("`Paris`", "stop")],
     near_misses=[
         (("", "stop"), "empty answer"), (("   \n", "stop"), "empty answer"), (("Par", "length"), "answer budget exhausted"),
         (("Paris", None), "no finish_reason"), (("Paris", "tool_calls"), "not allowed on a non-tool answer"),
+        (("Paris", "abort"), "not allowed on a non-tool answer"),
     ],
 )
 
@@ -367,18 +452,5 @@ def test_near_miss_fails_with_its_reason(styles, answer, why):
     verdict = styles.grade(answer)
     assert not verdict.ok, f"accepted: {verdict.reason}"
     assert why in verdict.reason, verdict.reason
-
-
-# -- the word rules behind the verdicts: substrings are not words ------------------------------------
-
-
-@pytest.mark.parametrize("text,word", [
-    ("Inserts in the middle of the run are blocked", "lock"),
-    ("Inserts in the middle of the run are blocked", "ddl"),
-    ("alternatively the disk is slow", "alter"),
-    ("cannot complete successfully", "full"),
-    ("Parisian cafés", "paris"),
-    ("Romania", "rome"),
-])
-def test_a_substring_is_not_a_word(text, word):
-    assert not states(text, word)
+    # A near miss marked as a format failure is one, and a wrong value is never called one.
+    assert is_format_failure(verdict.reason) is why.startswith(FORMAT), verdict.reason

@@ -22,7 +22,7 @@ def test_every_loader_reads_its_cases_once(loader):
 def test_tools_recall_and_the_follow_up_load():
     assert len(fixture_data.tool_fixtures().cases) == 20
     assert fixture_data.recall_fixtures().conversations
-    assert fixture_data.window_follow_up().accept
+    assert fixture_data.window_follow_up().contract.accept
 
 
 def _with(monkeypatch, path: str, data: dict) -> None:
@@ -31,9 +31,16 @@ def _with(monkeypatch, path: str, data: dict) -> None:
 
 
 def test_a_ground_truth_its_own_grader_rejects_is_a_fixture_error(monkeypatch):
-    _with(monkeypatch, "smoke.toml", {"question": [{"prompt": "Capital of France?", "answer": "Lyon", "accept": ["paris"]}]})
-    with pytest.raises(FixtureError, match=r"fixtures/smoke.toml: question 'q1': its own ground truth fails"):
+    _with(monkeypatch, "smoke.toml", {"question": [{"prompt": "Capital of France?", "answer": "Lyon",
+                                                    "contract": {"form": "reply", "accept": ["Paris"]}}]})
+    with pytest.raises(FixtureError, match=r"fixtures/smoke.toml: question 'q1': its own ground truth fails its contract"):
         fixture_data.smoke_questions.__wrapped__()
+
+
+def test_an_item_without_a_contract_is_a_fixture_error(monkeypatch):
+    _with(monkeypatch, "finish.toml", {"prompt": [{"id": "x", "text": "Capital of France?", "answer": "Paris"}]})
+    with pytest.raises(FixtureError, match=r"fixtures/finish.toml: prompt 'x': no answer contract"):
+        fixture_data.finish_prompts.__wrapped__()
 
 
 def _first_changed(path: str, section: str, **changes) -> dict:
@@ -49,7 +56,11 @@ def _first_changed(path: str, section: str, **changes) -> dict:
      r"incident checkout_pool: component 'checkout-service' is also a red herring"),
     ("json_tasks.toml", "task", {"accepted": {"colour": ["red"]}}, fixture_data.json_tasks,
      r"task 'order': accepted forms for 'colour'"),
-], ids=["category outside the list", "truth names a red herring", "accepted forms for an unexpected field"])
+    ("recall/conversations.toml", "conversation", {"truth": {"name": "Ingrid Valdez", "employee_number": "48213",
+                                                             "door_code": "7Q-5531"}},
+     fixture_data.recall_fixtures, r"conversation 'oncall_handover': its own ground truth fails its contract"),
+], ids=["category outside the list", "truth names a red herring", "accepted forms for an unexpected field",
+        "recall truth outside its contract"])
 def test_inconsistent_fixture_data_is_a_fixture_error(monkeypatch, path, section, changes, loader, message):
     _with(monkeypatch, path, _first_changed(path, section, **changes))
     with pytest.raises(FixtureError, match=message):

@@ -180,3 +180,38 @@ def test_block_slot_leaves_what_is_around_the_block_to_its_grader():
     for empty in ("", None, "  \n", "```\n\n```"):
         with pytest.raises(FormatError, match="empty"):
             block_slot(empty, "a unified diff")
+
+
+# -- contracts from fixture data, and the question that states one -----------------------------------
+
+from pytest_qualify.graders.contract import Question  # noqa: E402
+
+
+def test_a_contract_reads_from_fixture_data():
+    reply = Contract.of({"form": "reply", "accept": [7], "value_hint": "the number in digits"})
+    assert reply.accept == Accept(("7",), kind="number") and reply.instruction() == "Reply with the number in digits only."
+    code = Contract.of({"form": "line", "accept": ["7Q-5531"], "separators": True})
+    assert code.grade("The code, not 7Q-5513:\nANSWER: 7q 5531").ok
+    hotels = Contract.of({"form": "json", "schema": HOTELS.schema, "fields": {"my_hotel": ["Hotel Aurora", "Aurora"]}})
+    assert hotels.grade('{"my_hotel": "aurora", "sister_hotel": "x"}').ok
+    worded = Contract.of({"form": "json", "schema": HOTELS.schema, "wording": "Reply as JSON: my_hotel, sister_hotel."})
+    assert worded.instruction() == "Reply as JSON: my_hotel, sister_hotel."
+
+
+@pytest.mark.parametrize("raw", [
+    {"form": "prose", "accept": ["x"]},
+    {"form": "reply"},
+    {"form": "reply", "accept": ["x"], "negations": True},
+    {"form": "json", "schema": {"type": "object"}, "accept": ["x"]},
+])
+def test_a_bad_contract_in_fixture_data_is_refused(raw):
+    with pytest.raises(ValueError):
+        Contract.of(raw)
+
+
+def test_a_question_states_its_contract_and_grades_only_its_slot():
+    q = Question("sum", "What is 12 plus 30?", SUM)
+    assert q.prompt.startswith("What is 12 plus 30? ") and q.prompt.endswith("'ANSWER: <the number>'.")
+    assert q.grade("12 + 30 = 42, not 43.\nANSWER: 42").ok
+    assert not q.grade("12 + 30 = 42. Wait, no: 43.").ok
+    assert is_format_failure(q.grade("12 + 30 = 42. Wait, no: 43.").reason)

@@ -47,7 +47,7 @@ def test_right_answer_is_alive_and_reported_right():
     assert live.reason.startswith("after the 5 images refusal: /health 200 and a short request answered")
     # The request: the smoke question, the answer budget, the profile's request timeout.
     (asked,) = client.asked
-    assert asked["messages"] == [{"role": "user", "content": liveness.default_question().text}]
+    assert asked["messages"] == [{"role": "user", "content": liveness.default_question().prompt}]
     assert asked["max_tokens"] == PROFILE.limits.answer_tokens
     assert asked["timeout_s"] == PROFILE.timeouts.request_s
     props = live.properties()

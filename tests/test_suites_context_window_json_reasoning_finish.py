@@ -113,7 +113,7 @@ FAULTS = {
                           r"^(1K|2K|3K) lane, repetition 2: answer .* lacks needle value '[\w-]+' \(key '\w+'\): .* one character off"),
     "cached_tokens": (CONTEXT, r"^(1K|2K|3K) lane, repetition \d: \d+ of \d+ prompt tokens came from the prefix cache"),
     "json_nondeterministic": (JSON, r"^task \w+, repetition \d: two answers to the same request parse to different values: field"),
-    "json_invalid": (JSON, r"^task \w+, repetition \d: content is not valid JSON"),
+    "json_invalid": (JSON, r"^task \w+, repetition \d: format: content is not valid JSON"),
     "leak_reasoning": (REASONING, r"(prompt \w+|enable_thinking=True).*repetition \d.*: reasoning field populated"),
     "leak_think_tag": (REASONING, r"repetition \d.*: reasoning markers in the visible content: '<think>'"),
     "thinking_overridable": (OVERRIDE, r"^chat_template_kwargs enable_thinking=True with thinking disabled and not overridable, "

@@ -60,8 +60,8 @@ FAULTS = {
     "tool_in_text": ("tools", TOOL_CALL_TESTS, "written as text", None),
     "tool_name_repeated_in_stream": ("tools", {"test_streamed_calls"}, "function name not streamed exactly once", None),
     "irrelevant_tool_call": ("tools", {"test_no_tool_fits"}, "expected no tool call", None),
-    "recall_near_miss": ("recall", {"test_recall"}, "states the near-miss", None),
-    "recall_fail_repetition=2": ("recall", {"test_recall"}, "answer", 2),
+    "recall_near_miss": ("recall", {"test_recall"}, "holds the near-miss value", None),
+    "recall_fail_repetition=2": ("recall", {"test_recall"}, "format: not one JSON object", 2),
     "bad_diff_hunk": ("diff", {"test_unified_diff"}, "corrupt patch", None),
     "triage_red_herring": ("triage", {"test_timeout_triage"}, "is a red herring", None),
 }

@@ -89,6 +89,13 @@ def suite_properties(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
         props.append(("pass_probability_wilson95", f"{overall['wilson_low']:.4f}-{overall['wilson_high']:.4f}"))
     if reasons:
         props.append(("verdict_reasons", "; ".join(reasons)))
+    # Failed items by kind, run-wide and per module: format (the answer contract was not followed)
+    # apart from fact (a wrong value in the slot) and other (nothing judged: a timeout, a refusal).
+    kinds = [(g["module"], g["failures_by_kind"]) for g in summary.get("gate", ()) if g.get("failures_by_kind")]
+    for kind in ("format", "fact", "other"):
+        props.append((f"{kind}_failures", str(sum(k[kind] for _, k in kinds))))
+    props += [(f"failures_by_kind_{module}", f"format={k['format']} fact={k['fact']} other={k['other']}")
+              for module, k in kinds if any(k.values())]
     props += stage_properties(summary)
     return props
 
@@ -146,7 +153,9 @@ def testcase_properties(item: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("repetitions", str(item["repetitions"])),
     ]
     out += [(k, _text(props.get(k))) for k in TIMING_COLUMNS]
-    done = {k for k, _ in out} | {"qualify_module", "reason", "waiver"}
+    if item.get("failure_kind"):
+        out.append(("failure_kind", str(item["failure_kind"])))  # format | fact | other, on every failed case
+    done = {k for k, _ in out} | {"qualify_module", "reason", "waiver", "failure_kind"}
     out += [(RENAMED.get(k, k), _text(v)) for k, v in props.items() if k not in done and RENAMED.get(k, k) not in done]
     if item["outcome"] != "passed":
         out.append(("reason", item["reason"]))

@@ -165,6 +165,7 @@ def render(s: Mapping[str, Any]) -> str:
                    + ("" if r["ok"] else " — **FAIL**")) for r in s.get("slo") or []]
     out += table(("Gate", "Result"), gate_rows)
     out.append("")
+    out += _failure_kinds(s)
     if s.get("slo"):
         out += ["SLO rows: client-observed, with `vllm bench serve`'s definitions; a lane's limit is held by "
                 "its worst repetition (max), run-wide limits by the percentile named.", ""]
@@ -353,14 +354,25 @@ def _waivers(s: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def _failure_kinds(s: Mapping[str, Any]) -> list[str]:
+    """Failed items per module, format apart from fact: "the model did not follow the answer
+    contract" is not "the model got it wrong" (other: no answer was judged — a timeout, a refusal)."""
+    rows = [(g["title"], k["format"], k["fact"], k["other"]) for g in s["gate"]
+            if (k := g.get("failures_by_kind")) and any(k.values())]
+    if not rows:
+        return []
+    return ["Failed items by kind (format: the answer contract was not followed; fact: it was, with a wrong "
+            "value; other: no answer was judged):", ""] + table(("Module", "Format", "Fact", "Other"), rows) + [""]
+
+
 def _failures(s: Mapping[str, Any]) -> list[str]:
     failures = s["verdict"]["failures"]
     out = ["## Failures", ""]
     if not failures:
         return out + ["None.", ""]
-    rows = [(f["module"], f["item"], f["lane"] or "-", f["repetition"], f["outcome"], f["reason"])
-            for f in failures[:MAX_FAILURE_ROWS]]
-    out += table(("Module", "Item", "Lane", "Repetition", "Outcome", "Reason"), rows)
+    rows = [(f["module"], f["item"], f["lane"] or "-", f["repetition"], f["outcome"], f.get("failure_kind") or "-",
+             f["reason"]) for f in failures[:MAX_FAILURE_ROWS]]
+    out += table(("Module", "Item", "Lane", "Repetition", "Outcome", "Kind", "Reason"), rows)
     if len(failures) > MAX_FAILURE_ROWS:
         out.append(f"\n… and {len(failures) - MAX_FAILURE_ROWS} more in summary.json and junit.xml.")
     return out + [""]

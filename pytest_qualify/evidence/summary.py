@@ -123,6 +123,7 @@ def item_section(result: ItemResult, case: CaseRecord | None) -> dict[str, Any]:
         "lane": result.lane,
         "outcome": result.outcome,
         "reason": result.reason,
+        "failure_kind": result.failure_kind,
         "waiver": result.waiver,
         "duration_s": round(case.duration_s, 6) if case else None,
         "properties": props,
@@ -221,9 +222,14 @@ def server_metrics_section(snapshots: Mapping[str, Snapshot], errors: Mapping[st
 
 
 def gate_section(verdict: GateVerdict) -> list[dict[str, Any]]:
+    from pytest_qualify.gate import FAILURE_KINDS, failure_kinds
+
+    # Failed items per kind (waived ones included: they failed too): format apart from fact.
+    kinds = failure_kinds([*verdict.failures, *verdict.waived])
     return [
         {"module": r.module, "title": r.title, "items": r.items, "passed": r.passed, "waived": r.waived,
-         "repetitions": r.repetitions, "repetitions_passed": r.repetitions_passed, "ok": r.ok, "result": r.result}
+         "repetitions": r.repetitions, "repetitions_passed": r.repetitions_passed, "ok": r.ok, "result": r.result,
+         "failures_by_kind": kinds.get(r.module, dict.fromkeys(FAILURE_KINDS, 0))}
         for r in verdict.rows
     ]
 
@@ -231,7 +237,8 @@ def gate_section(verdict: GateVerdict) -> list[dict[str, Any]]:
 def verdict_section(verdict: GateVerdict) -> dict[str, Any]:
     def brief(r: Any) -> dict[str, Any]:
         return {"nodeid": r.nodeid, "module": r.module, "item": r.item, "repetition": r.repetition,
-                "lane": r.lane, "outcome": r.outcome, "reason": r.reason, "waiver": r.waiver}
+                "lane": r.lane, "outcome": r.outcome, "reason": r.reason, "failure_kind": r.failure_kind,
+                "waiver": r.waiver}
 
     return {
         "result": verdict.verdict,

@@ -317,6 +317,7 @@ class Contract:
     fields: Mapping[str, Accept] = field(default_factory=dict)  # json: the graded fields
     schema: Mapping[str, Any] | None = None  # json
     value_hint: str = "the answer"  # how the prompt names the value ("the number", "one word")
+    wording: str = ""  # the item's own sentence for the prompt, when the generic one does not fit
 
     def __post_init__(self) -> None:
         if self.form not in FORMS:
@@ -326,8 +327,32 @@ class Contract:
         if self.form == "json" and self.schema is None:
             raise ValueError("a 'json' contract needs a schema")
 
+    @classmethod
+    def of(cls, raw: Mapping[str, Any]) -> "Contract":
+        """From fixture data: ``form``, optional ``value_hint`` and ``wording``; for ``reply`` and
+        ``line`` the slot's ``accept`` and rules (as :meth:`Accept.of` reads a table); for ``json``
+        the ``schema`` and the graded ``fields`` (``{field: forms or table}``)."""
+        data = dict(raw)
+        form = data.pop("form", None)
+        hint = str(data.pop("value_hint", "the answer"))
+        wording = str(data.pop("wording", ""))
+        if form == "json":
+            unknown = set(data) - {"schema", "fields"}
+            if unknown:
+                raise ValueError(f"unknown contract key(s) {sorted(unknown)}")
+            return cls("json", fields=accepts(data.get("fields")), schema=data.get("schema"), value_hint=hint, wording=wording)
+        if form not in FORMS:
+            raise ValueError(f"contract form must be one of {FORMS}, not {form!r}")
+        return cls(str(form), accept=Accept.of(data), value_hint=hint, wording=wording)
+
+    def grade(self, content: str | None, name: str = "answer") -> Verdict:
+        """:func:`grade` under this contract."""
+        return grade(content, self, name)
+
     def instruction(self) -> str:
         """The sentence the prompt ends with, so the model knows where its answer goes."""
+        if self.wording:
+            return self.wording
         if self.form == "reply":
             return f"Reply with {self.value_hint} only."
         if self.form == "line":
@@ -335,6 +360,25 @@ class Contract:
         keys = ", ".join(f'"{k}"' for k in (self.schema or {}).get("properties", {}))
         return (f"Reply with one JSON object only, with the fields {keys}, matching this JSON Schema: "
                 f"{json.dumps(self.schema, separators=(',', ':'))}")
+
+
+@dataclass(frozen=True)
+class Question:
+    """One item asked with a contract: ``text`` is the question, :attr:`prompt` the question with
+    the contract stated after it (what is sent), ``answer`` the ground truth the reference server
+    replies with (it must pass its own contract)."""
+
+    id: str
+    text: str
+    contract: Contract
+    answer: str = ""
+
+    @property
+    def prompt(self) -> str:
+        return f"{self.text.rstrip()} {self.contract.instruction()}"
+
+    def grade(self, content: str | None) -> Verdict:
+        return self.contract.grade(content)
 
 
 def slot_of(content: str | None, contract: Contract) -> "str | dict[str, Any]":

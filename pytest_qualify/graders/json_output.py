@@ -1,11 +1,15 @@
 """Deterministic JSON: the answer to a ``response_format`` json_schema request.
 
-The content must be one JSON value — bare, as guided decoding returns it, or inside a single code
-fence (accepted, and reported as fenced). Prose around the JSON is rejected: a caller that asked
-for a schema parses the content as it is. The value must validate against the schema and carry
-the task's expected values (numbers by value, strings by their words and numbers in order — case,
-spacing and punctuation free — or
-one of the task's accepted forms: what a value may be written as is data in the fixture).
+This module's answer contract is the JSON object itself (the one module where the contract is
+also enforced with ``response_format``: that is what it measures). The content must be one JSON
+value — bare, as guided decoding returns it, or inside a single code fence (accepted, and reported
+as fenced). Prose around the JSON is rejected: a caller that asked for a schema parses the content
+as it is. Content that is not one JSON value, or does not validate against the schema, is a
+``format:`` failure; a field whose value is not the task's expected value or one of its accepted
+forms (``fixtures/json_tasks.toml``: the forms are data) is a miss. Scalars compare as the contract
+compares a slot (graders/contract.py): numbers by value, strings case-folded with whitespace
+collapsed and nothing else normalised; booleans only to booleans; lists in order, or as a multiset
+for the task's ``unordered`` fields.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_qualify.graders import Verdict
-from pytest_qualify.graders.text import tokens
+from pytest_qualify.graders.contract import Accept, compare, format_failure
 
 _FENCE = re.compile(r"\A\s*```[\w+-]*[ \t]*\n?(.*?)\n?```\s*\Z", re.S)
 
@@ -76,8 +80,8 @@ def _same(actual: Any, expected: Any, unordered: bool, accepted: Iterable[Any] =
     if isinstance(expected, (int, float)):
         return isinstance(actual, (int, float)) and float(actual) == float(expected)
     if isinstance(expected, str):
-        # Words and numbers, in order: "B-12" = "b12", "Dana  Whitfield" = "dana whitfield".
-        return isinstance(actual, str) and tokens(actual) == tokens(expected)
+        # As a contract slot compares text: case and whitespace free, every other character counts.
+        return isinstance(actual, str) and compare(actual, Accept((expected,))).ok
     if isinstance(expected, Mapping):
         return isinstance(actual, Mapping) and all(
             k in actual and _same(actual[k], v, False) for k, v in expected.items()
@@ -126,10 +130,10 @@ def check_json_answer(
     try:
         parsed = parse_json_answer(content)
     except JsonAnswerError as exc:
-        return Verdict.reject(str(exc))
+        return format_failure(str(exc))
     problem = schema_problem(parsed.value, schema)
     if problem:
-        return Verdict.reject(f"does not validate against the schema: {problem}")
+        return format_failure(f"does not validate against the schema: {problem}")
     wrong = value_problems(parsed.value, expected, unordered, accepted)
     if wrong:
         return Verdict.reject("; ".join(wrong))

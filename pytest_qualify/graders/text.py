@@ -1,25 +1,23 @@
-"""Text normalisation shared by graders: what real models write around an answer."""
+"""Plain text parsers the tool grader uses: words and numbers of a place name, one number as
+written, the JSON objects of a call written as text.
+
+No grader reads free prose for its meaning: every item has an answer contract
+(graders/contract.py) and its grader reads only the slot. The negation windows, rival candidates
+and hedge words that once lived here are gone with it.
+"""
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 from decimal import Decimal, InvalidOperation
 
-from pytest_qualify.graders import Verdict
 
 def normalize(text: str) -> str:
     """Case-folded, NFKC, with runs of whitespace collapsed."""
     return re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text)).strip().casefold()
 
-
-# -- words, numbers and who states what --------------------------------------------------------------
-# The principle (docs/architecture.md, "Grading: structure and facts, not wording"): words match as
-# words, numbers as numbers, a mention the answer itself negates ("not the top half") or ranks below
-# the answer ("Saturn is only the second largest") is not a claim, and two candidates for one fact
-# are a miss.
 
 _UNITS = {
     "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
@@ -34,33 +32,6 @@ _NUMBER_WORD_RE = re.compile(r"(?<![^\W\d_])(" + "|".join([*_UNITS, *_TENS]) + r
 _MINUS_RE = re.compile(r"(?<![\w.])[\u2212\u2012\u2013\u2014\ufe63\uff0d](?=\d)")
 # A token: a signed or plain number, or a run of letters ("non-alert" is two words, "nonalert" one).
 TOKEN_RE = re.compile(r"(?<![\w.])-\d+(?:\.\d+)?|\d+(?:\.\d+)?|[^\W\d_]+")
-_NUMBER_TOKEN_RE = re.compile(r"-?\d+(?:\.\d+)?")
-# What ends a clause: a negation or a ranking does not reach across it.
-# A full stop ends a clause only at the end of a word that is no title ("Dr. Okoro", "2.5 s").
-_CLAUSE_END = re.compile(r"(?<!\bdr)(?<!\bmr)(?<!\bmrs)(?<!\bms)(?<!\bst)(?<!\bvs)(?<!\bno)\.(?=\s|$)|[;:!?()\[\]{},\n\u2014]|\s-\s")
-_NEGATION_BEFORE = re.compile(
-    r"(?:\b(?:not|no|never|neither|nor|unlike|except|excluding|without|isn't|isnt|aren't|wasn't|"
-    r"rather than|instead of|other than|as opposed to)|n't)"
-    r"\s+(?:(?:the|a|an|in|on|at|of|to|for|it|its|it's|is|was|be|moving|move|moves|going|go|goes)\s+){0,3}"
-    # ... and the rest of a negated list: "not Lyon or Marseille", "(not up or down)"
-    r"(?:[^\W\d_]+(?:[\s-][^\W\d_]+)?(?:\s+(?:or|nor|and)\s+|\s*,\s*))*$"
-)
-_RANKED_BELOW_AFTER = re.compile(
-    r"^[\s*_`'\"]*(?:(?:is|was|'s|ranks|comes|being|would be)\s+)?(?:(?:only|just|merely|actually)\s+)?"
-    r"(?:(?:the|a)\s+)?(?:(?:distant|close|clear)\s+)?"
-    r"(?:second|2nd|third|3rd|runner[- ]up|not\b|isn't\b|smaller|smallest|wrong|incorrect)"
-)
-_HEDGE_RE = re.compile(r"\b(?:or|maybe|perhaps|possibly|probably|either)\b|/")
-_NUMBER_HEDGE_RE = re.compile(
-    r"^[\s,()\[\]*_~?]*(?:(?:or|maybe|perhaps|possibly|probably|else|rather)\b[\s,()\[\]*_~?]*|/[\s]*)+$"
-)
-# A change of mind reaches across sentences: "Jupiter. Actually, wait: Saturn."
-_CHANGE_OF_MIND_RE = re.compile(r"\b(?:actually|wait|or rather|correction|i mean|on second thought)\b")
-_SENTENCE_END = re.compile(r"(?<!\bdr)(?<!\bmr)(?<!\bms)(?<!\bmrs)(?<!\bst)(?<!\bvs)(?<!\bno)[.;!](?:\s|$)|\n")  # not "?": "Paris? Or Lyon?" is one hedge
-# Nothing but markdown around a term in its clause: "Bottom. **Top**" offers it as an answer.
-_BARE_RE = re.compile(r"[\s*_`'\"~>#-]*")
-# Two terms written side by side as a list of candidates: "blue, red", "blue and red", "blue/red".
-_JOINED_RE = re.compile(r"^[\s*_`'\",/()\[\]-]*(?:(?:and|or|&|plus)[\s*_`'\",/()\[\]-]*)?$")
 
 
 def words_to_digits(text: str) -> str:
@@ -80,157 +51,8 @@ def tokens(text: str) -> list[str]:
     return TOKEN_RE.findall(prepared(text))
 
 
-def is_number(token: str) -> bool:
-    return _NUMBER_TOKEN_RE.fullmatch(token) is not None
-
-
-def _plurals(word: str) -> set[str]:
-    forms = {word, word + "s", word + "es"}
-    if word.endswith("y") and len(word) > 1:
-        forms.add(word[:-1] + "ies")
-    return forms
-
-
-def term_spans(text: str, term: str) -> list[tuple[int, int]]:
-    """Where one term (a word, a number or a phrase of them) stands in ``prepared`` text.
-
-    Words match whole, the last one also in its regular plural ("circle" -> "circles"); numbers
-    match by value ("5" = "5.0" = "five", "-80" never "80").
-    """
-    parts = TOKEN_RE.findall(prepared(term))
-    if not parts:
-        return []
-    found = [(m.group(0), m.start(), m.end()) for m in TOKEN_RE.finditer(text)]
-    n = len(parts)
-    spans = []
-    for start in range(len(found) - n + 1):
-        window = found[start : start + n]
-        for i, (want, (got, _, _)) in enumerate(zip(parts, window)):
-            if is_number(want):
-                ok = is_number(got) and float(got) == float(want)
-            elif i == n - 1:
-                ok = got in _plurals(want)
-            else:
-                ok = got == want
-            if not ok:
-                break
-        else:
-            spans.append((window[0][1], window[-1][2]))
-    return spans
-
-
-def disowned(text: str, start: int, end: int) -> bool:
-    """Whether the answer itself takes back the mention at ``text[start:end]``: negated in its clause
-    ("not the top half", "rather than Saturn") or ranked below the answer ("Saturn is only the
-    second largest")."""
-    before = _CLAUSE_END.split(text[max(0, start - 80) : start])[-1]
-    after = _CLAUSE_END.split(text[end : end + 80])[0]
-    return bool(_NEGATION_BEFORE.search(before) or _RANKED_BELOW_AFTER.match(after))
-
-
-def states(text: str, term: str) -> bool:
-    """Whether ``text`` names ``term`` as a claim: a mention it negates or ranks below does not count."""
-    ready = prepared(text)
-    return any(not disowned(ready, s, e) for alt in term.split("|") for s, e in term_spans(ready, alt.strip()))
-
-
-def hedged_numbers(text: str) -> list[tuple[str, str]]:
-    """Pairs of different numbers offered as alternatives: "42 or 43", "42 (maybe 43)", "42/43".
-
-    Only hedge words may stand between them: "7 days in a week, or 168 hours" restates one fact.
-    """
-    ready = prepared(text)
-    numbers = [(m.group(0), m.start(), m.end()) for m in TOKEN_RE.finditer(ready) if is_number(m.group(0))]
-    return [(a, b) for (a, _, a_end), (b, b_start, _) in zip(numbers, numbers[1:])
-            if float(a) != float(b) and _NUMBER_HEDGE_RE.match(ready[a_end:b_start])]
-
-
-@dataclass(frozen=True)
-class ShortQuestion:
-    """A question with one short answer: ``accept`` lists its written forms, ``reject`` the rival
-    candidates (a distractor the answer must not name as well)."""
-
-    id: str
-    text: str
-    answer: str = ""  # the ground truth the reference server replies with
-    accept: tuple[str, ...] = ()
-    reject: tuple[str, ...] = ()
-
-
-def _claims(ready: str, terms: Iterable[str]) -> list[tuple[int, int, str]]:
-    """(start, end, term) of every claim of these terms in ``prepared`` text, in order."""
-    spans = [(s, e, term) for term in terms for alt in term.split("|")
-             for s, e in term_spans(ready, alt.strip()) if not disowned(ready, s, e)]
-    return sorted(spans)
-
-
-def rival_claim(content: str, answers: Iterable[str], rivals: Iterable[str]) -> str | None:
-    """Why a rival candidate counts as a second answer, or None when it is only mentioned.
-
-    A rival counts when it comes before every answer term (the answer leads with it), stands alone
-    in its clause ("Bottom. Top."), stands side by side with one ("blue, red", "Jupiter or
-    Saturn"), or is offered with a hedge ("maybe",
-    "or" in the same sentence; "actually", "wait" anywhere). Named after the answer in passing
-    ("Jupiter, followed by Saturn"; "4 green squares and 2 red ones") it is context, not a claim.
-    """
-    ready = prepared(content)
-    return rival_reason(ready, _claims(ready, answers), _claims(ready, rivals))
-
-
-def rival_reason(text: str, said: Sequence[tuple[int, int, str]], others: Sequence[tuple[int, int, str]]) -> str | None:
-    """:func:`rival_claim` over claims already found in ``text``: (start, end, term), sorted."""
-    ready = text
-    if not said:
-        return None
-    first = said[0][0]
-    for start, end, rival in others:
-        if start < first:
-            return f"names {rival!r} before {said[0][2]!r}"
-        before = _CLAUSE_END.split(ready[max(0, start - 80) : start])[-1]
-        after = _CLAUSE_END.split(ready[end : end + 80])[0]
-        if _BARE_RE.fullmatch(before) and _BARE_RE.fullmatch(after):
-            return f"names {rival!r} on its own as well as {said[0][2]!r}"
-        for a_start, a_end, answer in said:
-            lo, hi = (a_end, start) if a_end <= start else (end, a_start)
-            between = ready[lo:hi] if lo <= hi else ""
-            if (_JOINED_RE.match(between) or _CHANGE_OF_MIND_RE.search(between)
-                    or (_HEDGE_RE.search(between) and not _SENTENCE_END.search(between))):
-                return f"names {rival!r} as well as {answer!r}"
-    return None
-
-
-def grade_short_answer(content: str | None, accept: Iterable[str], reject: Iterable[str] = ()) -> Verdict:
-    """The answer states one accepted form, no rival candidate as a second answer and no second
-    number for the fact.
-
-    Forms are matched as words and numbers (:func:`states`): case, markdown, quotes, plurals and
-    prose around the value are free; "jupiter" is not found in "jupiterian", "7" not in "17".
-    """
-    accept, reject = list(accept), list(reject)
-    if content is None or not content.strip():
-        return Verdict.reject("empty answer")
-    shown = repr(" ".join(content.split())[:120])
-    stated = [form for form in accept if states(content, form)]
-    if not stated:
-        rivals = [form for form in reject if states(content, form)]
-        also = f" (it names {rivals[0]!r})" if rivals else ""
-        return Verdict.reject(f"answer {shown} states none of {accept}{also}")
-    rival = rival_claim(content, accept, reject)
-    if rival:
-        return Verdict.reject(f"answer {shown} {rival}: two candidates for one fact")
-    hedges = hedged_numbers(content)
-    if hedges:
-        a, b = hedges[0]
-        return Verdict.reject(f"answer {shown} offers {a} or {b}: two candidates for one fact")
-    return Verdict.accept(f"states {stated[0]!r}")
-
-
-# -- numbers, phrases and JSON inside free text ----------------------------------------------------
-
 # A number as people and models write it: optional sign, thousands commas, decimals ("1,299.50").
 NUMBER_RE = re.compile(r"(?<![\d.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\d])")
-# What may stand between the parts of a phrase or code ("7Q-5531", "7q 5531", "7Q–5531").
-PHRASE_GAP = r"[\s\-\u2010-\u2015_.:/]*"
 
 
 def parse_number(text: str) -> Decimal | None:
@@ -244,48 +66,6 @@ def parse_number(text: str) -> Decimal | None:
         return None
 
 
-def numbers_in(text: str) -> list[Decimal]:
-    """Every number written in the text, as exact decimals (so 3 == 3.0 == 3.00)."""
-    from decimal import Decimal
-
-    # NFKC leaves the typographic minus alone; people write it for negative numbers ("−80 °C").
-    text = _MINUS_RE.sub("-", unicodedata.normalize("NFKC", text))
-    return [Decimal(m.group().replace(",", "")) for m in NUMBER_RE.finditer(text)]
-
-
-def phrase_pattern(phrase: str) -> re.Pattern[str]:
-    """A case-insensitive whole-word pattern for a phrase whose separators may vary."""
-    chunks = [re.escape(c) for c in re.split(r"[\W_]+", normalize(phrase)) if c]
-    return re.compile(r"(?<![^\W_])" + PHRASE_GAP.join(chunks) + r"(?![^\W_])")
-
-
-def claim_text(content: str) -> str:
-    """The text :func:`number_spans` and :func:`phrase_spans` read: NFKC, case-folded, minus signs as "-"."""
-    return normalize(_MINUS_RE.sub("-", unicodedata.normalize("NFKC", content)))
-
-
-def number_spans(text: str, value: "int | float | str") -> list[tuple[int, int]]:
-    """Where :func:`claim_text` writes this number, in any equal form ("2,350" = "2350.00")."""
-    wanted = Decimal(str(value).replace(",", ""))
-    return [m.span() for m in NUMBER_RE.finditer(text) if Decimal(m.group().replace(",", "")) == wanted]
-
-
-def phrase_spans(text: str, phrase: str) -> list[tuple[int, int]]:
-    """Where :func:`claim_text` holds the phrase as whole words (case and separators free)."""
-    if not re.search(r"[^\W_]", phrase):
-        return []
-    return [m.span() for m in phrase_pattern(phrase).finditer(text)]
-
-
-def number_word_spans(text: str, value: "int | float | str") -> list[tuple[int, int]]:
-    """Where :func:`claim_text` writes this number in words ("twelve", "forty-two")."""
-    wanted = Decimal(str(value).replace(",", ""))
-    spans = []
-    for pattern in (_COMPOUND_RE, _NUMBER_WORD_RE):
-        for m in pattern.finditer(text):
-            if Decimal(words_to_digits(m.group(0))) == wanted and not any(s <= m.start() < e for s, e in spans):
-                spans.append(m.span())
-    return spans
 
 
 def json_objects(text: str) -> Iterator[dict]:

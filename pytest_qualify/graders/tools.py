@@ -29,10 +29,11 @@ import math
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from pytest_qualify.graders import Verdict
+from pytest_qualify.graders.contract import Accept, Contract, Question
 from pytest_qualify.graders.text import json_objects, parse_number, tokens
 
 ONE_OF = "$one_of"
@@ -79,21 +80,29 @@ class ToolCase:
 
 
 @dataclass(frozen=True)
-class IrrelevanceCase:
-    id: str
-    prompt: str
-    answer: str
-    accept: tuple[str, ...]
-
-
-@dataclass(frozen=True)
 class RoundTripCase:
+    """The round trip: the call, the tool result sent back (``result_field`` drawn fresh from
+    ``result_range`` each time), and the final answer's contract — one JSON object whose amount
+    must be that drawn value (compared under ``amount``'s rules) and whose other fields are graded
+    as ``contract`` says. ``prompt`` is the question with the contract's wording after it."""
+
     id: str
-    prompt: str
+    text: str
     calls: tuple[ExpectedCall, ...]
     result: Mapping[str, Any]
     result_field: str
     result_range: tuple[float, float]
+    contract: Contract
+    amount: Mapping[str, Any]  # the amount field's rules (kind, tolerance, units), its value drawn per run
+
+    @property
+    def prompt(self) -> str:
+        return f"{self.text.rstrip()} {self.contract.instruction()}"
+
+    def final_contract(self, value: float) -> Contract:
+        """The final answer's contract once the tool returned ``value``."""
+        amount = Accept.of({**self.amount, "accept": [value]})
+        return replace(self.contract, fields={**self.contract.fields, "amount": amount})
 
 
 @dataclass(frozen=True)
@@ -101,7 +110,7 @@ class ToolFixtures:
     tools: tuple[Mapping[str, Any], ...]
     system: str
     cases: tuple[ToolCase, ...]
-    irrelevance: tuple[IrrelevanceCase, ...]
+    irrelevance: tuple[Question, ...]  # no tool fits: a text answer under its contract
     parallel: tuple[ToolCase, ...]
     round_trip: tuple[RoundTripCase, ...]
     streaming: tuple[str, ...]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_qualify.checks import REASON_KEY
+from pytest_qualify.checks import FAILURE_KIND_KEY, REASON_KEY
 from pytest_qualify.evidence.metrics import Snapshot
 from pytest_qualify.evidence.session import EvidenceCollector, EvidenceState
 from pytest_qualify.hooks.collection import REPETITION_KEY, item_label
@@ -189,6 +189,11 @@ class EvidenceHooks:
                 props.append(("module", dict(props)[MODULE_KEY]))
             if report.failed and REASON_KEY not in keys:
                 props.append((REASON_KEY, ("" if report.when == "call" else f"[{report.when}] ") + reason_of(report)))
+            kind = getattr(call.excinfo.value, FAILURE_KIND_KEY, None) if call.excinfo is not None else None
+            if report.failed and kind and FAILURE_KIND_KEY not in keys:
+                # format | fact, as the verdict said (checks.require); the gate counts them apart.
+                props.append((FAILURE_KIND_KEY, kind))
+                report.user_properties.append((FAILURE_KIND_KEY, kind))
             if report.when == "teardown":
                 # Every protocol name on every test case, empty where the item has no such value.
                 from pytest_qualify.evidence.junit import PROTOCOL_PROPERTIES

@@ -2,7 +2,8 @@
 
 The question after ``</document>`` is matched against the needle templates of
 ``fixtures/haystack/needles.toml``; the answer is the value the document gives for the question's
-key, found in the text itself. Faults pick a context lane by the prompt's size, as the server sees
+key, found in the text itself, written as the question's contract asks: the value alone (in a
+little formatting noise, varied, so the grader is shown to tolerate it). Faults pick a context lane by the prompt's size, as the server sees
 it: the lane whose prompt_tokens are within the profile's tolerance.
 """
 
@@ -88,7 +89,9 @@ def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:
             value = _distractor(found) or near_miss(value)
         elif "fail_repetition" in faults and nth == int(faults.number("fail_repetition", 2)):
             value = near_miss(value)
-    reply = Reply(content=f"The {found.template.id} value is {value}.")
+    # The whole reply is the value (the question's contract), in the noise capable models add.
+    styles = ("{}", "**{}**", "`{}`", "Answer: {}", "{}.")
+    reply = Reply(content=styles[ctx.occurrence("context-style") % len(styles)].format(value))
     if "cached_tokens" in faults:
         # As if the cache ignored the salt and a previous request had the same long prefix.
         reply.cached_tokens = max(16, tokenizer.count(found.document) // 2)

@@ -1,5 +1,5 @@
 """Visible answer / finish state: the plain prompts of ``fixtures/finish.toml`` answered with their
-ground truth. The faults end the finish module's prompts wrongly; the window bracket's follow-up
+ground truth, in each prompt's contract. The faults end the finish module's prompts wrongly; the window bracket's follow-up
 question (``follow_up``) is always answered normally."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ FAULTS = {
 @cache
 def prompts(section: str = "prompt") -> dict[str, str]:
     questions = (window_follow_up(),) if section == "follow_up" else finish_prompts()
-    return {p.text.strip(): p.answer for p in questions}
+    return {p.prompt.strip(): p.answer for p in questions}
 
 
 def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:

@@ -25,7 +25,7 @@ REASONING_TEXT = "The user asks a short question. I recall the fact and answer i
 
 @cache
 def prompts() -> dict[str, str]:
-    return {p.text.strip(): p.answer for p in reasoning_prompts()}
+    return {p.prompt.strip(): p.answer for p in reasoning_prompts()}
 
 
 def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:

@@ -1,4 +1,5 @@
-"""Short factual questions from ``fixtures/smoke.toml``, answered from their ground truth."""
+"""Short factual questions from ``fixtures/smoke.toml``, answered from their ground truth in the
+question's contract (the prompt sent is the question followed by the contract's instruction)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ FAULTS = {"smoke_empty": "short factual answers come back empty"}
 
 @cache
 def questions() -> dict[str, str]:
-    return {q.text: q.answer for q in smoke_questions()}
+    return {q.prompt: q.answer for q in smoke_questions()}
 
 
 def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:
