@@ -8,7 +8,9 @@ a test takes :func:`write_profile` directly.
 from __future__ import annotations
 
 import json
+import os
 import re
+import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -17,6 +19,7 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+import real_vllm
 from pytest_qualify.hooks.collection import suites_dir
 from pytest_qualify.profiles import builtin_profiles
 
@@ -28,6 +31,41 @@ settings.register_profile("pytest-qualify", deadline=None)
 settings.load_profile("pytest-qualify")
 
 SMOKE = str(suites_dir() / "test_smoke.py")
+_LAUNCH_CHECK = pytest.StashKey[str]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The controller names the session once; xdist workers inherit the variable, so the launch log
+    # lines of every process of this session carry the same name.
+    os.environ.setdefault(real_vllm.SESSION_ENV, uuid.uuid4().hex)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Proof that real vLLM was launched one at a time: the launch log's lines of this session, read
+    back on the controller once every worker is done; an overlap fails the session."""
+    real_vllm.release_ended()
+    if hasattr(session.config, "workerinput"):
+        return
+    launches = real_vllm.read_launches(os.environ[real_vllm.SESSION_ENV])
+    if not launches:
+        return
+    bad = real_vllm.overlapping(launches)
+    if bad:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        pairs = "; ".join(f"{a['label']} [{a['start_s']:.1f}, {a['end_s']:.1f}] and {b['label']} "
+                          f"[{b['start_s']:.1f}, {b['end_s']:.1f}]" for a, b in bad)
+        session.config.stash[_LAUNCH_CHECK] = f"real vLLM launches OVERLAPPED ({len(bad)} pair(s)): {pairs}"
+    else:
+        busy = sum(f["end_s"] - f["start_s"] for f in launches)
+        session.config.stash[_LAUNCH_CHECK] = (
+            f"real vLLM launches: {len(launches)}, one at a time (none overlapped; {busy:.0f} s of vLLM; "
+            f"log {real_vllm.launch_log_path()})")
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    line = config.stash.get(_LAUNCH_CHECK, None)
+    if line:
+        terminalreporter.write_line(line, red="OVERLAPPED" in line, bold=True)
 
 
 @pytest.fixture(autouse=True)
