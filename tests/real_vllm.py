@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from fake_vllm import wait_for
+from .fake_vllm import wait_for
 
 from pytest_qualify.profiles import Profile, builtin_profiles, load_profile
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pytest_qualify.hooks.collection import suites_dir
-from real_vllm import (
+from .real_vllm import (
     Run, VllmEnv, finish, items, one_item, require_vllm, start, summary, vllm_processes, wait_until,
 )
 

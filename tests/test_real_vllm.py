@@ -23,7 +23,7 @@ import pytest
 from pytest_qualify.evidence.metrics import TTFT, delta, parse
 from pytest_qualify.lifecycle import group_alive
 from pytest_qualify.hooks.collection import suites_dir
-from real_vllm import (
+from .real_vllm import (
     Run, VllmEnv, ended, finish, items, junit_testcases, one_item, output, profile_copy, require_vllm,
     run_dir, server_pid, session_members, start, summary, vllm_processes, wait_until, watch,
 )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_qualify.hooks.collection import suites_dir
-from real_vllm import Run, VllmEnv, finish, items, require_vllm, run_dir, start, summary
+from .real_vllm import Run, VllmEnv, finish, items, require_vllm, run_dir, start, summary
 
 pytestmark = pytest.mark.real_vllm
 

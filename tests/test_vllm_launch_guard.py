@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-import real_vllm
+from . import real_vllm
 
 HOLD_S = 1.0
 # A child that takes a launch slot, holds it HOLD_S, and releases it (writing its log line).
 CHILD = f"""
 import sys, time
-sys.path.insert(0, {str(Path(__file__).parent)!r})
-import real_vllm
+sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+from tests import real_vllm
 slot = real_vllm.LaunchSlot.acquire(sys.argv[1])
 time.sleep({HOLD_S})
 slot.release()
