@@ -88,3 +88,52 @@ def test_each_pytest_step_collects_tests(step):
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     match = re.search(r"(\d+)/\d+ tests collected", done.stdout)
     assert match and int(match.group(1)) > 0, done.stdout[-500:]
+
+
+# -- the end-of-session check, in a session of its own ------------------------------------------------
+
+SESSION_TESTS = f"""
+import json, os, sys, time
+sys.path.insert(0, {str(ROOT)!r})
+from tests import real_vllm
+
+def launch(label):
+    slot = real_vllm.LaunchSlot.acquire(label)
+    time.sleep(0.5)
+    slot.release()
+
+def test_first():
+    launch("first")
+
+def test_second():
+    launch("second")
+
+def test_overlap():
+    if os.environ.get("GUARD_FAKE_OVERLAP"):
+        # Two launches that ran at once, as an unguarded launcher would leave them in the log.
+        with open(real_vllm.launch_log_path(), "a") as log:
+            for label in ("x", "y"):
+                log.write(json.dumps({{"label": label, "session": os.environ[real_vllm.SESSION_ENV],
+                                      "start_s": 100.0, "end_s": 200.0}}) + "\\n")
+"""
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_the_session_ends_with_the_launch_check(pytester, monkeypatch, overlap):
+    """Under two xdist workers the launches are serial and the session says so; an overlap in the
+    log fails the session, naming both launches."""
+    monkeypatch.setenv(real_vllm.LOCK_ENV, str(pytester.path / "launch.lock"))
+    monkeypatch.delenv(real_vllm.SESSION_ENV, raising=False)
+    if overlap:
+        monkeypatch.setenv("GUARD_FAKE_OVERLAP", "1")
+    pytester.makeconftest(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n"
+                          "from tests.conftest import pytest_configure, pytest_sessionfinish, pytest_terminal_summary\n")
+    pytester.makepyfile(test_launches=SESSION_TESTS)
+    result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider")
+    if overlap:
+        assert result.ret == 1
+        result.stdout.fnmatch_lines(["*real vLLM launches OVERLAPPED (1 pair(s)): x [[]100.0, 200.0] and y*"])
+    else:
+        assert result.ret == 0
+        result.stdout.fnmatch_lines(["*real vLLM launches: 2, one at a time (none overlapped*"])
+    result.assert_outcomes(passed=3)
