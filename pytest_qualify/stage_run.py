@@ -7,7 +7,6 @@ no sockets.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from pytest_qualify.identity import Identity, change_reason
 from pytest_qualify.profiles import Profile

@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pytest_qualify import gate
+from pytest_qualify.evidence.session import EvidenceState
+from pytest_qualify.evidence.verdict import conclude, run_record
 from pytest_qualify.evidence.waivers import Waiver, WaiverSet
 from pytest_qualify.gate import (
     EXIT_CODES, FAIL, INCOMPLETE, PASS, BaselineInput, CheckRow, Decision, ItemResult, RunRecord, decide, evaluate,
     render_table, with_unjudged,
 )
-from pytest_qualify.profiles import LaneSlo, Slo, module_registry
+from pytest_qualify.profiles import LaneSlo, Slo, load_profile, module_registry
+from pytest_qualify.run import RunState
+from pytest_qualify.settings import Settings
 
 MODULES = module_registry()
 
@@ -232,3 +238,26 @@ def test_evidence_that_could_not_be_written_leaves_a_pass_unjudged_and_a_fail_fa
     assert amended.verdict == INCOMPLETE and amended.incomplete[-1].startswith("evidence bundle")
     failed = decide(RunRecord(results=(item(outcome="failed", reason="x"),), modules=MODULES, required=("tools",)))
     assert with_unjudged(failed, "no bundle").verdict == FAIL
+
+
+def test_the_end_of_a_run_decides_once_and_the_summary_renders_that_decision(tmp_path, monkeypatch):
+    profile = load_profile("small")
+    settings = Settings(profile="small", repeat=1, endpoint="reference", api_key_env="QUALIFY_API_KEY",
+                        evidence_dir=tmp_path, serve_command=None, startup_timeout_s=None)
+    state = RunState(settings, profile, "20260101T000000Z-abcdef", tmp_path / "run", is_worker=False)
+    (tmp_path / "run").mkdir()
+    corpus = item(module="multimodal", outcome="failed", reason="lacks 'alert'", name="test_item[video-13]")
+    state.results = {r.nodeid: r for r in (corpus, item("smoke", name="test_health"))}
+    ev = EvidenceState(waivers=waiver_set("test_item[video-13]"))
+    calls = []
+    real = gate.decide
+    monkeypatch.setattr(gate, "decide", lambda record: calls.append(record) or real(record))
+    record = run_record(state, ev, modules=MODULES, required=("smoke", "multimodal"), problems=[])
+    decision = conclude(record, state, ev, secrets=())
+    assert len(calls) == 1 and decision.verdict == PASS, decision.reasons
+    assert corpus.waiver is None and ev.waivers.applied == {}  # nothing handed in changed
+    s = ev.summary
+    assert s["verdict"]["result"] == PASS and [w["item"] for w in s["verdict"]["waived"]] == ["test_item[video-13]"]
+    assert [i["waiver"] is not None for i in s["items"]] == [True, False]
+    assert s["waivers"]["waivers"][0]["status"] == "applied"
+    assert Path(ev.bundle_dir, "summary.json").is_file()

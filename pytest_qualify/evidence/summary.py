@@ -8,7 +8,6 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from functools import cache
 from typing import Any
 
 from typing import TYPE_CHECKING
