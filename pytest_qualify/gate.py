@@ -15,11 +15,17 @@ nothing ended the run early. Otherwise it is one of two verdicts, each with its 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pytest_qualify.evidence.baseline import DEFAULT_THRESHOLD_PCT, compare
+from pytest_qualify.evidence.slo import CheckRow, check_rows, evaluate_slo
+from pytest_qualify.evidence.stats import flips
+from pytest_qualify.evidence.waivers import WaiverSet, candidates, hard_module_conflicts
 from pytest_qualify.profiles import ModuleInfo
 from pytest_qualify.stages import Stage
+
+__all__ = ["CheckRow"]  # re-exported: the SLO rows' type (evidence/slo.py) is a gate row
 
 PASS = "PASS"
 FAIL = "FAIL"
@@ -92,6 +98,12 @@ class GateRow:
     def ok(self) -> bool:
         return self.items > 0 and self.passed + self.waived == self.items
 
+    def as_dict(self) -> dict[str, Any]:
+        """The row as ``summary.json``'s ``gate`` section holds it."""
+        return {"module": self.module, "title": self.title, "items": self.items, "passed": self.passed,
+                "waived": self.waived, "repetitions": self.repetitions,
+                "repetitions_passed": self.repetitions_passed, "ok": self.ok, "result": self.result}
+
     @property
     def result(self) -> str:
         if self.items == 0:
@@ -105,22 +117,6 @@ class GateRow:
 
 
 @dataclass(frozen=True)
-class CheckRow:
-    """A gate row that is a limit, not a module: a measured figure against the profile's limit
-    (a latency SLO). ``measured`` None means there was nothing to measure: the run is incomplete."""
-
-    title: str
-    measured: str | None  # as the operator reads it, with its unit ("1.234 s (max of 3)")
-    limit: str  # "<= 2.000 s"
-    ok: bool
-    reason: str = ""  # why it failed, naming the figure and the limit
-
-    @property
-    def result(self) -> str:
-        return f"{self.measured or 'not measured'} (limit {self.limit})"
-
-
-@dataclass(frozen=True)
 class GateVerdict:
     verdict: str
     rows: tuple[GateRow, ...]
@@ -130,6 +126,7 @@ class GateVerdict:
     checks: tuple[CheckRow, ...] = ()
     incomplete: tuple[str, ...] = ()  # the reasons (among ``reasons``) that left the run unjudged
     stage: Stage | None = None  # None: the whole protocol (the full stage)
+    items: tuple[ItemResult, ...] = ()  # every item judged, a waived one carrying its waiver
 
     @property
     def passed(self) -> bool:
@@ -145,6 +142,26 @@ class GateVerdict:
         lines += [f"  - {r}" for r in self.reasons]
         lines += [f"  - {f.module}: {f.where}: {f.reason}" for f in self.failures]
         return lines
+
+
+def _apply_waivers(
+    results: Iterable[ItemResult], modules: Mapping[str, ModuleInfo], waiver_for: Callable[[ItemResult], str | None] | None,
+) -> tuple[list[ItemResult], list[ItemResult], list[ItemResult]]:
+    """(every item, the failures, the waived), a waived item as a copy carrying its waiver: the
+    results handed in are never changed."""
+    items: list[ItemResult] = []
+    failures: list[ItemResult] = []
+    waived: list[ItemResult] = []
+    for r in results:
+        if not r.passed:
+            reason = waiver_for(r) if waiver_for and modules.get(r.module, None) and modules[r.module].waivable else None
+            if reason and r.outcome == "failed":
+                r = replace(r, properties=dict(r.properties), waiver=reason)
+                waived.append(r)
+            else:
+                failures.append(r)
+        items.append(r)
+    return items, failures, waived
 
 
 def evaluate(
@@ -164,49 +181,49 @@ def evaluate(
     server, a regression); ``incomplete`` are reasons the run did not judge all of it (an
     interruption, a partial selection); ``checks`` are limit rows (SLOs). ``target_unavailable``:
     the endpoint never answered, so failed items judged nothing and the verdict is INCOMPLETE.
-    With a ``stage``, ``required`` is that stage's modules and the verdict line names the stage."""
-    results = list(results)
+    With a ``stage``, ``required`` is that stage's modules and the verdict line names the stage.
+    Pure: a waived item appears in the verdict as a copy carrying its waiver; ``results`` stay as
+    they were. (The end of a run calls :func:`decide`, which calls this once.)"""
+    items, failures, waived = _apply_waivers(results, modules, waiver_for)
+    rows, missing = _rows(items, modules, required, stage)
+    return _verdict(items, rows, failures, waived, [*run_problems], [*incomplete, *missing], checks,
+                    target_unavailable, stage)
+
+
+def _rows(items: Sequence[ItemResult], modules: Mapping[str, ModuleInfo], required: Sequence[str],
+          stage: Stage | None) -> tuple[list[GateRow], list[str]]:
+    """One row per module (required ones in the registry's order, then any other that ran), and
+    why a required module that did not run leaves the run unjudged."""
     by_module: dict[str, list[ItemResult]] = {}
-    for r in results:
+    for r in items:
         by_module.setdefault(r.module, []).append(r)
-
-    failures: list[ItemResult] = []
-    waived: list[ItemResult] = []
-    for r in results:
-        if r.passed:
-            continue
-        reason = waiver_for(r) if waiver_for and modules.get(r.module, None) and modules[r.module].waivable else None
-        if reason and r.outcome == "failed":
-            r.waiver = reason
-            waived.append(r)
-        else:
-            failures.append(r)
-
-    rows = []
-    reasons = list(run_problems)
-    unjudged = list(incomplete)
+    rows: list[GateRow] = []
+    missing: list[str] = []
     order = [m for m in modules if m in required] + [m for m in by_module if m not in required]
     for mod in order:
-        items = by_module.get(mod, [])
-        reps = sorted({r.repetition for r in items})
-        reps_passed = sum(
-            1 for rep in reps if all(r.passed or r.waiver for r in items if r.repetition == rep)
-        )
+        ran = by_module.get(mod, [])
+        reps = sorted({r.repetition for r in ran})
+        reps_passed = sum(1 for rep in reps if all(r.passed or r.waiver for r in ran if r.repetition == rep))
         row = GateRow(
             module=mod,
             title=modules[mod].title if mod in modules else mod,
-            items=len(items),
-            passed=sum(1 for r in items if r.passed),
-            waived=sum(1 for r in items if r.waiver),
-            repetitions=max((r.repetitions for r in items), default=0),
+            items=len(ran),
+            passed=sum(1 for r in ran if r.passed),
+            waived=sum(1 for r in ran if r.waiver),
+            repetitions=max((r.repetitions for r in ran), default=0),
             repetitions_passed=reps_passed,
         )
         rows.append(row)
-        if mod in required and not items:
+        if mod in required and not ran:
             needs = "every required module" if stage is None or stage.qualifies else f"every module of stage {stage.name}"
-            unjudged.append(f"module '{mod}' ({row.title}) did not run: the gate needs {needs}")
+            missing.append(f"module '{mod}' ({row.title}) did not run: the gate needs {needs}")
+    return rows, missing
 
-    if not results:
+
+def _verdict(items: Sequence[ItemResult], rows: Sequence[GateRow], failures: Sequence[ItemResult],
+             waived: Sequence[ItemResult], reasons: list[str], unjudged: list[str], checks: Sequence[CheckRow],
+             target_unavailable: bool, stage: Stage | None) -> GateVerdict:
+    if not items:
         unjudged.append("no protocol test ran")
     for check in checks:
         if check.ok:
@@ -223,7 +240,117 @@ def evaluate(
     else:
         verdict = PASS
     return GateVerdict(verdict, tuple(rows), tuple(failures), tuple(waived), tuple(reasons + unjudged),
-                       tuple(checks), tuple(unjudged), stage=stage)
+                       tuple(checks), tuple(unjudged), stage=stage, items=tuple(items))
+
+
+# -- the end of a run: one record in, one decision out ------------------------------------------------
+
+WAIVER_USAGE_ERROR = "usage error in --qualify-waivers"
+
+
+@dataclass(frozen=True)
+class BaselineInput:
+    """An earlier run's ``summary.json`` to compare with, and whether a regression fails the gate."""
+
+    summary: Mapping[str, Any]
+    path: str = ""
+    threshold_pct: float = DEFAULT_THRESHOLD_PCT
+    fail_on_regression: bool = False
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """Everything the gate judges at the end of a run, built once (``evidence/verdict.py``
+    ``run_record``) and never changed. No pytest: a test builds one by hand.
+
+    ``problems`` fail the deployment (a dead server, a changed identity); ``incomplete`` leave it
+    unjudged (an interruption, a partial selection); ``target_unavailable``: the endpoint never
+    answered. ``checks`` are gate rows decided before the gate (a limit, an integrity check): a
+    new kind of row is a new producer of :class:`CheckRow`, not a change here. ``facts`` are the
+    summary's sections that are measurements, not judgements (``items``, ``timing``, ``profile``,
+    ``simulated``, ``run``): the SLOs and the baseline are read from them."""
+
+    results: tuple[ItemResult, ...]
+    modules: Mapping[str, ModuleInfo]
+    required: tuple[str, ...]
+    stage: Stage | None = None
+    problems: tuple[str, ...] = ()
+    incomplete: tuple[str, ...] = ()
+    target_unavailable: bool = False
+    checks: tuple[CheckRow, ...] = ()
+    waivers: WaiverSet | None = None
+    slo: Any = None  # the profile's Slo, or None
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    baseline: BaselineInput | None = None
+
+
+@dataclass(frozen=True)
+class Decision(GateVerdict):
+    """The gate's one decision on a run: a :class:`GateVerdict` (verdict, rows, failures, waived,
+    reasons) and what the gate read to reach it, as fields the writers render and never re-judge:
+
+    - ``waiver_errors``: waivers naming an item of a hard module (a usage error: exit 4);
+    - ``waivers``: the waiver file as applied (``summary.json``'s ``waivers`` section);
+    - ``slo``: the SLO rows (``summary.json``'s ``slo`` section; their gate rows are ``checks``);
+    - ``baseline``: the comparison with the earlier run, flips included; ``regressions`` the ones
+      beyond the threshold (failing the gate with ``--qualify-fail-on-regression``).
+
+    New inputs extend it with a defaulted field, so every writer keeps working."""
+
+    waiver_errors: tuple[str, ...] = ()
+    waivers: Mapping[str, Any] | None = None
+    slo: tuple[Mapping[str, Any], ...] = ()
+    baseline: Mapping[str, Any] | None = None
+    regressions: tuple[str, ...] = ()
+
+
+def decide(record: RunRecord) -> Decision:
+    """Apply the gate once to the run's record. Pure: neither the record, its results nor its
+    waiver set change (waivers are matched on a copy; a waived item is a copy carrying its waiver)."""
+    reasons = list(record.problems)
+    waiver_errors: list[str] = []
+    waiver_for = None
+    applied_waivers: WaiverSet | None = None
+    if record.waivers is not None:
+        ws = record.waivers
+        applied_waivers = WaiverSet(ws.waivers, ws.waivable_modules, ws.source)
+        seen = candidates(record.results)
+        applied_waivers.observe(seen)
+        waiver_errors = hard_module_conflicts(ws.waivers, seen, ws.waivable_modules)
+        reasons += [f"{WAIVER_USAGE_ERROR}: {e}" for e in waiver_errors]
+        waiver_for = applied_waivers.waiver_for
+    items, failures, waived = _apply_waivers(record.results, record.modules, waiver_for)
+    rows, missing = _rows(items, record.modules, record.required, record.stage)
+
+    slo_rows = evaluate_slo(record.slo, record.facts.get("items") or [], record.facts.get("timing") or {}) if record.slo else []
+    checks = [*record.checks, *check_rows(slo_rows)]
+
+    comparison = None
+    regressions: list[str] = []
+    if record.baseline is not None:
+        b = record.baseline
+        comparison = compare({**record.facts, "gate": [row.as_dict() for row in rows]}, b.summary, path=b.path,
+                             threshold_pct=b.threshold_pct, fail_on_regression=b.fail_on_regression)
+        comparison["flips"] = flips(record.facts.get("items") or [], b.summary.get("items") or [])
+        regressions = list(comparison["regressions"])
+        if b.fail_on_regression and regressions:
+            reasons.append(f"performance regression against baseline run {comparison['run_id']} beyond "
+                           f"{b.threshold_pct:g}%: " + "; ".join(regressions))
+
+    verdict = _verdict(items, rows, failures, waived, reasons, [*record.incomplete, *missing], checks,
+                       record.target_unavailable, record.stage)
+    return Decision(**{f: getattr(verdict, f) for f in GateVerdict.__dataclass_fields__},
+                    waiver_errors=tuple(waiver_errors),
+                    waivers=applied_waivers.as_dict() if applied_waivers is not None else None,
+                    slo=tuple(slo_rows), baseline=comparison, regressions=tuple(regressions))
+
+
+def with_unjudged(decision: Decision, reason: str) -> Decision:
+    """The decision when something after it left the run unjudged (its evidence could not be
+    written): a FAIL stays a FAIL, anything else becomes INCOMPLETE, with the reason listed. Not a
+    second judgement: nothing the gate read is read again."""
+    return replace(decision, verdict=FAIL if decision.verdict == FAIL else INCOMPLETE,
+                   reasons=(*decision.reasons, reason), incomplete=(*decision.incomplete, reason))
 
 
 def render_table(verdict: GateVerdict) -> list[str]:

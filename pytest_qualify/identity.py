@@ -69,6 +69,15 @@ def revision_in(root: str | None) -> str | None:
     return m.group(1) if m else None
 
 
+def model_entry(models: Sequence[Any], served_name: str) -> tuple[Mapping[str, Any] | None, list[Any]]:
+    """The one reading of ``GET /v1/models``'s ``data``: the entry whose ``id`` is ``served_name``
+    (or None), and the ids the server lists. The smoke module's grader (graders/identity.py) and
+    the identity read at both ends of a run both go through it."""
+    entries = [m for m in models if isinstance(m, Mapping)]
+    entry = next((m for m in entries if m.get("id") == served_name), None)
+    return entry, [m.get("id") for m in entries]
+
+
 def read_identity(
     served_name: str,
     models: Sequence[Mapping[str, Any]] | None,
@@ -83,9 +92,8 @@ def read_identity(
     if models_error:
         errors.append(f"/v1/models: {models_error}")
     elif models is not None:
-        entry = next((m for m in models if isinstance(m, Mapping) and m.get("id") == served_name), None)
+        entry, listed = model_entry(models, served_name)
         if entry is None:
-            listed = [m.get("id") for m in models if isinstance(m, Mapping)]
             errors.append(f"/v1/models does not list {served_name!r} (it lists {listed})")
     if version_error:
         errors.append(f"/version: {version_error}")

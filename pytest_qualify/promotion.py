@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_qualify.evidence.manifest import verify_manifest
 from pytest_qualify.identity import Identity, differences
 
 SUMMARY_SCHEMA = "pytest-qualify/summary"
@@ -94,8 +95,6 @@ def load_promoted(path_text: str) -> Promoted:
     manifest = path.parent / MANIFEST
     if not manifest.is_file():
         raise PromotedError(f"{label}: no {MANIFEST} beside it; name the summary.json inside the run's evidence bundle")
-    from pytest_qualify.evidence.bundle import verify_manifest
-
     broken = verify_manifest(path.parent)
     listed = path.name in manifest.read_text(encoding="utf-8")
     if broken or not listed:

@@ -1,12 +1,12 @@
 """One run of one promotion stage: which stage, the served identity at both ends, and the promoted
 run it is held to. The plugin fills in the readings; this room turns them into run-level failure
-reasons and the evidence's stage, identity and promoted sections. No pytest, no sockets.
+reasons (``evidence/summary.py`` renders its stage, identity and promoted sections). No pytest,
+no sockets.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from pytest_qualify.identity import Identity, change_reason
 from pytest_qualify.profiles import Profile
@@ -50,18 +50,6 @@ class StageRun:
             self.promoted_mismatches = seen
             out += seen
         return out
-
-    def summary_fields(self, verdict: Any) -> dict[str, Any]:
-        """``stage``, ``identity`` and ``promoted`` for ``summary.json`` (additive sections)."""
-        from pytest_qualify.evidence.summary import identity_section, stage_section
-
-        fields: dict[str, Any] = {
-            "stage": stage_section(self.stage, verdict),
-            "identity": identity_section(self.start, self.end, self.changed),
-        }
-        if self.promoted is not None:
-            fields["promoted"] = {**self.promoted.as_dict(), "mismatches": list(self.promoted_mismatches)}
-        return fields
 
 
 def plan(profile: Profile, stage_name: str, promoted_path: str | None, *, simulated: bool, load: bool = True) -> StageRun:

@@ -179,21 +179,44 @@ def start_target(
     return target
 
 
+@dataclass(frozen=True)
+class HealthProbe:
+    """One ``GET /health`` without credentials: the HTTP status when the endpoint answered, else
+    the transport's error (first line) and whether it was a timeout."""
+
+    status: int | None = None
+    error: str | None = None
+    timed_out: bool = False
+
+
+def probe_health(base_url: str, timeout_s: float) -> HealthProbe:
+    """The plugin's one connection probe of an endpoint (is anything answering there at all?):
+    attach mode's reachability check and the server watch's "refused or just slow?" both read
+    it. (Readiness during a launch is ``lifecycle``'s own poll; liveness after a refusal asks
+    through the client, with the API key, and also asks for a short answer.)"""
+    import httpx
+
+    try:
+        resp = httpx.get(base_url.rstrip("/") + "/health", timeout=timeout_s)
+    except httpx.HTTPError as exc:
+        text = str(exc)
+        return HealthProbe(error=f"{type(exc).__name__}: {text.splitlines()[0] if text else 'no answer'}",
+                           timed_out=isinstance(exc, httpx.TimeoutException))
+    return HealthProbe(status=resp.status_code)
+
+
 def unreachable_reason(base_url: str, attempts: int = 3, timeout_s: float = 5.0, pause_s: float = 1.0) -> str | None:
     """Why an attached endpoint cannot be reached at all (no TCP connection, no HTTP answer), or
     None. Any HTTP answer to ``/health`` counts as reachable: a router may answer 404 there. A few
     tries, so a router that is restarting gets a moment."""
     import time
 
-    import httpx
-
     why = None
     for attempt in range(attempts):
-        try:
-            httpx.get(base_url.rstrip("/") + "/health", timeout=timeout_s)
+        probe = probe_health(base_url, timeout_s)
+        if probe.status is not None:
             return None
-        except httpx.HTTPError as exc:
-            why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no answer'}"
+        why = probe.error
         if attempt + 1 < attempts:
             time.sleep(pause_s)
     return why

@@ -10,6 +10,7 @@ look green while proving nothing.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import json
 import os
@@ -17,6 +18,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 import xml.etree.ElementTree as ET
@@ -26,19 +28,91 @@ from typing import Any
 
 import pytest
 
-from fake_vllm import wait_for
+from .fake_vllm import wait_for
 
 from pytest_qualify.profiles import Profile, builtin_profiles, load_profile
 
 BUILD_COMMAND = ".ci/vllm-env.sh"
-# Every real-vLLM test runs on one xdist worker (`pytest -n 2 --dist loadgroup`): two vLLM
-# servers at once would not fit two cores, and each test's timing would measure the other.
-XDIST_GROUP = "vllm"
+# One real vLLM at a time: two servers at once would not fit two cores, and each test's timing
+# would measure the other. The README's test command runs the real-vLLM tests in their own serial
+# step; whatever a scheduler does anyway (xdist's groups are not honoured by every version), every
+# launch below holds this file lock until its vLLM is gone, and writes its start and end to the
+# launch log, which the end of the session reads back (tests/conftest.py).
+LOCK_ENV = "QUALIFY_VLLM_LAUNCH_LOCK"
+LAUNCH_LOG_ENV = "QUALIFY_VLLM_LAUNCH_LOG"
+# Set once by the controlling pytest process and inherited by its xdist workers: the launch log's
+# lines of this session (other sessions on the machine share the lock and the log).
+SESSION_ENV = "QUALIFY_VLLM_LAUNCH_SESSION"
 # Set in the environment of each pytester run that may start vLLM; the server, its EngineCore
 # and its workers inherit it, so /proc tells exactly which processes a test started.
 MARKER_ENV = "QUALIFY_REAL_VLLM_TEST_MARK"
 # A whole launch-mode run takes minutes here; far more means a hang.
 RUN_TIMEOUT_S = 1200.0
+
+
+# -- one launch at a time ---------------------------------------------------------------------------
+
+
+def lock_path() -> Path:
+    return Path(os.environ.get(LOCK_ENV) or Path(tempfile.gettempdir()) / "pytest-qualify-vllm-launch.lock")
+
+
+def launch_log_path() -> Path:
+    return Path(os.environ.get(LAUNCH_LOG_ENV) or lock_path().with_suffix(".log"))
+
+
+@dataclass
+class LaunchSlot:
+    """The launch lock, held from before a run starts until its vLLM is gone; its release writes the
+    launch's line (start and end in epoch seconds) to the launch log while the lock is still held."""
+
+    label: str
+    _fh: Any = None
+    start_s: float = 0.0
+    waited_s: float = 0.0
+
+    @classmethod
+    def acquire(cls, label: str) -> "LaunchSlot":
+        path = lock_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(path, "a+")
+        t0 = time.monotonic()
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        return cls(label, fh, time.time(), time.monotonic() - t0)
+
+    @property
+    def held(self) -> bool:
+        return self._fh is not None
+
+    def release(self, **extra: Any) -> None:
+        if self._fh is None:
+            return
+        line = {"label": self.label, "session": os.environ.get(SESSION_ENV, ""), "pid": os.getpid(),
+                "worker": os.environ.get("PYTEST_XDIST_WORKER", ""), "start_s": self.start_s,
+                "end_s": time.time(), "waited_s": round(self.waited_s, 3), **extra}
+        try:
+            with open(launch_log_path(), "a") as log:
+                log.write(json.dumps(line) + "\n")
+        finally:
+            fcntl.flock(self._fh, fcntl.LOCK_UN)
+            self._fh.close()
+            self._fh = None
+
+
+def read_launches(session: str | None = None) -> list[dict[str, Any]]:
+    """The launch log's lines (of one session when named)."""
+    try:
+        lines = launch_log_path().read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    found = [json.loads(line) for line in lines if line.strip()]
+    return [f for f in found if session is None or f.get("session") == session]
+
+
+def overlapping(launches: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Every pair of launches whose [start, end] intervals overlap, earlier start first."""
+    ordered = sorted(launches, key=lambda f: f["start_s"])
+    return [(a, b) for i, a in enumerate(ordered) for b in ordered[i + 1:] if b["start_s"] < a["end_s"]]
 
 
 def in_ci() -> bool:
@@ -171,6 +245,7 @@ class Run:
     output: str = ""
     duration_s: float = 0.0
     seen: dict[int, str] = field(default_factory=dict)  # vLLM processes seen while it ran
+    slot: LaunchSlot | None = None  # the launch lock, held until the run and its vLLM are gone
 
 
 def _env(env: VllmEnv, mark: str) -> dict[str, str]:
@@ -192,19 +267,59 @@ def _default_signals() -> None:
         signal.signal(sig, signal.SIG_DFL)
 
 
+# Runs of this process that still hold the launch lock: a run a test abandoned (it waited on the
+# process itself) is released at the next launch or at the end of the session.
+_HOLDING: list[tuple[Run, VllmEnv, subprocess.Popen[bytes]]] = []
+# After pytest exits, its vLLM's last processes may take a moment to go; the lock waits for them.
+GONE_BEFORE_RELEASE_S = 30.0
+
+
 def start(env: VllmEnv, cwd: Path, *args: str) -> tuple[Run, subprocess.Popen[bytes]]:
+    release_ended()
     mark = uuid.uuid4().hex
     cwd.mkdir(parents=True, exist_ok=True)
     evidence = cwd / "ev"
     full = ("-p", "no:cacheprovider", "-v", "--qualify-evidence", str(evidence), *args)
     run = Run(full, mark, cwd, evidence)
-    out = open(cwd / "pytest-output.txt", "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", *full], cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
-        env=_env(env, mark), start_new_session=True, preexec_fn=_default_signals,
-    )
-    out.close()
+    run.slot = LaunchSlot.acquire(os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0] or str(cwd))
+    try:
+        out = open(cwd / "pytest-output.txt", "wb")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pytest", *full], cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
+            env=_env(env, mark), start_new_session=True, preexec_fn=_default_signals,
+        )
+        out.close()
+    except BaseException:
+        run.slot.release(failed_to_start=True)
+        raise
+    _HOLDING.append((run, env, proc))
     return run, proc
+
+
+def ended(run: Run, env: VllmEnv, proc: subprocess.Popen[bytes]) -> None:
+    """The run's pytest has exited: release the launch lock once its vLLM processes are gone too
+    (or after :data:`GONE_BEFORE_RELEASE_S`, noting what was left)."""
+    if run.slot is None or not run.slot.held:
+        return
+    gone = wait_until(lambda: not vllm_processes(env.venv, run.mark, run.cwd), GONE_BEFORE_RELEASE_S)
+    left = {} if gone else vllm_processes(env.venv, run.mark, run.cwd)
+    run.slot.release(exit_code=proc.returncode, **({"left": sorted(left.values())} if left else {}))
+    _HOLDING[:] = [h for h in _HOLDING if h[0] is not run]
+
+
+def release_ended() -> None:
+    """Release the lock of every run of this process whose pytest has exited; kill (and then
+    release) one that still runs, since a new launch must not meet it."""
+    for run, env, proc in list(_HOLDING):
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGINT)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            kill_leftovers(run, env)
+        ended(run, env, proc)
 
 
 def watch(run: Run, env: VllmEnv, proc: subprocess.Popen[bytes], timeout_s: float = RUN_TIMEOUT_S,
@@ -224,11 +339,13 @@ def watch(run: Run, env: VllmEnv, proc: subprocess.Popen[bytes], timeout_s: floa
                 proc.kill()
                 proc.wait()
             kill_leftovers(run, env)
+            ended(run, env, proc)
             pytest.fail(f"pytest did not finish within {timeout_s:g} s:\n{output(run)[-4000:]}")
         time.sleep(0.5)
     run.code = proc.returncode
     run.duration_s = time.monotonic() - t0
     run.output = output(run)
+    ended(run, env, proc)
 
 
 def kill_leftovers(run: Run, env: VllmEnv) -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_profile
-from fake_vllm import fake_command
+from .helpers import write_profile
+from .fake_vllm import fake_command
 from pytest_qualify.hooks.collection import suites_dir
 from pytest_qualify.profiles import builtin_profiles
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SMOKE, write_profile
+from .helpers import SMOKE, write_profile
 from pytest_qualify import gate
 from pytest_qualify.evidence import job_summary, junit
 from pytest_qualify.evidence.session import CaseRecord

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from fake_vllm import wait_for
+from .fake_vllm import wait_for
 from pytest_qualify.evidence.provenance import PREDICATE_TYPE, PROVENANCE_FILE, check_statement
 from pytest_qualify.gate import EXIT_CODES, INCOMPLETE
 from pytest_qualify.lifecycle import free_port

@@ -16,8 +16,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import SMOKE, QualifyPytest, write_profile
-from fake_vllm import answers_health, pid_gone, wait_for
+from .helpers import SMOKE, QualifyPytest, write_profile
+from .fake_vllm import answers_health, pid_gone, wait_for
 from pytest_qualify.lifecycle import free_port
 DEATH = "server died during {root}test_smoke.py::test_short_answer[rep2of3-q1]: server process (pid {pid}) exited with code 3"
 

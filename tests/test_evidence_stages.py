@@ -10,7 +10,7 @@ from pathlib import Path
 from pytest_qualify import gate
 from pytest_qualify.evidence import junit, report
 from pytest_qualify.evidence.bundle import write_manifest
-from pytest_qualify.evidence.summary import build_summary, validate
+from pytest_qualify.evidence.summary import build_summary, stage_fields, validate
 from pytest_qualify.identity import Identity
 from pytest_qualify.profiles import load_profile, module_registry
 from pytest_qualify.promotion import load_promoted
@@ -40,7 +40,7 @@ def _summary(stage_name: str, start: Identity = LIVE, end: Identity = LIVE, prom
                 "startup_error": None, "died": None},
         profile=PROFILE, verdict=verdict, results=results, cases={}, snapshots={}, metrics_errors={},
         metrics_files=[], waivers=None, baseline=None, artifacts={"plot": None, "notes": []},
-        **run.summary_fields(verdict),
+        **stage_fields(run, verdict),
     )
 
 

@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
+from pathlib import Path
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_qualify.gate import EXIT_CODES, FAIL, INCOMPLETE, PASS, CheckRow, ItemResult, evaluate, render_table
-from pytest_qualify.profiles import module_registry
+from pytest_qualify import gate
+from pytest_qualify.evidence.session import EvidenceState
+from pytest_qualify.evidence.verdict import conclude, run_record
+from pytest_qualify.evidence.waivers import Waiver, WaiverSet
+from pytest_qualify.gate import (
+    EXIT_CODES, FAIL, INCOMPLETE, PASS, BaselineInput, CheckRow, Decision, ItemResult, RunRecord, decide, evaluate,
+    render_table, with_unjudged,
+)
+from pytest_qualify.profiles import LaneSlo, Slo, load_profile, module_registry
+from pytest_qualify.run import RunState
+from pytest_qualify.settings import Settings
 
 MODULES = module_registry()
 
@@ -148,3 +162,102 @@ def test_a_stage_gates_its_own_modules_and_names_itself():
     full = load_profile("262k").stage("full")
     assert evaluate([item(reps=1)], MODULES, ["tools"], stage=full).summary_lines()[0] == "QUALIFICATION: PASS"
     assert evaluate([item(reps=1)], MODULES, ["tools"]).summary_lines()[0] == "QUALIFICATION: PASS"
+
+
+# -- the end of a run: gate.decide(record) ------------------------------------------------------------
+
+FAR = dt.date(2099, 1, 1)
+
+
+def lane_facts(ttft_s: float) -> dict:
+    """Facts of a run with one 1K context item: what the SLOs and the baseline read."""
+    lane_item = {"nodeid": "ctx[rep1of1]", "module": "context", "item": "test_lane[1K]", "lane": "1K", "repetition": 1,
+                 "outcome": "passed", "waiver": None, "properties": {"ttft_s": ttft_s, "e2e_s": ttft_s}}
+    spread = {"median": ttft_s, "min": ttft_s, "max": ttft_s, "n": 1}
+    return {"items": [lane_item], "simulated": True, "run": {"workers": 0},
+            "profile": {"name": "small", "deployment": {}},
+            "timing": {"decode_tok_s": None, "prefill_tok_s": None,
+                       "lanes": [{"lane": "1K", "ttft_s": spread, "e2e_s": spread}]}}
+
+
+def waiver_set(*patterns: str) -> WaiverSet:
+    return WaiverSet(tuple(Waiver(p, "known caption gap", FAR, i) for i, p in enumerate(patterns, 1)),
+                     ("multimodal",), "waivers.toml")
+
+
+def test_decide_is_pure_and_returns_a_frozen_decision():
+    corpus = item(module="multimodal", outcome="failed", reason="lacks 'alert'", name="test_item[video-13]")
+    ws = waiver_set("test_item[video-13]")
+    record = RunRecord(results=(corpus, item()), modules=MODULES, required=("multimodal", "tools"), waivers=ws)
+    decision = decide(record)
+    assert isinstance(decision, Decision) and decision.verdict == PASS
+    assert [r.waiver for r in decision.waived] == ["known caption gap (waiver #1, expires 2099-01-01)"]
+    assert decision.waivers["waivers"][0]["status"] == "applied"
+    # Nothing handed in changed: the result carries no waiver, the waiver set recorded nothing.
+    assert corpus.waiver is None and ws.matched == {} and ws.applied == {}
+    assert decide(record) == decision  # the same record, the same decision
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        decision.verdict = FAIL  # type: ignore[misc]
+
+
+def test_a_waiver_on_a_hard_module_is_a_usage_error_field_not_a_string_to_parse():
+    hard = item(outcome="failed", reason="wrong_value", name="test_case[c1]")
+    decision = decide(RunRecord(results=(hard,), modules=MODULES, required=("tools",), waivers=waiver_set("test_case[c1]")))
+    assert decision.verdict == FAIL
+    assert len(decision.waiver_errors) == 1 and "hard serving-contract module 'tools'" in decision.waiver_errors[0]
+    assert [f.item for f in decision.failures] == ["test_case[c1]"]  # never waived
+    clean = decide(RunRecord(results=(hard,), modules=MODULES, required=("tools",), waivers=waiver_set("test_item[*]")))
+    assert clean.waiver_errors == ()
+
+
+def test_slo_rows_are_decided_with_the_items():
+    ok = ItemResult("ctx[rep1of1]", "context", "test_lane[1K]", 1, 1, "1K")
+    slo = Slo(lanes=(LaneSlo("1K", 0.5, None),), decode_tok_s_p50_min=None, ttft_s_p95_max=None)
+    held = decide(RunRecord(results=(ok,), modules=MODULES, required=("context",), slo=slo, facts=lane_facts(0.2)))
+    assert held.verdict == PASS and [r["ok"] for r in held.slo] == [True] and len(held.checks) == 1
+    broke = decide(RunRecord(results=(ok,), modules=MODULES, required=("context",), slo=slo, facts=lane_facts(0.9)))
+    assert broke.verdict == FAIL and [r["ok"] for r in broke.slo] == [False]
+    assert any("SLO 1K lane TTFT" in r for r in broke.reasons)
+
+
+@pytest.mark.parametrize(("fail_on_regression", "verdict"), [(False, PASS), (True, FAIL)])
+def test_regressions_are_a_field_and_fail_only_when_asked(fail_on_regression, verdict):
+    ok = ItemResult("ctx[rep1of1]", "context", "test_lane[1K]", 1, 1, "1K")
+    before = {**lane_facts(0.1), "run": {"id": "earlier", "workers": 0},
+              "gate": [{"module": "context", "title": "Context", "items": 1, "passed": 1, "waived": 0}]}
+    decision = decide(RunRecord(results=(ok,), modules=MODULES, required=("context",), facts=lane_facts(0.2),
+                                baseline=BaselineInput(before, threshold_pct=10, fail_on_regression=fail_on_regression)))
+    assert decision.verdict == verdict
+    assert [r.split(":")[0] for r in decision.regressions] == ["1K lane TTFT (s)", "1K lane end to end (s)"]
+    assert decision.baseline["run_id"] == "earlier" and decision.baseline["flips"] == []
+
+
+def test_evidence_that_could_not_be_written_leaves_a_pass_unjudged_and_a_fail_failed():
+    passed = decide(RunRecord(results=(item(),), modules=MODULES, required=("tools",)))
+    amended = with_unjudged(passed, "evidence bundle could not be written to /x: OSError")
+    assert amended.verdict == INCOMPLETE and amended.incomplete[-1].startswith("evidence bundle")
+    failed = decide(RunRecord(results=(item(outcome="failed", reason="x"),), modules=MODULES, required=("tools",)))
+    assert with_unjudged(failed, "no bundle").verdict == FAIL
+
+
+def test_the_end_of_a_run_decides_once_and_the_summary_renders_that_decision(tmp_path, monkeypatch):
+    profile = load_profile("small")
+    settings = Settings(profile="small", repeat=1, endpoint="reference", api_key_env="QUALIFY_API_KEY",
+                        evidence_dir=tmp_path, serve_command=None, startup_timeout_s=None)
+    state = RunState(settings, profile, "20260101T000000Z-abcdef", tmp_path / "run", is_worker=False)
+    (tmp_path / "run").mkdir()
+    corpus = item(module="multimodal", outcome="failed", reason="lacks 'alert'", name="test_item[video-13]")
+    state.results = {r.nodeid: r for r in (corpus, item("smoke", name="test_health"))}
+    ev = EvidenceState(waivers=waiver_set("test_item[video-13]"))
+    calls = []
+    real = gate.decide
+    monkeypatch.setattr(gate, "decide", lambda record: calls.append(record) or real(record))
+    record = run_record(state, ev, modules=MODULES, required=("smoke", "multimodal"), problems=[])
+    decision = conclude(record, state, ev, secrets=())
+    assert len(calls) == 1 and decision.verdict == PASS, decision.reasons
+    assert corpus.waiver is None and ev.waivers.applied == {}  # nothing handed in changed
+    s = ev.summary
+    assert s["verdict"]["result"] == PASS and [w["item"] for w in s["verdict"]["waived"]] == ["test_item[video-13]"]
+    assert [i["waiver"] is not None for i in s["items"]] == [True, False]
+    assert s["waivers"]["waivers"][0]["status"] == "applied"
+    assert Path(ev.bundle_dir, "summary.json").is_file()

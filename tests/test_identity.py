@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from pytest_qualify.evidence.bundle import write_manifest
-from pytest_qualify.identity import Identity, change_reason, differences, read_identity, revision_in
+from pytest_qualify.graders.identity import check_identity
+from pytest_qualify.identity import Identity, change_reason, differences, model_entry, read_identity, revision_in
 from pytest_qualify.promotion import PromotedError, load_promoted, mismatches
 
 REV = "4d7d59380f327b76e73bc71f40e0c589ad0ca1d5"
@@ -205,3 +206,32 @@ def test_a_promoted_mismatch_is_reported_once_when_both_ends_show_it(tmp_path):
         plan(load_profile("262k"), "full", "x.json", simulated=False)
     # A worker takes the stage but leaves the promoted file to the controller.
     assert plan(load_profile("262k"), "post-promotion", "absent.json", simulated=False, load=False).promoted is None
+
+
+# -- the smoke module's grader reads /v1/models through the same lookup ----------------------------
+
+SERVED = [{"id": "other"}, {"id": "small-chat-4k", "root": "pytest-qualify/small-chat", "max_model_len": 4096}, "junk"]
+
+
+def test_model_entry_finds_the_served_name_and_lists_the_ids():
+    entry, ids = model_entry(SERVED, "small-chat-4k")
+    assert entry == SERVED[1] and ids == ["other", "small-chat-4k"]
+    assert model_entry(SERVED, "absent") == (None, ["other", "small-chat-4k"])
+
+
+def test_check_identity_accepts_the_profiles_identity():
+    v = check_identity(SERVED, "small-chat-4k", "pytest-qualify/small-chat", 4096)
+    assert v.ok and v.reason == "small-chat-4k: root pytest-qualify/small-chat, window 4096"
+
+
+def test_check_identity_rejects_a_served_name_not_listed():
+    v = check_identity(SERVED, "absent", "pytest-qualify/small-chat", 4096)
+    assert not v.ok and v.reason == "served name 'absent' not listed; the server lists ['other', 'small-chat-4k']"
+
+
+def test_check_identity_rejects_a_wrong_root_and_window_as_read_identity_reads_them():
+    v = check_identity(SERVED, "small-chat-4k", "another/model", 2048)
+    assert not v.ok and v.reason == ("small-chat-4k: root is 'pytest-qualify/small-chat', expected 'another/model'; "
+                                     "max_model_len is 4096, expected 2048")
+    i = read_identity("small-chat-4k", SERVED, "v")
+    assert (i.model_root, i.window_tokens, i.error) == ("pytest-qualify/small-chat", 4096, None)

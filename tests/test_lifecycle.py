@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_profile
-from fake_vllm import HERE, event_pid, fake_command, pid_gone, read_events, wait_for
+from .helpers import write_profile
+from .fake_vllm import HERE, event_pid, fake_command, pid_gone, read_events, wait_for
 from pytest_qualify.lifecycle import (
     LaunchSpec,
     ServerProcess,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_profile
+from .helpers import write_profile
 from pytest_qualify.hooks.collection import suites_dir
 
 SMOKE = str(suites_dir() / "test_smoke.py")

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SMOKE, write_profile
-from fake_vllm import fake_command
+from .helpers import SMOKE, write_profile
+from .fake_vllm import fake_command
 from pytest_qualify.evidence.provenance import (
     PREDICATE_TYPE, PROVENANCE_FILE, STATEMENT_TYPE, check_statement, predicate, subjects,
 )

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from pytest_qualify.hooks.collection import suites_dir
-from real_vllm import (
-    XDIST_GROUP, Run, VllmEnv, finish, items, one_item, require_vllm, start, summary, vllm_processes, wait_until,
+from .real_vllm import (
+    Run, VllmEnv, finish, items, one_item, require_vllm, start, summary, vllm_processes, wait_until,
 )
 
-pytestmark = [pytest.mark.real_vllm, pytest.mark.xdist_group(XDIST_GROUP)]
+pytestmark = pytest.mark.real_vllm
 
 PROFILE = "qwen-cpu"
 TOOL_CASES = ("weather_lisbon_now", "convert_usd_eur")

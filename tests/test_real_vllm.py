@@ -23,12 +23,12 @@ import pytest
 from pytest_qualify.evidence.metrics import TTFT, delta, parse
 from pytest_qualify.lifecycle import group_alive
 from pytest_qualify.hooks.collection import suites_dir
-from real_vllm import (
-    XDIST_GROUP, Run, VllmEnv, finish, items, junit_testcases, one_item, output, profile_copy, require_vllm,
+from .real_vllm import (
+    Run, VllmEnv, ended, finish, items, junit_testcases, one_item, output, profile_copy, require_vllm,
     run_dir, server_pid, session_members, start, summary, vllm_processes, wait_until, watch,
 )
 
-pytestmark = [pytest.mark.real_vllm, pytest.mark.xdist_group(XDIST_GROUP)]
+pytestmark = pytest.mark.real_vllm
 
 PROFILE = "tiny-cpu"
 # Within this long of pytest's exit, no process of the server may be left.
@@ -227,6 +227,7 @@ def test_ctrl_c_during_startup_leaves_no_vllm_process(vllm_env: VllmEnv, tmp_pat
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        ended(run, vllm_env, proc)
     assert code == pytest.ExitCode.INTERRUPTED, output(run)[-3000:]
     assert wait_until(lambda: not vllm_processes(vllm_env.venv, run.mark, run.cwd), GONE_WITHIN_S), (
         vllm_processes(vllm_env.venv, run.mark, run.cwd))

@@ -15,9 +15,9 @@ from __future__ import annotations
 import pytest
 
 from pytest_qualify.hooks.collection import suites_dir
-from real_vllm import XDIST_GROUP, Run, VllmEnv, finish, items, require_vllm, run_dir, start, summary
+from .real_vllm import Run, VllmEnv, finish, items, require_vllm, run_dir, start, summary
 
-pytestmark = [pytest.mark.real_vllm, pytest.mark.xdist_group(XDIST_GROUP)]
+pytestmark = pytest.mark.real_vllm
 
 PROFILE = "262k-cpu"
 REPEAT = 2

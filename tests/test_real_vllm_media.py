@@ -16,9 +16,9 @@ import pytest
 
 from pytest_qualify.corpus import load_manifest
 from pytest_qualify.hooks.collection import suites_dir
-from real_vllm import XDIST_GROUP, Run, VllmEnv, finish, items, one_item, require_vllm, run_dir, start, summary
+from .real_vllm import Run, VllmEnv, finish, items, one_item, require_vllm, run_dir, start, summary
 
-pytestmark = [pytest.mark.real_vllm, pytest.mark.xdist_group(XDIST_GROUP)]
+pytestmark = pytest.mark.real_vllm
 
 PROFILE = "mm-cpu"
 MANIFEST = load_manifest()

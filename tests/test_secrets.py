@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_profile
-from fake_vllm import answers_health, fake_command, wait_for
+from .helpers import write_profile
+from .fake_vllm import answers_health, fake_command, wait_for
 from pytest_qualify.lifecycle import free_port
 
 

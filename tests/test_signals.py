@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_profile
-from fake_vllm import event_pid, fake_command, pid_gone, read_events, wait_for
+from .helpers import write_profile
+from .fake_vllm import event_pid, fake_command, pid_gone, read_events, wait_for
 from pytest_qualify.lifecycle import group_alive
 from pytest_qualify.hooks.collection import suites_dir
 

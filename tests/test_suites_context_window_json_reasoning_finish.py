@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from conftest import QualifyPytest, write_profile
+from .helpers import QualifyPytest, write_profile
 from pytest_qualify.hooks.collection import suites_dir
 
 MODULES = ["context", "window", "json", "reasoning", "finish"]

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from conftest import QualifyPytest
+from .helpers import QualifyPytest
 from pytest_qualify.corpus import load_manifest, malformed_part, media_part, user_message
 from pytest_qualify.graders.media import grade_item
 from pytest_qualify.hooks.collection import suites_dir

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from conftest import QualifyPytest, suite
+from .helpers import QualifyPytest, suite
 from pytest_qualify.graders.tools import canonical_arguments
 from pytest_qualify.fixture_data import diff_cases as load_diff_cases
 from pytest_qualify.fixture_data import recall_fixtures as load_recall_fixtures

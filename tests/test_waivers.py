@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import QualifyPytest
+from .helpers import QualifyPytest
 from pytest_qualify import gate
 from pytest_qualify.evidence.summary import validate
 from pytest_qualify.evidence.waivers import (

@@ -10,7 +10,6 @@ The value of the API key is redacted from every file before either is taken.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -18,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from pytest_qualify.evidence import junit, report
+from pytest_qualify.evidence.manifest import MANIFEST, sha256_file, verify_manifest  # noqa: F401 - re-exported
 from pytest_qualify.evidence.metrics import Snapshot, parse
 from pytest_qualify.evidence.plot import PLOT_FILE, PlotUnavailable, plot_ttft
 from pytest_qualify.evidence.summary import validate
 from pytest_qualify.redaction import redact, redact_file
 
-MANIFEST = "SHA256SUMS"
 JUNIT = "junit.xml"
 REPORT = "report.md"
 SUMMARY = "summary.json"
@@ -94,15 +93,6 @@ def bundle_files(run_dir: Path) -> list[Path]:
     return sorted(p for p in run_dir.iterdir() if p.is_file() and p.name != MANIFEST and not p.name.startswith("."))
 
 
-def sha256_file(path: Path) -> str:
-    """The file's sha256, read in blocks (a server log can be large)."""
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def redact_files(run_dir: Path, secrets: Sequence[str]) -> list[str]:
     """Mask secrets in every file of the bundle (the server log included); names of files changed."""
     return [path.name for path in bundle_files(run_dir) if redact_file(path, secrets)]
@@ -128,16 +118,3 @@ def seal(run_dir: Path, secrets: Sequence[str]) -> str | None:
     except OSError as exc:
         return f"SHA256SUMS could not be written: {exc}"
     return None
-
-
-def verify_manifest(run_dir: Path) -> list[str]:
-    """Problems found re-checking ``SHA256SUMS`` (empty: the bundle is intact)."""
-    problems = []
-    for line in (run_dir / MANIFEST).read_text(encoding="utf-8").splitlines():
-        digest, _, name = line.partition("  ")
-        path = run_dir / name
-        if not path.is_file():
-            problems.append(f"{name}: missing")
-        elif sha256_file(path) != digest:
-            problems.append(f"{name}: checksum mismatch")
-    return problems

@@ -1,7 +1,7 @@
 """Latency SLOs: the profile's ``[slo]`` limits checked against the run's client-observed figures.
 No pytest here.
 
-Each limit becomes one gate row (``gate.CheckRow``) with the measured figure beside the limit:
+Each limit becomes one gate row (:class:`CheckRow`, which the gate re-exports as ``gate.CheckRow``) with the measured figure beside the limit:
 
 - per lane, ``ttft_s_max`` and ``e2e_s_max``: the *worst* repetition of the lane is measured,
   because the gate is pass^k — every repetition must hold the limit, as every repetition must
@@ -21,10 +21,27 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_qualify.gate import CheckRow
+from dataclasses import dataclass
+
 from pytest_qualify.timing import percentile
 
 CONTEXT_MODULE = "context"
+
+
+@dataclass(frozen=True)
+class CheckRow:
+    """A gate row that is a limit, not a module: a measured figure against the profile's limit
+    (a latency SLO). ``measured`` None means there was nothing to measure: the run is incomplete."""
+
+    title: str
+    measured: str | None  # as the operator reads it, with its unit ("1.234 s (max of 3)")
+    limit: str  # "<= 2.000 s"
+    ok: bool
+    reason: str = ""  # why it failed, naming the figure and the limit
+
+    @property
+    def result(self) -> str:
+        return f"{self.measured or 'not measured'} (limit {self.limit})"
 
 
 def _seconds(value: float) -> str:

@@ -6,16 +6,14 @@ comparison are all rendered from this one dictionary, so they cannot disagree. N
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from functools import cache
-from importlib import resources
 from typing import Any
 
 from typing import TYPE_CHECKING
 
 from pytest_qualify.evidence.metrics import Snapshot, delta
+from pytest_qualify.evidence.schema import SCHEMA_ID, SCHEMA_VERSION, SummaryError, schema, validate  # noqa: F401 - re-exported
 from pytest_qualify.redaction import redact_command, safe_url
 from pytest_qualify.timing import percentile, spread
 
@@ -24,35 +22,10 @@ if TYPE_CHECKING:
     from pytest_qualify.gate import GateVerdict, ItemResult
     from pytest_qualify.profiles import Profile
     from pytest_qualify.run import RunState
+    from pytest_qualify.stage_run import StageRun
 
-SCHEMA_ID = "pytest-qualify/summary"
-# 2: INCOMPLETE verdicts, latency SLO rows, Wilson intervals, baseline flips. A version-1 summary
-# still validates (a baseline from before the change stays usable).
-SCHEMA_VERSION = 2
 CONTEXT_MODULE = "context"
 SCALARS = (str, int, float, bool, type(None))
-
-
-class SummaryError(ValueError):
-    """A summary that does not validate (or is not a summary at all)."""
-
-
-@cache
-def schema() -> dict[str, Any]:
-    text = resources.files("pytest_qualify").joinpath("schemas/summary.schema.json").read_text()
-    return json.loads(text)
-
-
-def validate(summary: Mapping[str, Any]) -> None:
-    """Raise :class:`SummaryError` naming the first invalid field."""
-    import jsonschema
-
-    validator = jsonschema.Draft202012Validator(schema())
-    errors = sorted(validator.iter_errors(summary), key=lambda e: list(e.absolute_path))
-    if errors:
-        err = errors[0]
-        where = ".".join(str(p) for p in err.absolute_path) or "(top level)"
-        raise SummaryError(f"summary field '{where}' is invalid: {err.message}")
 
 
 def iso(ts: float) -> str:
@@ -226,12 +199,8 @@ def gate_section(verdict: GateVerdict) -> list[dict[str, Any]]:
 
     # Failed items per kind (waived ones included: they failed too): format apart from fact.
     kinds = failure_kinds([*verdict.failures, *verdict.waived])
-    return [
-        {"module": r.module, "title": r.title, "items": r.items, "passed": r.passed, "waived": r.waived,
-         "repetitions": r.repetitions, "repetitions_passed": r.repetitions_passed, "ok": r.ok, "result": r.result,
-         "failures_by_kind": kinds.get(r.module, dict.fromkeys(FAILURE_KINDS, 0))}
-        for r in verdict.rows
-    ]
+    return [{**r.as_dict(), "failures_by_kind": kinds.get(r.module, dict.fromkeys(FAILURE_KINDS, 0))}
+            for r in verdict.rows]
 
 
 def verdict_section(verdict: GateVerdict) -> dict[str, Any]:
@@ -281,6 +250,78 @@ def target_section(state: RunState, died: str | None, secrets: Sequence[str]) ->
     }
 
 
+def facts_section(
+    *,
+    run: Mapping[str, Any],
+    target: Mapping[str, Any],
+    profile: Profile,
+    results: Iterable[ItemResult],
+    cases: Mapping[str, CaseRecord],
+    snapshots: Mapping[str, Snapshot],
+    metrics_errors: Mapping[str, str],
+    metrics_files: Sequence[str],
+) -> dict[str, Any]:
+    """The summary's sections that are facts, not judgements: what ran, on what, what each item
+    did and measured. Built once at the end of a run; the gate reads its SLOs and the baseline
+    from it (``gate.RunRecord.facts``), :func:`render_summary` adds the decision."""
+    items = [item_section(r, cases.get(r.nodeid)) for r in results]
+    return {
+        "run": dict(run),
+        "simulated": bool(target.get("simulated")),
+        "target": dict(target),
+        "profile": profile_section(profile),
+        "timing": timing_section(items, [lane.name for lane in profile.limits.lanes]),
+        "server_metrics": server_metrics_section(snapshots, metrics_errors, metrics_files),
+        "items": items,
+    }
+
+
+def render_summary(
+    facts: Mapping[str, Any],
+    verdict: GateVerdict,
+    *,
+    artifacts: Mapping[str, Any],
+    waivers: Mapping[str, Any] | None = None,
+    baseline: Mapping[str, Any] | None = None,
+    slo: Sequence[Mapping[str, Any]] = (),
+    stage: Mapping[str, Any] | None = None,
+    identity: Mapping[str, Any] | None = None,
+    promoted: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """``summary.json`` from the facts and the gate's decision; judges nothing. A
+    :class:`gate.Decision` brings its own waivers, baseline and SLO rows."""
+    from pytest_qualify.evidence.stats import stats_section
+
+    waivers = getattr(verdict, "waivers", None) if waivers is None else waivers
+    baseline = getattr(verdict, "baseline", None) if baseline is None else baseline
+    slo = getattr(verdict, "slo", ()) or slo
+    judged = {r.nodeid: r.waiver for r in verdict.items if r.waiver}
+    items = [{**i, "waiver": judged.get(i["nodeid"], i["waiver"])} for i in facts["items"]]
+    titles = {row.module: row.title for row in verdict.rows}
+    # The promotion stage this run was (stages.py), the served identity at both ends, and the
+    # promoted run a post-promotion check was held to: present only when the plugin hands them in.
+    extra = {k: dict(v) for k, v in (("stage", stage), ("identity", identity), ("promoted", promoted)) if v is not None}
+    return {
+        "schema": SCHEMA_ID,
+        "schema_version": SCHEMA_VERSION,
+        "run": dict(facts["run"]),
+        "simulated": facts["simulated"],
+        "target": dict(facts["target"]),
+        "profile": facts["profile"],
+        "verdict": verdict_section(verdict),
+        "gate": gate_section(verdict),
+        "timing": facts["timing"],
+        "server_metrics": facts["server_metrics"],
+        "waivers": dict(waivers) if waivers is not None else None,
+        "baseline": dict(baseline) if baseline is not None else None,
+        "artifacts": dict(artifacts),
+        "stats": stats_section(items, titles),
+        "slo": [dict(row) for row in slo],
+        "items": items,
+        **extra,
+    }
+
+
 def build_summary(
     *,
     run: Mapping[str, Any],
@@ -300,32 +341,11 @@ def build_summary(
     identity: Mapping[str, Any] | None = None,
     promoted: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    from pytest_qualify.evidence.stats import stats_section
-
-    items = [item_section(r, cases.get(r.nodeid)) for r in results]
-    titles = {row.module: row.title for row in verdict.rows}
-    # The promotion stage this run was (stages.py), the served identity at both ends, and the
-    # promoted run a post-promotion check was held to: present only when the plugin hands them in.
-    extra = {k: dict(v) for k, v in (("stage", stage), ("identity", identity), ("promoted", promoted)) if v is not None}
-    return {
-        "schema": SCHEMA_ID,
-        "schema_version": SCHEMA_VERSION,
-        "run": dict(run),
-        "simulated": bool(target.get("simulated")),
-        "target": dict(target),
-        "profile": profile_section(profile),
-        "verdict": verdict_section(verdict),
-        "gate": gate_section(verdict),
-        "timing": timing_section(items, [lane.name for lane in profile.limits.lanes]),
-        "server_metrics": server_metrics_section(snapshots, metrics_errors, metrics_files),
-        "waivers": dict(waivers) if waivers is not None else None,
-        "baseline": dict(baseline) if baseline is not None else None,
-        "artifacts": dict(artifacts),
-        "stats": stats_section(items, titles),
-        "slo": [dict(row) for row in slo],
-        "items": items,
-        **extra,
-    }
+    """:func:`facts_section` and :func:`render_summary` in one call."""
+    facts = facts_section(run=run, target=target, profile=profile, results=results, cases=cases, snapshots=snapshots,
+                          metrics_errors=metrics_errors, metrics_files=metrics_files)
+    return render_summary(facts, verdict, artifacts=artifacts, waivers=waivers, baseline=baseline, slo=slo,
+                          stage=stage, identity=identity, promoted=promoted)
 
 
 def stage_section(stage: Any, verdict: Any) -> dict[str, Any]:
@@ -336,3 +356,14 @@ def identity_section(start: Any, end: Any, changed: str | None) -> dict[str, Any
     return {"start": start.as_dict() if start is not None else None,
             "end": end.as_dict() if end is not None else None,
             "changed": changed}
+
+
+def stage_fields(stage_run: StageRun, verdict: GateVerdict) -> dict[str, Any]:
+    """``stage``, ``identity`` and ``promoted`` for ``summary.json`` (additive sections)."""
+    fields: dict[str, Any] = {
+        "stage": stage_section(stage_run.stage, verdict),
+        "identity": identity_section(stage_run.start, stage_run.end, stage_run.changed),
+    }
+    if stage_run.promoted is not None:
+        fields["promoted"] = {**stage_run.promoted.as_dict(), "mismatches": list(stage_run.promoted_mismatches)}
+    return fields

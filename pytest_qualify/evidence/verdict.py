@@ -1,6 +1,7 @@
-"""The verdict at the end of a run on the controller: waivers and the baseline applied, the bundle
-written — also when the server never started or died. A run whose evidence could not be written
-cannot pass. No pytest here: the pytest side hands in the run state and the gate's ``evaluate``.
+"""The end of a run on the controller: the run's record built once, the gate's one decision
+(``gate.decide``: waivers, SLOs and the baseline applied there), and the bundle rendered from it —
+also when the server never started or died. A run whose evidence could not be written cannot pass.
+No pytest here: the pytest side hands in the run state and the run-level reasons.
 """
 
 from __future__ import annotations
@@ -9,111 +10,90 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from pytest_qualify import gate
 from pytest_qualify.evidence import bundle
-from pytest_qualify.evidence.baseline import compare
 from pytest_qualify.evidence.session import EvidenceState
-from pytest_qualify.evidence.summary import build_summary, gate_section, iso, target_section, tool_version, verdict_section
-from pytest_qualify.evidence.waivers import Candidate, hard_module_conflicts, item_ids
-from pytest_qualify.gate import GateVerdict, ItemResult
+from pytest_qualify.evidence.waivers import candidates  # noqa: F401 - re-exported
+from pytest_qualify.evidence.summary import facts_section, iso, render_summary, stage_fields, target_section, tool_version
+from pytest_qualify.gate import WAIVER_USAGE_ERROR, BaselineInput, Decision, RunRecord  # noqa: F401 - re-exported
+from pytest_qualify.profiles import ModuleInfo
 from pytest_qualify.run import RunState
 from pytest_qualify.stage_run import StageRun
 
-WAIVER_USAGE_ERROR = "usage error in --qualify-waivers"
 # Where a user plugin's summary fields go (the schema leaves this one object open).
 EXTRA_KEY = "extra"
 
 
-def candidates(results: Iterable[ItemResult]) -> list[Candidate]:
-    return [Candidate(r.nodeid, r.module, item_ids(r.nodeid, r.item)) for r in results]
-
-
-def conclude(
+def run_record(
     state: RunState,
     ev: EvidenceState,
     *,
-    problems: list[str],
-    evaluate: Callable[..., GateVerdict],
-    secrets: Sequence[str],
-    died: str | None = None,
-    extra_fields: Callable[[dict[str, Any]], Iterable[Mapping[str, Any]]] = lambda summary: (),
+    modules: Mapping[str, ModuleInfo],
+    required: Sequence[str],
+    problems: Sequence[str],
     incomplete: Sequence[str] = (),
+    died: str | None = None,
     stage_run: StageRun | None = None,
-) -> GateVerdict:
-    """Decide the verdict and write the bundle. Anything that goes wrong while writing evidence
-    becomes a run-level reason. ``extra_fields`` returns fields user plugins add to the summary;
-    ``stage_run`` adds the stage, the served identity and the promoted run (``stage_run.py``).
-
-    ``problems`` fail the deployment (a dead server); ``incomplete`` leave it unjudged (an
-    interruption, a partial selection); a target that never started leaves everything unjudged
-    (gate.py). The profile's SLOs become gate rows; a baseline adds its per-item flips."""
-    from pytest_qualify.evidence.provenance import PROVENANCE_FILE
-    from pytest_qualify.evidence.slo import check_rows, evaluate_slo
-    from pytest_qualify.evidence.stats import flips
-
-    results = list(state.results.values())
-    waiver_for = None
-    unjudged = list(incomplete)
-    if ev.waivers is not None:
-        ev.waivers.observe(candidates(results))
-        for conflict in hard_module_conflicts(ev.waivers.waivers, candidates(results), ev.waivers.waivable_modules):
-            problems.append(f"{WAIVER_USAGE_ERROR}: {conflict}")
-        waiver_for = ev.waivers.waiver_for
-    checks: list[Any] = []
-
-    def decide() -> GateVerdict:
-        return evaluate(results, waiver_for=waiver_for, run_problems=problems, incomplete=unjudged,
-                        checks=checks, target_unavailable=bool(state.startup_error))
-
-    verdict = decide()
-
-    run = {
-        "id": state.run_id,
-        "started_at": iso(ev.started_at),
-        "finished_at": iso(time.time()),
-        "duration_s": round(time.perf_counter() - ev.t0, 3),
-        "repeat": state.settings.repeat,
-        "workers": ev.workers,
-        "tool_version": tool_version(),
-    }
+    secrets: Sequence[str] = (),
+) -> RunRecord:
+    """The run as the gate judges it, built once: the item results, the run-level reasons, the
+    waivers, the SLOs, the baseline, and the facts the summary will show (``facts``)."""
     run_dir = state.run_dir
     if died is None and state.dead:
         died = state.dead.splitlines()[0]
+    results = tuple(state.results.values())
+    facts = facts_section(
+        run={
+            "id": state.run_id,
+            "started_at": iso(ev.started_at),
+            "finished_at": iso(time.time()),
+            "duration_s": round(time.perf_counter() - ev.t0, 3),
+            "repeat": state.settings.repeat,
+            "workers": ev.workers,
+            "tool_version": tool_version(),
+        },
+        target=target_section(state, died, secrets),
+        profile=state.profile,
+        results=results,
+        cases=ev.cases,
+        snapshots=ev.snapshots,
+        metrics_errors=ev.metrics_errors,
+        metrics_files=bundle.metrics_files(run_dir) if run_dir.is_dir() else [],
+    )
+    baseline = None
+    if ev.baseline is not None:
+        baseline = BaselineInput(ev.baseline, path=ev.baseline_path, threshold_pct=ev.regression_threshold_pct,
+                                 fail_on_regression=ev.fail_on_regression)
+    return RunRecord(
+        results=results, modules=modules, required=tuple(required),
+        stage=stage_run.stage if stage_run is not None else None,
+        problems=tuple(problems), incomplete=tuple(incomplete), target_unavailable=bool(state.startup_error),
+        waivers=ev.waivers, slo=state.profile.slo, facts=facts, baseline=baseline,
+    )
+
+
+def conclude(
+    record: RunRecord,
+    state: RunState,
+    ev: EvidenceState,
+    *,
+    secrets: Sequence[str],
+    extra_fields: Callable[[dict[str, Any]], Iterable[Mapping[str, Any]]] = lambda summary: (),
+    stage_run: StageRun | None = None,
+) -> Decision:
+    """Decide once and write the bundle. ``extra_fields`` returns fields user plugins add to the
+    summary; ``stage_run`` adds the stage, the served identity and the promoted run. Anything that
+    goes wrong while writing evidence leaves the run unjudged (``gate.with_unjudged``)."""
+    from pytest_qualify.evidence.provenance import PROVENANCE_FILE
+
+    decision = gate.decide(record)
+    run_dir = state.run_dir
     try:
-        summary = build_summary(
-            run=run,
-            target=target_section(state, died, secrets),
-            profile=state.profile,
-            verdict=verdict,
-            results=results,
-            cases=ev.cases,
-            snapshots=ev.snapshots,
-            metrics_errors=ev.metrics_errors,
-            metrics_files=bundle.metrics_files(run_dir) if run_dir.is_dir() else [],
-            waivers=ev.waivers.as_dict() if ev.waivers is not None else None,
-            baseline=None,
+        summary = render_summary(
+            record.facts, decision,
             artifacts={"plot": None, "notes": [], "provenance": PROVENANCE_FILE},
-            **(stage_run.summary_fields(verdict) if stage_run is not None else {}),
+            **(stage_fields(stage_run, decision) if stage_run is not None else {}),
         )
-        slo_rows = evaluate_slo(state.profile.slo, summary["items"], summary["timing"])
-        if slo_rows:
-            summary["slo"] = slo_rows
-            checks[:] = check_rows(slo_rows)
-            verdict = decide()
-        if ev.baseline is not None:
-            comparison = compare(summary, ev.baseline, path=ev.baseline_path,
-                                 threshold_pct=ev.regression_threshold_pct, fail_on_regression=ev.fail_on_regression)
-            comparison["flips"] = flips(summary["items"], ev.baseline.get("items") or [])
-            summary["baseline"] = comparison
-            if ev.fail_on_regression and comparison["regressions"]:
-                problems.append(
-                    f"performance regression against baseline run {comparison['run_id']} beyond "
-                    f"{ev.regression_threshold_pct:g}%: " + "; ".join(comparison["regressions"])
-                )
-                verdict = decide()
-        summary["verdict"] = verdict_section(verdict)
-        summary["gate"] = gate_section(verdict)
-        if stage_run is not None:
-            summary.update(stage_run.summary_fields(verdict))
         extra: dict[str, Any] = {}
         for fields in extra_fields(summary):
             extra.update(fields or {})
@@ -124,9 +104,8 @@ def conclude(
         ev.bundle_dir = str(run_dir)
     except Exception as exc:  # noqa: BLE001 - whatever broke, the verdict must say so
         ev.bundle_error = f"{type(exc).__name__}: {exc}"
-        unjudged.append(f"evidence bundle could not be written to {run_dir}: {ev.bundle_error}")
-        verdict = decide()
-    return verdict
+        decision = gate.with_unjudged(decision, f"evidence bundle could not be written to {run_dir}: {ev.bundle_error}")
+    return decision
 
 
 def finish_bundle(state: RunState, ev: EvidenceState, environ: Mapping[str, str] | None = None) -> list[str]:

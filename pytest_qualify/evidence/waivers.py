@@ -132,6 +132,11 @@ class Candidate:
     ids: tuple[str, ...]
 
 
+def candidates(results: Iterable[Any]) -> list[Candidate]:
+    """Item results (``gate.ItemResult``) as waiver rules see them."""
+    return [Candidate(r.nodeid, r.module, item_ids(r.nodeid, r.item)) for r in results]
+
+
 def hard_module_conflicts(
     waivers: Sequence[Waiver], items: Iterable[Candidate], waivable_modules: Sequence[str]
 ) -> list[str]:

@@ -1,4 +1,5 @@
-"""Deployment identity: the served name, its root model and its window, from ``/v1/models``."""
+"""Deployment identity: the served name, its root model and its window, from ``/v1/models``
+(looked up by ``identity.model_entry``, the one reader of that answer)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_qualify.graders import Verdict
+from pytest_qualify.identity import model_entry
 
 
 def check_identity(models: Sequence[Mapping[str, Any]], served_name: str, model: str, window_tokens: int) -> Verdict:
-    ids = [m.get("id") for m in models]
-    entry = next((m for m in models if m.get("id") == served_name), None)
+    entry, ids = model_entry(models, served_name)
     if entry is None:
         return Verdict.reject(f"served name {served_name!r} not listed; the server lists {ids}")
     problems = []

@@ -17,14 +17,17 @@ if TYPE_CHECKING:
     from pytest_qualify.client import QualifyClient
 
 
-def make_client(state: RunState) -> QualifyClient:
-    """A client on the run's endpoint with the profile's timeouts (imports openai: call lazily)."""
+def make_client(state: RunState, timeout_s: float | None = None) -> QualifyClient:
+    """The one way the plugin builds a client on the run's endpoint: its served name, API key and
+    the profile's timeouts (``timeout_s`` caps a request's limit lower, as the identity reading
+    does). Imports openai: call lazily."""
     from pytest_qualify.client import QualifyClient
     from pytest_qualify.target import api_key_from_env
 
+    request_s = state.profile.timeouts.request_s
     return QualifyClient(
         state.base_url or "", api_key_from_env(state.settings),
-        state.profile.deployment.served_name, state.profile.timeouts.request_s,
+        state.profile.deployment.served_name, request_s if timeout_s is None else min(timeout_s, request_s),
         timeouts=state.profile.timeouts, api_key_env=state.settings.api_key_env,
     )
 

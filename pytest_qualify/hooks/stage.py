@@ -68,16 +68,13 @@ IDENTITY_READ_TIMEOUT_S = 15.0
 
 
 def read_live(state: RunState) -> Identity:
-    from pytest_qualify.client import QualifyClient
-    from pytest_qualify.target import api_key_from_env
+    from pytest_qualify.hooks.server import make_client
 
     served_name = state.profile.deployment.served_name
     models: Any = None
     version = models_error = version_error = None
     try:
-        client = QualifyClient(state.base_url or "", api_key_from_env(state.settings), served_name,
-                               min(IDENTITY_READ_TIMEOUT_S, state.profile.timeouts.request_s),
-                               api_key_env=state.settings.api_key_env)
+        client = make_client(state, timeout_s=IDENTITY_READ_TIMEOUT_S)
     except Exception as exc:  # noqa: BLE001 - the reason is the reading's error
         return read_identity(served_name, None, None, models_error=f"{type(exc).__name__}: {exc}")
     try:

@@ -14,12 +14,10 @@ last, the verdict as the run's last terminal line.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 import pytest
 
-from pytest_qualify import gate as gate_mod
 from pytest_qualify.evidence.session import EvidenceState
 from pytest_qualify.hooks.evidence import EvidenceHooks
 from pytest_qualify.hooks import stage
@@ -58,7 +56,7 @@ class RunSteps:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if session.config.option.collectonly:
             return
-        from pytest_qualify.evidence.verdict import WAIVER_USAGE_ERROR, conclude
+        from pytest_qualify.evidence.verdict import conclude, run_record
 
         state, ev, hook = self.state, self.ev, self.config.hook
         problems, incomplete = run_problems(session, state, exitstatus)
@@ -70,12 +68,11 @@ class RunSteps:
         problems += stage.end_problems(state, died)
         self.evidence.scrape_end()
         stage_run = stage.stage_of(state)
-        evaluate = partial(gate_mod.evaluate, modules=module_registry(), required=stage_run.stage.modules,
-                           stage=stage_run.stage)
+        record = run_record(state, ev, modules=module_registry(), required=stage_run.stage.modules, problems=problems,
+                            incomplete=incomplete, died=died, stage_run=stage_run, secrets=state.secrets)
         verdict = conclude(
-            state, ev, problems=problems, evaluate=evaluate, secrets=state.secrets, died=died, stage_run=stage_run,
+            record, state, ev, secrets=state.secrets, stage_run=stage_run,
             extra_fields=lambda summary: hook.pytest_qualify_summary(config=self.config, summary=summary),
-            incomplete=incomplete,
         )
         state.verdict = verdict
         if ev.summary is not None:
@@ -85,7 +82,7 @@ class RunSteps:
         waived_reports = sum(ev.cases[r.nodeid].failed_reports for r in verdict.waived if r.nodeid in ev.cases)
         session.exitstatus = exit_status(
             session.exitstatus, verdict,
-            usage_error=any(p.startswith(WAIVER_USAGE_ERROR) for p in problems),
+            usage_error=bool(verdict.waiver_errors),
             testsfailed=session.testsfailed, waived_failed_reports=waived_reports,
         )
         ev.exit_code = int(session.exitstatus)  # the provenance and the job summary record it

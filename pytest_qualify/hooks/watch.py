@@ -174,15 +174,10 @@ def _adopt_death(state: RunState) -> str | None:
 def _probe_health(state: RunState) -> str | None:
     """The connection error when /health cannot be reached; None when the server answers at
     all (any status) or is merely slow (a hung server is not a dead one)."""
-    import httpx
+    from pytest_qualify.target import probe_health
 
-    try:
-        httpx.get((state.base_url or "") + "/health", timeout=HEALTH_PROBE_TIMEOUT_S)
-    except httpx.TimeoutException:
-        return None
-    except httpx.TransportError as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return None
+    probe = probe_health(state.base_url or "", HEALTH_PROBE_TIMEOUT_S)
+    return None if probe.status is not None or probe.timed_out else probe.error
 
 
 def _confirm_death(state: RunState) -> str | None:
