@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import QualifyPytest, suite, write_profile
+from .helpers import QualifyPytest, suite, write_profile
 from pytest_qualify.gate import ItemResult, failure_kinds
 
 
