@@ -150,13 +150,16 @@ def evaluate(
     checks: Sequence[CheckRow] = (),
     target_unavailable: bool = False,
     stage: Stage | None = None,
+    answers_void: Sequence[str] = (),
 ) -> GateVerdict:
     """Apply the hard 100% gate. ``waiver_for`` returns a waiver reason for a failed item of a
     waivable module, or None; ``run_problems`` are run-level failures of the deployment (a dead
     server, a regression); ``incomplete`` are reasons the run did not judge all of it (an
     interruption, a partial selection); ``checks`` are limit rows (SLOs). ``target_unavailable``:
     the endpoint never answered, so failed items judged nothing and the verdict is INCOMPLETE.
-    With a ``stage``, ``required`` is that stage's modules and the verdict line names the stage."""
+    With a ``stage``, ``required`` is that stage's modules and the verdict line names the stage.
+    ``answers_void``: why the answers themselves judged nothing (a steered run whose forced answers
+    did not come back): INCOMPLETE, and a failed item is no judged failure."""
     results = list(results)
     by_module: dict[str, list[ItemResult]] = {}
     for r in results:
@@ -176,7 +179,7 @@ def evaluate(
 
     rows = []
     reasons = list(run_problems)
-    unjudged = list(incomplete)
+    unjudged = list(incomplete) + list(answers_void)
     order = [m for m in modules if m in required] + [m for m in by_module if m not in required]
     for mod in order:
         items = by_module.get(mod, [])
@@ -207,7 +210,7 @@ def evaluate(
             unjudged.append(check.reason or f"{check.title}: not measured")
         else:
             reasons.append(check.reason or f"{check.title}: {check.result}")
-    judged_failure = bool(failures or reasons) and not target_unavailable
+    judged_failure = bool(reasons or (failures and not answers_void)) and not target_unavailable
     if judged_failure:
         verdict = FAIL
     elif unjudged or failures or reasons:

@@ -23,7 +23,7 @@ from pytest_qualify import gate as gate_mod
 from pytest_qualify.evidence.session import EvidenceState
 from pytest_qualify.hooks.evidence import EvidenceHooks
 from pytest_qualify.hooks import stage
-from pytest_qualify.hooks.gate import exit_status, run_problems, write_gate_table
+from pytest_qualify.hooks.gate import exit_status, run_problems, steering_void, write_gate_table
 from pytest_qualify.hooks.server import ServerSession
 from pytest_qualify.profiles import module_registry
 from pytest_qualify.run import RunState
@@ -71,7 +71,7 @@ class RunSteps:
         self.evidence.scrape_end()
         stage_run = stage.stage_of(state)
         evaluate = partial(gate_mod.evaluate, modules=module_registry(), required=stage_run.stage.modules,
-                           stage=stage_run.stage)
+                           stage=stage_run.stage, answers_void=steering_void(state))
         verdict = conclude(
             state, ev, problems=problems, evaluate=evaluate, secrets=state.secrets, died=died, stage_run=stage_run,
             extra_fields=lambda summary: hook.pytest_qualify_summary(config=self.config, summary=summary),
