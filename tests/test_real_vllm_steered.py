@@ -33,7 +33,7 @@ ENGINE_FAILS = {
     "tiny-qwen3-steered": {},
     "262k-cpu-steered": {},
     "mm-cpu-steered": {
-        ("media_admission", "test_malformed_media[image-as-video]"):
+        ("media_admission", "test_malformed_media_refused[image-as-video]"):
             "vLLM 0.32.0 answers a PNG sent as video/mp4 with HTTP 500 (its OpenCV video decoder raises) "
             "instead of a 400 refusal",
     },
