@@ -323,7 +323,10 @@ class SteerState:
 
         self.config = config
         self.ctx = oracle.OracleContext(profile, faults)
-        self.http = httpx.Client(base_url=config.upstream, timeout=httpx.Timeout(config.timeout_s, connect=10.0))
+        # No kept-alive connections: after a 5xx vLLM's server closes the connection without saying
+        # so, and the next request sent on it would be reset (docs/real-vllm.md, media facts).
+        self.http = httpx.Client(base_url=config.upstream, timeout=httpx.Timeout(config.timeout_s, connect=10.0),
+                                 limits=httpx.Limits(max_keepalive_connections=0))
         self.lock = threading.Lock()
         self.seq = 0
         self.window: int | None = None
@@ -448,7 +451,10 @@ class SteerHandler(BaseHTTPRequestHandler):
             return f"the oracle refused it: HTTP {rej.status} {rej.message}"
         except Exception as exc:  # noqa: BLE001 - any oracle failure leaves this answer unforced, and logged
             return f"the oracle could not answer it: {type(exc).__name__}: {exc}"
-        max_tokens = self._budget(seen, forced)
+        try:
+            max_tokens = self._budget(seen, forced)
+        except Exception:  # noqa: BLE001 - /tokenize may fail where the chat request fails too: vLLM's to answer
+            max_tokens = None
         steered, changes = steered_body(body, forced, strip_chat_template_kwargs=strip, max_tokens=max_tokens)
         return steered, forced, changes
 
