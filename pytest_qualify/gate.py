@@ -175,6 +175,7 @@ def evaluate(
     checks: Sequence[CheckRow] = (),
     target_unavailable: bool = False,
     stage: Stage | None = None,
+    answers_void: Sequence[str] = (),
 ) -> GateVerdict:
     """Apply the hard 100% gate. ``waiver_for`` returns a waiver reason for a failed item of a
     waivable module, or None; ``run_problems`` are run-level failures of the deployment (a dead
@@ -187,7 +188,7 @@ def evaluate(
     items, failures, waived = _apply_waivers(results, modules, waiver_for)
     rows, missing = _rows(items, modules, required, stage)
     return _verdict(items, rows, failures, waived, [*run_problems], [*incomplete, *missing], checks,
-                    target_unavailable, stage)
+                    target_unavailable, stage, answers_void)
 
 
 def _rows(items: Sequence[ItemResult], modules: Mapping[str, ModuleInfo], required: Sequence[str],
@@ -222,7 +223,10 @@ def _rows(items: Sequence[ItemResult], modules: Mapping[str, ModuleInfo], requir
 
 def _verdict(items: Sequence[ItemResult], rows: Sequence[GateRow], failures: Sequence[ItemResult],
              waived: Sequence[ItemResult], reasons: list[str], unjudged: list[str], checks: Sequence[CheckRow],
-             target_unavailable: bool, stage: Stage | None) -> GateVerdict:
+             target_unavailable: bool, stage: Stage | None, answers_void: Sequence[str] = ()) -> GateVerdict:
+    # ``answers_void``: why the answers themselves judged nothing (a steered run whose forced answers
+    # did not come back): the run is INCOMPLETE, and a failed item is no judged failure.
+    unjudged += answers_void
     if not items:
         unjudged.append("no protocol test ran")
     for check in checks:
@@ -232,7 +236,7 @@ def _verdict(items: Sequence[ItemResult], rows: Sequence[GateRow], failures: Seq
             unjudged.append(check.reason or f"{check.title}: not measured")
         else:
             reasons.append(check.reason or f"{check.title}: {check.result}")
-    judged_failure = bool(failures or reasons) and not target_unavailable
+    judged_failure = bool(reasons or (failures and not answers_void)) and not target_unavailable
     if judged_failure:
         verdict = FAIL
     elif unjudged or failures or reasons:
@@ -282,6 +286,7 @@ class RunRecord:
     slo: Any = None  # the profile's Slo, or None
     facts: Mapping[str, Any] = field(default_factory=dict)
     baseline: BaselineInput | None = None
+    answers_void: tuple[str, ...] = ()  # a steered run's forced answers that did not hold
 
 
 @dataclass(frozen=True)
@@ -338,7 +343,7 @@ def decide(record: RunRecord) -> Decision:
                            f"{b.threshold_pct:g}%: " + "; ".join(regressions))
 
     verdict = _verdict(items, rows, failures, waived, reasons, [*record.incomplete, *missing], checks,
-                       record.target_unavailable, record.stage)
+                       record.target_unavailable, record.stage, record.answers_void)
     return Decision(**{f: getattr(verdict, f) for f in GateVerdict.__dataclass_fields__},
                     waiver_errors=tuple(waiver_errors),
                     waivers=applied_waivers.as_dict() if applied_waivers is not None else None,

@@ -93,6 +93,16 @@ class Serve:
 
 
 @dataclass(frozen=True)
+class Steer:
+    """The profile's optional ``[steer]`` table: in launch mode the plugin starts vLLM and the
+    steering proxy in front of it (reference/steer.py), which forces the oracles' known-correct
+    answers through the real engine. Absent: the recipe is served as it is."""
+
+    tool_call_syntax: str
+    strip_chat_template_kwargs: bool = False
+
+
+@dataclass(frozen=True)
 class LaneSlo:
     """Latency ceilings for one context lane, each held by every repetition of the lane."""
 
@@ -126,6 +136,7 @@ class Profile:
     robustness_examples: int = 200
     slo: Slo | None = None
     stages: tuple[Stage, ...] = ()
+    steer: Steer | None = None
 
     def stage(self, name: str) -> Stage:
         """The stage called ``name`` (see stages.py); ValueError when unknown or empty here."""
@@ -306,6 +317,7 @@ def _build(raw: dict[str, Any], path: Path) -> Profile:
         robustness_examples=raw["modules"].get("robustness_examples", 200),
         slo=_slo(raw, path, names),
         stages=stages,
+        steer=Steer(**raw["steer"]) if "steer" in raw else None,
     )
 
 

@@ -21,6 +21,7 @@ from pytest_qualify.redaction import redact_file
 from pytest_qualify.settings import REFERENCE, Settings
 
 SERVER_LOG = "server.log"
+STEER_PROXY_LOG = "steer-proxy.log"
 
 
 class TargetError(RuntimeError):
@@ -33,11 +34,16 @@ class Target:
     base_url: str
     display_command: str = ""
     process: ServerProcess | None = None
+    # A steered profile (profile.steer): the steering proxy in front of the launched vLLM;
+    # base_url is the proxy's.
+    proxy: ServerProcess | None = None
 
     def died(self) -> str | None:
         """Why the launched process is gone, or None while it runs (or when attached)."""
         if self.process is not None and self.process.proc is not None and not self.process.alive():
             return f"server process (pid {self.process.pid}) exited with code {self.process.exit_code}"
+        if self.proxy is not None and self.proxy.proc is not None and not self.proxy.alive():
+            return f"steering proxy (pid {self.proxy.pid}) exited with code {self.proxy.exit_code}"
         return None
 
     def death(self) -> str | None:
@@ -53,6 +59,11 @@ class Target:
 
     def stop(self) -> None:
         """Stop the process group; then scrub secrets from the log the server wrote."""
+        if self.proxy is not None:
+            try:
+                self.proxy.stop()
+            finally:
+                redact_file(self.proxy.spec.log_path, self.proxy.spec.secrets)
         if self.process is None:
             return
         try:
@@ -138,6 +149,27 @@ def launch_spec(profile: Profile, settings: Settings, run_dir: Path, api_key: st
     )
 
 
+def steer_spec(profile: Profile, settings: Settings, upstream: LaunchSpec, run_dir: Path) -> LaunchSpec:
+    """The steering proxy in front of a launched vLLM (profile ``[steer]``, reference/steer.py):
+    every request goes to ``upstream``, chat answers forced to the oracles'; its log of forced
+    answers (``steer.jsonl``) is what the run's end reads."""
+    from pytest_qualify.reference.steer import STEER_LOG
+
+    assert profile.steer is not None
+    port = free_port(upstream.host)
+    argv: tuple[str, ...] = (
+        sys.executable, "-m", "pytest_qualify.reference", "--steer", upstream.base_url,
+        "--host", upstream.host, "--port", str(port), "--profile", profile.source,
+        "--tool-call-syntax", profile.steer.tool_call_syntax, "--steer-log", str(run_dir / STEER_LOG),
+    )
+    if profile.steer.strip_chat_template_kwargs:
+        argv += ("--strip-chat-template-kwargs",)
+    for fault in settings.reference_faults:
+        argv += ("--fault", fault)
+    return LaunchSpec(argv=argv, host=upstream.host, port=port, log_path=run_dir / STEER_PROXY_LOG,
+                      startup_timeout_s=60.0, secrets=upstream.secrets)
+
+
 def start_target(
     profile: Profile,
     settings: Settings,
@@ -176,6 +208,20 @@ def start_target(
         raise
     if progress:
         progress(f"server ready at {spec.base_url} after {seconds:.1f} s (pid {process.pid})")
+    if settings.mode == "launch" and profile.steer is not None:
+        proxy_spec = steer_spec(profile, settings, spec, run_dir)
+        target.proxy = ServerProcess(proxy_spec)
+        if progress:
+            progress(f"steering: {proxy_spec.display_command()}")
+        try:
+            target.proxy.start()
+            target.proxy.wait_ready(progress=progress)
+        except BaseException:
+            target.stop()
+            raise
+        target.base_url = proxy_spec.base_url
+        if progress:
+            progress(f"steering proxy ready at {proxy_spec.base_url}, forcing the oracles' answers on {spec.base_url}")
     return target
 
 

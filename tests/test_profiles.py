@@ -210,3 +210,34 @@ def test_mm_cpu_serves_the_recipes_media_limits(monkeypatch):
     assert mm.serve.args[mm.serve.args.index("--limit-mm-per-prompt") + 1] == prod.serve.args[flag + 1]
     assert mm.deployment.model == "/m/tiny-qwen2.5-vl"
     assert set(mm.required_modules) == {"smoke", "multimodal", "media_admission"}
+
+
+@pytest.mark.parametrize("steered, base, syntax", [("262k-cpu-steered", "262k-cpu", "qwen3_coder"),
+                                                  ("mm-cpu-steered", "mm-cpu", "hermes")])
+def test_steered_profiles_are_their_recipe_behind_the_proxy(monkeypatch, steered, base, syntax):
+    monkeypatch.setenv("QUALIFY_VLLM_VENV", "/v")
+    monkeypatch.setenv("QUALIFY_MODELS", "/m")
+    s, b = load_profile(steered), load_profile(base)
+    assert (s.deployment, s.limits, s.thinking, s.timeouts, s.serve) == (b.deployment, b.limits, b.thinking,
+                                                                         b.timeouts, b.serve)
+    assert s.steer is not None and s.steer.tool_call_syntax == syntax
+    parser = b.serve.args[b.serve.args.index("--tool-call-parser") + 1]
+    assert parser == syntax  # the syntax the proxy writes is the one vLLM's parser reads
+    assert b.steer is None
+    assert set(b.required_modules) <= set(s.required_modules)
+
+
+def test_262k_cpu_steered_runs_every_module_a_text_model_serves_and_strips_thinking_kwargs():
+    s, prod = load_profile("262k-cpu-steered"), load_profile("262k")
+    assert set(s.required_modules) == set(prod.required_modules) - {"multimodal", "media_admission"}
+    assert s.steer.strip_chat_template_kwargs  # as the router in front of the 262k deployment must
+    small = load_profile("tiny-qwen3-steered")
+    assert small.steer == s.steer and small.required_modules == s.required_modules
+    assert small.limits.window_tokens == 16_384
+
+
+def test_a_bad_steer_table_is_refused_naming_the_field(tmp_path):
+    path = tmp_path / "p.toml"
+    path.write_text(Path(builtin_profiles()["small"]).read_text() + '\n[steer]\ntool_call_syntax = "mistral"\n')
+    with pytest.raises(ProfileError, match="steer"):
+        load_profile(str(path))

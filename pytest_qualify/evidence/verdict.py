@@ -35,6 +35,7 @@ def run_record(
     died: str | None = None,
     stage_run: StageRun | None = None,
     secrets: Sequence[str] = (),
+    answers_void: Sequence[str] = (),
 ) -> RunRecord:
     """The run as the gate judges it, built once: the item results, the run-level reasons, the
     waivers, the SLOs, the baseline, and the facts the summary will show (``facts``)."""
@@ -69,6 +70,7 @@ def run_record(
         stage=stage_run.stage if stage_run is not None else None,
         problems=tuple(problems), incomplete=tuple(incomplete), target_unavailable=bool(state.startup_error),
         waivers=ev.waivers, slo=state.profile.slo, facts=facts, baseline=baseline,
+        answers_void=tuple(answers_void),
     )
 
 

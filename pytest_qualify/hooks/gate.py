@@ -58,6 +58,16 @@ def run_problems(session: pytest.Session, state: RunState, exitstatus: int) -> t
     return problems, incomplete
 
 
+def steering_void(state: RunState) -> list[str]:
+    """A steered run (profile ``[steer]``): every answer whose forced text did not come back from
+    vLLM, read from the steering proxy's log. Such a run judged nothing: INCOMPLETE, never graded."""
+    if state.target is None or state.target.proxy is None:
+        return []
+    from pytest_qualify.reference.steer import STEER_LOG, incomplete_reasons
+
+    return incomplete_reasons(state.run_dir / STEER_LOG)
+
+
 def exit_status(
     status: int, verdict: gate_mod.GateVerdict, *, usage_error: bool, testsfailed: int, waived_failed_reports: int
 ) -> int:

@@ -21,7 +21,7 @@ import pytest
 from pytest_qualify.evidence.session import EvidenceState
 from pytest_qualify.hooks.evidence import EvidenceHooks
 from pytest_qualify.hooks import stage
-from pytest_qualify.hooks.gate import exit_status, run_problems, write_gate_table
+from pytest_qualify.hooks.gate import exit_status, run_problems, steering_void, write_gate_table
 from pytest_qualify.hooks.server import ServerSession
 from pytest_qualify.profiles import module_registry
 from pytest_qualify.run import RunState
@@ -69,7 +69,8 @@ class RunSteps:
         self.evidence.scrape_end()
         stage_run = stage.stage_of(state)
         record = run_record(state, ev, modules=module_registry(), required=stage_run.stage.modules, problems=problems,
-                            incomplete=incomplete, died=died, stage_run=stage_run, secrets=state.secrets)
+                            incomplete=incomplete, died=died, stage_run=stage_run, secrets=state.secrets,
+                            answers_void=steering_void(state))
         verdict = conclude(
             record, state, ev, secrets=state.secrets, stage_run=stage_run,
             extra_fields=lambda summary: hook.pytest_qualify_summary(config=self.config, summary=summary),

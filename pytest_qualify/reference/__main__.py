@@ -1,4 +1,7 @@
-"""``python -m pytest_qualify.reference --port P --profile NAME [--fault NAME[=ARG]]...``"""
+"""``python -m pytest_qualify.reference --port P --profile NAME [--fault NAME[=ARG]]...``
+
+With ``--steer URL`` it is no simulation: a proxy in front of the real vLLM at URL that forces the
+oracles' answers on it (``steer.py``)."""
 
 from __future__ import annotations
 
@@ -26,6 +29,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--decode-tok-s", type=float,
                         default=float(os.environ.get("QUALIFY_REFERENCE_DECODE_TOK_S", 2_000.0)),
                         help="simulated decode rate (0: none; env QUALIFY_REFERENCE_DECODE_TOK_S)")
+    steering = parser.add_argument_group("steering mode (steer.py)")
+    steering.add_argument("--steer", metavar="URL", default=None,
+                          help="forward every request to the real vLLM at URL, forcing the oracles' answers")
+    steering.add_argument("--tool-call-syntax", default="hermes", choices=("qwen3_coder", "hermes"),
+                          help="how the served model writes tool calls (its --tool-call-parser)")
+    steering.add_argument("--strip-chat-template-kwargs", action="store_true",
+                          help="drop the caller's chat_template_kwargs, as a router in front of the deployment may")
+    steering.add_argument("--steer-log", default="steer.jsonl", help="one JSON line per chat request")
     args = parser.parse_args(argv)
     try:
         profile = load_profile(args.profile)
@@ -33,6 +44,20 @@ def main(argv: list[str] | None = None) -> int:
     except (ProfileError, FaultError) as exc:
         print(f"reference server: {exc}", file=sys.stderr)
         return 2
+    if args.steer:
+        from pathlib import Path
+
+        from pytest_qualify.reference.steer import SteerConfig, SteerError, check_faults, serve_steer
+
+        try:
+            check_faults(list(faults.active))
+        except SteerError as exc:
+            print(f"steering proxy: {exc}", file=sys.stderr)
+            return 2
+        serve_steer(args.host, args.port, SteerConfig(args.steer, args.tool_call_syntax,
+                                                      args.strip_chat_template_kwargs, Path(args.steer_log)),
+                    profile, faults)
+        return 0
     api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
     serve(args.host, args.port, profile, faults, api_key=api_key,
           prefill_tok_s=args.prefill_tok_s, decode_tok_s=args.decode_tok_s)
