@@ -4,8 +4,8 @@ vLLM server and one prompt set.
 Three views of the same kind of request (a random prompt of ``--input-len`` tokens, exactly
 ``--output-len`` answer tokens with ``ignore_eos``, one request at a time, streamed chat):
 
-1. **plugin** — ``pytest_qualify.client.QualifyClient.chat(stream=True)`` timed by
-   ``pytest_qualify.timing.request_metrics``: TTFT, end to end, decode tok/s, exactly as the
+1. **plugin** — ``pytest_qualify.client.endpoint.QualifyClient.chat(stream=True)`` timed by
+   ``pytest_qualify.client.timing.request_metrics``: TTFT, end to end, decode tok/s, exactly as the
    protocol records them;
 2. **server** — vLLM's ``/metrics``, histogram sum/count deltas taken around each phase
    (``time_to_first_token_seconds``, ``e2e_request_latency_seconds``,
@@ -92,10 +92,10 @@ class Means:
 
 def launch(profile_name: str, workdir: Path) -> tuple[Any, str, Any]:
     """Start the profile's vLLM (launch mode's own code); return (process, base URL, profile)."""
-    from pytest_qualify.lifecycle import ServerProcess
+    from pytest_qualify.server.lifecycle import ServerProcess
     from pytest_qualify.profiles import load_profile
     from pytest_qualify.settings import resolve
-    from pytest_qualify.target import launch_spec
+    from pytest_qualify.server.target import launch_spec
 
     profile = load_profile(profile_name)
     settings = resolve({"qualify": profile_name}, {}, lambda key: None)
@@ -163,7 +163,7 @@ def prompts_from_vllm(python: str, args: list[str]) -> list[dict[str, Any]]:
 
 
 def plugin_phase(client: Any, prompts: list[dict[str, Any]], output_len: int, salt: str) -> tuple[Means, list[Any]]:
-    from pytest_qualify.timing import request_metrics
+    from pytest_qualify.client.timing import request_metrics
 
     measured = []
     for i, p in enumerate(prompts):
@@ -238,7 +238,7 @@ def main() -> int:
     parser.add_argument("--workdir", type=Path, default=None)
     opts = parser.parse_args()
 
-    from pytest_qualify.client import QualifyClient
+    from pytest_qualify.client.endpoint import QualifyClient
     from pytest_qualify.profiles import load_profile
 
     seed = opts.seed if opts.seed is not None else int(time.time()) % 1_000_000

@@ -7,7 +7,7 @@ deployment it qualifies.
    the evidence bundle. Reported as harness time / wall time, where the server's share is its own
    ``vllm:e2e_request_latency_seconds`` sum from the run's /metrics snapshots.
 2. Sizing cost: wall time and ``/tokenize`` calls to build each context lane's prompt
-   (``pytest_qualify.haystack.size_to_tokens``), 240K included, against the reference server's
+   (``pytest_qualify.tasks.haystack.size_to_tokens``), 240K included, against the reference server's
    tokenizer.
 
 Run from anywhere: ``python bench/bench_harness.py [--profile 262k] [--repeat 3] [--only sizing|protocol]``.
@@ -35,7 +35,7 @@ ZERO_LATENCY = {"QUALIFY_REFERENCE_PREFILL_TOK_S": "0", "QUALIFY_REFERENCE_DECOD
 @contextlib.contextmanager
 def reference_server(profile: str, log_path: Path) -> Iterator[tuple[str, int]]:
     """The reference server with zero added latency, started here so its CPU time can be read."""
-    from pytest_qualify.lifecycle import free_port
+    from pytest_qualify.server.lifecycle import free_port
 
     port = free_port()
     with open(log_path, "wb") as log:
@@ -105,8 +105,8 @@ def bench_protocol(profile: str, repeat: int, workdir: Path, workers: int) -> di
 
 
 def bench_sizing(profile_name: str, workdir: Path) -> list[dict]:
-    from pytest_qualify.client import QualifyClient
-    from pytest_qualify.haystack import Haystack, depth_for, haystack_seed, needle_spec, plan_haystack, size_to_tokens
+    from pytest_qualify.client.endpoint import QualifyClient
+    from pytest_qualify.tasks.haystack import Haystack, depth_for, haystack_seed, needle_spec, plan_haystack, size_to_tokens
     from pytest_qualify.profiles import load_profile
 
     profile = load_profile(profile_name)

@@ -8,9 +8,9 @@ from typing import NoReturn
 
 import pytest
 
-from pytest_qualify.client import EndpointError, error_message
+from pytest_qualify.client.endpoint import EndpointError, error_message
 from pytest_qualify.graders import Verdict
-from pytest_qualify.haystack import SizingError
+from pytest_qualify.tasks.haystack import SizingError
 
 REASON_KEY = "reason"
 # What kind of failure a grader's verdict was: "format" (the answer did not follow its contract:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_qualify.datafile import read_toml
-from pytest_qualify.stages import Stage, StageError, resolve_stages
+from pytest_qualify.promotion.stages import Stage, StageError, resolve_stages
 
 BUILTIN_DIR = "profiles"
 
@@ -140,7 +140,7 @@ class Profile:
 
     def stage(self, name: str) -> Stage:
         """The stage called ``name`` (see stages.py); ValueError when unknown or empty here."""
-        from pytest_qualify.stages import select
+        from pytest_qualify.promotion.stages import select
 
         return select(self.stages, name)
 

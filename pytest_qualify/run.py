@@ -10,15 +10,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_qualify import gate as gate_mod
+from pytest_qualify.gate import decide as gate_mod
 from pytest_qualify.profiles import Profile
 from pytest_qualify.redaction import secrets_from_env
 from pytest_qualify.settings import Settings
 
 if TYPE_CHECKING:  # heavy or circular at run time; only for the types
-    from pytest_qualify.client import QualifyClient
-    from pytest_qualify.stage_run import StageRun
-    from pytest_qualify.target import Target
+    from pytest_qualify.client.endpoint import QualifyClient
+    from pytest_qualify.promotion.stage_run import StageRun
+    from pytest_qualify.server.target import Target
 
 MODULE_KEY = "qualify_module"
 

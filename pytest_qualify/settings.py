@@ -171,7 +171,7 @@ def resolve(
         if not values["qualify_baseline"] and values["qualify"]:
             raise SettingsError(f"{where.option.flag} needs --qualify-baseline")
 
-    from pytest_qualify.stages import check_stage_name
+    from pytest_qualify.promotion.stages import check_stage_name
 
     stage = values["qualify_stage"] or "full"
     try:

@@ -13,7 +13,7 @@ import pytest
 
 from pytest_qualify.checks import fail, require, sizing
 from pytest_qualify.graders.needle import grade_needle
-from pytest_qualify.haystack import Haystack, depth_for, haystack_seed, needle_spec, plan_haystack, size_to_tokens
+from pytest_qualify.tasks.haystack import Haystack, depth_for, haystack_seed, needle_spec, plan_haystack, size_to_tokens
 from pytest_qualify.hooks import state_of
 
 pytestmark = pytest.mark.qualify_module("context")

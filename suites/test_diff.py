@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_qualify.checks import require
-from pytest_qualify.fixture_data import diff_cases
+from pytest_qualify.tasks.fixture_data import diff_cases
 from pytest_qualify.graders.diff import grade_diff_answer
 
 pytestmark = pytest.mark.qualify_module("diff")

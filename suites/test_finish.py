@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_qualify.checks import fail, require
-from pytest_qualify.fixture_data import finish_prompts
+from pytest_qualify.tasks.fixture_data import finish_prompts
 
 pytestmark = pytest.mark.qualify_module("finish")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_qualify.checks import require
-from pytest_qualify.fixture_data import json_task_prompt, json_tasks
+from pytest_qualify.tasks.fixture_data import json_task_prompt, json_tasks
 from pytest_qualify.graders.json_output import JsonAnswerError, check_json_answer, check_same_value, parse_json_answer
 
 pytestmark = pytest.mark.qualify_module("json")

@@ -4,7 +4,7 @@
   limit; exactly at the limit the request is answered with visible content.
 - Malformed media (bad base64, a truncated MP4, an image declared as video/mp4, zero bytes, text
   declared as PNG) is refused with HTTP 400 — never a 5xx, never a hang — and afterwards the
-  server is still serving (:mod:`pytest_qualify.liveness`). A 5xx fails with the engine's status
+  server is still serving (:mod:`pytest_qualify.server.liveness`). A 5xx fails with the engine's status
   and message and says it is the engine's behaviour (vLLM 0.32.0 answers 500 to a PNG sent as
   video/mp4: docs/real-vllm.md).
 - A tool call made from a video carries the event and its interval read from the video.
@@ -20,10 +20,10 @@ import itertools
 
 import pytest
 
-from pytest_qualify import liveness
+from pytest_qualify.server import liveness
 from pytest_qualify.checks import fail, require
-from pytest_qualify.client import EndpointError, RequestTimeout, ServerGone, error_message
-from pytest_qualify.corpus import load_manifest, malformed_part, media_part, user_message
+from pytest_qualify.client.endpoint import EndpointError, RequestTimeout, ServerGone, error_message
+from pytest_qualify.tasks.corpus import load_manifest, malformed_part, media_part, user_message
 from pytest_qualify.graders import Verdict
 from pytest_qualify.graders.media import grade_count, grade_event_call, grade_item, grade_limit_refusal, grade_refusal
 
@@ -70,7 +70,7 @@ def _engine_said(client, verdict: Verdict, status: int | None) -> Verdict:
 
 
 def _refused_then_serving(client, profile, record, case: str, verdict: Verdict) -> None:
-    """The refusal's verdict, then liveness (:mod:`pytest_qualify.liveness`; the short answer's
+    """The refusal's verdict, then liveness (:mod:`pytest_qualify.server.liveness`; the short answer's
     correctness is recorded beside it, not graded). Liveness is checked whatever the refusal was:
     a wrong refusal's reason still says whether the server survived it."""
     live = liveness.check(client, profile, after=f"the {case} request")

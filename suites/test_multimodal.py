@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_qualify.checks import require
-from pytest_qualify.corpus import load_manifest, mime_of, user_message
+from pytest_qualify.tasks.corpus import load_manifest, mime_of, user_message
 from pytest_qualify.graders.media import grade_item
 
 pytestmark = pytest.mark.qualify_module("multimodal")

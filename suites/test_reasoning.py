@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_qualify.checks import require
-from pytest_qualify.fixture_data import reasoning_prompts
+from pytest_qualify.tasks.fixture_data import reasoning_prompts
 from pytest_qualify.graders.reasoning import check_no_reasoning, check_reasoning_separated
 
 pytestmark = pytest.mark.qualify_module("reasoning")

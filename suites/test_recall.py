@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_qualify.checks import require
-from pytest_qualify.fixture_data import recall_fixtures
+from pytest_qualify.tasks.fixture_data import recall_fixtures
 from pytest_qualify.graders.recall import grade_recall
 
 pytestmark = pytest.mark.qualify_module("recall")

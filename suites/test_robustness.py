@@ -6,7 +6,7 @@ Per class of bad input (malformed JSON, wrong types, bad ``max_tokens``, bad rol
 profile's budget (``modules.robustness_examples`` per run) spread over the classes. Each must be
 refused with a 4xx: never a 5xx, never a hang, never a dropped connection, never an answer. Before
 the class, a valid control request must be answered (a server that refuses everything would pass
-vacuously); after it, the server must still be serving (:mod:`pytest_qualify.liveness`).
+vacuously); after it, the server must still be serving (:mod:`pytest_qualify.server.liveness`).
 
 Every failing example is appended to ``robustness-failures.jsonl`` in the run's evidence directory
 with the exact request body, so it can be replayed.
@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_qualify import hostile, liveness
-from pytest_qualify.robustness import FAILURES_FILE, Outcome, record_failure, send_hostile
+from pytest_qualify.tasks import hostile
+
+from pytest_qualify.server import liveness
+from pytest_qualify.tasks.robustness import FAILURES_FILE, Outcome, record_failure, send_hostile
 from pytest_qualify.checks import fail
 
 pytestmark = [pytest.mark.qualify_module("robustness"), pytest.mark.qualify_repeat(1)]
@@ -40,7 +42,7 @@ def _still_up(http) -> bool:  # type: ignore[no-untyped-def]
 
 
 def _answered(client, messages, profile, what: str, kind: str) -> None:  # type: ignore[no-untyped-def]
-    from pytest_qualify.client import EndpointError, error_message
+    from pytest_qualify.client.endpoint import EndpointError, error_message
 
     try:
         answer = client.chat(messages, max_tokens=profile.limits.answer_tokens, temperature=0)

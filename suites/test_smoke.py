@@ -7,7 +7,7 @@ import pytest
 
 from pytest_qualify.checks import fail, require
 from pytest_qualify.graders.identity import check_identity
-from pytest_qualify.fixture_data import smoke_questions
+from pytest_qualify.tasks.fixture_data import smoke_questions
 
 pytestmark = pytest.mark.qualify_module("smoke")
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_qualify.checks import require
-from pytest_qualify.fixture_data import tool_fixtures
+from pytest_qualify.tasks.fixture_data import tool_fixtures
 from pytest_qualify.graders.tools import grade_calls, grade_no_call, grade_stream_shape, same_calls
 
 pytestmark = pytest.mark.qualify_module("tools")

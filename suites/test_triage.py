@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_qualify.checks import require
-from pytest_qualify.fixture_data import triage_incidents
+from pytest_qualify.tasks.fixture_data import triage_incidents
 from pytest_qualify.graders.triage import grade_triage
 
 pytestmark = pytest.mark.qualify_module("triage")

@@ -2,7 +2,7 @@
 
 A prompt of exactly window − answer budget tokens (sized with the server's ``/tokenize``) is
 answered; a prompt one token over the window is refused with HTTP 400 and an error naming the
-limit, after which the server is still serving (:mod:`pytest_qualify.liveness`).
+limit, after which the server is still serving (:mod:`pytest_qualify.server.liveness`).
 
 A tokenizer may not be able to hit a count exactly (one more filler piece adding two tokens); the
 prompt is then the nearest on the correct side, at most ``SLACK_TOKENS`` away, and its size is
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_qualify import liveness
+from pytest_qualify.server import liveness
 from pytest_qualify.checks import fail, require, sizing
-from pytest_qualify.client import EndpointError, error_message
+from pytest_qualify.client.endpoint import EndpointError, error_message
 from pytest_qualify.graders.window import check_overwindow_refusal
-from pytest_qualify.haystack import (
+from pytest_qualify.tasks.haystack import (
     Haystack, Sized, SizingError, haystack_seed, pad_to_tokens, plan_haystack, size_to_tokens,
 )
 

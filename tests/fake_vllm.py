@@ -156,7 +156,7 @@ def event_pid(path: Path, kind: str) -> int | None:
 
 def pid_gone(pid: int) -> bool:
     """Gone or a zombie: nothing runs any more."""
-    from pytest_qualify.lifecycle import pid_exit
+    from pytest_qualify.server.lifecycle import pid_exit
 
     return pid_exit(pid)[0]
 

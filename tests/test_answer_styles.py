@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from pytest_qualify import fixture_data
-from pytest_qualify.client import Answer
+from pytest_qualify.tasks import fixture_data
+from pytest_qualify.client.endpoint import Answer
 from pytest_qualify.graders import Verdict
 from pytest_qualify.graders.contract import is_format_failure
 from pytest_qualify.graders.finish import check_finish
@@ -33,7 +33,7 @@ from pytest_qualify.graders.reasoning import check_no_reasoning
 from pytest_qualify.graders.recall import grade_recall
 from pytest_qualify.graders.tools import RawCall, grade_calls
 from pytest_qualify.graders.window import check_overwindow_refusal
-from pytest_qualify.haystack import needle_spec
+from pytest_qualify.tasks.haystack import needle_spec
 
 MIN_CORRECT = 10
 MIN_NEAR_MISSES = 6

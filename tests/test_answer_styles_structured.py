@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from pytest_qualify import fixture_data
-from pytest_qualify.corpus import load_manifest
+from pytest_qualify.tasks import fixture_data
+from pytest_qualify.tasks.corpus import load_manifest
 from pytest_qualify.graders import Verdict
 from pytest_qualify.graders.diff import grade_diff_answer
 from pytest_qualify.graders.media import grade_count, grade_event_call, grade_item, grade_limit_refusal, grade_refusal

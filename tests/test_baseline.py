@@ -9,7 +9,7 @@ import json
 import pytest
 
 from .helpers import write_profile
-from pytest_qualify.evidence.baseline import BaselineError, compare, delta_pct, load_baseline, render_rows
+from pytest_qualify.gate.baseline import BaselineError, compare, delta_pct, load_baseline, render_rows
 from pytest_qualify.evidence.summary import validate
 
 

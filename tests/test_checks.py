@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from pytest_qualify.checks import fail, require, sizing
-from pytest_qualify.client import EndpointError
+from pytest_qualify.client.endpoint import EndpointError
 from pytest_qualify.graders import Verdict
-from pytest_qualify.haystack import SizingError
+from pytest_qualify.tasks.haystack import SizingError
 
 
 def failure(where: str, error: Exception, what: str = "the prompt") -> str:

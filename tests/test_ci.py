@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from .helpers import SMOKE, write_profile
-from pytest_qualify import gate
+from pytest_qualify.gate import decide as gate
 from pytest_qualify.evidence import job_summary, junit
 from pytest_qualify.evidence.session import CaseRecord
 from pytest_qualify.evidence.stats import flips, stats_section, wilson
 from pytest_qualify.evidence.summary import build_summary, validate
-from pytest_qualify.lifecycle import free_port
+from pytest_qualify.server.lifecycle import free_port
 from pytest_qualify.profiles import load_profile, module_registry
 
 

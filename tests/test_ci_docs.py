@@ -24,8 +24,8 @@ import pytest
 
 from .fake_vllm import wait_for
 from pytest_qualify.evidence.provenance import PREDICATE_TYPE, PROVENANCE_FILE, check_statement
-from pytest_qualify.gate import EXIT_CODES, INCOMPLETE
-from pytest_qualify.lifecycle import free_port
+from pytest_qualify.gate.decide import EXIT_CODES, INCOMPLETE
+from pytest_qualify.server.lifecycle import free_port
 from pytest_qualify.profiles import load_profile
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "ci.md"
@@ -208,7 +208,7 @@ def test_matrix_gives_each_deployment_its_own_job_and_bundle(tmp_path):
 
 def test_distributed_profile_loads_and_launches_with_vllms_parallel_flags(tmp_path):
     from pytest_qualify.settings import resolve
-    from pytest_qualify.target import launch_spec
+    from pytest_qualify.server.target import launch_spec
 
     block = blocks()["distributed-profile"]
     path = tmp_path / "dist.toml"

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_qualify import corpus
-from pytest_qualify.corpus import decode_image, decode_video, decoded_file, frame_count, load_manifest, mime_of
+from pytest_qualify.tasks import corpus
+from pytest_qualify.tasks.corpus import decode_image, decode_video, decoded_file, frame_count, load_manifest, mime_of
 from pytest_qualify.graders.contract import is_format_failure
 from pytest_qualify.graders.media import grade_item
 

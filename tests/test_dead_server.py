@@ -18,7 +18,7 @@ import pytest
 
 from .helpers import SMOKE, QualifyPytest, write_profile
 from .fake_vllm import answers_health, pid_gone, wait_for
-from pytest_qualify.lifecycle import free_port
+from pytest_qualify.server.lifecycle import free_port
 DEATH = "server died during {root}test_smoke.py::test_short_answer[rep2of3-q1]: server process (pid {pid}) exited with code 3"
 
 # "At once" against the 60 s request timeout: well under it, with room for a loaded 2-core
@@ -212,7 +212,7 @@ def test_client_limit_comes_from_the_prompt_size_unless_the_caller_gives_one():
     from dataclasses import replace
     from http.server import ThreadingHTTPServer
 
-    from pytest_qualify.client import QualifyClient, RequestTimeout, estimate_prompt_tokens
+    from pytest_qualify.client.endpoint import QualifyClient, RequestTimeout, estimate_prompt_tokens
     from pytest_qualify.profiles import load_profile
     from pytest_qualify.reference import server as reference
     from pytest_qualify.reference.faults import Faults

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_qualify import gate
+from pytest_qualify.gate import decide as gate
 from pytest_qualify.evidence import bundle, junit, report
 from pytest_qualify.evidence.metrics import parse
 from pytest_qualify.evidence.session import CaseRecord
 from pytest_qualify.evidence.summary import SummaryError, build_summary, validate
-from pytest_qualify.evidence.waivers import Waiver, WaiverSet
+from pytest_qualify.gate.waivers import Waiver, WaiverSet
 from pytest_qualify.profiles import load_profile, module_registry
 from pytest_qualify.redaction import redact_command
-from pytest_qualify.timing import Timeline, request_metrics
+from pytest_qualify.client.timing import Timeline, request_metrics
 
 SECRET = "sk-test-very-secret-0123456789"
 

@@ -7,14 +7,14 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from pytest_qualify import gate
+from pytest_qualify.gate import decide as gate
 from pytest_qualify.evidence import junit, report
 from pytest_qualify.evidence.bundle import write_manifest
 from pytest_qualify.evidence.summary import build_summary, stage_fields, validate
-from pytest_qualify.identity import Identity
+from pytest_qualify.promotion.identity import Identity
 from pytest_qualify.profiles import load_profile, module_registry
-from pytest_qualify.promotion import load_promoted
-from pytest_qualify.stage_run import StageRun
+from pytest_qualify.promotion.promoted import load_promoted
+from pytest_qualify.promotion.stage_run import StageRun
 
 PROFILE = load_profile("262k")
 LIVE = Identity("agents-a1-fp8-mm-262k", "InternScience/Agents-A1-FP8", 262144, "0.23.1rc1.dev1327+gf25953cc5")

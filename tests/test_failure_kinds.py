@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from .helpers import QualifyPytest, suite, write_profile
-from pytest_qualify.gate import ItemResult, failure_kinds
+from pytest_qualify.gate.decide import ItemResult, failure_kinds
 
 
 def _item(module: str, outcome: str, kind: str | None = None) -> ItemResult:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_qualify import fixture_data
-from pytest_qualify.fixture_data import FixtureError
+from pytest_qualify.tasks import fixture_data
+from pytest_qualify.tasks.fixture_data import FixtureError
 
 LOADERS = [fixture_data.smoke_questions, fixture_data.finish_prompts, fixture_data.reasoning_prompts,
            fixture_data.json_tasks, fixture_data.triage_incidents, fixture_data.diff_cases]

@@ -11,9 +11,9 @@ from pytest_qualify.profiles import builtin_profiles
 
 FAKES = """
     import pytest
-    from pytest_qualify.client import Answer
+    from pytest_qualify.client.endpoint import Answer
     from pytest_qualify.profiles import load_profile
-    from pytest_qualify.timing import Timeline
+    from pytest_qualify.client.timing import Timeline
 
     class FakeClient:
         def __init__(self):
@@ -75,8 +75,8 @@ def test_recorder_checks_the_finish_state_of_every_answer(pytester):
     # reason, and the outcome is recorded as properties.
     pytester.makepyfile(test_probe=textwrap.dedent("""
         import pytest
-        from pytest_qualify.client import Answer, ToolCall
-        from pytest_qualify.timing import Timeline
+        from pytest_qualify.client.endpoint import Answer, ToolCall
+        from pytest_qualify.client.timing import Timeline
 
         def make(content, finish, calls=()):
             return Answer(content=content, reasoning=None, tool_calls=calls, finish_reason=finish,

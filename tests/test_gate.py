@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_qualify import gate
+from pytest_qualify.gate import decide as gate
 from pytest_qualify.evidence.session import EvidenceState
 from pytest_qualify.evidence.verdict import conclude, run_record
-from pytest_qualify.evidence.waivers import Waiver, WaiverSet
-from pytest_qualify.gate import (
+from pytest_qualify.gate.waivers import Waiver, WaiverSet
+from pytest_qualify.gate.decide import (
     EXIT_CODES, FAIL, INCOMPLETE, PASS, BaselineInput, CheckRow, Decision, ItemResult, RunRecord, decide, evaluate,
     render_table, with_unjudged,
 )

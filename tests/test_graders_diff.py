@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_qualify.fixture_data import diff_cases
+from pytest_qualify.tasks.fixture_data import diff_cases
 from pytest_qualify.graders.contract import FormatError, is_format_failure
 from pytest_qualify.graders.diff import (
     apply_diff, diff_slot, first_difference, grade_diff_answer, same_file, strip_level,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from pytest_qualify.fixture_data import json_tasks
+from pytest_qualify.tasks.fixture_data import json_tasks
 from pytest_qualify.graders.json_output import (
     JsonAnswerError,
     check_json_answer,

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_qualify.corpus import load_manifest
+from pytest_qualify.tasks.corpus import load_manifest
 from pytest_qualify.graders.contract import is_format_failure
 from pytest_qualify.graders.media import (
     grade_count,

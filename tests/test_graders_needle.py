@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from pytest_qualify.graders.contract import is_format_failure
 from pytest_qualify.graders.needle import grade_needle
-from pytest_qualify.haystack import needle_spec
+from pytest_qualify.tasks.haystack import needle_spec
 
 VALUE = "4417236"
 DISTRACTORS = {"cobalt": "9182735", "teal": "5550193"}

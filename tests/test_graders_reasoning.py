@@ -92,7 +92,7 @@ def test_property_prose_working_is_not_a_leak(word, decoration, rest):
 def test_the_prompt_that_invites_working_keeps_a_working_answer_passing():
     # The module keeps a prompt that asks for visible working; its reference answer shows the
     # working as prose, and that is not a leak.
-    from pytest_qualify.fixture_data import reasoning_prompts
+    from pytest_qualify.tasks.fixture_data import reasoning_prompts
 
     inviting = [p for p in reasoning_prompts() if "think it through" in p.text.lower()]
     assert inviting, "no reasoning prompt invites visible working"

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_qualify.fixture_data import recall_fixtures
+from pytest_qualify.tasks.fixture_data import recall_fixtures
 from pytest_qualify.graders.contract import is_format_failure
 from pytest_qualify.graders.recall import grade_recall
 

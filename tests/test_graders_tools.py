@@ -8,8 +8,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from pytest_qualify.client import ToolCall
-from pytest_qualify.fixture_data import tool_fixtures
+from pytest_qualify.client.endpoint import ToolCall
+from pytest_qualify.tasks.fixture_data import tool_fixtures
 from pytest_qualify.graders.tools import (
     ExpectedCall, RawCall, call_in_text, canonical_arguments, grade_call, grade_calls, grade_no_call,
     grade_stream_shape, normalize_string, same_calls,

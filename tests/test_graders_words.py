@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_qualify.fixture_data import tool_fixtures
+from pytest_qualify.tasks.fixture_data import tool_fixtures
 from pytest_qualify.graders.needle import grade_needle
 from pytest_qualify.graders.tools import RawCall, grade_call, normalize_string
 

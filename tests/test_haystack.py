@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_qualify.haystack import (
+from pytest_qualify.tasks.haystack import (
     FillerStream,
     Haystack,
     SizingError,

@@ -10,8 +10,8 @@ import pytest
 
 from pytest_qualify.evidence.bundle import write_manifest
 from pytest_qualify.graders.identity import check_identity
-from pytest_qualify.identity import Identity, change_reason, differences, model_entry, read_identity, revision_in
-from pytest_qualify.promotion import PromotedError, load_promoted, mismatches
+from pytest_qualify.promotion.identity import Identity, change_reason, differences, model_entry, read_identity, revision_in
+from pytest_qualify.promotion.promoted import PromotedError, load_promoted, mismatches
 
 REV = "4d7d59380f327b76e73bc71f40e0c589ad0ca1d5"
 MODELS = [{"id": "other", "root": "x", "max_model_len": 1},
@@ -180,13 +180,13 @@ def _stage(name="preflight"):
 
 
 def test_a_run_whose_server_never_answered_adds_no_identity_reason():
-    from pytest_qualify.stage_run import StageRun
+    from pytest_qualify.promotion.stage_run import StageRun
 
     assert StageRun(_stage()).problems_at_end() == []
 
 
 def test_an_unreadable_start_is_a_reason_of_its_own():
-    from pytest_qualify.stage_run import StageRun
+    from pytest_qualify.promotion.stage_run import StageRun
 
     start = read_identity(QUALIFIED.served_name, [], "v")
     run = StageRun(_stage(), start=start, end=start)
@@ -195,7 +195,7 @@ def test_an_unreadable_start_is_a_reason_of_its_own():
 
 
 def test_a_promoted_mismatch_is_reported_once_when_both_ends_show_it(tmp_path):
-    from pytest_qualify.stage_run import StageRun, StageUsageError, plan
+    from pytest_qualify.promotion.stage_run import StageRun, StageUsageError, plan
     from pytest_qualify.profiles import load_profile
 
     promoted = _promoted(tmp_path)

@@ -17,7 +17,7 @@ import pytest
 
 from .helpers import write_profile
 from .fake_vllm import HERE, event_pid, fake_command, pid_gone, read_events, wait_for
-from pytest_qualify.lifecycle import (
+from pytest_qualify.server.lifecycle import (
     LaunchSpec,
     ServerProcess,
     StartupError,
@@ -165,7 +165,7 @@ def test_ctrl_c_while_stopping_still_kills_the_group(tmp_path):
 def test_ctrl_c_during_startup_leaves_nothing_running(tmp_path):
     from pytest_qualify.profiles import load_profile
     from pytest_qualify.settings import resolve
-    from pytest_qualify.target import start_target
+    from pytest_qualify.server.target import start_target
 
     profile = load_profile(str(write_profile(tmp_path)))
     settings = resolve({"qualify_serve_command": fake_command("--startup-s", "60", "--spawn-child")}, {}, lambda k: None)

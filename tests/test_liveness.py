@@ -1,4 +1,4 @@
-"""The one "server still serving" check (``pytest_qualify.liveness``): what it accepts as alive and
+"""The one "server still serving" check (``pytest_qualify.server.liveness``): what it accepts as alive and
 what it rejects, with the reason naming what the server did."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from pytest_qualify import liveness
-from pytest_qualify.client import Answer, EndpointError, RequestTimeout, ServerGone
+from pytest_qualify.server import liveness
+from pytest_qualify.client.endpoint import Answer, EndpointError, RequestTimeout, ServerGone
 from pytest_qualify.profiles import load_profile
 
 PROFILE = load_profile("262k")

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from pytest_qualify.evidence.metrics import TTFT, delta, parse
-from pytest_qualify.lifecycle import group_alive
+from pytest_qualify.server.lifecycle import group_alive
 from pytest_qualify.hooks.collection import suites_dir
 from .real_vllm import (
     Run, VllmEnv, ended, finish, items, junit_testcases, one_item, output, profile_copy, require_vllm,

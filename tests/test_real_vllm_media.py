@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from pytest_qualify.corpus import load_manifest
+from pytest_qualify.tasks.corpus import load_manifest
 from pytest_qualify.hooks.collection import suites_dir
 from .real_vllm import Run, VllmEnv, finish, items, one_item, require_vllm, run_dir, start, summary
 

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_qualify import hostile
+from pytest_qualify.tasks import hostile
 from pytest_qualify.hooks.collection import suites_dir
 from pytest_qualify.profiles import load_profile
 from pytest_qualify.reference import server as reference

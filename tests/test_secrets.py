@@ -17,7 +17,7 @@ import pytest
 
 from .helpers import write_profile
 from .fake_vllm import answers_health, fake_command, wait_for
-from pytest_qualify.lifecycle import free_port
+from pytest_qualify.server.lifecycle import free_port
 
 
 def every_artifact(root: Path) -> dict[Path, bytes]:

@@ -16,7 +16,7 @@ import pytest
 
 from .helpers import write_profile
 from .fake_vllm import event_pid, fake_command, pid_gone, read_events, wait_for
-from pytest_qualify.lifecycle import group_alive
+from pytest_qualify.server.lifecycle import group_alive
 from pytest_qualify.hooks.collection import suites_dir
 
 SMOKE = str(suites_dir() / "test_smoke.py")

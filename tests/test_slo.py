@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_qualify.evidence.slo import check_rows, evaluate_slo
+from pytest_qualify.gate.slo import check_rows, evaluate_slo
 from pytest_qualify.evidence.summary import validate
-from pytest_qualify.gate import FAIL, INCOMPLETE, PASS, evaluate
+from pytest_qualify.gate.decide import FAIL, INCOMPLETE, PASS, evaluate
 from pytest_qualify.profiles import LaneSlo, ProfileError, Slo, builtin_profiles, load_profile, module_registry
 
 
@@ -106,7 +106,7 @@ def test_a_limit_with_nothing_measured_leaves_the_run_incomplete_never_passed():
     unmeasured = [r for r in rows if r["measured"] is None]
     assert [r["name"] for r in unmeasured] == ["lane:2K:ttft_s", "run:decode_tok_s_p50"]
     assert all(not r["ok"] and "not measured" in r["reason"] for r in unmeasured)
-    from pytest_qualify.gate import ItemResult
+    from pytest_qualify.gate.decide import ItemResult
 
     ok = ItemResult("suites/test_context.py::test_lane[1K]", "context", "test_lane[1K]", 1, 1, "1K")
     assert evaluate([ok], module_registry(), ["context"], checks=check_rows(rows)).verdict == INCOMPLETE

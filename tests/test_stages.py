@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pytest_qualify.profiles import Lane, ProfileError, builtin_profiles, load_profile, module_registry
-from pytest_qualify.stages import StageError, check_stage_name, resolve_stages, stage_names
+from pytest_qualify.promotion.stages import StageError, check_stage_name, resolve_stages, stage_names
 
 LANES = (Lane("1K", 1024), Lane("3K", 3072), Lane("2K", 2048))
 KNOWN = tuple(module_registry())
@@ -110,7 +110,7 @@ def test_a_profile_file_with_a_wrongly_typed_stage_field_is_a_schema_error(tmp_p
 
 
 def test_a_stage_this_profile_cannot_run_is_refused():
-    from pytest_qualify.stages import select
+    from pytest_qualify.promotion.stages import select
 
     stages = resolve_stages({}, ("window",), LANES, KNOWN)
     with pytest.raises(ValueError, match="post-promotion.*smoke, json, tools, reasoning"):

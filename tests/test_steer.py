@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from .fake_vllm import fake_command
-from pytest_qualify import gate as gate_mod
+from pytest_qualify.gate import decide as gate_mod
 from pytest_qualify.profiles import module_registry
 from pytest_qualify.reference import steer
 from pytest_qualify.reference.steer import (

@@ -11,7 +11,7 @@ import re
 import pytest
 
 from .helpers import QualifyPytest
-from pytest_qualify.corpus import load_manifest, malformed_part, media_part, user_message
+from pytest_qualify.tasks.corpus import load_manifest, malformed_part, media_part, user_message
 from pytest_qualify.graders.media import grade_item
 from pytest_qualify.hooks.collection import suites_dir
 from pytest_qualify.profiles import load_profile

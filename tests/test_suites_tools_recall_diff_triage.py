@@ -15,10 +15,10 @@ import pytest
 
 from .helpers import QualifyPytest, suite
 from pytest_qualify.graders.tools import canonical_arguments
-from pytest_qualify.fixture_data import diff_cases as load_diff_cases
-from pytest_qualify.fixture_data import recall_fixtures as load_recall_fixtures
-from pytest_qualify.fixture_data import tool_fixtures as load_tool_fixtures
-from pytest_qualify.fixture_data import triage_incidents as load_incidents
+from pytest_qualify.tasks.fixture_data import diff_cases as load_diff_cases
+from pytest_qualify.tasks.fixture_data import recall_fixtures as load_recall_fixtures
+from pytest_qualify.tasks.fixture_data import tool_fixtures as load_tool_fixtures
+from pytest_qualify.tasks.fixture_data import triage_incidents as load_incidents
 from pytest_qualify.hooks.collection import suites_dir
 from pytest_qualify.profiles import load_profile
 from pytest_qualify.reference import oracle

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from pytest_qualify.lifecycle import free_port
-from pytest_qualify.target import probe_health, unreachable_reason
+from pytest_qualify.server.lifecycle import free_port
+from pytest_qualify.server.target import probe_health, unreachable_reason
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):

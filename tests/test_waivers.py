@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from .helpers import QualifyPytest
-from pytest_qualify import gate
+from pytest_qualify.gate import decide as gate
 from pytest_qualify.evidence.summary import validate
-from pytest_qualify.evidence.waivers import (
+from pytest_qualify.gate.waivers import (
     Candidate, Waiver, WaiverError, WaiverSet, hard_module_conflicts, item_ids, load_waivers, without_repetition,
 )
 from pytest_qualify.profiles import module_registry

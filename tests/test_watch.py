@@ -14,11 +14,11 @@ import httpx
 import openai
 import pytest
 
-from pytest_qualify.client import AuthRejected, EndpointError, RequestTimeout, ServerGone
+from pytest_qualify.client.endpoint import AuthRejected, EndpointError, RequestTimeout, ServerGone
 from pytest_qualify.hooks.watch import (
     DEATH_FILE, LOG_SECTION, STARTUP_LOG_SECTION, _attach_log_tail, _harness_reason, fail_if_server_gone, split_death,
 )
-from pytest_qualify.lifecycle import LOG_TAIL_HEADER, free_port, split_startup_error
+from pytest_qualify.server.lifecycle import LOG_TAIL_HEADER, free_port, split_startup_error
 from pytest_qualify.settings import Settings
 
 

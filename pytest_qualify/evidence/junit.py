@@ -27,7 +27,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pytest_qualify.timing import TIMING_PROPERTIES, RequestMetrics
+from pytest_qualify.client.timing import TIMING_PROPERTIES, RequestMetrics
 
 PRIMARY_KEYS = frozenset(TIMING_PROPERTIES) | {"timing_source", "timing_request", "cached_tokens"}
 COUNT_KEYS = frozenset({"requests", "requests_e2e_s"})
@@ -123,7 +123,7 @@ def stage_properties(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def _describe(reading: Mapping[str, Any]) -> str:
-    from pytest_qualify.identity import Identity
+    from pytest_qualify.promotion.identity import Identity
 
     return Identity.from_dict(reading).describe()
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_qualify.evidence.baseline import render_rows
+from pytest_qualify.gate.baseline import render_rows
 
 MAX_FAILURE_ROWS = 60
 SIMULATED_BANNER = (

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_qualify.evidence.metrics import Snapshot
-from pytest_qualify.evidence.waivers import WaiverSet
+from pytest_qualify.gate.waivers import WaiverSet
 
 LONGREPR_CHARS = 4000  # enough for an operator to read, small enough for a JUnit file
 

@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING
 from pytest_qualify.evidence.metrics import Snapshot, delta
 from pytest_qualify.evidence.schema import SCHEMA_ID, SCHEMA_VERSION, SummaryError, schema, validate  # noqa: F401 - re-exported
 from pytest_qualify.redaction import redact_command, safe_url
-from pytest_qualify.timing import percentile, spread
+from pytest_qualify.client.timing import percentile, spread
 
 if TYPE_CHECKING:
     from pytest_qualify.evidence.session import CaseRecord
-    from pytest_qualify.gate import GateVerdict, ItemResult
+    from pytest_qualify.gate.decide import GateVerdict, ItemResult
     from pytest_qualify.profiles import Profile
     from pytest_qualify.run import RunState
-    from pytest_qualify.stage_run import StageRun
+    from pytest_qualify.promotion.stage_run import StageRun
 
 CONTEXT_MODULE = "context"
 SCALARS = (str, int, float, bool, type(None))
@@ -195,7 +195,7 @@ def server_metrics_section(snapshots: Mapping[str, Snapshot], errors: Mapping[st
 
 
 def gate_section(verdict: GateVerdict) -> list[dict[str, Any]]:
-    from pytest_qualify.gate import FAILURE_KINDS, failure_kinds
+    from pytest_qualify.gate.decide import FAILURE_KINDS, failure_kinds
 
     # Failed items per kind (waived ones included: they failed too): format apart from fact.
     kinds = failure_kinds([*verdict.failures, *verdict.waived])

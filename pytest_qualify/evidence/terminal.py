@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_qualify.evidence.baseline import render_rows
+from pytest_qualify.gate.baseline import render_rows
 from pytest_qualify.evidence.report import rate, spread_text
 from pytest_qualify.evidence.session import EvidenceState
 

@@ -10,15 +10,15 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from pytest_qualify import gate
+from pytest_qualify.gate import decide as gate
 from pytest_qualify.evidence import bundle
 from pytest_qualify.evidence.session import EvidenceState
-from pytest_qualify.evidence.waivers import candidates  # noqa: F401 - re-exported
+from pytest_qualify.gate.waivers import candidates  # noqa: F401 - re-exported
 from pytest_qualify.evidence.summary import facts_section, iso, render_summary, stage_fields, target_section, tool_version
-from pytest_qualify.gate import WAIVER_USAGE_ERROR, BaselineInput, Decision, RunRecord  # noqa: F401 - re-exported
+from pytest_qualify.gate.decide import WAIVER_USAGE_ERROR, BaselineInput, Decision, RunRecord  # noqa: F401 - re-exported
 from pytest_qualify.profiles import ModuleInfo
 from pytest_qualify.run import RunState
-from pytest_qualify.stage_run import StageRun
+from pytest_qualify.promotion.stage_run import StageRun
 
 # Where a user plugin's summary fields go (the schema leaves this one object open).
 EXTRA_KEY = "extra"

@@ -17,7 +17,7 @@ ALLOWED_TOOL_TURN = frozenset({"stop", "tool_calls"})
 
 
 class AnswerLike(Protocol):
-    """What the check reads; ``pytest_qualify.client.Answer`` is one."""
+    """What the check reads; ``pytest_qualify.client.endpoint.Answer`` is one."""
 
     content: str | None
     reasoning: str | None

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_qualify.graders import Verdict
-from pytest_qualify.identity import model_entry
+from pytest_qualify.promotion.identity import model_entry
 
 
 def check_identity(models: Sequence[Mapping[str, Any]], served_name: str, model: str, window_tokens: int) -> Verdict:

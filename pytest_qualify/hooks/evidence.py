@@ -30,8 +30,8 @@ def evidence_of(config: pytest.Config) -> EvidenceState | None:
 
 def load_evidence_state(config: pytest.Config, state: RunState) -> EvidenceState:
     """Waivers and the baseline, loaded now: a bad file is a usage error before any server starts."""
-    from pytest_qualify.evidence.baseline import DEFAULT_THRESHOLD_PCT, BaselineError, load_baseline
-    from pytest_qualify.evidence.waivers import WaiverError, WaiverSet, load_waivers
+    from pytest_qualify.gate.baseline import DEFAULT_THRESHOLD_PCT, BaselineError, load_baseline
+    from pytest_qualify.gate.waivers import WaiverError, WaiverSet, load_waivers
 
     ev = EvidenceState()
     settings = state.settings
@@ -135,7 +135,7 @@ class EvidenceHooks:
         ev = self.ev
         if ev.waivers is None or self.state.is_worker:
             return
-        from pytest_qualify.evidence.waivers import Candidate, hard_module_conflicts, item_ids
+        from pytest_qualify.gate.waivers import Candidate, hard_module_conflicts, item_ids
 
         candidates = [
             Candidate(item.nodeid, module, item_ids(item.nodeid, item_label(item)))

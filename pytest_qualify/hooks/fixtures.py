@@ -18,7 +18,7 @@ from pytest_qualify.profiles import Profile
 from pytest_qualify.run import RunState
 
 if TYPE_CHECKING:
-    from pytest_qualify.client import Answer, QualifyClient
+    from pytest_qualify.client.endpoint import Answer, QualifyClient
 
 
 def _state(request: pytest.FixtureRequest) -> RunState:
@@ -95,7 +95,7 @@ class Recorder:
         requests keeps the timing of its first streamed one (see evidence/junit.py). With
         ``check_finish=False`` the caller runs :meth:`finish` itself, after its own grading."""
         from pytest_qualify.evidence.junit import merge_answer_properties
-        from pytest_qualify.timing import request_metrics
+        from pytest_qualify.client.timing import request_metrics
 
         metrics = request_metrics(answer.timeline, answer.prompt_tokens, answer.completion_tokens)
         merge_answer_properties(self._item.user_properties, metrics, bool(answer.streamed), answer.cached_tokens)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pytest_qualify import gate as gate_mod
+from pytest_qualify.gate import decide as gate_mod
 from pytest_qualify.checks import REASON_KEY
 from pytest_qualify.hooks.collection import REPETITION_KEY
 from pytest_qualify.run import MODULE_KEY, RunState
@@ -121,7 +121,7 @@ def _write_corpus_table(tr: Any, state: RunState) -> None:
         if r.module == "multimodal" and "corpus_kind" in r.properties
     ]
     if rows:
-        from pytest_qualify.corpus import kind_table
+        from pytest_qualify.tasks.corpus import kind_table
 
         tr.write_line("")
         for line in kind_table(rows):

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pytest_qualify.gate import GateVerdict
+from pytest_qualify.gate.decide import GateVerdict
 
 
 @pytest.hookspec

@@ -14,15 +14,15 @@ from pytest_qualify.run import RunState
 from pytest_qualify.settings import REFERENCE
 
 if TYPE_CHECKING:
-    from pytest_qualify.client import QualifyClient
+    from pytest_qualify.client.endpoint import QualifyClient
 
 
 def make_client(state: RunState, timeout_s: float | None = None) -> QualifyClient:
     """The one way the plugin builds a client on the run's endpoint: its served name, API key and
     the profile's timeouts (``timeout_s`` caps a request's limit lower, as the identity reading
     does). Imports openai: call lazily."""
-    from pytest_qualify.client import QualifyClient
-    from pytest_qualify.target import api_key_from_env
+    from pytest_qualify.client.endpoint import QualifyClient
+    from pytest_qualify.server.target import api_key_from_env
 
     request_s = state.profile.timeouts.request_s
     return QualifyClient(
@@ -60,8 +60,8 @@ class ServerSession:
         """Launch or attach and wait until ready; True when the server answers. A local problem
         (a taken port, a serve command that does not exist) is a usage error, raised before
         anything starts; a failed start is recorded and fails every protocol test."""
-        from pytest_qualify.lifecycle import StartupError
-        from pytest_qualify.target import TargetError, api_key_from_env, preflight, start_target
+        from pytest_qualify.server.lifecycle import StartupError
+        from pytest_qualify.server.target import TargetError, api_key_from_env, preflight, start_target
 
         state = self.state
         try:

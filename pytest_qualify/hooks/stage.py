@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from pytest_qualify.identity import Identity, read_identity
+from pytest_qualify.promotion.identity import Identity, read_identity
 from pytest_qualify.run import RunState
-from pytest_qualify.stage_run import StageRun, StageUsageError, plan
+from pytest_qualify.promotion.stage_run import StageRun, StageUsageError, plan
 
 
 def stage_of(state: RunState) -> StageRun:

@@ -129,14 +129,14 @@ def _process_gone(state: RunState) -> str | None:
         return state.target.died()
     pid = state.server_info.get("server_pid")
     if pid:
-        from pytest_qualify.target import process_gone
+        from pytest_qualify.server.target import process_gone
 
         return process_gone(int(pid))
     return None
 
 
 def _death_reason(state: RunState, during: str, how: str) -> str:
-    from pytest_qualify.target import log_tail
+    from pytest_qualify.server.target import log_tail
 
     if state.target is not None:
         text = state.target.log_tail(DEATH_LOG_LINES)
@@ -174,7 +174,7 @@ def _adopt_death(state: RunState) -> str | None:
 def _probe_health(state: RunState) -> str | None:
     """The connection error when /health cannot be reached; None when the server answers at
     all (any status) or is merely slow (a hung server is not a dead one)."""
-    from pytest_qualify.target import probe_health
+    from pytest_qualify.server.target import probe_health
 
     probe = probe_health(state.base_url or "", HEALTH_PROBE_TIMEOUT_S)
     return None if probe.status is not None or probe.timed_out else probe.error
@@ -210,7 +210,7 @@ def _connection_failure(chain: list[BaseException]) -> str | None:
     """The refused, reset or unanswered connection in an exception chain, if there is one."""
     import sys
 
-    from pytest_qualify.client import ServerGone
+    from pytest_qualify.client.endpoint import ServerGone
 
     httpx = sys.modules.get("httpx")
     openai = sys.modules.get("openai")
@@ -238,7 +238,7 @@ def _harness_reason(state: RunState, item: pytest.Item, exc: BaseException) -> s
     """One readable line for failures that are the server's state, not the test's assertion."""
     import sys
 
-    from pytest_qualify.client import RequestTimeout
+    from pytest_qualify.client.endpoint import RequestTimeout
 
     chain = _chain(exc)
     lane = _lane_of(item)
@@ -308,7 +308,7 @@ def _protocol_state(item: pytest.Item) -> RunState | None:
 
 
 def _split_startup(startup_error: str) -> tuple[str, str]:
-    from pytest_qualify.lifecycle import split_startup_error  # subprocess machinery: only when startup failed
+    from pytest_qualify.server.lifecycle import split_startup_error  # subprocess machinery: only when startup failed
 
     return split_startup_error(startup_error)
 

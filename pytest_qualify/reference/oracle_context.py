@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pytest_qualify.haystack import NeedleTemplate, needle_spec
+from pytest_qualify.tasks.haystack import NeedleTemplate, needle_spec
 from pytest_qualify.profiles import Lane, Profile
 from pytest_qualify.reference import tokenizer
 from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Reply

@@ -7,7 +7,7 @@ from __future__ import annotations
 import difflib
 import re
 
-from pytest_qualify.fixture_data import diff_cases
+from pytest_qualify.tasks.fixture_data import diff_cases
 from pytest_qualify.graders.diff import DiffCase
 from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Reply
 

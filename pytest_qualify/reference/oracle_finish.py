@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from pytest_qualify.fixture_data import finish_prompts, window_follow_up
+from pytest_qualify.tasks.fixture_data import finish_prompts, window_follow_up
 from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Reply
 
 PRIORITY = 60

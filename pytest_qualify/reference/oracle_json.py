@@ -10,7 +10,7 @@ import json
 from functools import cache
 from typing import Any
 
-from pytest_qualify.fixture_data import json_task_prompt, json_tasks
+from pytest_qualify.tasks.fixture_data import json_task_prompt, json_tasks
 from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Reply
 
 PRIORITY = 40

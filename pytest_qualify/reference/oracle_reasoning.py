@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from functools import cache
 
-from pytest_qualify.fixture_data import reasoning_prompts
+from pytest_qualify.tasks.fixture_data import reasoning_prompts
 from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Reply
 
 PRIORITY = 60

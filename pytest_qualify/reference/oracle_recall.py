@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from pytest_qualify.fixture_data import recall_fixtures
+from pytest_qualify.tasks.fixture_data import recall_fixtures
 from pytest_qualify.graders.recall import Conversation
 from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Reply
 

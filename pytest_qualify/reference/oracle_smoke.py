@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from pytest_qualify.fixture_data import smoke_questions
+from pytest_qualify.tasks.fixture_data import smoke_questions
 from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Reply
 
 PRIORITY = 900  # a fallback: specific task oracles go first

@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_qualify.fixture_data import tool_fixtures
+from pytest_qualify.tasks.fixture_data import tool_fixtures
 from pytest_qualify.graders.tools import ExpectedCall, canonical_arguments, tool_schemas
 from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Reply
 

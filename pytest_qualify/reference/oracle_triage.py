@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from pytest_qualify.fixture_data import triage_incidents
+from pytest_qualify.tasks.fixture_data import triage_incidents
 from pytest_qualify.graders.triage import Incident
 from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Reply
 

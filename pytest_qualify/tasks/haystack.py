@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any, Literal
 
-from pytest_qualify import fixture_data
+from pytest_qualify.tasks import fixture_data
 
 if TYPE_CHECKING:
     from pytest_qualify.graders.contract import Contract

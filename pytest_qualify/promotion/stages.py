@@ -74,7 +74,7 @@ class Stage:
 @cache
 def default_table() -> dict[str, dict[str, Any]]:
     """The package's stage table (``stages.toml``), in its order."""
-    text = resources.files("pytest_qualify").joinpath("stages.toml").read_text()
+    text = resources.files("pytest_qualify.promotion").joinpath("stages.toml").read_text()
     return dict(tomllib.loads(text)["stages"])
 
 

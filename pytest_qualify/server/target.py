@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_qualify.lifecycle import (
+from pytest_qualify.server.lifecycle import (
     LaunchSpec, ServerProcess, free_port, pid_exit, port_is_free, render_argv, tail,
 )
 from pytest_qualify.profiles import Profile

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_qualify import hostile
+from pytest_qualify.tasks import hostile
 
 if TYPE_CHECKING:
     import httpx

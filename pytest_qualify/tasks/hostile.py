@@ -19,7 +19,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from pytest_qualify import fixture_data
+from pytest_qualify.tasks import fixture_data
 
 CHAT_PATH = "/v1/chat/completions"
 

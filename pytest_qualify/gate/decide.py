@@ -18,12 +18,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pytest_qualify.evidence.baseline import DEFAULT_THRESHOLD_PCT, compare
-from pytest_qualify.evidence.slo import CheckRow, check_rows, evaluate_slo
+from pytest_qualify.gate.baseline import DEFAULT_THRESHOLD_PCT, compare
+from pytest_qualify.gate.slo import CheckRow, check_rows, evaluate_slo
 from pytest_qualify.evidence.stats import flips
-from pytest_qualify.evidence.waivers import WaiverSet, candidates, hard_module_conflicts
+from pytest_qualify.gate.waivers import WaiverSet, candidates, hard_module_conflicts
 from pytest_qualify.profiles import ModuleInfo
-from pytest_qualify.stages import Stage
+from pytest_qualify.promotion.stages import Stage
 
 __all__ = ["CheckRow"]  # re-exported: the SLO rows' type (evidence/slo.py) is a gate row
 

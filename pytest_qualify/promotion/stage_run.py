@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pytest_qualify.identity import Identity, change_reason
+from pytest_qualify.promotion.identity import Identity, change_reason
 from pytest_qualify.profiles import Profile
-from pytest_qualify.promotion import Promoted, PromotedError, load_promoted, mismatches
-from pytest_qualify.stages import Stage
+from pytest_qualify.promotion.promoted import Promoted, PromotedError, load_promoted, mismatches
+from pytest_qualify.promotion.stages import Stage
 
 
 class StageUsageError(ValueError):

@@ -8,7 +8,7 @@ the corpus tests and the reference server, which rejects malformed media by real
 
 No pytest here; Pillow and PyAV load only when a function needs them.
 
-Run ``python -m pytest_qualify.corpus [OUT_DIR]`` to regenerate the files (default: the corpus
+Run ``python -m pytest_qualify.tasks.corpus [OUT_DIR]`` to regenerate the files (default: the corpus
 directory next to the manifest).
 """
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_qualify.timing import Timeline
+from pytest_qualify.client.timing import Timeline
 
 if TYPE_CHECKING:
     from pytest_qualify.profiles import Timeouts

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_qualify.evidence.manifest import verify_manifest
-from pytest_qualify.identity import Identity, differences
+from pytest_qualify.promotion.identity import Identity, differences
 
 SUMMARY_SCHEMA = "pytest-qualify/summary"
 MANIFEST = "SHA256SUMS"
@@ -51,7 +51,7 @@ def _qualified_identity(summary: dict[str, Any]) -> Identity:
     recorded = (summary.get("identity") or {}).get("end")
     if isinstance(recorded, dict) and recorded.get("served_name"):
         return Identity.from_dict(recorded)
-    from pytest_qualify.identity import read_identity
+    from pytest_qualify.promotion.identity import read_identity
 
     target = summary.get("target") or {}
     served = str(((summary.get("profile") or {}).get("deployment") or {}).get("served_name") or "")

@@ -56,7 +56,7 @@ class Liveness:
 
 def default_question() -> Question:
     """The smoke module's first question: short, with a one-word answer under its contract."""
-    from pytest_qualify.fixture_data import smoke_questions
+    from pytest_qualify.tasks.fixture_data import smoke_questions
 
     return smoke_questions()[0]
 
@@ -64,7 +64,7 @@ def default_question() -> Question:
 def check(client: Any, profile: Any, *, after: str, question: Question | None = None) -> Liveness:
     """``GET /health`` then one short chat request (``max_tokens`` = the profile's answer budget,
     the profile's request timeout). ``after`` names what came before, for the reason."""
-    from pytest_qualify.client import EndpointError, RequestTimeout, ServerGone, error_message
+    from pytest_qualify.client.endpoint import EndpointError, RequestTimeout, ServerGone, error_message
     q = question or default_question()
     t0 = time.perf_counter()
 
