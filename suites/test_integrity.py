@@ -1,0 +1,123 @@
+"""Protocol module 12 — integrity: the judged server is the answering one, and its streams say
+what they mean (MLPerf Inference's compliance audits, held against an OpenAI-compatible endpoint).
+
+A sample of the streaming modules' own requests (``fixtures/integrity.toml``), asked exactly as
+those modules ask them:
+
+- streamed (with and without ``include_usage``) and plain at temperature 0: the same visible
+  answer, tool calls, finish reason and completion tokens; one finish chunk; usage exactly when
+  asked; no more content deltas than tokens; tool-call deltas that start with id, type and name;
+- a tool call cut by ``max_tokens`` ends ``length``;
+- the answer equals every earlier answer to the same request in this run (the answer journal:
+  other modules, earlier repetitions, the streamed path) — TEST01;
+- the visible answer's length within the profile's band for the sample's module — TEST09.
+
+And once per repetition, a prompt of the probe size asked fresh, fresh again with other text, then
+repeated under a fresh cache salt: no prefix-cache hit, and the repeat not markedly faster — TEST04.
+Answers are compared whatever their finish state (that is the finish module's row).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_qualify.checks import fail, require, sizing
+from pytest_qualify.evidence.answers import answers_to
+from pytest_qualify.fixture_data import integrity_samples
+from pytest_qualify.graders.integrity import (
+    RecordedAnswer, check_cut_call, check_length_band, check_no_result_cache, check_same_answers,
+    check_stream_shape, compare_stream_plain, parsed_calls,
+)
+from pytest_qualify.haystack import Haystack, haystack_seed, plan_haystack, size_to_tokens
+
+pytestmark = pytest.mark.qualify_module("integrity")
+
+SAMPLES = integrity_samples()
+TOOL_SAMPLES = [s for s in SAMPLES if s.tool_turn]
+
+
+def _usage_tokens(answer) -> int | None:
+    return answer.completion_tokens if answer.usage else None
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=[s.id for s in SAMPLES])
+def test_stream_matches_plain(sample, qualify_ask, qualify_profile, qualify_record, qualify_repetition):
+    where = f"sample {sample.id}, repetition {qualify_repetition}"
+    messages = list(sample.messages)
+    plain = qualify_ask(messages, check_finish=False, salt_suffix="-plain", **sample.params)
+    streamed = qualify_ask(messages, check_finish=False, stream=True, salt_suffix="-usage",
+                           stream_options={"include_usage": True}, **sample.params)
+    quiet = qualify_ask(messages, check_finish=False, stream=True, salt_suffix="-quiet",
+                        stream_options={"include_usage": False}, **sample.params)
+    qualify_record.props(case=sample.id, plain_completion_tokens=plain.completion_tokens,
+                         stream_chunks=streamed.stream.chunks, stream_content_deltas=streamed.stream.content_deltas)
+    require(check_stream_shape(streamed.stream, _usage_tokens(streamed), streamed.finish_reason),
+            f"{where}, streamed with include_usage")
+    # Without usage the stream's own count is unknown: the plain answer's bounds its deltas.
+    require(check_stream_shape(quiet.stream, plain.completion_tokens, quiet.finish_reason),
+            f"{where}, streamed without include_usage")
+    require(compare_stream_plain(streamed, plain), f"{where}, streamed with include_usage")
+    require(compare_stream_plain(quiet, plain), f"{where}, streamed without include_usage")
+    band = qualify_profile.integrity.band(sample.module)
+    if band is not None and not plain.tool_calls:
+        qualify_record.props(length_chars=len(plain.content or ""))
+        require(check_length_band(plain.content, band.min_chars, band.max_chars, sample.module), where)
+
+
+@pytest.mark.parametrize("sample", TOOL_SAMPLES, ids=[s.id for s in TOOL_SAMPLES])
+def test_cut_tool_call_says_length(sample, qualify_ask, qualify_record, qualify_repetition):
+    where = f"sample {sample.id}, repetition {qualify_repetition}"
+    messages = list(sample.messages)
+    uncut = qualify_ask(messages, check_finish=False, salt_suffix="-uncut", **sample.params)
+    tokens = uncut.completion_tokens
+    if not uncut.tool_calls or not tokens or tokens < 2:
+        fail(where, f"the uncut answer made no tool call of 2 or more tokens (finish {uncut.finish_reason!r}, "
+                    f"{tokens} completion tokens), so a cut call cannot be judged")
+    max_tokens = tokens // 2
+    qualify_record.props(case=sample.id, uncut_tokens=tokens, cut_max_tokens=max_tokens)
+    for stream in (True, False):
+        cut = qualify_ask(messages, check_finish=False, stream=stream, max_tokens=max_tokens,
+                          salt_suffix=f"-cut-{'stream' if stream else 'plain'}", **sample.params)
+        how = "streamed" if stream else "not streamed"
+        if cut.stream is not None:
+            require(check_stream_shape(cut.stream, _usage_tokens(cut), cut.finish_reason), f"{where}, {how}")
+        require(check_cut_call(cut.finish_reason, max_tokens, tokens), f"{where}, {how}")
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=[s.id for s in SAMPLES])
+def test_answer_held_through_run(sample, qualify_ask, qualify_run, qualify_record, qualify_repetition):
+    where = f"sample {sample.id}, repetition {qualify_repetition}"
+    messages = list(sample.messages)
+    earlier = answers_to(qualify_run.run_dir, qualify_ask.key(messages, **sample.params))
+    answer = qualify_ask(messages, check_finish=False, salt_suffix="-held", **sample.params)
+    now = RecordedAnswer("now", False, answer.content, parsed_calls(answer.tool_calls), answer.finish_reason)
+    qualify_record.props(case=sample.id, earlier_answers=len(earlier))
+    if not earlier:
+        fail(where, "no earlier answer to this request in the run's answer journal (answers.jsonl): nothing "
+                    "to hold the answer to")
+    require(check_same_answers(now, earlier), where)
+
+
+def test_no_result_cache(qualify_client, qualify_ask, qualify_profile, qualify_run, qualify_record, qualify_repetition):
+    where = f"repetition {qualify_repetition}"
+    rules = qualify_profile.integrity
+    limits = qualify_profile.limits
+    size = rules.cache_probe_tokens or min(lane.prompt_tokens for lane in limits.lanes)
+    prompts = []
+    for name in ("a", "b"):
+        plan = plan_haystack(haystack_seed(qualify_run.run_id, "integrity", name, qualify_repetition), 0.5)
+        with sizing(where, "the cache probe"):
+            sized = size_to_tokens(Haystack(plan).build, qualify_client.count_chat_tokens, size,
+                                   tolerance=max(limits.lane_tolerance_tokens // 2, 8), max_calls=6)
+        prompts.append(sized.messages)
+    timeout_s = qualify_profile.timeouts.for_prompt(size)
+    fresh_a = qualify_ask(prompts[0], check_finish=False, stream=True, salt_suffix="-a", timeout_s=timeout_s)
+    fresh_b = qualify_ask(prompts[1], check_finish=False, stream=True, salt_suffix="-b", timeout_s=timeout_s)
+    repeat = qualify_ask(prompts[0], check_finish=False, stream=True, salt_suffix="-repeat", timeout_s=timeout_s)
+    fresh_s = [a.timeline.e2e_s for a in (fresh_a, fresh_b)]
+    repeat_s = repeat.timeline.e2e_s
+    qualify_record.props(probe_tokens=size, fresh_e2e_s=",".join(f"{t:.4f}" for t in fresh_s),
+                         repeat_e2e_s=f"{repeat_s:.4f}", repeat_ratio=round(repeat_s / min(fresh_s), 4),
+                         repeat_ratio_min=rules.repeat_e2e_ratio_min, prefix_cache_rule=rules.prefix_cache)
+    require(check_no_result_cache([a.cached_tokens for a in (fresh_a, fresh_b, repeat)], repeat_s, fresh_s,
+                                  rules.repeat_e2e_ratio_min, salted=rules.prefix_cache == "salted"), where)
