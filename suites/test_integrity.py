@@ -22,6 +22,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_qualify.checks import fail, require, sizing
+from pytest_qualify.graders import Verdict
 from pytest_qualify.evidence.answers import answers_to
 from pytest_qualify.fixture_data import integrity_samples
 from pytest_qualify.graders.integrity import (
@@ -40,6 +41,13 @@ def _usage_tokens(answer) -> int | None:
     return answer.completion_tokens if answer.usage else None
 
 
+def _require_all(where: str, checks: list[tuple[str, Verdict]]) -> None:
+    """Fail with every broken rule at once: one breach must not hide another."""
+    problems = [f"{label}: {verdict.reason}" if label else verdict.reason for label, verdict in checks if not verdict.ok]
+    if problems:
+        fail(where, " | ".join(problems))
+
+
 @pytest.mark.parametrize("sample", SAMPLES, ids=[s.id for s in SAMPLES])
 def test_stream_matches_plain(sample, qualify_ask, qualify_profile, qualify_record, qualify_repetition):
     where = f"sample {sample.id}, repetition {qualify_repetition}"
@@ -51,17 +59,20 @@ def test_stream_matches_plain(sample, qualify_ask, qualify_profile, qualify_reco
                         stream_options={"include_usage": False}, **sample.params)
     qualify_record.props(case=sample.id, plain_completion_tokens=plain.completion_tokens,
                          stream_chunks=streamed.stream.chunks, stream_content_deltas=streamed.stream.content_deltas)
-    require(check_stream_shape(streamed.stream, _usage_tokens(streamed), streamed.finish_reason),
-            f"{where}, streamed with include_usage")
-    # Without usage the stream's own count is unknown: the plain answer's bounds its deltas.
-    require(check_stream_shape(quiet.stream, plain.completion_tokens, quiet.finish_reason),
-            f"{where}, streamed without include_usage")
-    require(compare_stream_plain(streamed, plain), f"{where}, streamed with include_usage")
-    require(compare_stream_plain(quiet, plain), f"{where}, streamed without include_usage")
+    checks = [
+        ("streamed with include_usage", check_stream_shape(streamed.stream, _usage_tokens(streamed),
+                                                            streamed.finish_reason)),
+        # Without usage the stream's own count is unknown: the plain answer's bounds its deltas.
+        ("streamed without include_usage", check_stream_shape(quiet.stream, plain.completion_tokens,
+                                                               quiet.finish_reason)),
+        ("streamed with include_usage", compare_stream_plain(streamed, plain)),
+        ("streamed without include_usage", compare_stream_plain(quiet, plain)),
+    ]
     band = qualify_profile.integrity.band(sample.module)
     if band is not None and not plain.tool_calls:
         qualify_record.props(length_chars=len(plain.content or ""))
-        require(check_length_band(plain.content, band.min_chars, band.max_chars, sample.module), where)
+        checks.append(("", check_length_band(plain.content, band.min_chars, band.max_chars, sample.module)))
+    _require_all(where, checks)
 
 
 @pytest.mark.parametrize("sample", TOOL_SAMPLES, ids=[s.id for s in TOOL_SAMPLES])
@@ -75,13 +86,15 @@ def test_cut_tool_call_says_length(sample, qualify_ask, qualify_record, qualify_
                     f"{tokens} completion tokens), so a cut call cannot be judged")
     max_tokens = tokens // 2
     qualify_record.props(case=sample.id, uncut_tokens=tokens, cut_max_tokens=max_tokens)
+    checks = []
     for stream in (True, False):
         cut = qualify_ask(messages, check_finish=False, stream=stream, max_tokens=max_tokens,
                           salt_suffix=f"-cut-{'stream' if stream else 'plain'}", **sample.params)
         how = "streamed" if stream else "not streamed"
         if cut.stream is not None:
-            require(check_stream_shape(cut.stream, _usage_tokens(cut), cut.finish_reason), f"{where}, {how}")
-        require(check_cut_call(cut.finish_reason, max_tokens, tokens), f"{where}, {how}")
+            checks.append((how, check_stream_shape(cut.stream, _usage_tokens(cut), cut.finish_reason)))
+        checks.append((how, check_cut_call(cut.finish_reason, max_tokens, tokens)))
+    _require_all(where, checks)
 
 
 @pytest.mark.parametrize("sample", SAMPLES, ids=[s.id for s in SAMPLES])

@@ -121,11 +121,18 @@ def check_tool_deltas(deltas: Sequence[ToolDeltaLike], parse: bool = True) -> li
     order they start; a later delta never changes the call's id; the arguments concatenate to JSON."""
     problems: list[str] = []
     seen: dict[int, dict[str, Any]] = {}
+    orphans: set[int] = set()
     for n, d in enumerate(deltas, start=1):
         if not isinstance(d.index, int):
             problems.append(f"tool-call delta {n} has no integer index ({d.index!r})")
             continue
         call = seen.get(d.index)
+        if call is None and not d.name and d.arguments and seen:
+            if d.index not in orphans:  # once per index: a shifted call repeats it on every delta
+                orphans.add(d.index)
+                problems.append(f"tool-call delta {n} adds arguments under index {d.index}, which no call "
+                                f"started (calls so far: {', '.join(map(str, seen))})")
+            continue
         if call is None:
             if d.index != len(seen):
                 problems.append(f"tool-call delta {n} starts call index {d.index} after {len(seen)} call(s) "

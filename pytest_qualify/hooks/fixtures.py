@@ -196,7 +196,7 @@ def qualify_ask(request: pytest.FixtureRequest, qualify_client: QualifyClient, q
         messages, request = protocol_request(prompt, salt_suffix, params)
         answer = qualify_client.chat(messages, **request)
         answers.append(qualify_run.run_dir, answers.request_key(messages, request), RecordedAnswer(
-            request.node.nodeid.split("::", 1)[-1], answer.streamed, answer.content,
+            asker, answer.streamed, answer.content,
             parsed_calls(answer.tool_calls), answer.finish_reason))
         if not check_finish:
             qualify_record.answer(answer, tool_turn=tool_turn, check_finish=False)
@@ -208,4 +208,5 @@ def qualify_ask(request: pytest.FixtureRequest, qualify_client: QualifyClient, q
         return answer
 
     ask.key = key  # type: ignore[attr-defined]
+    asker = request.node.nodeid.split("::", 1)[-1]
     return ask

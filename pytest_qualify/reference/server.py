@@ -367,8 +367,8 @@ class Handler(BaseHTTPRequestHandler):
             for piece in _pieces(reasoning):
                 send([{"index": 0, "delta": {"reasoning_content": piece}, "finish_reason": None}])
         pieces = list(content or "") if "stream_char_deltas" in faults else _pieces(content or "")
-        if "stream_drops_tail" in faults and len(pieces) > 1:
-            pieces = pieces[:-1]
+        if "stream_drops_tail" in faults and pieces:
+            pieces = [x for x in pieces[:-1] + [pieces[-1][:-1]] if x]
         for piece in pieces:
             pause(CONTENT_PIECE_TOKENS)
             send([{"index": 0, "delta": {"content": piece}, "finish_reason": None}])
