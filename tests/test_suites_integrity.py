@@ -91,10 +91,10 @@ def test_stream_shape_faults_are_each_caught(qualify_pytest):
 
 
 def test_answer_faults_are_each_caught(qualify_pytest):
-    profile = _profile(qualify_pytest.pytester.path, ["integrity"])
-    # 29 chat requests per repetition of the module: the swap comes between repetition 1 and 2.
-    faults = ("stream_drops_tail", "stream_usage_off", "stream_tool_index", "pad_answer", "answer_swap_after=29")
-    result = qualify_pytest(profile=profile, faults=faults, repeat=2, suites=suite("integrity"))
+    profile = _profile(qualify_pytest.pytester.path, ["integrity", "finish"])
+    # 6 + 29 chat requests per repetition of the two modules: the swap comes between repetition 1 and 2.
+    faults = ("stream_drops_tail", "stream_usage_off", "stream_tool_index", "pad_answer", "answer_swap_after=35")
+    result = qualify_pytest(profile=profile, faults=faults, repeat=2, suites=suite("finish", "integrity"))
     assert result.ret == 1
     failures = _failures(qualify_pytest)
     stream = _messages(failures, "test_stream_matches_plain")
@@ -104,6 +104,8 @@ def test_answer_faults_are_each_caught(qualify_pytest):
     assert "characters is longer than the finish band [1, 400]: padded" in stream  # pad_answer
     held = failures["test_answer_held_through_run[rep2of2-finish-planet]"]
     assert "content changed: now 'JUPITER" in held and "'Jupiter" in held  # answer_swap_after
+    # The band is checked inside the module too, on its plain answers as well as its streamed ones.
+    assert "length band: visible answer of 1007 characters" in failures["test_finish_state[rep1of2-planet-plain]"]
 
 
 def test_result_cache_and_stall_are_caught_and_the_run_goes_on(qualify_pytest, monkeypatch):
