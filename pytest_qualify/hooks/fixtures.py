@@ -160,7 +160,7 @@ class Ask(Protocol):
 
 @pytest.fixture
 def qualify_ask(request: pytest.FixtureRequest, qualify_client: QualifyClient, qualify_profile: Profile,
-                qualify_record: Recorder, qualify_salt: str, qualify_run: RunState) -> Ask:
+                qualify_record: Recorder, qualify_salt: str) -> Ask:
     """One protocol question, asked the protocol's way: the profile's answer budget
     (``limits.answer_budget_tokens``), temperature 0, a fixed seed, this item's cache salt; the
     answer is recorded (and its finish state checked). ``params`` override or add request fields.
@@ -195,9 +195,9 @@ def qualify_ask(request: pytest.FixtureRequest, qualify_client: QualifyClient, q
 
         messages, request = protocol_request(prompt, salt_suffix, params)
         answer = qualify_client.chat(messages, **request)
-        answers.append(qualify_run.run_dir, answers.request_key(messages, request), RecordedAnswer(
-            asker, answer.streamed, answer.content,
-            parsed_calls(answer.tool_calls), answer.finish_reason))
+        if run is not None:  # a run's journal; a test that fakes the client has none
+            answers.append(run.run_dir, answers.request_key(messages, request), RecordedAnswer(
+                asker, answer.streamed, answer.content, parsed_calls(answer.tool_calls), answer.finish_reason))
         if not check_finish:
             qualify_record.answer(answer, tool_turn=tool_turn, check_finish=False)
             return answer
@@ -209,4 +209,5 @@ def qualify_ask(request: pytest.FixtureRequest, qualify_client: QualifyClient, q
 
     ask.key = key  # type: ignore[attr-defined]
     asker = request.node.nodeid.split("::", 1)[-1]
+    run = state_of(request.config)
     return ask
