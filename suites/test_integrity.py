@@ -19,11 +19,15 @@ Answers are compared whatever their finish state (that is the finish module's ro
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from pytest_qualify.checks import fail, require, sizing
 from pytest_qualify.graders import Verdict
+from pytest_qualify.client import EndpointError
 from pytest_qualify.evidence.answers import answers_to
+from pytest_qualify.evidence.metrics import MetricsParseError, delta, parse
 from pytest_qualify.fixture_data import integrity_samples
 from pytest_qualify.graders.integrity import (
     RecordedAnswer, check_cut_call, check_length_band, check_no_result_cache, check_same_answers,
@@ -130,11 +134,41 @@ def test_no_result_cache(qualify_client, qualify_ask, qualify_profile, qualify_r
     # Not streamed: the end-to-end time is what a cache shortens, and usage always comes.
     fresh_a = qualify_ask(prompts[0], check_finish=False, salt_suffix="-a", timeout_s=timeout_s)
     fresh_b = qualify_ask(prompts[1], check_finish=False, salt_suffix="-b", timeout_s=timeout_s)
+    before = _metrics(qualify_client)
     repeat = qualify_ask(prompts[0], check_finish=False, salt_suffix="-repeat", timeout_s=timeout_s)
+    engine = _engine_prompt_tokens(qualify_client, before, repeat.prompt_tokens)
     fresh_s = [a.timeline.e2e_s for a in (fresh_a, fresh_b)]
     repeat_s = repeat.timeline.e2e_s
     qualify_record.props(probe_tokens=size, fresh_e2e_s=",".join(f"{t:.4f}" for t in fresh_s),
                          repeat_e2e_s=f"{repeat_s:.4f}", repeat_ratio=round(repeat_s / min(fresh_s), 4),
                          repeat_ratio_min=rules.repeat_e2e_ratio_min, prefix_cache_rule=rules.prefix_cache)
+    qualify_record.props(engine_prompt_tokens="no /metrics" if engine is None else engine)
     require(check_no_result_cache([a.cached_tokens for a in (fresh_a, fresh_b, repeat)], repeat_s, fresh_s,
-                                  rules.repeat_e2e_ratio_min, salted=rules.prefix_cache == "salted"), where)
+                                  rules.repeat_e2e_ratio_min, salted=rules.prefix_cache == "salted",
+                                  prompt_tokens=repeat.prompt_tokens, engine_prompt_tokens=engine), where)
+
+
+# A server may publish a request's counts a moment after its answer: wait this long for them.
+METRICS_SETTLE_S = 3.0
+
+
+def _engine_prompt_tokens(client, before, prompt_tokens: int | None) -> float | None:
+    """The prompt tokens the server counted since ``before`` (None without metrics), polled until
+    they cover the repeat or ``METRICS_SETTLE_S`` has passed."""
+    if before is None:
+        return None
+    deadline = time.monotonic() + METRICS_SETTLE_S
+    while True:
+        after = _metrics(client)
+        counted = delta(before, after).prompt_tokens if after is not None else None
+        if counted is None or counted >= (prompt_tokens or 0) or time.monotonic() > deadline:
+            return counted
+        time.sleep(0.2)
+
+
+def _metrics(client):
+    """The server's ``/metrics`` now, or None where it has none (a router in front of it)."""
+    try:
+        return parse(client.metrics_text())
+    except (EndpointError, MetricsParseError):
+        return None

@@ -193,3 +193,13 @@ def test_length_band_rule():
     empty = check_length_band("", 1, 400, "finish")
     assert not empty and "truncated" in empty.reason
     assert not check_length_band(None, 1, 400, "smoke")
+
+
+def test_a_repeat_the_engine_never_counted_is_a_cache():
+    # However fast the server is anyway, its own /metrics show whether the engine saw the repeat.
+    verdict = check_no_result_cache([0, 0, 0], 0.001, [0.002, 0.002], 0.5, prompt_tokens=1035, engine_prompt_tokens=0)
+    assert not verdict and "counted 0 prompt tokens while the repeated request of 1035" in verdict.reason
+    assert check_no_result_cache([0, 0, 0], 0.001, [0.002, 0.002], 0.5, prompt_tokens=1035, engine_prompt_tokens=1035)
+    # Other requests between the scrapes (xdist workers) only add to the count.
+    assert check_no_result_cache([0, 0, 0], 1.0, [1.0, 1.1], 0.5, prompt_tokens=1035, engine_prompt_tokens=5000)
+    assert check_no_result_cache([0, 0, 0], 1.0, [1.0, 1.1], 0.5, prompt_tokens=1035, engine_prompt_tokens=None)

@@ -118,7 +118,9 @@ def test_result_cache_and_stall_are_caught_and_the_run_goes_on(qualify_pytest, m
     elapsed = time.monotonic() - t0
     assert result.ret == 1
     failures = _failures(qualify_pytest)
-    assert "answered from a cache" in failures["test_no_result_cache[rep1of1]"]
+    cache = failures["test_no_result_cache[rep1of1]"]
+    assert "/metrics counted 0 prompt tokens while the repeated request" in cache  # the engine never saw it
+    assert re.search(r"the repeated request took [\d.]+ s, [\d.]+ of a fresh one's", cache)  # nor took its time
     stalled = {name: m for name, m in failures.items() if name.startswith("test_finish_state")}
     assert set(stalled) == {f"test_finish_state[rep1of1-{p}-streamed]" for p in ("planet", "sum", "opposite")}
     for message in stalled.values():

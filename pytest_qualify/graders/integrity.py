@@ -245,12 +245,20 @@ def check_same_answers(now: RecordedAnswer, earlier: Sequence[RecordedAnswer]) -
 
 
 def check_no_result_cache(cached_tokens: Sequence[int | None], repeat_s: float, fresh_s: Sequence[float],
-                          ratio_min: float, salted: bool = True) -> Verdict:
+                          ratio_min: float, salted: bool = True, prompt_tokens: int | None = None,
+                          engine_prompt_tokens: float | None = None) -> Verdict:
     """A repeated request under a fresh cache salt: no prefix-cache hit where the profile forbids
     it (``salted``), and its end-to-end time at least ``ratio_min`` of the fastest fresh request of
     the same size. Noise only adds time, so the fastest fresh one is the honest cost; a time too
-    short to be the server's work (``MEASURABLE_S``) leaves the ratio unjudged, said so."""
+    short to be the server's work (``MEASURABLE_S``) leaves the ratio unjudged, said so.
+
+    ``engine_prompt_tokens``: the prompt tokens the server's ``/metrics`` counted while the repeat
+    was answered (None: no metrics). Fewer than the repeat's ``prompt_tokens`` means the engine
+    never saw it — a response cache in front of it answered, however fast the server is anyway."""
     problems = []
+    if engine_prompt_tokens is not None and prompt_tokens and engine_prompt_tokens < prompt_tokens:
+        problems.append(f"the server's /metrics counted {engine_prompt_tokens:g} prompt tokens while the repeated "
+                        f"request of {prompt_tokens} was answered: answered from a cache, not by the engine")
     if salted:
         hits = [n for n in cached_tokens if n]
         if hits:

@@ -303,6 +303,8 @@ class Handler(BaseHTTPRequestHandler):
         def record() -> None:
             # Recorded when the request finishes, before its last bytes reach the client: a
             # /metrics scrape made right after the answer always counts it.
+            if cached_result is not None:
+                return  # a response cache answered: the engine never saw the request
             m = st.metrics
             m.ttft.labels(m.model).observe(ttft)
             m.e2e.labels(m.model).observe(time.perf_counter() - t0)
