@@ -195,7 +195,12 @@ def integrity_samples() -> tuple[Any, ...]:
             except (KeyError, ValueError, StopIteration):
                 raise FixtureError(f"fixtures/integrity.toml: tools has no case {item!r}") from None
             messages = ({"role": "system", "content": tools.system}, {"role": "user", "content": case.prompt})
-            out.append(Sample(module, item, messages, {"tools": list(tools.tools), "tool_choice": "auto"}, True))
+            forced = raw.get("tool_choice", "")
+            if forced and forced not in tools.schemas:
+                raise FixtureError(f"fixtures/integrity.toml: tool_choice {forced!r} is not a tool of the tool set")
+            choice: Any = {"type": "function", "function": {"name": forced}} if forced else "auto"
+            out.append(Sample(module, item, messages, {"tools": list(tools.tools), "tool_choice": choice}, True,
+                              forced))
         else:
             raise FixtureError(f"fixtures/integrity.toml: sample module {module!r} is not one that streams "
                                "(finish, reasoning, tools)")

@@ -81,10 +81,11 @@ class Sample:
     messages: tuple[Mapping[str, Any], ...]
     params: Mapping[str, Any]  # request fields besides the messages (tools, tool_choice)
     tool_turn: bool
+    forced: str = ""  # the function a named tool_choice forces ("" for "auto")
 
     @property
     def id(self) -> str:
-        return f"{self.module}-{self.item}"
+        return f"{self.module}-{self.item}" + (f"-forced-{self.forced}" if self.forced else "")
 
 
 # -- stream versus plain ---------------------------------------------------------------------------
