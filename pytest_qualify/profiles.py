@@ -77,6 +77,9 @@ class Timeouts:
     startup_s: float
     request_s: float
     per_1k_prompt_tokens_s: float = 0.0
+    # After a stream's first chunk, silence this long fails the item (the request budget governs
+    # until the first chunk: a long prefill is not a stall).
+    stream_idle_s: float = 30.0
 
     def for_prompt(self, prompt_tokens: int) -> float:
         """The request timeout for a prompt of this size: long lanes legitimately take longer."""
@@ -122,6 +125,33 @@ class Slo:
 
 
 @dataclass(frozen=True)
+class LengthBand:
+    """The visible answer's length, in characters, that a module's answers stay within (TEST09)."""
+
+    module: str
+    min_chars: int
+    max_chars: int
+
+
+@dataclass(frozen=True)
+class IntegrityRules:
+    """The profile's ``[integrity]`` table: what the integrity module holds the server to.
+
+    ``prefix_cache``: "salted" — a fresh ``cache_salt`` must see 0 cached tokens (the context lanes'
+    rule), "unchecked" — the deployment's cache does not report or honour salts.
+    ``repeat_e2e_ratio_min``: a repeated request's end-to-end time over a fresh one's, at least.
+    ``cache_probe_tokens``: the size of the repeated prompt (default: the smallest lane)."""
+
+    prefix_cache: str = "salted"
+    repeat_e2e_ratio_min: float = 0.5
+    cache_probe_tokens: int | None = None
+    length_bands: tuple[LengthBand, ...] = ()
+
+    def band(self, module: str) -> LengthBand | None:
+        return next((b for b in self.length_bands if b.module == module), None)
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     source: str
@@ -137,6 +167,7 @@ class Profile:
     slo: Slo | None = None
     stages: tuple[Stage, ...] = ()
     steer: Steer | None = None
+    integrity: IntegrityRules = IntegrityRules()
 
     def stage(self, name: str) -> Stage:
         """The stage called ``name`` (see stages.py); ValueError when unknown or empty here."""
@@ -304,7 +335,8 @@ def _build(raw: dict[str, Any], path: Path) -> Profile:
         deployment=deployment,
         limits=limits,
         thinking=Thinking(**raw["thinking"]),
-        timeouts=Timeouts(t["startup_s"], t["request_s"], t.get("per_1k_prompt_tokens_s", 0.0)),
+        timeouts=Timeouts(t["startup_s"], t["request_s"], t.get("per_1k_prompt_tokens_s", 0.0),
+                          t.get("stream_idle_s", 30.0)),
         serve=Serve(
             command=tuple(expand(a) for a in s["command"]),
             args=tuple(expand(a) for a in s.get("args", ())),
@@ -318,6 +350,38 @@ def _build(raw: dict[str, Any], path: Path) -> Profile:
         slo=_slo(raw, path, names),
         stages=stages,
         steer=Steer(**raw["steer"]) if "steer" in raw else None,
+        integrity=_integrity(raw, path, limits, known),
+    )
+
+
+def _integrity(raw: dict[str, Any], path: Path, limits: Limits, known: dict[str, ModuleInfo]) -> IntegrityRules:
+    """The ``[integrity]`` table; a band names a known module, low <= high; the probe fits the window."""
+    table = raw.get("integrity") or {}
+    bands = []
+    for module, (low, high) in table.get("length_chars", {}).items():
+        if module not in known:
+            raise ProfileError(f"profile file {path}: field 'integrity.length_chars.{module}' is invalid: unknown "
+                               f"module (expected one of {', '.join(known)})")
+        if low > high:
+            raise ProfileError(f"profile file {path}: field 'integrity.length_chars.{module}' is invalid: "
+                               f"[{low}, {high}] is empty (low above high)")
+        bands.append(LengthBand(module, low, high))
+    probe = table.get("cache_probe_tokens")
+    if probe is not None and probe + limits.answer_budget_tokens > limits.window_tokens:
+        raise ProfileError(f"profile file {path}: field 'integrity.cache_probe_tokens' is invalid: {probe} tokens "
+                           f"plus the answer budget ({limits.answer_budget_tokens}) exceeds the window "
+                           f"({limits.window_tokens})")
+    timeouts = raw["timeouts"]
+    # A written idle limit must be under the request budget, or it could never fire first.
+    if "stream_idle_s" in timeouts and timeouts["stream_idle_s"] >= timeouts["request_s"]:
+        raise ProfileError(f"profile file {path}: field 'timeouts.stream_idle_s' is invalid: "
+                           f"{timeouts['stream_idle_s']} s is not under the request budget "
+                           f"request_s ({timeouts['request_s']} s)")
+    return IntegrityRules(
+        prefix_cache=table.get("prefix_cache", "salted"),
+        repeat_e2e_ratio_min=table.get("repeat_e2e_ratio_min", 0.5),
+        cache_probe_tokens=probe,
+        length_bands=tuple(bands),
     )
 
 

@@ -422,7 +422,43 @@ ROBUSTNESS = Styles(
     ],
 )
 
-CORPUS = (SMOKE, JSON, CONTEXT, WINDOW, TOOL_STYLES, RECALL, REASONING, FINISH, ROBUSTNESS)
+# -- integrity: the same request streamed and plain at temperature 0 ------------------------------
+# Whatever style the model answers in, the stream must carry exactly the plain answer: equality is
+# byte for byte (whitespace and markdown included), never "the same after normalising".
+
+
+def _stream_vs_plain(pair: tuple[str, str]) -> Verdict:
+    from pytest_qualify.graders.integrity import compare_stream_plain
+
+    @dataclass(frozen=True)
+    class _A:
+        content: str
+        tool_calls: tuple = ()
+        finish_reason: str = "stop"
+        usage: Any = None
+
+    streamed, plain = pair
+    return compare_stream_plain(_A(streamed, usage={"completion_tokens": 9}), _A(plain, usage={"completion_tokens": 9}))
+
+
+_STYLED = ["Paris", "**Paris**", "Paris.\n", "The capital of France is Paris.", "> Paris", "Paris 🇫🇷",
+           "1. Paris\n2. (that is the answer)", "ANSWER: Paris", "  Paris  ", "Paris\u00a0(France)"]
+
+INTEGRITY = Styles(
+    "integrity", _stream_vs_plain,
+    correct=[(a, a) for a in _STYLED],
+    near_misses=[
+        (("Pari", "Paris"), "differs from the non-streamed"),
+        (("Paris ", "Paris"), "differs from the non-streamed"),
+        (("Paris", "**Paris**"), "differs from the non-streamed"),
+        (("The capital of France is", "The capital of France is Paris."), "differs from the non-streamed"),
+        (("Paris\n", "Paris"), "differs from the non-streamed"),
+        (("paris", "Paris"), "differs from the non-streamed"),
+    ],
+)
+
+
+CORPUS = (SMOKE, JSON, CONTEXT, WINDOW, TOOL_STYLES, RECALL, REASONING, FINISH, ROBUSTNESS, INTEGRITY)
 # The structured modules' corpus lives in tests/test_answer_styles_structured.py.
 STRUCTURED = ("multimodal", "media_admission", "diff", "triage")
 CORRECT = [(s, a) for s in CORPUS for a in s.correct]

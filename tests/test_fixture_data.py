@@ -65,3 +65,17 @@ def test_inconsistent_fixture_data_is_a_fixture_error(monkeypatch, path, section
     _with(monkeypatch, path, _first_changed(path, section, **changes))
     with pytest.raises(FixtureError, match=message):
         loader.__wrapped__()
+
+
+def test_integrity_samples_are_the_streaming_modules_own_requests(monkeypatch):
+    samples = {s.id: s for s in fixture_data.integrity_samples()}
+    planet = samples["finish-planet"]
+    assert planet.messages == ({"role": "user", "content": fixture_data.finish_prompts()[0].text},) and not planet.params
+    tools = samples["tools-parallel_weather_paris_nairobi"]
+    assert tools.tool_turn and tools.params["tool_choice"] == "auto" and tools.messages[0]["role"] == "system"
+    for sample, message in [({"module": "finish", "item": "nope"}, "finish has no prompt 'nope'"),
+                            ({"module": "tools", "item": "nope"}, "tools has no case 'nope'"),
+                            ({"module": "diff", "item": "x"}, "is not one that streams")]:
+        _with(monkeypatch, "integrity.toml", {"sample": [sample]})
+        with pytest.raises(FixtureError, match=message):
+            fixture_data.integrity_samples.__wrapped__()

@@ -139,3 +139,33 @@ def test_a_modules_own_grade_runs_before_the_finish_check(pytester):
         "*_ test_finish_checked_after_a_passing_grade _*", "finish state: answer budget exhausted*",
         "*_ test_without_grade_the_finish_check_decides _*", "finish state: answer budget exhausted*",
     ])
+
+
+def test_recorder_holds_every_streamed_answer_to_the_stream_contract(pytester):
+    # The integrity module's cheap checks run inside every module: a streamed answer whose chunks
+    # break the contract fails with the rule it broke; a conforming one records "ok".
+    pytester.makepyfile(test_stream=textwrap.dedent("""
+        from pytest_qualify.client.endpoint import Answer, StreamShape
+        from pytest_qualify.client.timing import Timeline
+
+        def make(**shape):
+            base = dict(chunks=3, content_deltas=1, finish_chunks=1, usage_chunks=1, usage_asked=True)
+            return Answer(content="Paris", reasoning=None, tool_calls=(), finish_reason="stop",
+                          usage={"prompt_tokens": 10, "completion_tokens": 2}, streamed=True,
+                          timeline=Timeline.single(0.5), stream=StreamShape(**{**base, **shape}))
+
+        def test_ok(qualify_record):
+            qualify_record.answer(make())
+
+        def test_two_finish_chunks(qualify_record):
+            qualify_record.answer(make(finish_chunks=2))
+
+        def test_more_deltas_than_tokens(qualify_record):
+            qualify_record.answer(make(content_deltas=5))
+    """))
+    junit = pytester.path / "stream.xml"
+    pytester.runpytest_inprocess("-p", "no:cacheprovider", f"--junitxml={junit}").assert_outcomes(passed=1, failed=2)
+    cases = {tc.get("name"): tc for tc in ET.parse(junit).getroot().iter("testcase")}
+    assert {p.get("name"): p.get("value") for p in cases["test_ok"].iter("property")}["stream_check"] == "ok"
+    assert "stream contract: 2 chunks carried a finish_reason" in cases["test_two_finish_chunks"].find("failure").get("message")
+    assert "5 content deltas for 2 completion tokens" in cases["test_more_deltas_than_tokens"].find("failure").get("message")

@@ -241,3 +241,33 @@ def test_a_bad_steer_table_is_refused_naming_the_field(tmp_path):
     path.write_text(Path(builtin_profiles()["small"]).read_text() + '\n[steer]\ntool_call_syntax = "mistral"\n')
     with pytest.raises(ProfileError, match="steer"):
         load_profile(str(path))
+def test_integrity_rules_and_stream_idle_limit():
+    small = load_profile("small")
+    assert small.timeouts.stream_idle_s == 30.0  # the default, well under the 60 s request budget
+    assert "integrity" in small.required_modules and small.integrity.prefix_cache == "salted"
+    band = small.integrity.band("finish")
+    assert band is not None and (band.min_chars, band.max_chars) == (1, 400)
+    assert small.integrity.band("diff") is None  # no band: not checked
+    assert load_profile("tiny-cpu").integrity.length_bands == ()
+
+
+@pytest.mark.parametrize("edit, field, words", [
+    (("per_1k_prompt_tokens_s = 5.0", "per_1k_prompt_tokens_s = 5.0\nstream_idle_s = 60"),
+     "timeouts.stream_idle_s", "not under the request budget"),
+    (("per_1k_prompt_tokens_s = 5.0", "per_1k_prompt_tokens_s = 5.0\nstream_idle_s = 0"),
+     "timeouts.stream_idle_s", "less than or equal to the minimum"),
+    (('prefix_cache = "salted"', 'prefix_cache = "sometimes"'), "integrity.prefix_cache", "is not one of"),
+    (("repeat_e2e_ratio_min = 0.5", "repeat_e2e_ratio_min = 1.5"), "integrity.repeat_e2e_ratio_min", "maximum"),
+    (("repeat_e2e_ratio_min = 0.5", "repeat_e2e_ratio_min = 0.5\ncache_probe_tokens = 4000"),
+     "integrity.cache_probe_tokens", "exceeds the window"),
+    (("finish = [1, 400]", "finish = [400, 1]"), "integrity.length_chars.finish", "is empty"),
+    (("finish = [1, 400]", "finsh = [1, 400]"), "integrity.length_chars.finsh", "unknown module"),
+    (("finish = [1, 400]", "finish = [1]"), "integrity.length_chars.finish", "too short"),
+])
+def test_bad_integrity_rules_are_named(tmp_path, edit, field, words):
+    text = _small_text()
+    assert edit[0] in text
+    path = _write(tmp_path, text.replace(edit[0], edit[1], 1))
+    with pytest.raises(ProfileError) as err:
+        load_profile(str(path))
+    assert field in str(err.value) and words in str(err.value), str(err.value)

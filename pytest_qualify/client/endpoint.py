@@ -8,8 +8,10 @@ usage — without stripping anything: stripping reasoning before grading would h
 from __future__ import annotations
 
 import json
+import queue
+import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +54,22 @@ class RequestTimeout(RuntimeError):
         self.limit_s = limit_s
 
 
+class StreamIdle(RequestTimeout):
+    """A stream that started and then sent nothing for ``timeouts.stream_idle_s``: the item fails
+    at once instead of after the whole request budget; the server is not declared dead."""
+
+    def __init__(self, where: str, idle_s: float, chunks: int, elapsed_s: float) -> None:
+        RuntimeError.__init__(self, f"{where}: stream idle for {idle_s:g} s after {chunks} chunks "
+                                    f"({elapsed_s:.1f} s into the request)")
+        self.elapsed_s = elapsed_s
+        self.limit_s = idle_s
+        self.chunks = chunks
+
+
+# A stream may go silent this long after its first chunk when the profile does not say otherwise.
+DEFAULT_STREAM_IDLE_S = 30.0
+
+
 # A generous estimate of prompt size for the per-request timeout when the caller gives none:
 # real tokenizers average 3.5-4.5 characters per token on English, and media blocks vary by model.
 CHARS_PER_TOKEN_ESTIMATE = 3
@@ -92,6 +110,30 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class ToolDelta:
+    """One ``delta.tool_calls`` entry as it came on the wire (for the delta rules of
+    graders/integrity.py): which fields it carried, not only what they add up to."""
+
+    index: int | None
+    id: str | None
+    type: str | None
+    name: str | None
+    arguments: str | None
+
+
+@dataclass(frozen=True)
+class StreamShape:
+    """How a streamed answer was cut into chunks: what the stream contract checks read."""
+
+    chunks: int  # chunks that carried a ``choices`` entry
+    content_deltas: int  # chunks whose delta carried non-empty content
+    finish_chunks: int  # chunks that carried a finish_reason
+    usage_chunks: int  # chunks that carried a (non-null) usage object
+    usage_asked: bool  # stream_options.include_usage was true
+    tool_deltas: tuple[ToolDelta, ...] = ()
+
+
+@dataclass(frozen=True)
 class Answer:
     content: str | None
     reasoning: str | None
@@ -105,6 +147,8 @@ class Answer:
     tool_name_deltas: tuple[int, ...] = ()
     # Visible markers seen anywhere in the stream (for leak checks).
     reasoning_tokens: int | None = None
+    # Streaming only: the chunk structure (None for a non-streamed answer).
+    stream: StreamShape | None = None
 
     @property
     def prompt_tokens(self) -> int | None:
@@ -316,7 +360,7 @@ class QualifyClient:
         try:
             if stream:
                 kwargs.setdefault("stream_options", {"include_usage": True})
-                return self._stream(client, kwargs, extra, t0 + limit)
+                return self._stream(client, kwargs, extra, t0 + limit, t0)
             resp = client.chat.completions.create(**kwargs, extra_body=extra or None)
             return self._answer_from_response(_as_dict(resp), time.perf_counter() - t0)
         except openai.AuthenticationError as exc:
@@ -325,6 +369,8 @@ class QualifyClient:
             if exc.status_code >= 500:
                 self._forget_connections()
             raise EndpointError(exc.status_code, _error_body(exc), f"HTTP {exc.status_code}: {exc.message}") from exc
+        except StreamIdle:
+            raise
         except (openai.APITimeoutError, httpx.TimeoutException, _Deadline) as exc:
             raise RequestTimeout(where, time.perf_counter() - t0, limit, prompt_tokens) from exc
         except (openai.APIConnectionError, httpx.TransportError) as exc:
@@ -353,29 +399,38 @@ class QualifyClient:
             reasoning_tokens=details.get("reasoning_tokens"),
         )
 
-    def _stream(self, client: Any, kwargs: dict[str, Any], extra: dict[str, Any], deadline: float) -> Answer:
+    @property
+    def stream_idle_s(self) -> float:
+        return self.timeouts.stream_idle_s if self.timeouts is not None else DEFAULT_STREAM_IDLE_S
+
+    def _stream(self, client: Any, kwargs: dict[str, Any], extra: dict[str, Any], deadline: float, t0: float) -> Answer:
         timeline = Timeline.start()
         stream = client.chat.completions.create(**kwargs, stream=True, extra_body=extra or None)
         content: list[str] = []
         reasoning: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
+        tool_deltas: list[ToolDelta] = []
         finish = None
         usage: dict[str, Any] = {}
-        for chunk in stream:
-            data = _as_dict(chunk)
+        counts = {"content": 0, "finish": 0, "usage": 0}
+        idle_s = self.stream_idle_s
+        for data in _chunks_with_idle_limit(stream, idle_s, deadline, t0):
             choices = data.get("choices") or []
             visible = False
             for choice in choices:
                 delta = choice.get("delta") or {}
                 if delta.get("content"):
                     content.append(delta["content"])
+                    counts["content"] += 1
                     visible = True
                 r = _reasoning_of(delta)
                 if r:
                     reasoning.append(r)
                 for tc in delta.get("tool_calls") or []:
-                    slot = calls.setdefault(tc.get("index", 0), {"name": "", "arguments": "", "id": "", "names": 0})
                     fn = tc.get("function") or {}
+                    tool_deltas.append(ToolDelta(tc.get("index"), tc.get("id"), tc.get("type"), fn.get("name"),
+                                                 fn.get("arguments")))
+                    slot = calls.setdefault(tc.get("index", 0), {"name": "", "arguments": "", "id": "", "names": 0})
                     if fn.get("name"):
                         slot["name"] += fn["name"]
                         slot["names"] += 1
@@ -386,16 +441,19 @@ class QualifyClient:
                     visible = True
                 if choice.get("finish_reason"):
                     finish = choice["finish_reason"]
+                    counts["finish"] += 1
             if data.get("usage"):
                 usage = data["usage"]
+                counts["usage"] += 1
             timeline.chunk(has_choices=bool(choices), visible=visible)
-            # httpx's read timeout is per read: a server that trickles forever needs a total limit.
-            if time.perf_counter() > deadline:
-                stream.close()
-                raise _Deadline()
         timeline.finish()
         ordered = [calls[i] for i in sorted(calls)]
         details = usage.get("completion_tokens_details") or {}
+        shape = StreamShape(
+            chunks=len(timeline.chunk_s), content_deltas=counts["content"], finish_chunks=counts["finish"],
+            usage_chunks=counts["usage"], usage_asked=bool((kwargs.get("stream_options") or {}).get("include_usage")),
+            tool_deltas=tuple(tool_deltas),
+        )
         return Answer(
             content="".join(content) if content else None,
             reasoning="".join(reasoning) if reasoning else None,
@@ -406,7 +464,65 @@ class QualifyClient:
             timeline=timeline,
             tool_name_deltas=tuple(c["names"] for c in ordered),
             reasoning_tokens=details.get("reasoning_tokens"),
+            stream=shape,
         )
+
+
+def _chunks_with_idle_limit(stream: Any, idle_s: float, deadline: float, t0: float) -> Iterator[dict[str, Any]]:
+    """The stream's chunks as dicts, read by a helper thread so that silence can be timed.
+
+    httpx's read timeout is one number for every read, and the first read legitimately waits for
+    the whole prefill (minutes on a long lane); after the first chunk a healthy server sends
+    tokens every few hundred milliseconds. So the request budget governs until the first chunk
+    and ``idle_s`` after it; either limit closes the connection and raises at once."""
+    items: queue.Queue[tuple[str, Any]] = queue.Queue()
+
+    def read() -> None:
+        try:
+            for chunk in stream:
+                items.put(("chunk", _as_dict(chunk)))
+            items.put(("end", None))
+        except BaseException as exc:  # handed to the caller's thread, which raises it
+            items.put(("error", exc))
+
+    threading.Thread(target=read, name="qualify-stream-reader", daemon=True).start()
+    received = 0
+    last = time.perf_counter()
+    while True:
+        now = time.perf_counter()
+        wait = deadline - now
+        if received:
+            wait = min(wait, last + idle_s - now)
+        try:
+            kind, value = items.get(timeout=max(wait, 0.0))
+        except queue.Empty:
+            _abandon(stream)
+            now = time.perf_counter()
+            if received and now - last >= idle_s:
+                raise StreamIdle("streamed chat completion", idle_s, received, now - t0) from None
+            raise _Deadline() from None
+        if kind == "end":
+            return
+        if kind == "error":
+            raise value
+        received += 1
+        last = time.perf_counter()
+        yield value
+
+
+def _abandon(stream: Any) -> None:
+    """Cut a stream we stopped waiting for: shut its socket down, so the reader thread ends and
+    the connection is never handed to another request."""
+    import socket
+
+    response = getattr(stream, "response", None)
+    try:
+        network = response.extensions.get("network_stream") if response is not None else None
+        sock = network.get_extra_info("socket") if network is not None else None
+        if sock is not None:
+            sock.shutdown(socket.SHUT_RDWR)
+    except Exception:  # best effort: the reader is a daemon thread and dies with the run
+        pass
 
 
 class _Deadline(Exception):

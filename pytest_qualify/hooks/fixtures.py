@@ -83,8 +83,9 @@ def qualify_salt(request: pytest.FixtureRequest) -> str:
 class Recorder:
     """Adds evidence to the current item's JUnit properties (they survive xdist)."""
 
-    def __init__(self, item: pytest.Item) -> None:
+    def __init__(self, item: pytest.Item, profile: Profile | None = None) -> None:
         self._item = item
+        self._profile = profile
 
     def props(self, **values: Any) -> None:
         for key, value in values.items():
@@ -118,21 +119,48 @@ class Recorder:
         self.props(finish_reason=answer.finish_reason, finish_check="ok" if verdict.ok else verdict.reason)
         if not verdict.ok:
             pytest.fail(f"finish state: {verdict.reason}", pytrace=False)
+        self.contract(answer)
+
+    def contract(self, answer: Answer) -> None:
+        """The integrity rules cheap enough for every answer (graders/integrity.py): a streamed
+        answer's chunk structure, and the visible length within the profile's band for the module.
+        Records ``stream_check`` / ``length_chars`` and fails the test on a breach."""
+        from pytest_qualify.graders.integrity import check_length_band, check_stream_shape
+        from pytest_qualify.run import module_of
+
+        if answer.stream is not None:
+            usage_tokens = answer.completion_tokens if answer.usage else None
+            verdict = check_stream_shape(answer.stream, usage_tokens, answer.finish_reason)
+            self.props(stream_check="ok" if verdict.ok else verdict.reason)
+            if not verdict.ok:
+                pytest.fail(f"stream contract: {verdict.reason}", pytrace=False)
+        module = module_of(self._item)
+        band = self._profile.integrity.band(module) if self._profile is not None and module else None
+        if band is not None and not answer.tool_calls:
+            verdict = check_length_band(answer.content, band.min_chars, band.max_chars, band.module)
+            self.props(length_chars=len(answer.content or ""))
+            if not verdict.ok:
+                pytest.fail(f"length band: {verdict.reason}", pytrace=False)
 
 
 @pytest.fixture
 def qualify_record(request: pytest.FixtureRequest) -> Recorder:
-    return Recorder(request.node)
+    state = state_of(request.config)
+    return Recorder(request.node, state.profile if state is not None else None)
 
 
 class Ask(Protocol):
     def __call__(self, prompt: str | list[dict[str, Any]], *, tool_turn: bool = False, salt_suffix: str = "",
-                 grade: Callable[[Answer], None] | None = None, **params: Any) -> Answer: ...
+                 grade: Callable[[Answer], None] | None = None, check_finish: bool = True,
+                 **params: Any) -> Answer: ...
+
+    # The answer journal's key of a request asked this way (evidence/answers.py).
+    key: Callable[..., str]
 
 
 @pytest.fixture
-def qualify_ask(qualify_client: QualifyClient, qualify_profile: Profile, qualify_record: Recorder,
-                qualify_salt: str) -> Ask:
+def qualify_ask(request: pytest.FixtureRequest, qualify_client: QualifyClient, qualify_profile: Profile,
+                qualify_record: Recorder, qualify_salt: str) -> Ask:
     """One protocol question, asked the protocol's way: the profile's answer budget
     (``limits.answer_budget_tokens``), temperature 0, a fixed seed, this item's cache salt; the
     answer is recorded (and its finish state checked). ``params`` override or add request fields.
@@ -141,19 +169,45 @@ def qualify_ask(qualify_client: QualifyClient, qualify_profile: Profile, qualify
 
     ``grade``: the module's own check of the answer, run before the shared finish-state check, so
     that a module whose subject is the failure (a reasoning leak that used up the budget) reports
-    its own reason rather than the finish state it caused.
+    its own reason rather than the finish state it caused. ``check_finish=False``: no finish-state
+    or contract check at all (the integrity module compares answers whatever their finish state).
+
+    Every answer is also kept in the run's answer journal (evidence/answers.py), keyed by its
+    request, for the integrity module's comparison of answers to the same request.
     """
 
-    def ask(prompt: str | list[dict[str, Any]], *, tool_turn: bool = False, salt_suffix: str = "",
-            grade: Callable[[Answer], None] | None = None, **params: Any) -> Answer:
+    def protocol_request(prompt: str | list[dict[str, Any]], salt_suffix: str,
+                         params: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
         request = {"max_tokens": qualify_profile.limits.answer_budget_tokens, "temperature": 0, "seed": 1,
                    "cache_salt": qualify_salt + salt_suffix, **params}
+        return messages, request
+
+    def key(prompt: str | list[dict[str, Any]], **params: Any) -> str:
+        from pytest_qualify.evidence import answers
+
+        return answers.request_key(*protocol_request(prompt, "", params))
+
+    def ask(prompt: str | list[dict[str, Any]], *, tool_turn: bool = False, salt_suffix: str = "",
+            grade: Callable[[Answer], None] | None = None, check_finish: bool = True, **params: Any) -> Answer:
+        from pytest_qualify.evidence import answers
+        from pytest_qualify.graders.integrity import RecordedAnswer, parsed_calls
+
+        messages, request = protocol_request(prompt, salt_suffix, params)
         answer = qualify_client.chat(messages, **request)
+        if run is not None:  # a run's journal; a test that fakes the client has none
+            answers.append(run.run_dir, answers.request_key(messages, request), RecordedAnswer(
+                asker, answer.streamed, answer.content, parsed_calls(answer.tool_calls), answer.finish_reason))
+        if not check_finish:
+            qualify_record.answer(answer, tool_turn=tool_turn, check_finish=False)
+            return answer
         qualify_record.answer(answer, tool_turn=tool_turn, check_finish=grade is None)
         if grade is not None:
             grade(answer)
             qualify_record.finish(answer, tool_turn)
         return answer
 
+    ask.key = key  # type: ignore[attr-defined]
+    asker = request.node.nodeid.split("::", 1)[-1]
+    run = state_of(request.config)
     return ask

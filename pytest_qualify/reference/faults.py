@@ -24,6 +24,20 @@ SERVER_FAULTS = {
     "drop_connection": "=N: the Nth chat request's connection is closed without an answer; the server lives on",
     "engine_version": "=V: /version reports V (another engine build behind the route)",
     "engine_swap_after": "=N: after N chat requests /version reports another engine build (a restart mid-run)",
+    # The integrity module's rules (graders/integrity.py), each broken on request.
+    "stream_drops_tail": "a streamed answer loses its last content piece (streamed and plain answers differ)",
+    "stream_usage_off": "a streamed answer's usage.completion_tokens is one more than the plain answer's",
+    "stream_two_finish": "a streamed answer carries its finish_reason in two chunks",
+    "stream_usage_unasked": "a streamed answer sends a usage chunk although stream_options did not ask for it",
+    "stream_usage_missing": "a streamed answer sends no usage chunk although include_usage asked for it",
+    "stream_char_deltas": "a streamed answer sends its content one character per delta (more deltas than tokens)",
+    "stream_tool_delta_bare": "a streamed tool call's first delta lacks id and type (vLLM #18412, #16340)",
+    "stream_tool_index": "a streamed tool call's argument deltas carry the next call's index",
+    "cut_call_tool_calls": "a streamed tool call cut by max_tokens ends 'tool_calls' instead of 'length' (vLLM #53269)",
+    "stream_stall": "=S: a streamed answer goes silent for S seconds after its first content or tool-call chunk",
+    "result_cache": "a repeated request (same body, any cache_salt) is answered at once from a response cache",
+    "answer_swap_after": "=N: after N chat requests another model answers behind the route (visible content changes)",
+    "pad_answer": "visible answers are padded with 1,000 trailing spaces",
 }
 
 

@@ -8,6 +8,7 @@ streamed deltas; ``response_format``; ``cache_salt`` and a block prefix cache re
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -91,6 +92,8 @@ class ReferenceState:
         self.cache = PrefixCache("ignore_cache_salt" in faults)
         self.chat_requests = 0
         self.lock = threading.Lock()
+        # The result_cache fault's response cache: request body without its cache_salt -> answer.
+        self.results: dict[str, tuple[Any, ...]] = {}
 
 
 def _media_tokens(req: oracle.ChatRequest) -> dict[str, int] | None:
@@ -259,6 +262,13 @@ class Handler(BaseHTTPRequestHandler):
             validate_budget(body, prompt_tokens, window)
         oracle.admit(req, st.ctx)
         reply = oracle.answer(req, st.ctx)
+        if "answer_swap_after" in st.faults and n > st.faults.number("answer_swap_after", 1) and reply.content:
+            reply = dataclasses.replace(reply, content=reply.content.upper())
+        if "pad_answer" in st.faults and reply.content:
+            reply = dataclasses.replace(reply, content=reply.content + " " * 1000)
+        result_key = json.dumps({k: v for k, v in body.items() if k not in ("cache_salt", "stream", "stream_options")},
+                                sort_keys=True)
+        cached_result = st.results.get(result_key) if "result_cache" in st.faults else None
 
         cached = st.cache.lookup_and_insert(prompt_ids, body.get("cache_salt"))
         if reply.cached_tokens is not None:
@@ -268,14 +278,23 @@ class Handler(BaseHTTPRequestHandler):
         max_tokens = body.get("max_tokens") or body.get("max_completion_tokens") or max(1, window - prompt_tokens)
         max_tokens = min(max_tokens, max(1, window - prompt_tokens))
         content, calls, finish = _shape(reply, max_tokens)
-        completion_tokens = max_tokens if finish == "length" else _completion_tokens(content, calls, reply.reasoning)
+        cut = finish == "length"
+        if cut and calls and req.stream and "cut_call_tool_calls" in st.faults:
+            finish = "tool_calls"
+        completion_tokens = max_tokens if cut else _completion_tokens(content, calls, reply.reasoning)
         usage = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
             "prompt_tokens_details": {"cached_tokens": cached, "multimodal_tokens": _media_tokens(req)},
         }
-        if st.prefill_tok_s > 0:
+        if cached_result is not None:
+            content, calls, finish, usage = cached_result
+        elif "result_cache" in st.faults:
+            st.results[result_key] = (content, calls, finish, usage)
+        if req.stream and "stream_usage_off" in st.faults:
+            usage = {**usage, "completion_tokens": usage["completion_tokens"] + 1}
+        if st.prefill_tok_s > 0 and cached_result is None:
             time.sleep(max(0, prompt_tokens - cached) / st.prefill_tok_s)
         if req.stream and "latency" in st.faults:
             time.sleep(st.faults.number("latency", 1.0))  # a slow prefill; _stream slows the decode
@@ -284,6 +303,8 @@ class Handler(BaseHTTPRequestHandler):
         def record() -> None:
             # Recorded when the request finishes, before its last bytes reach the client: a
             # /metrics scrape made right after the answer always counts it.
+            if cached_result is not None:
+                return  # a response cache answered: the engine never saw the request
             m = st.metrics
             m.ttft.labels(m.model).observe(ttft)
             m.e2e.labels(m.model).observe(time.perf_counter() - t0)
@@ -293,9 +314,9 @@ class Handler(BaseHTTPRequestHandler):
 
         rid = f"chatcmpl-{uuid.uuid4().hex}"
         if req.stream:
-            self._stream(rid, body, content, calls, reply.reasoning, finish, usage, record)
+            self._stream(rid, body, content, calls, reply.reasoning, finish, usage, record, cached_result is not None)
         else:
-            if st.decode_tok_s > 0:
+            if st.decode_tok_s > 0 and cached_result is None:
                 time.sleep(completion_tokens / st.decode_tok_s)
             record()
             message: dict[str, Any] = {"role": "assistant", "content": content, "tool_calls": [
@@ -312,8 +333,10 @@ class Handler(BaseHTTPRequestHandler):
             })
 
     def _stream(self, rid: str, body: Any, content: str | None, calls: list[tuple[str, str]],
-                reasoning: str | None, finish: str, usage: dict[str, Any], record: Callable[[], None]) -> None:
+                reasoning: str | None, finish: str, usage: dict[str, Any], record: Callable[[], None],
+                from_result_cache: bool = False) -> None:
         st = self.state
+        faults = st.faults
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -328,8 +351,16 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
 
         def pause(tokens: int) -> None:
-            if st.decode_tok_s > 0:
+            if st.decode_tok_s > 0 and not from_result_cache:
                 time.sleep(tokens / st.decode_tok_s)
+
+        stalled = []
+
+        def stall() -> None:
+            # Once per stream, after its first content or tool-call chunk.
+            if "stream_stall" in faults and not stalled:
+                stalled.append(True)
+                time.sleep(faults.number("stream_stall", 3600.0))
 
         send([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
         if "latency" in st.faults:
@@ -337,20 +368,32 @@ class Handler(BaseHTTPRequestHandler):
         if reasoning:
             for piece in _pieces(reasoning):
                 send([{"index": 0, "delta": {"reasoning_content": piece}, "finish_reason": None}])
-        for piece in _pieces(content or ""):
+        pieces = list(content or "") if "stream_char_deltas" in faults else _pieces(content or "")
+        if "stream_drops_tail" in faults and pieces:
+            pieces = [x for x in pieces[:-1] + [pieces[-1][:-1]] if x]
+        for piece in pieces:
             pause(CONTENT_PIECE_TOKENS)
             send([{"index": 0, "delta": {"content": piece}, "finish_reason": None}])
+            stall()
         for i, (name, args) in enumerate(calls):
-            send([{"index": 0, "delta": {"tool_calls": [{"index": i, "id": f"call_{i}_{uuid.uuid4().hex[:8]}", "type": "function",
-                                                         "function": {"name": name, "arguments": ""}}]}, "finish_reason": None}])
+            first: dict[str, Any] = {"index": i, "id": f"call_{i}_{uuid.uuid4().hex[:8]}", "type": "function",
+                                     "function": {"name": name, "arguments": ""}}
+            if "stream_tool_delta_bare" in faults:
+                first = {"index": i, "function": {"name": name, "arguments": ""}}
+            send([{"index": 0, "delta": {"tool_calls": [first]}, "finish_reason": None}])
+            stall()
             if "tool_name_repeated_in_stream" in st.faults:  # declared in oracle_tools.FAULTS
                 send([{"index": 0, "delta": {"tool_calls": [{"index": i, "function": {"name": name}}]}, "finish_reason": None}])
+            index = i + 1 if "stream_tool_index" in faults else i
             for piece in _pieces(args):
                 pause(CONTENT_PIECE_TOKENS)
-                send([{"index": 0, "delta": {"tool_calls": [{"index": i, "function": {"arguments": piece}}]}, "finish_reason": None}])
+                send([{"index": 0, "delta": {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}, "finish_reason": None}])
         record()
         send([{"index": 0, "delta": {}, "finish_reason": finish}])
-        if (body.get("stream_options") or {}).get("include_usage"):
+        if "stream_two_finish" in faults:
+            send([{"index": 0, "delta": {}, "finish_reason": finish}])
+        asked = bool((body.get("stream_options") or {}).get("include_usage"))
+        if (asked and "stream_usage_missing" not in faults) or (not asked and "stream_usage_unasked" in faults):
             send([], {"usage": usage})
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
@@ -370,15 +413,33 @@ def _pieces(text: str) -> list[str]:
     return out
 
 
+def _cut(text: str, tokens: int) -> str:
+    """The text's first ``tokens`` tokens."""
+    toks = list(tokenizer.TOKEN_RE.finditer(text))
+    return text[: toks[tokens - 1].end()] if tokens > 0 and toks else ""
+
+
 def _shape(reply: oracle.Reply, max_tokens: int) -> tuple[str | None, list[tuple[str, str]], str]:
-    """Apply the token budget: an answer longer than ``max_tokens`` is cut, finish ``length``."""
+    """Apply the token budget: an answer longer than ``max_tokens`` is cut, finish ``length``;
+    tool calls too (the call in progress keeps the arguments generated so far, later ones go)."""
     calls = [(n, a if isinstance(a, str) else json.dumps(a)) for n, a in reply.tool_calls]
     content = reply.content
     finish = reply.finish_reason or ("tool_calls" if calls else "stop")
     if content is not None and tokenizer.count(content) > max_tokens:
-        toks = list(tokenizer.TOKEN_RE.finditer(content))
-        content = content[: toks[max_tokens - 1].end()]
+        content = _cut(content, max_tokens)
         finish = "length"
+    if calls and _completion_tokens(None, calls, None) > max_tokens:
+        left, kept = max_tokens, []
+        for name, args in calls:
+            need = tokenizer.count(name) + tokenizer.count(args)
+            if need <= left:
+                kept.append((name, args))
+                left -= need
+                continue
+            if left > tokenizer.count(name):
+                kept.append((name, _cut(args, left - tokenizer.count(name))))
+            break
+        calls, finish = kept, "length"
     return content, calls, finish
 
 

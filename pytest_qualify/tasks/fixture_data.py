@@ -199,6 +199,42 @@ def tool_fixtures() -> ToolFixtures:
     return fixtures
 
 
+# -- integrity ------------------------------------------------------------------------------------
+
+
+@cache
+def integrity_samples() -> tuple[Any, ...]:
+    """The integrity module's sampled requests (``fixtures/integrity.toml``), each built exactly as
+    its own module asks it, so its answers can be compared with that module's."""
+    from pytest_qualify.graders.integrity import Sample
+
+    out = []
+    for raw in read_toml("integrity.toml")["sample"]:
+        module, item = raw["module"], raw["item"]
+        if module in ("finish", "reasoning"):
+            questions = {q.id: q for q in (finish_prompts() if module == "finish" else reasoning_prompts())}
+            if item not in questions:
+                raise FixtureError(f"fixtures/integrity.toml: {module} has no prompt {item!r}")
+            out.append(Sample(module, item, ({"role": "user", "content": questions[item].text},), {}, False))
+        elif module == "tools":
+            tools = tool_fixtures()
+            try:
+                case = tools.tool_case(item)
+            except (KeyError, ValueError, StopIteration):
+                raise FixtureError(f"fixtures/integrity.toml: tools has no case {item!r}") from None
+            messages = ({"role": "system", "content": tools.system}, {"role": "user", "content": case.prompt})
+            forced = raw.get("tool_choice", "")
+            if forced and forced not in tools.schemas:
+                raise FixtureError(f"fixtures/integrity.toml: tool_choice {forced!r} is not a tool of the tool set")
+            choice: Any = {"type": "function", "function": {"name": forced}} if forced else "auto"
+            out.append(Sample(module, item, messages, {"tools": list(tools.tools), "tool_choice": choice}, True,
+                              forced))
+        else:
+            raise FixtureError(f"fixtures/integrity.toml: sample module {module!r} is not one that streams "
+                               "(finish, reasoning, tools)")
+    return tuple(out)
+
+
 # -- recall ---------------------------------------------------------------------------------------
 
 

@@ -1,0 +1,174 @@
+"""Protocol module 12 — integrity: the judged server is the answering one, and its streams say
+what they mean (MLPerf Inference's compliance audits, held against an OpenAI-compatible endpoint).
+
+A sample of the streaming modules' own requests (``fixtures/integrity.toml``), asked exactly as
+those modules ask them:
+
+- streamed (with and without ``include_usage``) and plain at temperature 0: the same visible
+  answer, tool calls, finish reason and completion tokens; one finish chunk; usage exactly when
+  asked; no more content deltas than tokens; tool-call deltas that start with id, type and name;
+- a tool call cut by ``max_tokens`` ends ``length``;
+- the answer equals every earlier answer to the same request in this run (the answer journal:
+  other modules, earlier repetitions, the streamed path) — TEST01;
+- the visible answer's length within the profile's band for the sample's module — TEST09.
+
+And once per repetition, a prompt of the probe size asked fresh, fresh again with other text, then
+repeated under a fresh cache salt: no prefix-cache hit, and the repeat not markedly faster — TEST04.
+Answers are compared whatever their finish state (that is the finish module's row).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from pytest_qualify.checks import fail, require, sizing
+from pytest_qualify.graders import Verdict
+from pytest_qualify.client.endpoint import EndpointError
+from pytest_qualify.evidence.answers import answers_to
+from pytest_qualify.evidence.metrics import MetricsParseError, delta, parse
+from pytest_qualify.tasks.fixture_data import integrity_samples
+from pytest_qualify.graders.integrity import (
+    RecordedAnswer, check_cut_call, check_length_band, check_no_result_cache, check_same_answers,
+    check_stream_shape, compare_stream_plain, parsed_calls,
+)
+from pytest_qualify.tasks.haystack import Haystack, haystack_seed, plan_haystack, size_to_tokens
+
+pytestmark = pytest.mark.qualify_module("integrity")
+
+SAMPLES = integrity_samples()
+TOOL_SAMPLES = [s for s in SAMPLES if s.tool_turn]
+
+
+def _usage_tokens(answer) -> int | None:
+    return answer.completion_tokens if answer.usage else None
+
+
+def _require_all(where: str, checks: list[tuple[str, Verdict]]) -> None:
+    """Fail with every broken rule at once: one breach must not hide another."""
+    problems = [f"{label}: {verdict.reason}" if label else verdict.reason for label, verdict in checks if not verdict.ok]
+    if problems:
+        fail(where, " | ".join(problems))
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=[s.id for s in SAMPLES])
+def test_stream_matches_plain(sample, qualify_ask, qualify_profile, qualify_record, qualify_repetition):
+    where = f"sample {sample.id}, repetition {qualify_repetition}"
+    messages = list(sample.messages)
+    plain = qualify_ask(messages, check_finish=False, salt_suffix="-plain", **sample.params)
+    streamed = qualify_ask(messages, check_finish=False, stream=True, salt_suffix="-usage",
+                           stream_options={"include_usage": True}, **sample.params)
+    quiet = qualify_ask(messages, check_finish=False, stream=True, salt_suffix="-quiet",
+                        stream_options={"include_usage": False}, **sample.params)
+    qualify_record.props(case=sample.id, plain_completion_tokens=plain.completion_tokens,
+                         stream_chunks=streamed.stream.chunks, stream_content_deltas=streamed.stream.content_deltas)
+    checks = [
+        ("streamed with include_usage", check_stream_shape(streamed.stream, _usage_tokens(streamed),
+                                                            streamed.finish_reason)),
+        # Without usage the stream's own count is unknown: the plain answer's bounds its deltas.
+        ("streamed without include_usage", check_stream_shape(quiet.stream, plain.completion_tokens,
+                                                               quiet.finish_reason)),
+        ("streamed with include_usage", compare_stream_plain(streamed, plain)),
+        ("streamed without include_usage", compare_stream_plain(quiet, plain)),
+    ]
+    band = qualify_profile.integrity.band(sample.module)
+    if band is not None and not plain.tool_calls:
+        qualify_record.props(length_chars=len(plain.content or ""))
+        checks.append(("", check_length_band(plain.content, band.min_chars, band.max_chars, sample.module)))
+    _require_all(where, checks)
+
+
+@pytest.mark.parametrize("sample", TOOL_SAMPLES, ids=[s.id for s in TOOL_SAMPLES])
+def test_cut_tool_call_says_length(sample, qualify_ask, qualify_record, qualify_repetition):
+    where = f"sample {sample.id}, repetition {qualify_repetition}"
+    messages = list(sample.messages)
+    uncut = qualify_ask(messages, check_finish=False, salt_suffix="-uncut", **sample.params)
+    tokens = uncut.completion_tokens
+    if not uncut.tool_calls or not tokens or tokens < 2:
+        fail(where, f"the uncut answer made no tool call of 2 or more tokens (finish {uncut.finish_reason!r}, "
+                    f"{tokens} completion tokens), so a cut call cannot be judged")
+    max_tokens = tokens // 2
+    qualify_record.props(case=sample.id, uncut_tokens=tokens, cut_max_tokens=max_tokens)
+    checks = []
+    for stream in (True, False):
+        cut = qualify_ask(messages, check_finish=False, stream=stream, max_tokens=max_tokens,
+                          salt_suffix=f"-cut-{'stream' if stream else 'plain'}", **sample.params)
+        how = "streamed" if stream else "not streamed"
+        if cut.stream is not None:
+            checks.append((how, check_stream_shape(cut.stream, _usage_tokens(cut), cut.finish_reason)))
+        checks.append((how, check_cut_call(cut.finish_reason, max_tokens, tokens)))
+    _require_all(where, checks)
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=[s.id for s in SAMPLES])
+def test_answer_held_through_run(sample, qualify_ask, qualify_run, qualify_record, qualify_repetition):
+    where = f"sample {sample.id}, repetition {qualify_repetition}"
+    messages = list(sample.messages)
+    key = qualify_ask.key(messages, **sample.params)
+    earlier = answers_to(qualify_run.run_dir, key)
+    qualify_record.props(case=sample.id, earlier_answers=len(earlier))
+    if not earlier:
+        # First in the run to ask it (an xdist worker, a -k selection): ask it the timing path's
+        # way first, so the answer is always held to another.
+        qualify_ask(messages, check_finish=False, stream=True, salt_suffix="-held-first", **sample.params)
+        earlier = answers_to(qualify_run.run_dir, key)
+    answer = qualify_ask(messages, check_finish=False, salt_suffix="-held", **sample.params)
+    now = RecordedAnswer("now", False, answer.content, parsed_calls(answer.tool_calls), answer.finish_reason)
+    require(check_same_answers(now, earlier), where)
+
+
+def test_no_result_cache(qualify_client, qualify_ask, qualify_profile, qualify_run, qualify_record, qualify_repetition):
+    where = f"repetition {qualify_repetition}"
+    rules = qualify_profile.integrity
+    limits = qualify_profile.limits
+    size = rules.cache_probe_tokens or min(lane.prompt_tokens for lane in limits.lanes)
+    prompts = []
+    for name in ("a", "b"):
+        plan = plan_haystack(haystack_seed(qualify_run.run_id, "integrity", name, qualify_repetition), 0.5)
+        with sizing(where, "the cache probe"):
+            sized = size_to_tokens(Haystack(plan).build, qualify_client.count_chat_tokens, size,
+                                   tolerance=max(limits.lane_tolerance_tokens // 2, 8), max_calls=6)
+        prompts.append(sized.messages)
+    timeout_s = qualify_profile.timeouts.for_prompt(size)
+    # Not streamed: the end-to-end time is what a cache shortens, and usage always comes.
+    fresh_a = qualify_ask(prompts[0], check_finish=False, salt_suffix="-a", timeout_s=timeout_s)
+    fresh_b = qualify_ask(prompts[1], check_finish=False, salt_suffix="-b", timeout_s=timeout_s)
+    before = _metrics(qualify_client)
+    repeat = qualify_ask(prompts[0], check_finish=False, salt_suffix="-repeat", timeout_s=timeout_s)
+    engine = _engine_prompt_tokens(qualify_client, before, repeat.prompt_tokens)
+    fresh_s = [a.timeline.e2e_s for a in (fresh_a, fresh_b)]
+    repeat_s = repeat.timeline.e2e_s
+    qualify_record.props(probe_tokens=size, fresh_e2e_s=",".join(f"{t:.4f}" for t in fresh_s),
+                         repeat_e2e_s=f"{repeat_s:.4f}", repeat_ratio=round(repeat_s / min(fresh_s), 4),
+                         repeat_ratio_min=rules.repeat_e2e_ratio_min, prefix_cache_rule=rules.prefix_cache)
+    qualify_record.props(engine_prompt_tokens="no /metrics" if engine is None else engine)
+    require(check_no_result_cache([a.cached_tokens for a in (fresh_a, fresh_b, repeat)], repeat_s, fresh_s,
+                                  rules.repeat_e2e_ratio_min, salted=rules.prefix_cache == "salted",
+                                  prompt_tokens=repeat.prompt_tokens, engine_prompt_tokens=engine), where)
+
+
+# A server may publish a request's counts a moment after its answer: wait this long for them.
+METRICS_SETTLE_S = 3.0
+
+
+def _engine_prompt_tokens(client, before, prompt_tokens: int | None) -> float | None:
+    """The prompt tokens the server counted since ``before`` (None without metrics), polled until
+    they cover the repeat or ``METRICS_SETTLE_S`` has passed."""
+    if before is None:
+        return None
+    deadline = time.monotonic() + METRICS_SETTLE_S
+    while True:
+        after = _metrics(client)
+        counted = delta(before, after).prompt_tokens if after is not None else None
+        if counted is None or counted >= (prompt_tokens or 0) or time.monotonic() > deadline:
+            return counted
+        time.sleep(0.2)
+
+
+def _metrics(client):
+    """The server's ``/metrics`` now, or None where it has none (a router in front of it)."""
+    try:
+        return parse(client.metrics_text())
+    except (EndpointError, MetricsParseError):
+        return None

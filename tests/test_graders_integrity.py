@@ -1,0 +1,205 @@
+"""graders/integrity.py: each rule accepts a conforming answer or stream and rejects each breach
+with a reason that names it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_qualify.client.endpoint import StreamShape, ToolCall, ToolDelta
+from pytest_qualify.graders.integrity import (
+    MEASURABLE_S, RecordedAnswer, check_cut_call, check_length_band, check_no_result_cache, check_same_answers,
+    check_stream_shape, check_tool_deltas, compare_stream_plain, parsed_calls,
+)
+
+
+@dataclass(frozen=True)
+class A:
+    content: str | None = "Jupiter"
+    tool_calls: tuple[ToolCall, ...] = ()
+    finish_reason: str | None = "stop"
+    usage: dict[str, Any] = field(default_factory=lambda: {"completion_tokens": 3})
+
+
+CALL = ToolCall("get_weather", '{"city": "Paris", "unit": "celsius"}', "call_1")
+
+
+def shape(**kw: Any) -> StreamShape:
+    base = dict(chunks=4, content_deltas=2, finish_chunks=1, usage_chunks=1, usage_asked=True, tool_deltas=())
+    return StreamShape(**{**base, **kw})
+
+
+def deltas_of(*calls: tuple[str, str], pieces: int = 3) -> tuple[ToolDelta, ...]:
+    """Conforming deltas: a first delta with id, type and name, then the arguments in pieces."""
+    out = []
+    for i, (name, args) in enumerate(calls):
+        out.append(ToolDelta(i, f"call_{i}", "function", name, ""))
+        step = max(1, len(args) // pieces)
+        out += [ToolDelta(i, None, None, None, args[k:k + step]) for k in range(0, len(args), step)]
+    return tuple(out)
+
+
+# -- stream versus plain ---------------------------------------------------------------------------
+
+
+def test_equal_answers_are_accepted():
+    assert compare_stream_plain(A(), A())
+    same_call_other_spacing = ToolCall("get_weather", '{"unit":"celsius","city":"Paris"}', "call_9")
+    assert compare_stream_plain(A(None, (CALL,), "tool_calls"), A(None, (same_call_other_spacing,), "tool_calls"))
+    # A stream without usage (include_usage false) is compared on everything else.
+    assert compare_stream_plain(A(usage={}), A())
+
+
+@pytest.mark.parametrize("streamed, words", [
+    (A(content="Jupite"), "streamed content 'Jupite' differs from the non-streamed 'Jupiter'"),
+    (A(finish_reason="length"), "streamed finish_reason 'length' differs"),
+    (A(usage={"completion_tokens": 4}), "completion_tokens 4 differs from the non-streamed 3"),
+    (A(None, (ToolCall("get_weather", '{"city": "Lyon", "unit": "celsius"}'),), "stop"), "streamed calls"),
+])
+def test_each_difference_is_rejected_and_named(streamed, words):
+    verdict = compare_stream_plain(streamed, A())
+    assert not verdict and words in verdict.reason
+
+
+def test_several_differences_are_all_named():
+    verdict = compare_stream_plain(A(content="x", finish_reason="length"), A())
+    assert "content" in verdict.reason and "finish_reason" in verdict.reason
+
+
+# -- stream shape ----------------------------------------------------------------------------------
+
+
+def test_conforming_shapes_are_accepted():
+    assert check_stream_shape(shape(), 3)
+    assert check_stream_shape(shape(usage_asked=False, usage_chunks=0), None)
+    assert check_stream_shape(shape(content_deltas=3), 3)  # one token per delta is the limit
+    assert check_stream_shape(shape(content_deltas=0, tool_deltas=deltas_of(("get_weather", CALL.arguments))), 20)
+    parallel = deltas_of(("get_weather", '{"city": "Paris"}'), ("get_weather", '{"city": "Nairobi"}'))
+    assert check_stream_shape(shape(tool_deltas=parallel), 40)
+
+
+@pytest.mark.parametrize("bad, words", [
+    (shape(finish_chunks=2), "2 chunks carried a finish_reason"),
+    (shape(finish_chunks=0), "0 chunks carried a finish_reason"),
+    (shape(usage_chunks=0), "no usage chunk although"),
+    (shape(usage_asked=False), "carried usage although stream_options.include_usage did not ask"),
+    (shape(usage_chunks=2), "2 chunks carried usage"),
+    (shape(content_deltas=4), "4 content deltas for 3 completion tokens"),
+])
+def test_each_shape_breach_is_rejected(bad, words):
+    verdict = check_stream_shape(bad, 3)
+    assert not verdict and words in verdict.reason
+
+
+def test_tool_delta_breaches():
+    good = deltas_of(("get_weather", CALL.arguments))
+    assert check_tool_deltas(good) == []
+    bare = (replace(good[0], id=None, type=None),) + good[1:]
+    assert check_tool_deltas(bare) == ["the first delta of tool call 0 lacks id, type"]
+    nameless = (replace(good[0], name=None),) + good[1:]
+    assert "lacks function.name" in check_tool_deltas(nameless)[0]
+    wrong_type = (replace(good[0], type="tool"),) + good[1:]
+    assert "type 'tool', expected 'function'" in check_tool_deltas(wrong_type)[0]
+    shifted = (good[0],) + tuple(replace(d, index=1) for d in good[1:])
+    problems = check_tool_deltas(shifted)
+    assert len(problems) == 1 and "adds arguments under index 1, which no call started" in problems[0]
+    skipped = tuple(replace(d, index=1) for d in good)
+    assert "starts call index 1 after 0 call(s)" in check_tool_deltas(skipped)[0]
+    no_index = (replace(good[0], index=None),)
+    assert "no integer index" in check_tool_deltas(no_index)[0]
+    new_id = good[:2] + (replace(good[2], id="call_other"),) + good[3:]
+    assert "changes its id" in check_tool_deltas(new_id)[0]
+    broken = deltas_of(("get_weather", '{"city": "Par'))
+    assert "do not parse as JSON" in check_tool_deltas(broken)[0]
+    # A call cut by max_tokens cannot parse; the shape check lets it through when the finish says so.
+    assert check_stream_shape(shape(tool_deltas=broken), 20, "length")
+    assert not check_stream_shape(shape(tool_deltas=broken), 20, "tool_calls")
+
+
+@given(st.lists(st.text(min_size=1, max_size=8), min_size=1, max_size=6))
+def test_any_split_of_valid_arguments_is_accepted(pieces):
+    args = json.dumps({"note": "".join(pieces)})
+    deltas = (ToolDelta(0, "c", "function", "f", ""),) + tuple(ToolDelta(0, None, None, None, p) for p in
+                                                                [args[: len(args) // 2], args[len(args) // 2:]])
+    assert check_tool_deltas(deltas) == []
+
+
+# -- cut tool call ---------------------------------------------------------------------------------
+
+
+def test_cut_call_rule():
+    assert check_cut_call("length", 10, 21)
+    verdict = check_cut_call("tool_calls", 10, 21)
+    assert not verdict and "ended with finish_reason 'tool_calls', expected 'length'" in verdict.reason
+    assert not check_cut_call("stop", 10, 21)
+    assert "nothing to judge" in check_cut_call("length", 21, 21).reason
+
+
+# -- answers held through the run -------------------------------------------------------------------
+
+
+def test_same_answers_rule():
+    now = RecordedAnswer("now", False, "Jupiter", (), "stop")
+    same = [RecordedAnswer("test_finish_state[planet-streamed]", True, "Jupiter", (), "stop")]
+    assert check_same_answers(now, same)
+    other = same + [RecordedAnswer("test_finish_state[planet-plain]", False, "JUPITER", (), "stop")]
+    verdict = check_same_answers(now, other)
+    assert not verdict and "'Jupiter'" in verdict.reason and "'JUPITER'" in verdict.reason
+    assert "test_finish_state[planet-plain]" in verdict.reason
+    calls = parsed_calls([CALL])
+    assert not check_same_answers(RecordedAnswer("now", False, None, calls, "tool_calls"),
+                                  [RecordedAnswer("t", True, None, (), "tool_calls")])
+
+
+def test_recorded_answers_round_trip_through_json():
+    rec = RecordedAnswer("t", True, "x", parsed_calls([CALL]), "tool_calls")
+    back = RecordedAnswer.from_dict(json.loads(json.dumps(rec.as_dict())))
+    assert back == rec
+    # Calls compare as parsed values, in any order.
+    a = parsed_calls([CALL, ToolCall("f", '{"a": 1}')])
+    b = parsed_calls([ToolCall("f", '{"a": 1.0}'), ToolCall("get_weather", '{"unit": "celsius", "city": "Paris"}')])
+    assert a == b
+
+
+# -- no result caching ------------------------------------------------------------------------------
+
+
+def test_no_result_cache_rule():
+    assert check_no_result_cache([0, 0, 0], 1.4, [1.5, 1.6], 0.5)
+    assert check_no_result_cache([None, None, None], 1.4, [1.5, 1.6], 0.5)  # not reported: time alone
+    fast = check_no_result_cache([0, 0, 0], 0.01, [1.5, 1.6], 0.5)
+    assert not fast and "0.01 of a fresh one's 1.500 s" in fast.reason and "ratio >= 0.5" in fast.reason
+    hit = check_no_result_cache([0, 0, 4096], 1.4, [1.5, 1.6], 0.5)
+    assert not hit and "4096 cached prompt tokens under a fresh cache_salt" in hit.reason
+    # A deployment whose cache does not honour salts: hits are not judged, time still is.
+    assert check_no_result_cache([0, 0, 4096], 1.4, [1.5, 1.6], 0.5, salted=False)
+    # Below the measurable time the ratio is noise: said so, not judged.
+    tiny = check_no_result_cache([0, 0, 0], 0.001, [MEASURABLE_S / 2, 0.5], 0.5)
+    assert tiny and "too fast to judge" in tiny.reason
+
+
+# -- length band -----------------------------------------------------------------------------------
+
+
+def test_length_band_rule():
+    assert check_length_band("Jupiter", 1, 400, "finish")
+    padded = check_length_band("Jupiter" + " " * 1000, 1, 400, "finish")
+    assert not padded and "1007 characters is longer than the finish band [1, 400]: padded" in padded.reason
+    empty = check_length_band("", 1, 400, "finish")
+    assert not empty and "truncated" in empty.reason
+    assert not check_length_band(None, 1, 400, "smoke")
+
+
+def test_a_repeat_the_engine_never_counted_is_a_cache():
+    # However fast the server is anyway, its own /metrics show whether the engine saw the repeat.
+    verdict = check_no_result_cache([0, 0, 0], 0.001, [0.002, 0.002], 0.5, prompt_tokens=1035, engine_prompt_tokens=0)
+    assert not verdict and "counted 0 prompt tokens while the repeated request of 1035" in verdict.reason
+    assert check_no_result_cache([0, 0, 0], 0.001, [0.002, 0.002], 0.5, prompt_tokens=1035, engine_prompt_tokens=1035)
+    # Other requests between the scrapes (xdist workers) only add to the count.
+    assert check_no_result_cache([0, 0, 0], 1.0, [1.0, 1.1], 0.5, prompt_tokens=1035, engine_prompt_tokens=5000)
+    assert check_no_result_cache([0, 0, 0], 1.0, [1.0, 1.1], 0.5, prompt_tokens=1035, engine_prompt_tokens=None)

@@ -1,0 +1,134 @@
+"""End to end through pytester against the reference server: the integrity module passes on a
+conforming server with its row in the gate table, report, summary.json and JUnit; each integrity
+fault is caught by the integrity row (and, where the check is cheap, inside the streaming module
+it breaks); a stalled stream fails its item within the idle limit and the run goes on.
+
+Four runs in all: several faults share a run when they break different rules, and each
+assertion reads the reason its rule gives."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import QualifyPytest, suite, write_profile
+
+TITLE = "Integrity: stream = plain, judged = answering, no result cache"
+
+
+def _profile(directory: Path, modules: list[str], idle_s: float | None = None) -> Path:
+    path = write_profile(directory, modules)
+    if idle_s is not None:
+        text = path.read_text()
+        path.write_text(re.sub(r"(?m)^(per_1k_prompt_tokens_s = .*)$", rf"\1\nstream_idle_s = {idle_s}", text, count=1))
+    return path
+
+
+def _failures(qualify_pytest: QualifyPytest) -> dict[str, str]:
+    """Failed items' ids (``test_x[rep1of1-...]``) and their messages, from JUnit."""
+    out = {}
+    for name, case in qualify_pytest.cases().items():
+        failure = case.find("failure")
+        if failure is None:
+            failure = case.find("error")
+        if failure is not None:
+            out[name.split("::")[-1]] = failure.get("message", "")
+    return out
+
+
+def _messages(failures: dict[str, str], test: str) -> str:
+    return "\n".join(m for name, m in failures.items() if name.startswith(test + "["))
+
+
+def test_conforming_server_passes_with_integrity_rows_everywhere(qualify_pytest):
+    profile = _profile(qualify_pytest.pytester.path, ["integrity", "finish", "tools"])
+    result = qualify_pytest(profile=profile, repeat=2, suites=suite("finish", "integrity", "tools"))
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines([f"{TITLE}*| 32/32, 2/2 repetitions", "*QUALIFICATION: PASS*"])
+    summary = qualify_pytest.summary()
+    (row,) = [r for r in summary["gate"] if r["module"] == "integrity"]
+    assert row["ok"] and row["items"] == 32 and row["title"] == TITLE
+    run_dir = qualify_pytest.run_dir()
+    assert TITLE in (run_dir / "report.md").read_text()
+    assert "answers.jsonl" in (run_dir / "SHA256SUMS").read_text()
+    cases = qualify_pytest.cases()
+    held = [c for name, c in cases.items() if "test_answer_held_through_run[rep2of2-finish-planet]" in name]
+    props = {p.get("name"): p.get("value") for p in held[0].iter("property")}
+    # rep 2 holds the answer to rep 1's and the finish module's answers to the same request.
+    assert props["qualify_module"] == "integrity" and int(props["earlier_answers"]) >= 7
+    cache = [c for name, c in cases.items() if "test_no_result_cache[rep1of2]" in name][0]
+    props = {p.get("name"): p.get("value") for p in cache.iter("property")}
+    assert props["probe_tokens"] == "1024" and float(props["repeat_ratio"]) > 0
+    streamed = [c for name, c in cases.items() if "test_finish_state[rep1of2-planet-streamed]" in name][0]
+    props = {p.get("name"): p.get("value") for p in streamed.iter("property")}
+    assert props["stream_check"] == "ok" and props["length_chars"] == "7"
+
+
+def test_stream_shape_faults_are_each_caught(qualify_pytest):
+    profile = _profile(qualify_pytest.pytester.path, ["integrity", "finish"])
+    faults = ("stream_two_finish", "stream_usage_unasked", "stream_usage_missing", "stream_tool_delta_bare",
+              "stream_char_deltas", "cut_call_tool_calls", "ignore_cache_salt")
+    result = qualify_pytest(profile=profile, faults=faults, suites=suite("finish", "integrity"))
+    assert result.ret == 1
+    failures = _failures(qualify_pytest)
+    stream = _messages(failures, "test_stream_matches_plain")
+    assert "2 chunks carried a finish_reason (expected exactly 1)" in stream  # stream_two_finish
+    assert "carried usage although stream_options.include_usage did not ask for it" in stream  # usage_unasked
+    assert "no usage chunk although stream_options.include_usage asked for it" in stream  # usage_missing
+    assert "the first delta of tool call 0 lacks id, type" in stream  # tool_delta_bare
+    assert re.search(r"\d+ content deltas for \d+ completion tokens", stream)  # char_deltas
+    cut = _messages(failures, "test_cut_tool_call_says_length")
+    assert "streamed: a tool call cut at max_tokens" in cut and "ended with finish_reason 'tool_calls', expected 'length'" in cut
+    assert "not streamed: a tool call cut" not in cut  # the plain path ends 'length' as it must
+    assert "cached prompt tokens under a fresh cache_salt" in _messages(failures, "test_no_result_cache")
+    # The cheap checks inside the streaming module catch the same breaches on its own items.
+    finish = _messages(failures, "test_finish_state")
+    assert "stream contract: 2 chunks carried a finish_reason" in finish
+    assert not any("plain]" in name for name in failures if name.startswith("test_finish_state"))
+
+
+def test_answer_faults_are_each_caught(qualify_pytest):
+    profile = _profile(qualify_pytest.pytester.path, ["integrity", "finish"])
+    # 6 + 36 chat requests per repetition of the two modules: the swap comes between repetition 1 and 2.
+    faults = ("stream_drops_tail", "stream_usage_off", "stream_tool_index", "pad_answer", "answer_swap_after=42")
+    result = qualify_pytest(profile=profile, faults=faults, repeat=2, suites=suite("finish", "integrity"))
+    assert result.ret == 1
+    failures = _failures(qualify_pytest)
+    stream = _messages(failures, "test_stream_matches_plain")
+    assert re.search(r"streamed content '.*' differs from the non-streamed", stream)  # drops_tail
+    assert "streamed usage.completion_tokens" in stream and "differs from the non-streamed" in stream  # usage_off
+    assert "adds arguments under index 1, which no call started" in stream  # tool_index
+    assert "characters is longer than the finish band [1, 400]: padded" in stream  # pad_answer
+    held = failures["test_answer_held_through_run[rep2of2-finish-planet]"]
+    assert "content changed: now 'JUPITER" in held and "'Jupiter" in held  # answer_swap_after
+    # The band is checked inside the module too, on its plain answers as well as its streamed ones.
+    assert "length band: visible answer of 1007 characters" in failures["test_finish_state[rep1of2-planet-plain]"]
+
+
+def test_result_cache_and_stall_are_caught_and_the_run_goes_on(qualify_pytest, monkeypatch):
+    # A prefill rate at which the probe's fresh time is the server's work, not HTTP overhead.
+    monkeypatch.setenv("QUALIFY_REFERENCE_PREFILL_TOK_S", "20000")
+    profile = _profile(qualify_pytest.pytester.path, ["integrity", "finish"], idle_s=2)
+    t0 = time.monotonic()
+    result = qualify_pytest("-k", "test_no_result_cache or test_finish_state", "--durations=0", profile=profile,
+                            faults=("result_cache", "stream_stall=600"), suites=suite("finish", "integrity"))
+    elapsed = time.monotonic() - t0
+    assert result.ret == 1
+    failures = _failures(qualify_pytest)
+    cache = failures["test_no_result_cache[rep1of1]"]
+    assert "/metrics counted 0 prompt tokens while the repeated request" in cache  # the engine never saw it
+    assert re.search(r"the repeated request took [\d.]+ s, [\d.]+ of a fresh one's", cache)  # nor took its time
+    stalled = {name: m for name, m in failures.items() if name.startswith("test_finish_state")}
+    assert set(stalled) == {f"test_finish_state[rep1of1-{p}-streamed]" for p in ("planet", "sum", "opposite")}
+    for message in stalled.values():
+        assert re.search(r"stream idle for 2 s after \d+ chunks", message), message
+    # Each stalled item ends within the idle limit plus 5 s, not at the 60 s request timeout.
+    for line in result.stdout.lines:
+        m = re.match(r"\s*([\d.]+)s call .*test_finish_state\[rep1of1-\w+-streamed\]", line)
+        if m:
+            assert float(m.group(1)) < 2 + 5, line
+    assert elapsed < 120
+    result.stdout.fnmatch_lines(["*4 failed, 3 passed, 15 deselected*"])
