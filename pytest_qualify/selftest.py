@@ -195,7 +195,7 @@ def run_case(case: Case, profile: str, suites: Path, env: Mapping[str, str], wor
     except subprocess.TimeoutExpired:
         return Outcome(case, False, "ERROR", -1, f"the run did not end within {RUN_TIMEOUT_S:g} s", time.monotonic() - start)
     elapsed = time.monotonic() - start
-    summaries = sorted(evidence.glob(f"*/summary.json"))
+    summaries = sorted(evidence.glob("*/summary.json"))
     summary = json.loads(summaries[-1].read_text()) if summaries else None
     ok, verdict, reason = judge(case, code, summary)
     if summary is None:

@@ -44,6 +44,10 @@ def run_selftest(config: pytest.Config, settings: Settings) -> int:
     run_dir = settings.evidence_dir / run_id
     env = selftest.child_env(os.environ, [opt.env for opt in OPTIONS])
     jobs = selftest.DEFAULT_JOBS
+    if settings.mode == "attach" or settings.stage != "full" or settings.waivers or settings.baseline:
+        # Every run of the self-test is its own: the reference server, the full stage, no waiver.
+        print("qualify self-test: the endpoint, stage, waiver and baseline settings do not apply: every run "
+              "is against the reference server, the full stage, with no waiver or baseline", flush=True)
     print(f"qualify self-test: profile {profile.name}; {len(cases)} runs against the reference server "
           f"(1 conforming, {len(cases) - 1} faults), {jobs} at a time; {len(left_out)} fault(s) not run", flush=True)
 
