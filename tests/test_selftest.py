@@ -205,3 +205,14 @@ def test_the_selftest_catches_every_fault_its_profile_sees_and_a_qualification_c
     assert refused.returncode == 4, refused.stdout + refused.stderr
     assert "--qualify-require-selftest: no self-test of pytest-qualify" in refused.stderr
     assert "server ready" not in refused.stdout
+
+
+def test_the_options_resolve_from_any_source_and_a_bad_requirement_names_it():
+    from pytest_qualify.settings import SettingsError, resolve
+
+    s = resolve({"qualify": "small", "qualify_selftest": "1"}, {}, lambda key: None)
+    assert s.selftest is True and s.require_selftest is None
+    s = resolve({"qualify": "small"}, {"QUALIFY_REQUIRE_SELFTEST": "7"}, lambda key: None)
+    assert s.selftest is False and s.require_selftest == "7"
+    with pytest.raises(SettingsError, match=r"environment variable QUALIFY_REQUIRE_SELFTEST .*expected DAYS or DAYS:PATH"):
+        resolve({"qualify": "small"}, {"QUALIFY_REQUIRE_SELFTEST": "week"}, lambda key: None)
