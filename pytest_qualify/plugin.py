@@ -40,11 +40,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("qualify", "protocol-v3 qualification of a vLLM deployment")
     for opt in OPTIONS:
         default_note = f" (default: {opt.default})" if opt.default else ""
-        group.addoption(
-            opt.flag, dest=opt.dest, default=None, metavar=opt.metavar,
-            # argparse formats help with %: a literal percent sign is written twice for it only.
-            help=f"{opt.help}{default_note}; env {opt.env}, ini {opt.ini}".replace("%", "%%"),
-        )
+        # argparse formats help with %: a literal percent sign is written twice for it only.
+        text = f"{opt.help}{default_note}; env {opt.env}, ini {opt.ini}".replace("%", "%%")
+        if opt.switch:
+            group.addoption(opt.flag, dest=opt.dest, default=None, action="store_const", const="1", help=text)
+        else:
+            group.addoption(opt.flag, dest=opt.dest, default=None, metavar=opt.metavar, help=text)
         parser.addini(opt.ini, help=opt.help, default=None)
     group.addoption(
         "--qualify-reference-fault", dest="qualify_reference_fault", action="append", default=[],
@@ -66,6 +67,11 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
             except ProfileError as exc:
                 print(f"{name:<12} INVALID: {exc}")
         return 0
+    settings = _settings(config)
+    if settings.active and settings.selftest:
+        from pytest_qualify.hooks.selftest import run_selftest
+
+        return run_selftest(config, settings)
     return None
 
 
@@ -129,6 +135,10 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     state = _run_state(config, settings)
     stage.configure(state)
+    if settings.require_selftest and not state.is_worker:
+        from pytest_qualify.hooks.selftest import RequiredSelftest
+
+        pm.register(RequiredSelftest.find(state), "qualify-required-selftest")
     config.stash[STATE_KEY] = state
     node_ids = [arg for arg in config.option.file_or_dir or [] if "::" in arg]
     if node_ids:
@@ -168,4 +178,4 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         + f"; served name {p.deployment.served_name}",
         f"qualify: target {target}; repeat {s.repeat}; evidence {state.run_dir}",
         stage.header_line(stage.stage_of(state)),
-    ]
+    ] + [plugin.header_line() for plugin in [config.pluginmanager.get_plugin("qualify-required-selftest")] if plugin]

@@ -28,6 +28,7 @@ class Option:
     help: str
     default: str | None = None
     metavar: str = "VALUE"  # as the README's table writes it
+    switch: bool = False  # a flag without a value (its environment variable: 1/true/yes)
 
 
 @dataclass(frozen=True)
@@ -75,10 +76,19 @@ OPTIONS: tuple[Option, ...] = (
            "(without it, regressions beyond 10% are flagged only)", metavar="PCT"),
     Option("qualify_stage", "--qualify-stage", "QUALIFY_STAGE", "qualify_stage",
            "the promotion stage to run: preflight, full (the whole protocol: the only qualification) "
-           "or post-promotion", "full", "STAGE"),
+           "post-promotion or rollback", "full", "STAGE"),
     Option("qualify_promoted", "--qualify-promoted", "QUALIFY_PROMOTED", "qualify_promoted",
-           "with --qualify-stage post-promotion: the qualifying run's summary.json; the live route must "
-           "serve exactly the identity it qualified", metavar="SUMMARY"),
+           "with --qualify-stage post-promotion (or rollback, where it is required): the qualifying run's "
+           "summary.json; the live route must serve exactly the identity it qualified", metavar="SUMMARY"),
+    Option("qualify_selftest", "--qualify-selftest", "QUALIFY_SELFTEST", "qualify_selftest",
+           "instead of qualifying: run the profile's protocol against the reference server once conforming "
+           "and once per fault class its modules can see, and check the gate passes the first and fails "
+           "each fault in its own module; writes selftest.json into an evidence bundle", switch=True),
+    Option("qualify_require_selftest", "--qualify-require-selftest", "QUALIFY_REQUIRE_SELFTEST",
+           "qualify_require_selftest",
+           "refuse to qualify (usage error) without a passing gate self-test of this plugin version no older "
+           "than DAYS: the newest in the evidence folder, or the one at PATH (a selftest.json or its bundle)",
+           metavar="DAYS[:PATH]"),
 )
 
 
@@ -97,6 +107,8 @@ class Settings:
     fail_on_regression_pct: float | None = None  # None: regressions are flagged, not failed
     stage: str = "full"
     promoted: str | None = None
+    selftest: bool = False
+    require_selftest: str | None = None
 
     @property
     def active(self) -> bool:
@@ -179,6 +191,15 @@ def resolve(
     except ValueError as exc:
         raise SettingsError(f"{sources['qualify_stage']}: {exc}") from None
 
+    require_selftest = values["qualify_require_selftest"]
+    if require_selftest:
+        from pytest_qualify.selftest import Requirement, SelftestError
+
+        try:
+            Requirement.parse(require_selftest)
+        except SelftestError as exc:
+            raise SettingsError(f"{sources['qualify_require_selftest']}: {exc}") from None
+
     command = values["qualify_serve_command"]
     return Settings(
         profile=values["qualify"],
@@ -194,4 +215,6 @@ def resolve(
         fail_on_regression_pct=fail_on_regression_pct,
         stage=stage,
         promoted=values["qualify_promoted"],
+        selftest=(values["qualify_selftest"] or "").strip().lower() in ("1", "true", "yes", "on"),
+        require_selftest=require_selftest,
     )

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from .helpers import write_profile
-from pytest_qualify.gate.baseline import BaselineError, compare, delta_pct, load_baseline, render_rows
+from pytest_qualify.gate.baseline import BaselineError, check_comparable, compare, delta_pct, load_baseline, render_rows
 from pytest_qualify.evidence.summary import validate
 
 
@@ -115,6 +115,22 @@ def test_load_baseline_rejects_what_is_not_a_summary(tmp_path):
         load_baseline(tmp_path / "missing.json")
 
 
+def test_a_baseline_from_the_same_profile_and_stage_is_comparable():
+    check_comparable(SEED, profile="262k", stage="full")  # no stage recorded: the full stage
+    check_comparable({**SEED, "stage": {"name": "preflight"}}, profile="262k", stage="preflight")
+
+
+def test_a_baseline_from_another_profile_or_stage_is_refused_naming_both_values():
+    with pytest.raises(BaselineError, match=r"baseline b\.json: run run used profile '262k', this run profile "
+                                            r"'small'; a baseline must come from the same profile and stage"):
+        check_comparable(SEED, profile="small", stage="full", path="b.json")
+    with pytest.raises(BaselineError, match=r"used stage 'preflight', this run stage 'full'"):
+        check_comparable({**SEED, "stage": {"name": "preflight"}}, profile="262k", stage="full")
+    with pytest.raises(BaselineError, match=r"used profile '262k', this run profile 'small' and stage 'full', "
+                                            r"this run stage 'post-promotion'"):
+        check_comparable(SEED, profile="small", stage="post-promotion")
+
+
 # -- end to end ----------------------------------------------------------------------------------
 
 CHATTY = '''
@@ -168,6 +184,16 @@ def test_regression_against_a_baseline_fails_the_gate(pytester, tmp_path):
     assert "## Against the baseline" in report and "| decode tok/s p50 |" in report and "REGRESSION" in report
     # Everything passed: the regression alone failed the gate.
     assert summary["verdict"]["failures"] == [] and summary["gate"][0]["ok"] is True
+
+    # The same baseline from another stage and profile: a usage error before any server starts.
+    baseline["stage"]["name"] = "preflight"
+    baseline["profile"]["name"] = "other-profile"
+    path.write_text(json.dumps(baseline))
+    third = run("ev3", "--qualify-baseline", str(path))
+    assert third.ret == pytest.ExitCode.USAGE_ERROR, third.stdout.str()
+    err = third.stderr.str()
+    assert (f"--qualify-baseline: baseline {path}: run {baseline['run']['id']} used profile 'other-profile', "
+            f"this run profile '{summary['profile']['name']}' and stage 'preflight', this run stage 'full'") in err
 
 
 def test_fail_on_regression_needs_a_baseline(pytester):

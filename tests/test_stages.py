@@ -18,8 +18,8 @@ def _by_name(stages):
 
 
 def test_the_three_stages_in_promotion_order():
-    assert stage_names() == ("preflight", "full", "post-promotion")
-    with pytest.raises(ValueError, match="unknown stage 'qualify'.*preflight, full, post-promotion"):
+    assert stage_names() == ("preflight", "full", "post-promotion", "rollback")
+    with pytest.raises(ValueError, match="unknown stage 'qualify'.*preflight, full, post-promotion, rollback"):
         check_stage_name("qualify")
 
 
@@ -39,7 +39,9 @@ def test_only_full_qualifies_and_says_qualification():
     line = stages["preflight"].verdict_line("PASS")
     assert not line.startswith("QUALIFICATION") and "not a qualification" in line and "preflight" in line
     assert "QUALIFICATION: PASS" not in stages["post-promotion"].verdict_line("PASS")
-    assert [s.name for s in stages.values() if s.accepts_promoted] == ["post-promotion"]
+    assert [s.name for s in stages.values() if s.accepts_promoted] == ["post-promotion", "rollback"]
+    assert [s.name for s in stages.values() if s.requires_promoted] == ["rollback"]
+    assert "QUALIFICATION: PASS" not in stages["rollback"].verdict_line("PASS")
 
 
 def test_an_inherited_stage_is_cut_to_the_profile_and_says_what_it_lacks():
@@ -124,3 +126,21 @@ def test_a_stage_selects_its_modules_at_its_lanes():
     assert not preflight.selects("context", "32K") and not preflight.selects("window", None)
     full = load_profile("262k").stage("full")
     assert all(full.selects("context", lane) for lane in ("32K", "128K", "240K")) and full.selects("window", None)
+
+
+def test_the_rollback_stage_is_smoke_json_and_tools_held_to_a_qualified_run():
+    rollback = load_profile("262k").stage("rollback")
+    assert rollback.modules == ("smoke", "json", "tools") and not rollback.qualifies
+    assert rollback.verdict_line("FAIL") == "ROLLBACK CHECK: FAIL (stage rollback; not a qualification)"
+    # A profile without json and tools still checks the rollback route's identity and smoke.
+    assert load_profile("tiny-cpu").stage("rollback").modules == ("smoke",)
+
+
+def test_the_rollback_stage_without_a_qualified_run_is_a_usage_error():
+    from pytest_qualify.promotion.stage_run import StageUsageError, plan
+
+    with pytest.raises(StageUsageError, match="--qualify-stage rollback needs --qualify-promoted SUMMARY"):
+        plan(load_profile("262k"), "rollback", None, simulated=True)
+    with pytest.raises(StageUsageError, match="applies to the post-promotion and rollback stages only, not to full"):
+        plan(load_profile("262k"), "full", "x.json", simulated=True)
+    assert plan(load_profile("262k"), "post-promotion", None, simulated=True).promoted is None

@@ -32,7 +32,7 @@ class Run:
     @property
     def verdict_line(self) -> str:
         return next(line for line in self.out.splitlines()
-                    if line.startswith(("QUALIFICATION", "PREFLIGHT", "POST-PROMOTION CHECK")))
+                    if line.startswith(("QUALIFICATION", "PREFLIGHT", "POST-PROMOTION CHECK", "ROLLBACK CHECK")))
 
 
 def qualify(where: Path, *args: str) -> Run:
@@ -178,8 +178,9 @@ def test_a_partial_stage_is_never_a_pass(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (("--qualify-stage", "prefligth"), "--qualify-stage: unknown stage 'prefligth'"),
-    (("--qualify-stage", "preflight", "--qualify-promoted", "x.json"), "--qualify-promoted applies to the post-promotion stage only"),
+    (("--qualify-stage", "preflight", "--qualify-promoted", "x.json"), "--qualify-promoted applies to the post-promotion and rollback stages only"),
     (("--qualify-stage", "post-promotion", "--qualify-promoted", "absent.json"), "--qualify-promoted: promoted summary absent.json: cannot be read"),
+    (("--qualify-stage", "rollback"), "--qualify-stage rollback needs --qualify-promoted SUMMARY"),
 ])
 def test_bad_stage_settings_are_usage_errors(tmp_path, args, message):
     run = qualify(tmp_path, *args)
@@ -192,3 +193,30 @@ def test_a_preflight_run_cannot_be_promoted(tmp_path, preflight_run):
     refused = qualify(tmp_path, "--qualify-stage", "post-promotion",
                       "--qualify-promoted", str(preflight_run.bundle / "summary.json"))
     assert refused.code == USAGE_ERROR and "is the preflight stage, not a qualification" in refused.out, refused.out
+
+
+def test_the_rollback_route_serving_its_qualified_identity_passes(tmp_path, full_run):
+    promoted = full_run.bundle / "summary.json"
+    run = qualify(tmp_path, "--qualify-stage", "rollback", "--qualify-promoted", str(promoted))
+    assert run.code == 0, run.out
+    assert run.verdict_line == "ROLLBACK CHECK: PASS (stage rollback; not a qualification)"
+    s = run.summary
+    validate(s)
+    assert set(items_by_module(s)) == {"smoke", "json", "tools"}
+    assert s["stage"]["requires_promoted"] is True
+    assert s["promoted"]["run_id"] == full_run.summary["run"]["id"] and s["promoted"]["mismatches"] == []
+    assert (run.bundle / "report.md").read_text().startswith("# Rollback target check: agents-a1-fp8-mm-262k")
+
+
+def test_a_rollback_route_serving_another_build_fails_with_both_readings(tmp_path, full_run):
+    promoted = str(full_run.bundle / "summary.json")
+    qualified = full_run.summary["identity"]["end"]["engine_version"]
+    run = qualify(tmp_path, "--qualify-stage", "rollback", "--qualify-promoted", promoted,
+                  "--qualify-reference-fault", "engine_version=0.24.0")
+    assert run.code == 1, run.out
+    assert run.verdict_line.startswith("ROLLBACK CHECK: FAIL")
+    [reason] = run.summary["verdict"]["reasons"]
+    assert f"does not serve the identity that run {full_run.summary['run']['id']} qualified" in reason
+    assert f"engine_version {qualified!r} -> '0.24.0'" in reason  # both readings, qualified then live
+    assert run.summary["verdict"]["failures"] == []  # smoke, json and tools passed: the identity failed it
+    assert reason in run.out

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import QualifyPytest, suite, write_profile
+from .helpers import QualifyPytest, suite, write_profile
 
 TITLE = "Integrity: stream = plain, judged = answering, no result cache"
 

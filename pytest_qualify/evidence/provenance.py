@@ -99,7 +99,7 @@ def check_statement(run_dir: Path) -> list[str]:
     problems = []
     if data.get("_type") != STATEMENT_TYPE:
         problems.append(f"_type is {data.get('_type')!r}, expected {STATEMENT_TYPE!r}")
-    if data.get("predicateType") != PREDICATE_TYPE:
+    if data.get("predicateType") not in (PREDICATE_TYPE, SELFTEST_PREDICATE_TYPE):
         problems.append(f"predicateType is {data.get('predicateType')!r}")
     if not isinstance(data.get("predicate"), dict):
         problems.append("predicate is not an object")
@@ -115,3 +115,28 @@ def check_statement(run_dir: Path) -> list[str]:
         elif sha256_file(run_dir / name) != digest:
             problems.append(f"subject {name}: sha256 does not match the file")
     return problems
+
+
+SELFTEST_PREDICATE_TYPE = "https://pytest-qualify/attestations/selftest/v1"
+
+
+def write_selftest_statement(run_dir: Path, selftest: Mapping[str, Any]) -> Path:
+    """The statement of a gate self-test's bundle: its files, and what it showed with which versions."""
+    from pytest_qualify.evidence.bundle import write_text
+
+    data = {
+        "_type": STATEMENT_TYPE,
+        "subject": subjects(run_dir),
+        "predicateType": SELFTEST_PREDICATE_TYPE,
+        "predicate": {
+            "qualifier": {"name": "pytest-qualify", "version": selftest["versions"]["pytest-qualify"]},
+            "versions": dict(selftest["versions"]),
+            "profile": dict(selftest["profile"]),
+            "run": {"id": selftest["run_id"], "started_at": selftest["started_at"],
+                    "finished_at": selftest["finished_at"]},
+            "verdict": selftest["verdict"],
+            "modules_proven": list(selftest["modules_proven"]),
+            "evidence": {"selftest": "selftest.json", "manifest": "SHA256SUMS"},
+        },
+    }
+    return write_text(run_dir / PROVENANCE_FILE, json.dumps(data, indent=2) + "\n", ())

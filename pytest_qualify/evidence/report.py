@@ -157,6 +157,7 @@ def render(s: Mapping[str, Any]) -> str:
         out += [f"**Server died during the run:** {cell(s['target']['died'])}", ""]
 
     out += _identity(s)
+    out += _selftest(s)
 
     stage = _stage_only(s)
     out += ["## Gate" + (f" (stage {stage['name']}, not a qualification)" if stage else ""), ""]
@@ -218,6 +219,18 @@ def _identity_row(label: str, r: Mapping[str, Any] | None) -> tuple[Any, ...]:
     row = (label, r["served_name"], r.get("model_root") or "-", r.get("revision") or "- (not visible)", window,
            r.get("engine_version") or "-")
     return row[:-1] + (row[-1] + (f" ({r['error']})" if r.get("error") else ""),)
+
+
+def _selftest(s: Mapping[str, Any]) -> list[str]:
+    """The gate self-test this run required (``--qualify-require-selftest``), by run id and digest."""
+    st = (s.get("extra") or {}).get("selftest")
+    if not st:
+        return []
+    return ["## Gate self-test", "",
+            f"Required and found: self-test `{st['run_id']}` (`{st['path']}`, sha256 `{st['sha256']}`), "
+            f"pytest-qualify {st['plugin_version']}, profile {st['profile']}, finished {st['finished_at']} "
+            f"({st['age_days']:.1f} days before this run); it showed {', '.join(st['modules_proven'])} "
+            "each failing its own fault on this machine.", ""]
 
 
 def _identity(s: Mapping[str, Any]) -> list[str]:

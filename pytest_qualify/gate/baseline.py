@@ -34,6 +34,24 @@ def load_baseline(path: Path) -> dict[str, Any]:
     return data
 
 
+def check_comparable(baseline: Mapping[str, Any], *, profile: str, stage: str, path: str = "") -> None:
+    """A baseline from another profile or another stage measured another workload (other lanes,
+    other modules, another window): its deltas and flips would compare unlike things, so it is
+    refused rather than noted. A summary written before stages existed was the full stage."""
+    label = f"baseline {path}" if path else "baseline"
+    base_profile = str((baseline.get("profile") or {}).get("name", ""))
+    base_stage = str((baseline.get("stage") or {}).get("name", "full"))
+    run_id = (baseline.get("run") or {}).get("id", "?")
+    problems = []
+    if base_profile != profile:
+        problems.append(f"profile {base_profile!r}, this run profile {profile!r}")
+    if base_stage != stage:
+        problems.append(f"stage {base_stage!r}, this run stage {stage!r}")
+    if problems:
+        raise BaselineError(f"{label}: run {run_id} used " + " and ".join(problems)
+                            + "; a baseline must come from the same profile and stage")
+
+
 def delta_pct(baseline: float | None, current: float | None) -> float | None:
     if baseline is None or current is None or baseline == 0:
         return None

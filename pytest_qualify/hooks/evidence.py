@@ -30,7 +30,9 @@ def evidence_of(config: pytest.Config) -> EvidenceState | None:
 
 def load_evidence_state(config: pytest.Config, state: RunState) -> EvidenceState:
     """Waivers and the baseline, loaded now: a bad file is a usage error before any server starts."""
-    from pytest_qualify.gate.baseline import DEFAULT_THRESHOLD_PCT, BaselineError, load_baseline
+    from pytest_qualify.gate.baseline import (
+        DEFAULT_THRESHOLD_PCT, BaselineError, check_comparable, load_baseline,
+    )
     from pytest_qualify.gate.waivers import WaiverError, WaiverSet, load_waivers
 
     ev = EvidenceState()
@@ -48,6 +50,8 @@ def load_evidence_state(config: pytest.Config, state: RunState) -> EvidenceState
     if settings.baseline and not state.is_worker:
         try:
             ev.baseline = load_baseline(Path(settings.baseline))
+            check_comparable(ev.baseline, profile=state.profile.name, stage=settings.stage,
+                             path=str(settings.baseline))
         except BaselineError as exc:
             raise pytest.UsageError(f"--qualify-baseline: {exc}") from None
         ev.baseline_path = str(settings.baseline)

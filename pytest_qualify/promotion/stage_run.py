@@ -59,9 +59,16 @@ def plan(profile: Profile, stage_name: str, promoted_path: str | None, *, simula
     except ValueError as exc:
         raise StageUsageError(f"--qualify-stage: profile {profile.name}: {exc}") from None
     promoted = None
+    if stage.requires_promoted and not promoted_path:
+        raise StageUsageError(
+            f"--qualify-stage {stage.name} needs --qualify-promoted SUMMARY: the summary.json of the full run that "
+            f"qualified the model this route serves; without it the {stage.name} check cannot tell a qualified "
+            "deployment from one nobody qualified")
     if promoted_path:
         if not stage.accepts_promoted:
-            raise StageUsageError(f"--qualify-promoted applies to the post-promotion stage only, not to {stage.name}")
+            accepting = [s.name for s in profile.stages if s.accepts_promoted]
+            raise StageUsageError(f"--qualify-promoted applies to the {' and '.join(accepting)} stages only, "
+                                  f"not to {stage.name}")
         if load:
             try:
                 promoted = load_promoted(promoted_path)

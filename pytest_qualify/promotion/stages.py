@@ -49,6 +49,9 @@ class Stage:
     lanes: tuple[str, ...]  # the context lanes this stage runs
     qualifies: bool  # its PASS is a qualification (full only)
     accepts_promoted: bool  # --qualify-promoted applies to it
+    # Only a held identity gives the stage its meaning (rollback): without --qualify-promoted it
+    # would pass a rollback route serving something nobody qualified.
+    requires_promoted: bool = False
     # Modules of the default table this profile does not run at all (e.g. tools in a text-only
     # CPU profile): listed in the report, never silently dropped.
     not_in_profile: tuple[str, ...] = ()
@@ -67,7 +70,8 @@ class Stage:
         return {
             "name": self.name, "title": self.title, "verdict_label": self.verdict_label,
             "modules": list(self.modules), "lanes": list(self.lanes), "qualifies": self.qualifies,
-            "accepts_promoted": self.accepts_promoted, "not_in_profile": list(self.not_in_profile),
+            "accepts_promoted": self.accepts_promoted, "requires_promoted": self.requires_promoted,
+            "not_in_profile": list(self.not_in_profile),
         }
 
 
@@ -156,6 +160,7 @@ def resolve_stages(
             lanes=_lanes(own.get("lanes", default["lanes"]), lanes, f"stages.{name}.lanes"),
             qualifies=bool(default["qualifies"]),
             accepts_promoted=bool(default["accepts_promoted"]),
+            requires_promoted=bool(default.get("requires_promoted", False)),
             not_in_profile=tuple(dropped),
         ))
     return tuple(out)
