@@ -19,7 +19,8 @@ value, or two candidates ("2 or 3", "Paris, Lyon"), is a *miss*.
 
 What a slot accepts is data (:class:`Accept`): the accepted forms and the normalisation rules —
 text or number, case, separators, thousands separators, units, a tolerance. Nothing else is
-normalised, and nothing outside the slot is graded.
+normalised, and nothing outside the slot is graded. Line ends are not content: a CRLF or CR reply
+reads as its LF form, and trailing whitespace never changes a verdict.
 """
 
 from __future__ import annotations
@@ -60,7 +61,10 @@ class Accept:
     whitespace collapsed, case folded (unless ``case``), and — with ``separators`` — hyphens,
     underscores and spaces read alike ("7Q-5531" = "7Q 5531"). ``kind`` "number": the slot is one
     number (a typographic minus reads as minus; "2,350" reads as 2350 when ``thousands``; one of
-    ``units`` may follow it) within ``tolerance`` of one of ``forms``."""
+    ``units`` may follow or precede it: "2,350 EUR", "€2,350") within ``tolerance`` of one of
+    ``forms``. A string value, and each text form, is first cleaned of formatting noise
+    (:func:`clean_value`: "Blue." and '"Blue"' read as "Blue"); a tilde never is noise ("~42" is
+    a hedge)."""
 
     forms: tuple[str, ...]
     kind: str = "text"
@@ -120,11 +124,16 @@ _NUMBER_RE = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+")
 def _number(text: str, accept: Accept) -> Decimal | None:
     """The slot read as one number under the slot's rules, or None when it is not one number."""
     text = unicodedata.normalize("NFKC", text).strip()
-    text = re.sub(f"^[{_MINUS}]", "-", text)
+    # A listed unit may follow the number ("2,350 EUR") or precede it ("€2,350", "CAD 176.30").
     for unit in sorted(accept.units, key=len, reverse=True):
-        if text.casefold().endswith(unit.casefold()):
+        folded = unit.casefold()
+        if text.casefold().endswith(folded):
             text = text[: len(text) - len(unit)].rstrip()
             break
+        if text.casefold().startswith(folded) and len(text) > len(unit):
+            text = text[len(unit):].lstrip()
+            break
+    text = re.sub(f"^[{_MINUS}]", "-", text)
     if not re.fullmatch(_NUMBER_RE, text):
         return None
     if "," in text:
@@ -150,6 +159,9 @@ def compare(value: Any, accept: Accept, name: str = "answer") -> Verdict:
     raw = format(value, "f") if isinstance(value, Decimal) else str(value)
     if isinstance(value, float) and value.is_integer():
         raw = str(int(value))
+    if isinstance(value, str):
+        # A JSON field's string, like a reply's slot, may carry formatting noise ("Blue.", '"OPEN"').
+        raw = clean_value(_newlines(raw)) if raw.strip() else raw
     if not raw.strip():
         return format_failure(f"{name} is empty")
     if accept.kind == "number":
@@ -166,15 +178,16 @@ def compare(value: Any, accept: Accept, name: str = "answer") -> Verdict:
             return Verdict.accept(f"{name} {raw!r}")
         within = f" (tolerance {accept.tolerance:g})" if accept.tolerance else ""
         return Verdict.reject(f"{name} is {raw!r}, expected {accept.shown}{within}")
-    if _fold(raw, accept) in {_fold(f, accept) for f in accept.forms}:
+    if _fold(raw, accept) in {_fold(clean_value(f), accept) for f in accept.forms}:
         return Verdict.accept(f"{name} {raw!r}")
     return Verdict.reject(f"{name} is {raw!r}, expected {accept.shown}")
 
 
 # -- finding the slot -------------------------------------------------------------------------------
 
-_FENCE_RE = re.compile(r"^```[\w+.-]*[ \t]*\n(.*?)\n?```$", re.S)
-_NOISE_EDGE = "*_`~\"'\u201c\u201d\u2018\u2019\u00ab\u00bb \t"
+_FENCE_RE = re.compile(r"^(```|~~~)[\w+.-]*[ \t]*\n(.*?)\n?\1$", re.S)
+# No "~" here: "~42" is a hedge and "~~42~~" a struck-out value, never noise around one.
+_NOISE_EDGE = "*_`\"'\u201c\u201d\u2018\u2019\u00ab\u00bb \t"
 _TRAILING_PUNCT = ".!;,"
 _LABEL_RE = re.compile(r"^(?:final\s+)?answer\s*[*_]*\s*:\s*", re.I)
 _LIST_MARK_RE = re.compile(r"^(?:[-*+>]|#{1,6})\s+")
@@ -182,7 +195,12 @@ _LIST_MARK_RE = re.compile(r"^(?:[-*+>]|#{1,6})\s+")
 
 def _unfence(text: str) -> str:
     m = _FENCE_RE.match(text.strip())
-    return m.group(1).strip() if m else text.strip()
+    return m.group(2).strip() if m else text.strip()
+
+
+def _newlines(text: str) -> str:
+    """CRLF and CR line ends read as LF: a line end is never part of a slot."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _drop_preamble(text: str) -> str:
@@ -209,7 +227,7 @@ def clean_value(text: str) -> str:
 
 def reply_slot(content: str | None) -> str:
     """The whole reply as one value; :class:`FormatError` when it is empty or several lines."""
-    text = (content or "").strip()
+    text = _newlines(content or "").strip()
     if not text:
         raise FormatError("empty reply, expected the answer alone")
     text = _drop_preamble(_unfence(_drop_preamble(text)))
@@ -229,11 +247,11 @@ _ANSWER_LINE_RE = re.compile(r"^[\s>*_#-]*[*_`]*ANSWER[*_`]*\s*:[*_`]*[ \t]*(.*)
 def line_slot(content: str | None) -> str:
     """The value of the reply's final ``ANSWER:`` line; :class:`FormatError` when there is none,
     more than one, or text after it (a closing code fence aside)."""
-    text = (content or "").strip()
+    text = _newlines(content or "").strip()
     if not text:
         raise FormatError("empty reply, expected a final line 'ANSWER: <value>'")
     lines = [line for line in text.split("\n") if line.strip()]
-    while lines and lines[-1].strip() == "```":
+    while lines and lines[-1].strip() in ("```", "~~~"):
         lines.pop()
     answers = [i for i, line in enumerate(lines) if _ANSWER_LINE_RE.match(line)]
     if not answers:
@@ -255,7 +273,7 @@ def block_slot(content: str | None, what: str = "the answer") -> str:
     removed; the block's own lines are returned as written. :class:`FormatError` when it is empty.
     Whether anything else is left around the block is the caller's to judge (it knows the block's
     grammar)."""
-    text = (content or "").strip()
+    text = _newlines(content or "").strip()
     if not text:
         raise FormatError(f"empty reply, expected {what}")
     block = _unfence(_drop_preamble(_unfence(text)))
@@ -276,7 +294,7 @@ def json_slot(content: str | None, schema: Mapping[str, Any] | None = None) -> d
     """The reply as one JSON object valid under ``schema``; :class:`FormatError` when it is not
     one object (prose around it, two objects, invalid JSON, a key given twice) or does not
     validate (the message names the field)."""
-    text = (content or "").strip()
+    text = _newlines(content or "").strip()
     if not text:
         raise FormatError("empty reply, expected one JSON object")
     text = _unfence(_drop_preamble(_unfence(text)))
