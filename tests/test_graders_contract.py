@@ -211,7 +211,8 @@ def test_a_bad_contract_in_fixture_data_is_refused(raw):
 
 def test_a_question_states_its_contract_and_grades_only_its_slot():
     q = Question("sum", "What is 12 plus 30?", SUM)
-    assert q.prompt.startswith("What is 12 plus 30? ") and q.prompt.endswith("'ANSWER: <the number>'.")
+    assert q.prompt.startswith("What is 12 plus 30? ") and q.prompt.endswith("starts with 'ANSWER: ' and gives the number, with nothing after that line.")
+    assert "<" not in q.prompt  # no placeholder for a model to copy
     assert q.grade("12 + 30 = 42, not 43.\nANSWER: 42").ok
     assert not q.grade("12 + 30 = 42. Wait, no: 43.").ok
     assert is_format_failure(q.grade("12 + 30 = 42. Wait, no: 43.").reason)
@@ -296,3 +297,10 @@ def test_a_listed_unit_may_precede_or_follow_the_number():
     for written in ("$2,350", "\u20ac2,530", "\u20ac2,350 or \u20ac2,530", "EUR", "\u20ac"):
         assert not compare(written, money).ok, written
     assert compare("\u221280 \u00b0C", Accept(("-80",), kind="number", units=("\u00b0C",))).ok
+
+
+def test_the_brackets_of_a_copied_placeholder_are_noise_but_a_comparison_is_not():
+    assert grade("ANSWER: <42>", SUM).ok
+    assert grade("<Paris>", PARIS).ok
+    for reply in ("ANSWER: <42", "ANSWER: < 42", "ANSWER: >42", "ANSWER: <41>", "ANSWER: <42> <43>"):
+        assert not grade(reply, SUM).ok, reply

@@ -191,6 +191,9 @@ _NOISE_EDGE = "*_`\"'\u201c\u201d\u2018\u2019\u00ab\u00bb \t"
 _TRAILING_PUNCT = ".!;,"
 _LABEL_RE = re.compile(r"^(?:final\s+)?answer\s*[*_]*\s*:\s*", re.I)
 _LIST_MARK_RE = re.compile(r"^(?:[-*+>]|#{1,6})\s+")
+# A value inside the angle brackets of a template's placeholder ("ANSWER: <42>"): the brackets are
+# copied from a prompt's notation, not part of the value. One pair, around the whole value only.
+_PLACEHOLDER_RE = re.compile(r"^<([^<>]+)>$")
 
 
 def _unfence(text: str) -> str:
@@ -213,13 +216,15 @@ def _drop_preamble(text: str) -> str:
 
 def clean_value(text: str) -> str:
     """A one-line value without its formatting noise: list marks, a heading mark, markdown
-    emphasis and quotes around it, trailing punctuation, a leading ``Answer:`` label."""
+    emphasis and quotes around it, trailing punctuation, a leading ``Answer:`` label, the angle
+    brackets of a copied placeholder ("<42>")."""
     value = text.strip()
     while True:
         before = value
         value = _LIST_MARK_RE.sub("", value)
         value = value.strip(_NOISE_EDGE)
         value = _LABEL_RE.sub("", value)
+        value = _PLACEHOLDER_RE.sub(r"\1", value)
         value = value.rstrip(_TRAILING_PUNCT).strip()
         if value == before:
             return value
@@ -374,7 +379,9 @@ class Contract:
         if self.form == "reply":
             return f"Reply with {self.value_hint} only."
         if self.form == "line":
-            return f"You may reason first; then end your reply with one final line of the form 'ANSWER: <{self.value_hint}>'."
+            # No "<placeholder>" in the wording: a model copies the brackets around its value.
+            return (f"You may reason first; then end your reply with one final line that starts with 'ANSWER: ' "
+                    f"and gives {self.value_hint}, with nothing after that line.")
         keys = ", ".join(f'"{k}"' for k in (self.schema or {}).get("properties", {}))
         return (f"Reply with one JSON object only, with the fields {keys}, matching this JSON Schema: "
                 f"{json.dumps(self.schema, separators=(',', ':'))}")
