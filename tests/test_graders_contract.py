@@ -3,6 +3,8 @@ accepts, what it rejects, and which rejections are format failures rather than w
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given, strategies as st
 
@@ -304,3 +306,12 @@ def test_the_brackets_of_a_copied_placeholder_are_noise_but_a_comparison_is_not(
     assert grade("<Paris>", PARIS).ok
     for reply in ("ANSWER: <42", "ANSWER: < 42", "ANSWER: >42", "ANSWER: <41>", "ANSWER: <42> <43>"):
         assert not grade(reply, SUM).ok, reply
+
+
+def test_a_markdown_mark_is_noise_in_a_reply_but_part_of_a_json_string():
+    count = Contract("json", fields={"n": Accept(("4",), kind="number")},
+                     schema={"type": "object", "properties": {"n": {"type": ["number", "string"]}}, "required": ["n"]})
+    assert grade('{"n": "4."}', count).ok
+    for value in ("> 4", "- 4", "# 4", "~4", "4?"):
+        assert not grade(json.dumps({"n": value}), count).ok, value
+    assert grade("> 4", Contract("reply", Accept(("4",), kind="number"))).ok  # a blockquote around a whole reply

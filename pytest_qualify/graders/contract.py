@@ -161,7 +161,7 @@ def compare(value: Any, accept: Accept, name: str = "answer") -> Verdict:
         raw = str(int(value))
     if isinstance(value, str):
         # A JSON field's string, like a reply's slot, may carry formatting noise ("Blue.", '"OPEN"').
-        raw = clean_value(_newlines(raw)) if raw.strip() else raw
+        raw = clean_value(_newlines(raw), marks=False) if raw.strip() else raw
     if not raw.strip():
         return format_failure(f"{name} is empty")
     if accept.kind == "number":
@@ -214,14 +214,16 @@ def _drop_preamble(text: str) -> str:
     return text.strip()
 
 
-def clean_value(text: str) -> str:
+def clean_value(text: str, marks: bool = True) -> str:
     """A one-line value without its formatting noise: list marks, a heading mark, markdown
     emphasis and quotes around it, trailing punctuation, a leading ``Answer:`` label, the angle
-    brackets of a copied placeholder ("<42>")."""
+    brackets of a copied placeholder ("<42>"). ``marks=False`` keeps a leading "- ", "> " or "# ":
+    inside a JSON string they are no markdown, and "> 4" or "- 80" would change the value."""
     value = text.strip()
     while True:
         before = value
-        value = _LIST_MARK_RE.sub("", value)
+        if marks:
+            value = _LIST_MARK_RE.sub("", value)
         value = value.strip(_NOISE_EDGE)
         value = _LABEL_RE.sub("", value)
         value = _PLACEHOLDER_RE.sub(r"\1", value)
