@@ -422,6 +422,8 @@ FINISH = Styles(
         ("sum", "Working: not 41, not 43.\r\nANSWER: 42\r\n", "stop"),
         # The brackets of the instruction's notation copied around the value.
         ("sum", "12 + 30 = 42\nANSWER: <42>", "stop"),
+        # A fullwidth colon (CJK-trained models) and a zero-width space are noise.
+        ("sum", "12 + 30 = 42\nANSWER\uff1a42", "stop"), ("sum", "ANSWER: 42\u200b", "stop"),
     ],
     near_misses=[
         (("sum", "12 + 30 = 42. Wait, no: 43.", "stop"), FORMAT + " no final line 'ANSWER"),

@@ -315,3 +315,11 @@ def test_a_markdown_mark_is_noise_in_a_reply_but_part_of_a_json_string():
     for value in ("> 4", "- 4", "# 4", "~4", "4?"):
         assert not grade(json.dumps({"n": value}), count).ok, value
     assert grade("> 4", Contract("reply", Accept(("4",), kind="number"))).ok  # a blockquote around a whole reply
+
+
+def test_invisible_characters_and_fullwidth_labels_are_noise():
+    assert grade("ANSWER: 42\u200b", SUM).ok
+    assert grade("\ufeffParis", PARIS).ok
+    assert grade("ANSWER\uff1a42", SUM).ok
+    assert not grade("ANSWER\uff1a43", SUM).ok
+    assert not grade("ANSWER: 42\nANSWER\uff1a43", SUM).ok  # still two answer lines

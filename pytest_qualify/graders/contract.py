@@ -201,9 +201,13 @@ def _unfence(text: str) -> str:
     return m.group(2).strip() if m else text.strip()
 
 
+_INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff"))
+
+
 def _newlines(text: str) -> str:
-    """CRLF and CR line ends read as LF: a line end is never part of a slot."""
-    return text.replace("\r\n", "\n").replace("\r", "\n")
+    """CRLF and CR line ends read as LF, and zero-width characters (a BOM, a zero-width space) are
+    dropped: neither is ever part of a slot."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").translate(_INVISIBLE)
 
 
 def _drop_preamble(text: str) -> str:
@@ -260,6 +264,8 @@ def line_slot(content: str | None) -> str:
     lines = [line for line in text.split("\n") if line.strip()]
     while lines and lines[-1].strip() in ("```", "~~~"):
         lines.pop()
+    # NFKC: a fullwidth label ("ANSWER：42") is the same label.
+    lines = [unicodedata.normalize("NFKC", line) for line in lines]
     answers = [i for i, line in enumerate(lines) if _ANSWER_LINE_RE.match(line)]
     if not answers:
         raise FormatError(f"no final line 'ANSWER: <value>' in {_short(content)}")
