@@ -275,18 +275,6 @@ def render_table(outcomes: Sequence[Outcome], left_out: Sequence[tuple[FaultRow,
     return lines
 
 
-def write_bundle(run_dir: Path, data: Mapping[str, Any]) -> Path:
-    """``selftest.json``, its in-toto statement and ``SHA256SUMS`` in ``run_dir``."""
-    from pytest_qualify.evidence.bundle import write_manifest, write_text
-    from pytest_qualify.evidence.provenance import write_selftest_statement
-
-    run_dir.mkdir(parents=True, exist_ok=True)
-    path = write_text(run_dir / SELFTEST_FILE, json.dumps(data, indent=2) + "\n", ())
-    write_selftest_statement(run_dir, data)
-    write_manifest(run_dir)
-    return path
-
-
 # -- requiring one ------------------------------------------------------------------------------
 
 
@@ -329,7 +317,7 @@ class Accepted:
 
 def _check(path: Path, req: Requirement, plugin_version: str, modules: Sequence[str], now: float) -> Accepted:
     """The self-test at ``path`` if it may back this run, else SelftestError saying why."""
-    from pytest_qualify.evidence.bundle import MANIFEST, sha256_file, verify_manifest
+    from pytest_qualify.evidence.manifest import MANIFEST, sha256_file, verify_manifest
 
     label = f"self-test {path}"
     try:

@@ -67,6 +67,8 @@ SMOKE = Styles(
         ("capital", "Paris"), ("capital", "Paris."), ("capital", "**Paris**"), ("capital", "PARIS"),
         ("capital", "`Paris`"), ("capital", "Answer: Paris"), ("capital", "Here is the answer:\nParis"),
         ("capital", '"Paris"'), ("week", "7"), ("week", "**7**"), ("week", "```\n7\n```"), ("week", "7.0"),
+        # CRLF line ends and trailing whitespace are not content.
+        ("capital", "```text\r\nParis\r\n```"), ("week", "7\r\n"), ("capital", "\u201cParis\u201d\u00a0 \n"),
     ],
     near_misses=[
         (("capital", "Paris is France's largest city, but its capital is Lyon."), "expected 'Paris'"),
@@ -78,6 +80,9 @@ SMOKE = Styles(
         (("week", "seven"), FORMAT),
         (("week", "7 or 8"), "holds 2 candidates"),
         (("week", "There are 7 days in a week."), "holds more than the number"),
+        # A tilde is a hedge or a strikethrough, never formatting noise.
+        (("week", "~7"), "answer '~7' holds more than the number"),
+        (("capital", "~~Paris~~"), "answer is '~~Paris~~'"),
     ],
 )
 
@@ -139,9 +144,11 @@ CONTEXT = Styles(
     correct=[
         "1234567", "**1234567**", "1,234,567", "`1234567`", "```\n1234567\n```", "1234567.", "Answer: 1234567",
         "The access code for the amber vault:\n**1234567**", "> 1234567", '"1234567"', "  1234567\n",
+        "```\r\n1234567\r\n```",
     ],
     near_misses=[
         ("1234567 or maybe 1234568", "lacks needle value"),
+        ("~1234567", "answer '~1234567' lacks needle value"),
         ("0001234567", "lacks needle value"),
         ("1234567-8", "lacks needle value"),
         ("1234576", "gives distractor value '1234576' (key 'crimson')"),
@@ -175,6 +182,7 @@ WINDOW = Styles(
         (400, f"Input too long: max_model_len={WINDOW_TOKENS}, got {OVER}"),
         ("follow-up", "Rome"), ("follow-up", "**Rome**"), ("follow-up", "Rome."), ("follow-up", "ROME"),
         ("follow-up", "Answer: *Rome*"), ("follow-up", "```\nRome\n```"),
+        ("follow-up", "Rome\r\n"),
     ],
     near_misses=[
         ((None, ""), "was answered (HTTP 200)"),
@@ -185,6 +193,7 @@ WINDOW = Styles(
         (("follow-up", "Romania"), "expected 'Rome'"),
         (("follow-up", "Milan"), "expected 'Rome'"),
         (("follow-up", "Rome or Milan"), "expected 'Rome'"),
+        (("follow-up", "~Rome"), "answer is '~Rome'"),
         (("follow-up", "The capital of Italy is Rome.\nIt sits on the Tiber."), FORMAT),
     ],
 )
@@ -246,6 +255,11 @@ TOOL_STYLES = Styles(
         ("final", '{ "currency" : "CAD" ,\n  "amount" : 176.30 }'),
         ("final", '120 EUR converts to 176.30 CAD (the rate, not 176.03):\n```json\n{"amount": "176.30", "currency": "cad"}\n```'),
         ("final", '{"amount": "176.30 CAD", "currency": "CAD", "rate": 1.469}'),
+        # The currency's symbol or code before the amount (units are data: they may precede or follow).
+        ("final", '{"amount": "C$176.30", "currency": "CAD"}'), ("final", '{"amount": "CAD 176.30", "currency": "CAD"}'),
+        ("final", '```json\r\n{"amount": 176.3, "currency": "CAD"}\r\n```'),
+        # Spanish opens an exclamation with "¡": the accepted form "¡Gracias!" is data.
+        ("no-tool:irrelevant_translation", "\u00a1Gracias!"), ("no-tool:irrelevant_translation", "*\u00a1Gracias!*"),
     ],
     near_misses=[
         (("ticket_login_regression", [("create_ticket", {**LOGIN, "title": "Login fails with 50.2 after deploy"})]),
@@ -263,6 +277,9 @@ TOOL_STYLES = Styles(
         (("calendar_design_review", [("create_calendar_event", {**EVENT, "reminder": "1h"})]), "unexpected_param: argument reminder"),
         (("no-tool:irrelevant_arithmetic", "12 × 12 = 144"), "holds 3 candidates"),
         (("no-tool:irrelevant_arithmetic", "143"), "answer is '143', expected '144'"),
+        (("no-tool:irrelevant_arithmetic", "~144"), "answer '~144' holds more than the number"),
+        (("final", '{"amount": "\u20ac176.30", "currency": "CAD"}'), "field 'amount' '\u20ac176.30' holds more than the number"),
+        (("final", 'The tool returned 176.3.\n\n```json\n{"amount": 176.3, "currency": "CAD"}\n```'), FORMAT + " not one JSON object"),
         (("no-tool:irrelevant_translation", "Gracias or De nada"), "expected 'Gracias'"),
         (("final", '{"amount": 176.35, "currency": "CAD"}'), "field 'amount' is '176.35'"),
         (("final", '{"amount": "176.3 or 176.53", "currency": "CAD"}'), "holds 2 candidates"),
@@ -301,6 +318,11 @@ RECALL = Styles(
         ("oncall_handover", {"name": "Ingrid Vasquez", "employee_number": "48213", "door_code": "7Q-5531"}),
         ("oncall_handover", {"name": "INGRID VASQUEZ", "employee_number": 48213, "door_code": "7q 5531"}),
         ("oncall_handover", "```\n{\"door_code\": \"7Q5531\", \"employee_number\": \"48213\", \"name\": \"Ingrid Vasquez\"}\n```"),
+        # A unit before the number, a final period or smart quotes inside a field, a freezer's label
+        # (data: `units`), CRLF line ends.
+        ("trip_booking", {**TRIP_TRUTH, "budget_eur": "\u20ac2,350", "my_hotel": "Hotel Aurelia.", "sister_hotel": "\u201cHotel Aurora\u201d"}),
+        ("lab_samples", {**LAB_TRUTH, "freezer": "Freezer 12", "temperature_c": "-80\u00b0C"}),
+        ("oncall_handover", "```json\r\n{\r\n  \"name\": \"Ingrid Vasquez\",\r\n  \"employee_number\": 48213,\r\n  \"door_code\": \"7Q-5531\"\r\n}\r\n```\r\n"),
     ],
     near_misses=[
         (("trip_booking", "Your sister is at the Hotel Aurelia and you're at the Hotel Aurora; booking KX7-42Q, budget 2,350 euros."), FORMAT),
@@ -308,6 +330,8 @@ RECALL = Styles(
         (("lab_samples", {**LAB_TRUTH, "batch": "B-1970"}), "field 'batch' holds the near-miss value 'B-1970'"),
         (("lab_samples", {**LAB_TRUTH, "temperature_c": 80}), "field 'temperature_c' is '80'"),
         (("lab_samples", {**LAB_TRUTH, "freezer": "12 or 21"}), "holds 2 candidates"),
+        (("trip_booking", {**TRIP_TRUTH, "budget_eur": "~2350"}), "field 'budget_eur' '~2350' holds more than the number"),
+        (("lab_samples", {**LAB_TRUTH, "freezer": "Freezer 21"}), "field 'freezer' is 'Freezer 21'"),
         (("lab_samples", {**LAB_TRUTH, "study_lead": "Dr. Okafor (or maybe Dr. Okoro)"}), "field 'study_lead'"),
         (("lab_samples", {k: v for k, v in LAB_TRUTH.items() if k != "freezer"}), FORMAT),
         (("oncall_handover", {"name": "Ingrid Vasquez", "employee_number": "48231", "door_code": "7Q-5531"}),
@@ -359,6 +383,11 @@ TRAIN = next(p for p in fixture_data.reasoning_prompts() if p.id == "train")
 def test_the_reasoning_prompts_visible_answer_goes_through_its_contract():
     assert TRAIN.grade("3 pm plus two hours, not 4 pm.\nANSWER: 5 pm").ok
     assert not TRAIN.grade("It arrives at 5 pm.").ok
+    # An accepted form's own final period is noise on both sides ("5 p.m." was rejected as "5 p.m").
+    for reply in ("ANSWER: 5 p.m.", "ANSWER: 5:00 P.M.", "ANSWER: 5:00pm", "ANSWER: 5 PM.", "Working.\r\nANSWER: 17:00\r\n"):
+        assert TRAIN.grade(reply).ok, reply
+    for reply in ("ANSWER: ~5 pm", "ANSWER: 5 pm?", "ANSWER: 5 pm or 6 pm", "ANSWER: 4 pm"):
+        assert not TRAIN.grade(reply).ok, reply
 
 
 # -- finish: the planet and opposite prompts (whole reply), the sum prompt (ANSWER line) ---------------
@@ -390,12 +419,19 @@ FINISH = Styles(
         ("sum", "Some would say 41 or 43. Wrong: 12 + 30 = 42.\n\nANSWER: **42**", "stop"),
         ("sum", "ANSWER: 42.0", "stop"),
         ("opposite", "Cold.", "stop"), ("opposite", "*cold*", "stop"),
+        ("sum", "Working: not 41, not 43.\r\nANSWER: 42\r\n", "stop"),
+        # The brackets of the instruction's notation copied around the value.
+        ("sum", "12 + 30 = 42\nANSWER: <42>", "stop"),
+        # A fullwidth colon (CJK-trained models) and a zero-width space are noise.
+        ("sum", "12 + 30 = 42\nANSWER\uff1a42", "stop"), ("sum", "ANSWER: 42\u200b", "stop"),
     ],
     near_misses=[
         (("sum", "12 + 30 = 42. Wait, no: 43.", "stop"), FORMAT + " no final line 'ANSWER"),
         (("sum", "12 + 30 = 42. Wait, no: 43.\nANSWER: 43", "stop"), "answer is '43', expected '42'"),
         (("sum", "ANSWER: 42\nANSWER: 43", "stop"), FORMAT + " 2 ANSWER lines"),
         (("sum", "ANSWER: 42 or 43", "stop"), "holds 2 candidates"),
+        (("sum", "ANSWER: ~42", "stop"), "answer '~42' holds more than the number"),
+        (("sum", "ANSWER: <43>", "stop"), "answer is '43', expected '42'"),
         (("sum", "ANSWER: 42\n\nHope this helps!", "stop"), FORMAT + " text after the ANSWER line"),
         (("planet", "Saturn (Jupiter is only the second largest)", "stop"), "expected 'Jupiter'"),
         (("planet", "Jupiter or Saturn", "stop"), "expected 'Jupiter'"),

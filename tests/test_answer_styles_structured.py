@@ -71,6 +71,9 @@ MULTIMODAL = Styles(
         ("mixed-01", '{"square_colour": "green",\n "dot_direction": "right"}'),
         ("image-09", '{"number": "42"}'),
         ("mixed-02", '{"end_colour": "Blue", "image_word": "stop"}'),
+        # CRLF line ends; a final period or quotes inside a field are noise, as around a whole reply.
+        ("image-01", '```json\r\n{"red_circles": 3}\r\n```\r\n'),
+        ("image-02", '{"colour": "Blue."}'), ("image-03", '{"word": "\\"OPEN\\""}'),
     ],
     near_misses=[
         # The "2 squares, 5 flashes" (truth: 5 squares, 2 flashes), swapped into the fields.
@@ -82,6 +85,8 @@ MULTIMODAL = Styles(
         (("video-14", '{"event": "info", "start_s": 3, "end_s": 4.5}'), "field 'event' is 'info', expected 'alert'"),
         (("image-12", '{"half": "top"}'), "field 'half' is 'top', expected 'bottom'"),
         (("image-05", '{"direction": "left or right"}'), "field 'direction' is 'left or right'"),
+        (("image-01", '{"red_circles": "~3"}'), "field 'red_circles' '~3' holds more than the number"),
+        (("video-13", '{"event": "alert", "start_s": "~2", "end_s": 3}'), "field 'start_s' '~2' holds more than the number"),
         (("video-13", '{"start_s": 2, "end_s": 3}'), "format: JSON does not match the answer schema at the object: 'event' is a required property"),
         (("image-01", '{"red_circles": 3}\n{"red_circles": 2}'), "format: text after the JSON object"),
         (("image-01", "There are 3 red circles."), "format: not one JSON object"),
@@ -114,7 +119,7 @@ def _admission(answer: tuple[str, Any]) -> Verdict:
 MEDIA_ADMISSION = Styles(
     "media_admission", _admission,
     correct=[
-        ("count", "4"), ("count", "**4**"), ("count", "Answer: 4"), ("count", "4."),
+        ("count", "4"), ("count", "**4**"), ("count", "Answer: 4"), ("count", "4."), ("count", "```\r\n4\r\n```"),
         ("limit", "At most 4 image(s) may be provided in one prompt."),
         ("limit", "You may provide at most four images per request."),
         ("malformed", (400, "Failed to load image: cannot identify image file <_io.BytesIO object>")),
@@ -126,6 +131,7 @@ MEDIA_ADMISSION = Styles(
     near_misses=[
         (("count", "5"), "count is '5', expected '4'"),
         (("count", "4 or 5"), "holds 2 candidates"),
+        (("count", "~4"), "count '~4' holds more than the number"),
         (("count", "There are 4 images.\nThe first shows circles."), "format: the reply must be the answer alone"),
         (("limit", "At most 5 image(s) may be provided in one prompt."), "does not name '4'"),
         (("malformed", (500, "Internal Server Error")), "HTTP 500 (server error)"),
@@ -162,6 +168,9 @@ DIFF = Styles(
         GOOD_DIFF.rstrip("\n"),
         _unified(DIFF_CASE.expected, context=1),
         f"\n```diff\n{GOOD_DIFF}```\n\n",
+        # CRLF line ends (the patch applies to the LF file), a tilde fence.
+        f"```diff\r\n{GOOD_DIFF}```\r\n".replace("\n", "\r\n").replace("\r\r", "\r"),
+        f"~~~diff\n{GOOD_DIFF}~~~",
     ],
     near_misses=[
         (_unified(DIFF_CASE.expected.replace("<= 100", "< 100")), "differs from the expected file"),
@@ -222,6 +231,7 @@ TRIAGE = Styles(
         ("billing_lock", _lock(component="Billing-DB", category="Lock Contention",
                                evidence_line="statement from deploy-bot: ALTER TABLE invoices ADD COLUMN tax_region ...")),
         ("billing_lock", "```json\n" + _json(_lock(), separators=(" , ", " : ")) + "\n```"),
+        ("checkout_pool", "```json\r\n" + _json(_pool(category="Connection-pool exhaustion.")) + "\r\n```"),
     ],
     near_misses=[
         (("checkout_pool", _pool(component="payments-service")), "'payments-service' is a red herring"),

@@ -3,6 +3,8 @@ accepts, what it rejects, and which rejections are format failures rather than w
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given, strategies as st
 
@@ -211,7 +213,113 @@ def test_a_bad_contract_in_fixture_data_is_refused(raw):
 
 def test_a_question_states_its_contract_and_grades_only_its_slot():
     q = Question("sum", "What is 12 plus 30?", SUM)
-    assert q.prompt.startswith("What is 12 plus 30? ") and q.prompt.endswith("'ANSWER: <the number>'.")
+    assert q.prompt.startswith("What is 12 plus 30? ") and q.prompt.endswith("starts with 'ANSWER: ' and gives the number, with nothing after that line.")
+    assert "<" not in q.prompt  # no placeholder for a model to copy
     assert q.grade("12 + 30 = 42, not 43.\nANSWER: 42").ok
     assert not q.grade("12 + 30 = 42. Wait, no: 43.").ok
     assert is_format_failure(q.grade("12 + 30 = 42. Wait, no: 43.").reason)
+
+
+# -- line ends, whitespace, hedges and struck-out values (found by writing replies to the prompts) -----
+
+
+_REPLY = st.sampled_from([
+    "Paris", "**Paris**", "Here is the answer:\nParis", "```\nParis\n```", "```text\nParis\n```", "Lyon", "Paris or Lyon",
+    "Paris\nLyon", "~Paris", "~~Paris~~",
+])
+_LINE = st.sampled_from([
+    "12 + 30 = 42\nANSWER: 42", "**ANSWER:** 42", "ANSWER: **42**", "```\n12 + 30\nANSWER: 42\n```", "ANSWER: 42 or 43",
+    "ANSWER: 42\nANSWER: 43", "ANSWER: 42\nMore text.", "no line", "ANSWER: ~42", "ANSWER: 42?",
+])
+_OBJECT = st.sampled_from([
+    '{"my_hotel": "Hotel Aurora", "sister_hotel": "Hotel Aurelia"}',
+    '```json\n{\n  "sister_hotel": "Aurelia",\n  "my_hotel": "Aurora"\n}\n```',
+    'Here it is:\n{"my_hotel": "Aurora", "sister_hotel": "Aurelia"}',
+    '{"my_hotel": "Hotel Aurelia", "sister_hotel": "Hotel Aurora"}',
+    '{"my_hotel": "Aurora"}\n{"my_hotel": "Aurelia"}',
+    '{"my_hotel": "Aurora", "sister_hotel": "Aurelia"}\nHope this helps.',
+])
+_LINE_END = st.sampled_from(["\n", "\r\n", "\r"])
+_TRAILING = st.sampled_from(["", " ", "  ", "\t", "\u00a0", "\n", "\r\n", " \n\n"])
+
+
+def _rewritten(reply: str, line_end: str, trailing: str) -> str:
+    return reply.replace("\n", line_end) + trailing
+
+
+@given(st.one_of(_REPLY.map(lambda r: (r, PARIS)), _LINE.map(lambda r: (r, SUM)), _OBJECT.map(lambda r: (r, HOTELS))),
+       _LINE_END, _TRAILING)
+def test_line_ends_and_trailing_whitespace_never_change_a_verdict(case, line_end, trailing):
+    """A CRLF (or CR) reply, or one with trailing spaces or newlines, gets the verdict and the kind
+    of failure the plain reply gets: a line end is never part of a slot."""
+    reply, contract = case
+    plain, noisy = grade(reply, contract), grade(_rewritten(reply, line_end, trailing), contract)
+    assert noisy.ok == plain.ok, (noisy.reason, plain.reason)
+    assert is_format_failure(noisy.reason) == is_format_failure(plain.reason), (noisy.reason, plain.reason)
+
+
+@given(_VALUE, st.sampled_from(["~{}", "~~{}~~", "{}?", "~ {}", "{} (or {}x)", "{}, {}x"]))
+def test_a_hedged_or_struck_out_value_is_never_accepted(value, hedge):
+    """A tilde is a hedge ("~42") or a strikethrough ("~~42~~"), never formatting noise; nor is a
+    question mark or a second candidate."""
+    reply = hedge.format(value, value)
+    assert not grade(reply, Contract("reply", Accept((value,)))).ok, reply
+    assert not grade(f"Working.\nANSWER: {reply}", Contract("line", Accept((value,)))).ok, reply
+
+
+@given(st.integers(1, 10**5), st.sampled_from(["~{}", "~~{}~~", "{}?", "≈{}", "about {}", "{}-{}", "{}/{}"]))
+def test_a_hedged_number_is_never_accepted(n, hedge):
+    contract = Contract("reply", Accept((str(n),), kind="number"))
+    assert not grade(hedge.format(n, n + 1), contract).ok
+
+
+def test_fences_in_any_line_end_and_tilde_fences_are_noise():
+    assert grade("```text\r\nParis\r\n```", PARIS).ok
+    assert grade("~~~\nParis\n~~~", PARIS).ok
+    assert grade("12 + 30\r\n\r\nANSWER: 42\r\n", SUM).ok
+    assert grade('```json\r\n{"my_hotel": "Aurora", "sister_hotel": "Aurelia"}\r\n```', HOTELS).ok
+    assert block_slot("```diff\r\n--- a\r\n+++ b\r\n```") == "--- a\n+++ b"
+
+
+def test_a_json_string_value_is_cleaned_of_the_same_noise_as_a_reply():
+    # A final period, quotes or emphasis inside a field are noise; anything else in it is not.
+    assert grade('{"my_hotel": "Hotel Aurora.", "sister_hotel": "\\u201cHotel Aurelia\\u201d"}', HOTELS).ok
+    assert grade('{"my_hotel": "**Aurora**", "sister_hotel": "Aurelia"}', HOTELS).ok
+    assert not grade('{"my_hotel": "Aurora (not Aurelia)", "sister_hotel": "Aurelia"}', HOTELS).ok
+    assert not grade('{"my_hotel": "~Aurora", "sister_hotel": "Aurelia"}', HOTELS).ok
+    # Accepted forms are cleaned alike: "5 p.m." as a form matches the slot "5 p.m." (its period is noise).
+    assert grade("ANSWER: 5 p.m.", Contract("line", Accept(("5 p.m.",)))).ok
+    assert grade("\u00a1Gracias!", Contract("reply", Accept(("\u00a1Gracias!",)))).ok
+
+
+def test_a_listed_unit_may_precede_or_follow_the_number():
+    money = Accept(("2350",), kind="number", units=("\u20ac", "EUR"))
+    for written in ("\u20ac2,350", "\u20ac 2350", "EUR 2,350", "2,350 EUR", "2350\u20ac"):
+        assert compare(written, money).ok, written
+    for written in ("$2,350", "\u20ac2,530", "\u20ac2,350 or \u20ac2,530", "EUR", "\u20ac"):
+        assert not compare(written, money).ok, written
+    assert compare("\u221280 \u00b0C", Accept(("-80",), kind="number", units=("\u00b0C",))).ok
+
+
+def test_the_brackets_of_a_copied_placeholder_are_noise_but_a_comparison_is_not():
+    assert grade("ANSWER: <42>", SUM).ok
+    assert grade("<Paris>", PARIS).ok
+    for reply in ("ANSWER: <42", "ANSWER: < 42", "ANSWER: >42", "ANSWER: <41>", "ANSWER: <42> <43>"):
+        assert not grade(reply, SUM).ok, reply
+
+
+def test_a_markdown_mark_is_noise_in_a_reply_but_part_of_a_json_string():
+    count = Contract("json", fields={"n": Accept(("4",), kind="number")},
+                     schema={"type": "object", "properties": {"n": {"type": ["number", "string"]}}, "required": ["n"]})
+    assert grade('{"n": "4."}', count).ok
+    for value in ("> 4", "- 4", "# 4", "~4", "4?"):
+        assert not grade(json.dumps({"n": value}), count).ok, value
+    assert grade("> 4", Contract("reply", Accept(("4",), kind="number"))).ok  # a blockquote around a whole reply
+
+
+def test_invisible_characters_and_fullwidth_labels_are_noise():
+    assert grade("ANSWER: 42\u200b", SUM).ok
+    assert grade("\ufeffParis", PARIS).ok
+    assert grade("ANSWER\uff1a42", SUM).ok
+    assert not grade("ANSWER\uff1a43", SUM).ok
+    assert not grade("ANSWER: 42\nANSWER\uff1a43", SUM).ok  # still two answer lines

@@ -16,7 +16,8 @@ PACKAGE = Path(pytest_qualify.__file__).parent
 PYTEST_SIDE = ("pytest_qualify.plugin", "pytest_qualify.hooks", "pytest_qualify.checks")
 # The evidence writers: they render a decision; nothing below them may import one.
 WRITERS = tuple(f"pytest_qualify.evidence.{m}" for m in (
-    "summary", "report", "junit", "bundle", "job_summary", "terminal", "provenance", "plot", "verdict", "session"))
+    "summary", "report", "junit", "bundle", "job_summary", "terminal", "provenance", "plot", "verdict", "session",
+    "selftest"))
 
 
 def module_name(path: Path) -> str:

@@ -15,6 +15,7 @@ import pytest
 
 from .helpers import write_profile
 from pytest_qualify import selftest
+from pytest_qualify.evidence.selftest import write_selftest_bundle
 from pytest_qualify.evidence.bundle import verify_manifest
 from pytest_qualify.evidence.provenance import SELFTEST_PREDICATE_TYPE, check_statement
 from pytest_qualify.reference.faults import SERVER_FAULTS
@@ -103,7 +104,7 @@ def _bundle(tmp_path: Path, *, version: str = "9.9", verdict: str = "PASS", age_
     data = {**selftest.record({"name": "p", "source": "p.toml", "modules": list(modules)}, [], [], now, now, name, 2),
             "verdict": verdict, "modules_proven": list(modules)}
     data["versions"]["pytest-qualify"] = version
-    return selftest.write_bundle(tmp_path / name, data)
+    return write_selftest_bundle(tmp_path / name, data)
 
 
 def test_a_selftest_bundle_is_in_its_manifest_and_statement(tmp_path):

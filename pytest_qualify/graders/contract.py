@@ -19,7 +19,8 @@ value, or two candidates ("2 or 3", "Paris, Lyon"), is a *miss*.
 
 What a slot accepts is data (:class:`Accept`): the accepted forms and the normalisation rules —
 text or number, case, separators, thousands separators, units, a tolerance. Nothing else is
-normalised, and nothing outside the slot is graded.
+normalised, and nothing outside the slot is graded. Line ends are not content: a CRLF or CR reply
+reads as its LF form, and trailing whitespace never changes a verdict.
 """
 
 from __future__ import annotations
@@ -60,7 +61,10 @@ class Accept:
     whitespace collapsed, case folded (unless ``case``), and — with ``separators`` — hyphens,
     underscores and spaces read alike ("7Q-5531" = "7Q 5531"). ``kind`` "number": the slot is one
     number (a typographic minus reads as minus; "2,350" reads as 2350 when ``thousands``; one of
-    ``units`` may follow it) within ``tolerance`` of one of ``forms``."""
+    ``units`` may follow or precede it: "2,350 EUR", "€2,350") within ``tolerance`` of one of
+    ``forms``. A string value, and each text form, is first cleaned of formatting noise
+    (:func:`clean_value`: "Blue." and '"Blue"' read as "Blue"); a tilde never is noise ("~42" is
+    a hedge)."""
 
     forms: tuple[str, ...]
     kind: str = "text"
@@ -120,11 +124,16 @@ _NUMBER_RE = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+")
 def _number(text: str, accept: Accept) -> Decimal | None:
     """The slot read as one number under the slot's rules, or None when it is not one number."""
     text = unicodedata.normalize("NFKC", text).strip()
-    text = re.sub(f"^[{_MINUS}]", "-", text)
+    # A listed unit may follow the number ("2,350 EUR") or precede it ("€2,350", "CAD 176.30").
     for unit in sorted(accept.units, key=len, reverse=True):
-        if text.casefold().endswith(unit.casefold()):
+        folded = unit.casefold()
+        if text.casefold().endswith(folded):
             text = text[: len(text) - len(unit)].rstrip()
             break
+        if text.casefold().startswith(folded) and len(text) > len(unit):
+            text = text[len(unit):].lstrip()
+            break
+    text = re.sub(f"^[{_MINUS}]", "-", text)
     if not re.fullmatch(_NUMBER_RE, text):
         return None
     if "," in text:
@@ -150,6 +159,9 @@ def compare(value: Any, accept: Accept, name: str = "answer") -> Verdict:
     raw = format(value, "f") if isinstance(value, Decimal) else str(value)
     if isinstance(value, float) and value.is_integer():
         raw = str(int(value))
+    if isinstance(value, str):
+        # A JSON field's string, like a reply's slot, may carry formatting noise ("Blue.", '"OPEN"').
+        raw = clean_value(_newlines(raw), marks=False) if raw.strip() else raw
     if not raw.strip():
         return format_failure(f"{name} is empty")
     if accept.kind == "number":
@@ -166,23 +178,36 @@ def compare(value: Any, accept: Accept, name: str = "answer") -> Verdict:
             return Verdict.accept(f"{name} {raw!r}")
         within = f" (tolerance {accept.tolerance:g})" if accept.tolerance else ""
         return Verdict.reject(f"{name} is {raw!r}, expected {accept.shown}{within}")
-    if _fold(raw, accept) in {_fold(f, accept) for f in accept.forms}:
+    if _fold(raw, accept) in {_fold(clean_value(f), accept) for f in accept.forms}:
         return Verdict.accept(f"{name} {raw!r}")
     return Verdict.reject(f"{name} is {raw!r}, expected {accept.shown}")
 
 
 # -- finding the slot -------------------------------------------------------------------------------
 
-_FENCE_RE = re.compile(r"^```[\w+.-]*[ \t]*\n(.*?)\n?```$", re.S)
-_NOISE_EDGE = "*_`~\"'\u201c\u201d\u2018\u2019\u00ab\u00bb \t"
+_FENCE_RE = re.compile(r"^(```|~~~)[\w+.-]*[ \t]*\n(.*?)\n?\1$", re.S)
+# No "~" here: "~42" is a hedge and "~~42~~" a struck-out value, never noise around one.
+_NOISE_EDGE = "*_`\"'\u201c\u201d\u2018\u2019\u00ab\u00bb \t"
 _TRAILING_PUNCT = ".!;,"
 _LABEL_RE = re.compile(r"^(?:final\s+)?answer\s*[*_]*\s*:\s*", re.I)
 _LIST_MARK_RE = re.compile(r"^(?:[-*+>]|#{1,6})\s+")
+# A value inside the angle brackets of a template's placeholder ("ANSWER: <42>"): the brackets are
+# copied from a prompt's notation, not part of the value. One pair, around the whole value only.
+_PLACEHOLDER_RE = re.compile(r"^<([^<>]+)>$")
 
 
 def _unfence(text: str) -> str:
     m = _FENCE_RE.match(text.strip())
-    return m.group(1).strip() if m else text.strip()
+    return m.group(2).strip() if m else text.strip()
+
+
+_INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff"))
+
+
+def _newlines(text: str) -> str:
+    """CRLF and CR line ends read as LF, and zero-width characters (a BOM, a zero-width space) are
+    dropped: neither is ever part of a slot."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").translate(_INVISIBLE)
 
 
 def _drop_preamble(text: str) -> str:
@@ -193,15 +218,19 @@ def _drop_preamble(text: str) -> str:
     return text.strip()
 
 
-def clean_value(text: str) -> str:
+def clean_value(text: str, marks: bool = True) -> str:
     """A one-line value without its formatting noise: list marks, a heading mark, markdown
-    emphasis and quotes around it, trailing punctuation, a leading ``Answer:`` label."""
+    emphasis and quotes around it, trailing punctuation, a leading ``Answer:`` label, the angle
+    brackets of a copied placeholder ("<42>"). ``marks=False`` keeps a leading "- ", "> " or "# ":
+    inside a JSON string they are no markdown, and "> 4" or "- 80" would change the value."""
     value = text.strip()
     while True:
         before = value
-        value = _LIST_MARK_RE.sub("", value)
+        if marks:
+            value = _LIST_MARK_RE.sub("", value)
         value = value.strip(_NOISE_EDGE)
         value = _LABEL_RE.sub("", value)
+        value = _PLACEHOLDER_RE.sub(r"\1", value)
         value = value.rstrip(_TRAILING_PUNCT).strip()
         if value == before:
             return value
@@ -209,7 +238,7 @@ def clean_value(text: str) -> str:
 
 def reply_slot(content: str | None) -> str:
     """The whole reply as one value; :class:`FormatError` when it is empty or several lines."""
-    text = (content or "").strip()
+    text = _newlines(content or "").strip()
     if not text:
         raise FormatError("empty reply, expected the answer alone")
     text = _drop_preamble(_unfence(_drop_preamble(text)))
@@ -229,12 +258,14 @@ _ANSWER_LINE_RE = re.compile(r"^[\s>*_#-]*[*_`]*ANSWER[*_`]*\s*:[*_`]*[ \t]*(.*)
 def line_slot(content: str | None) -> str:
     """The value of the reply's final ``ANSWER:`` line; :class:`FormatError` when there is none,
     more than one, or text after it (a closing code fence aside)."""
-    text = (content or "").strip()
+    text = _newlines(content or "").strip()
     if not text:
         raise FormatError("empty reply, expected a final line 'ANSWER: <value>'")
     lines = [line for line in text.split("\n") if line.strip()]
-    while lines and lines[-1].strip() == "```":
+    while lines and lines[-1].strip() in ("```", "~~~"):
         lines.pop()
+    # NFKC: a fullwidth label ("ANSWER：42") is the same label.
+    lines = [unicodedata.normalize("NFKC", line) for line in lines]
     answers = [i for i, line in enumerate(lines) if _ANSWER_LINE_RE.match(line)]
     if not answers:
         raise FormatError(f"no final line 'ANSWER: <value>' in {_short(content)}")
@@ -255,7 +286,7 @@ def block_slot(content: str | None, what: str = "the answer") -> str:
     removed; the block's own lines are returned as written. :class:`FormatError` when it is empty.
     Whether anything else is left around the block is the caller's to judge (it knows the block's
     grammar)."""
-    text = (content or "").strip()
+    text = _newlines(content or "").strip()
     if not text:
         raise FormatError(f"empty reply, expected {what}")
     block = _unfence(_drop_preamble(_unfence(text)))
@@ -276,7 +307,7 @@ def json_slot(content: str | None, schema: Mapping[str, Any] | None = None) -> d
     """The reply as one JSON object valid under ``schema``; :class:`FormatError` when it is not
     one object (prose around it, two objects, invalid JSON, a key given twice) or does not
     validate (the message names the field)."""
-    text = (content or "").strip()
+    text = _newlines(content or "").strip()
     if not text:
         raise FormatError("empty reply, expected one JSON object")
     text = _unfence(_drop_preamble(_unfence(text)))
@@ -356,7 +387,9 @@ class Contract:
         if self.form == "reply":
             return f"Reply with {self.value_hint} only."
         if self.form == "line":
-            return f"You may reason first; then end your reply with one final line of the form 'ANSWER: <{self.value_hint}>'."
+            # No "<placeholder>" in the wording: a model copies the brackets around its value.
+            return (f"You may reason first; then end your reply with one final line that starts with 'ANSWER: ' "
+                    f"and gives {self.value_hint}, with nothing after that line.")
         keys = ", ".join(f'"{k}"' for k in (self.schema or {}).get("properties", {}))
         return (f"Reply with one JSON object only, with the fields {keys}, matching this JSON Schema: "
                 f"{json.dumps(self.schema, separators=(',', ':'))}")

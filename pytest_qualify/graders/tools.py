@@ -363,7 +363,10 @@ def grade_calls(
         if not calls:
             in_text = call_in_text(content)
             if in_text is not None:
-                reason += f"; the content holds a call written as text instead: {in_text.name}({in_text.arguments})"
+                # The call is there, in the wrong channel: the tool-call contract was not followed
+                # (a format failure), whatever its arguments say.
+                reason = (f"format: {reason}; the content holds a call written as text instead: "
+                          f"{in_text.name}({in_text.arguments})")
             elif content:
                 reason += f"; content {content.strip()[:100]!r}"
         return Verdict.reject(reason)

@@ -17,6 +17,7 @@ import pytest
 
 from pytest_qualify.run import RunState
 from pytest_qualify.settings import OPTIONS, Settings
+from pytest_qualify.evidence.selftest import write_selftest_bundle
 
 
 def run_selftest(config: pytest.Config, settings: Settings) -> int:
@@ -62,7 +63,7 @@ def run_selftest(config: pytest.Config, settings: Settings) -> int:
     finished = time.time()
     data = selftest.record({"name": profile.name, "source": profile.source, "modules": list(profile.required_modules)},
                            outcomes, left_out, started, finished, run_id, jobs)
-    selftest.write_bundle(run_dir, data)
+    write_selftest_bundle(run_dir, data)
     print()
     for line in selftest.render_table(outcomes, left_out):
         print(line)
