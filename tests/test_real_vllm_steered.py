@@ -14,14 +14,15 @@ What CI runs, and why in this shape (each vLLM start costs minutes of the CI bud
   through a steering proxy of its own, with its own fault switches and log:
   the conforming run (every text module, lanes 32K and 240K, the bracket at 262,144: the prompt that
   just fits and the over-window refusal; ``--repeat 1``), a ``wrong_tool_args`` run (tools only) and
-  a ``drop_needle=32K`` run (the 32K lane only) that must FAIL for the right reason, and the
-  engine's own ``enable_thinking`` behaviour asked directly, with nothing in front to strip it.
+  a ``drop_needle=32K`` run (the 32K lane only) that must FAIL for the right reason, and an
+  unsteered run of the ``enable_thinking`` override straight at vLLM (the engine's own behaviour,
+  with nothing in front to strip the caller's kwargs).
   The 128K lane stays in ``bench/bench_262k_cpu.py`` (the issue allows it: 240K is the heavier lane
   and the bracket is the window's edge). This replaces the unsteered ``262k-cpu`` launch-mode test,
   whose checks on the same server (recipe flags, identity, lanes sized by the real ``/tokenize``,
   zero cached tokens, the refusal above 262,144, liveness, a clean server log) are made here.
-- **media, launch mode**: ``mm-cpu-steered`` as an operator runs it (the plugin starts vLLM and the
-  proxy, and reads the steering log at the end): one run per server, nothing to share.
+- **media** (``test_real_vllm_steered_media.py``, a module of its own so that this module's vLLM is
+  gone before that one starts).
 
 ``tiny-qwen3-steered`` (the same text modules on a 16,384-token window, 10.5 min) is the quick
 profile for development; in CI the 262k server runs every one of its modules.
@@ -36,8 +37,8 @@ import pytest
 
 from pytest_qualify.hooks.collection import suites_dir
 from pytest_qualify.reference.steer import STEER_LOG, incomplete_reasons
-from .real_vllm import (Run, Served, finish, items, one_item, profile_copy, require_vllm, run_dir, served, start,
-                        steered_run, summary)
+from .real_vllm import (Run, Served, finish, items, one_item, profile_copy, require_vllm, served, start, steered_run,
+                        summary)
 
 pytestmark = pytest.mark.real_vllm
 
@@ -64,7 +65,7 @@ def _steer_rows(log: Path) -> list[dict]:
     return [json.loads(line) for line in log.read_text().splitlines() if line]
 
 
-def _check_steered_verdict(run: Run, profile: str, log: Path) -> dict:
+def check_steered_verdict(run: Run, profile: str, log: Path) -> dict:
     """The verdict is PASS, or FAIL on exactly the engine's listed behaviours; every forced answer held."""
     data = summary(run.evidence)
     rows = _steer_rows(log)
@@ -107,7 +108,7 @@ def run_262k(server_262k: Served, profile_262k: Path, tmp_path_factory: pytest.T
 
 
 def test_262k_steered_passes_the_recipe(run_262k: Run):
-    data = _check_steered_verdict(run_262k, "262k-cpu-steered", run_262k.cwd / STEER_LOG)
+    data = check_steered_verdict(run_262k, "262k-cpu-steered", run_262k.cwd / STEER_LOG)
     assert {i["module"] for i in data["items"]} == TEXT_MODULES
     assert sorted(i["lane"] for i in items(data, "context")) == ["240K", "32K"]
     assert one_item(data, "window", "test_prompt_that_fits_is_answered")["outcome"] == "passed"
@@ -193,35 +194,27 @@ def test_a_lane_fault_engages_on_the_lane_vllm_counted(server_262k: Served, prof
     assert incomplete_reasons(cwd / STEER_LOG, ("drop_needle=32K",)) == []
 
 
-def test_the_engine_honours_a_callers_enable_thinking_when_nothing_strips_it(server_262k: Served):
-    # vLLM's behaviour, not the plugin's: the default kwargs say enable_thinking=false, yet a caller's
-    # true wins (the template is the model's) and the reasoning parser fills the reasoning field. The
-    # 262k router must strip chat_template_kwargs; the steered profile's proxy does.
-    import httpx
-
-    body = {"model": "agents-a1-fp8-mm-262k", "messages": [{"role": "user", "content": "Say OK."}],
-            "max_tokens": 16, "temperature": 0, "chat_template_kwargs": {"enable_thinking": True}}
-    message = httpx.post(server_262k.base_url + "/v1/chat/completions", json=body, timeout=300).json()["choices"][0]["message"]
-    assert message.get("reasoning_content") or message.get("reasoning"), message
-    body.pop("chat_template_kwargs")
-    message = httpx.post(server_262k.base_url + "/v1/chat/completions", json=body, timeout=300).json()["choices"][0]["message"]
-    assert not (message.get("reasoning_content") or message.get("reasoning")), message
+def test_the_engine_honours_a_callers_enable_thinking_when_nothing_strips_it(
+        server_262k: Served, profile_262k: Path, tmp_path_factory: pytest.TempPathFactory):
+    # vLLM's behaviour, reported by the plugin as the contract says: the recipe's default kwargs say
+    # enable_thinking=false, yet a caller's true wins (the template is the model's) and the
+    # reasoning parser fills the reasoning field. The 262k router must strip chat_template_kwargs;
+    # the steered profile's proxy does. Asked here of vLLM itself, unsteered, nothing in front.
+    cwd = tmp_path_factory.mktemp("r262k-thinking")
+    run, proc = start(server_262k.env, cwd, f"--qualify={profile_262k}", "--qualify-endpoint", server_262k.base_url,
+                      "--repeat", "1", "-k", "test_thinking_override", str(suites_dir()), lock=False)
+    run = finish(run, server_262k.env, proc, timeout_s=900.0)
+    seen = items(summary(run.evidence), "reasoning", "test_thinking_override")
+    assert seen, run.output[-3000:]
+    for item in seen:
+        props = item["properties"]
+        assert props["thinking_requested"] is True and props["thinking_expected"] is False, props
+        assert props["reasoning_chars"] > 0, props
+        assert item["outcome"] == "failed", item
+        assert "reasoning" in item["reason"] and "enable_thinking=True" in item["reason"], item["reason"]
 
 
 def test_server_log_has_no_error(run_262k: Run, server_262k: Served):
     log = server_262k.spec.log_path.read_text(errors="replace")
     assert '" 500 Internal Server Error' not in log
     assert "EngineDeadError" not in log and "Traceback" not in log
-
-
-# -- media: launch mode, as an operator runs it ---------------------------------------------------
-
-
-def test_mm_cpu_steered_fails_only_on_the_engines_500(tmp_path_factory: pytest.TempPathFactory):
-    env = require_vllm("mm-cpu-steered")
-    run, proc = start(env, tmp_path_factory.mktemp("steer-mm"), "--qualify=mm-cpu-steered", "--repeat", "1",
-                      str(suites_dir()))
-    run = finish(run, env, proc, timeout_s=2400.0)
-    assert "steering proxy ready at" in run.output, run.output[-3000:]
-    data = _check_steered_verdict(run, "mm-cpu-steered", run_dir(run.evidence) / STEER_LOG)
-    assert len(items(data, "multimodal")) >= 30
