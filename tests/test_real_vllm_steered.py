@@ -24,7 +24,7 @@ What CI runs, and why in this shape (each vLLM start costs minutes of the CI bud
 - **media** (``test_real_vllm_steered_media.py``, a module of its own so that this module's vLLM is
   gone before that one starts).
 
-``tiny-qwen3-steered`` (the same text modules on a 16,384-token window, 10.5 min) is the quick
+``tiny-qwen3-steered`` (the same text modules on a 16,384-token window, 6–11 min) is the quick
 profile for development; in CI the 262k server runs every one of its modules.
 """
 
