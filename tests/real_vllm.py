@@ -10,6 +10,7 @@ look green while proving nothing.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import json
@@ -24,6 +25,7 @@ import uuid
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -274,14 +276,18 @@ _HOLDING: list[tuple[Run, VllmEnv, subprocess.Popen[bytes]]] = []
 GONE_BEFORE_RELEASE_S = 30.0
 
 
-def start(env: VllmEnv, cwd: Path, *args: str) -> tuple[Run, subprocess.Popen[bytes]]:
-    release_ended()
+def start(env: VllmEnv, cwd: Path, *args: str, lock: bool = True) -> tuple[Run, subprocess.Popen[bytes]]:
+    """A qualify run in its own pytest process. ``lock=False``: an attach-mode run against a vLLM
+    that :func:`served` launched, which holds the launch lock for all its runs."""
+    if lock:
+        release_ended()
     mark = uuid.uuid4().hex
     cwd.mkdir(parents=True, exist_ok=True)
     evidence = cwd / "ev"
     full = ("-p", "no:cacheprovider", "-v", "--qualify-evidence", str(evidence), *args)
     run = Run(full, mark, cwd, evidence)
-    run.slot = LaunchSlot.acquire(os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0] or str(cwd))
+    if lock:
+        run.slot = LaunchSlot.acquire(os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0] or str(cwd))
     try:
         out = open(cwd / "pytest-output.txt", "wb")
         proc = subprocess.Popen(
@@ -290,7 +296,8 @@ def start(env: VllmEnv, cwd: Path, *args: str) -> tuple[Run, subprocess.Popen[by
         )
         out.close()
     except BaseException:
-        run.slot.release(failed_to_start=True)
+        if run.slot is not None:
+            run.slot.release(failed_to_start=True)
         raise
     _HOLDING.append((run, env, proc))
     return run, proc
@@ -300,6 +307,7 @@ def ended(run: Run, env: VllmEnv, proc: subprocess.Popen[bytes]) -> None:
     """The run's pytest has exited: release the launch lock once its vLLM processes are gone too
     (or after :data:`GONE_BEFORE_RELEASE_S`, noting what was left)."""
     if run.slot is None or not run.slot.held:
+        _HOLDING[:] = [h for h in _HOLDING if h[0] is not run]
         return
     gone = wait_until(lambda: not vllm_processes(env.venv, run.mark, run.cwd), GONE_BEFORE_RELEASE_S)
     left = {} if gone else vllm_processes(env.venv, run.mark, run.cwd)
@@ -365,6 +373,69 @@ def finish(run: Run, env: VllmEnv, proc: subprocess.Popen[bytes], timeout_s: flo
     watch(run, env, proc, timeout_s=timeout_s)
     return run
 
+
+
+# -- one vLLM, several runs -------------------------------------------------------------------------
+
+
+@dataclass
+class Served:
+    """A vLLM launched once by a test module (the profile's exact recipe, ``target.launch_spec``, the
+    plugin's own lifecycle) that several qualify runs attach to: a start of several minutes paid
+    once per model instead of once per run."""
+
+    env: VllmEnv
+    spec: Any  # lifecycle.LaunchSpec: the exact command, port and server log
+    startup_s: float
+
+    @property
+    def base_url(self) -> str:
+        return self.spec.base_url
+
+
+@contextlib.contextmanager
+def served(env: VllmEnv, run_dir: Path, label: str) -> Iterator[Served]:
+    """Launch ``env.profile``'s recipe holding the launch lock until the server is gone."""
+    from pytest_qualify.server.lifecycle import ServerProcess
+    from pytest_qualify.settings import Settings
+    from pytest_qualify.server.target import launch_spec
+
+    release_ended()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    slot = LaunchSlot.acquire(label)
+    process = None
+    try:
+        settings = Settings(env.profile.name, 1, None, "QUALIFY_API_KEY", run_dir, None, None)
+        spec = launch_spec(env.profile, settings, run_dir, None)
+        process = ServerProcess(spec)
+        process.start()
+        yield Served(env, spec, process.wait_ready())
+    finally:
+        code = process.stop() if process is not None else None
+        slot.release(served=True, exit_code=code)
+
+
+def steered_run(server: Served, cwd: Path, profile: str | Path, *args: str, faults: tuple[str, ...] = (),
+                timeout_s: float = RUN_TIMEOUT_S) -> Run:
+    """One qualify run attached to ``server`` through a steering proxy of its own (the plugin's
+    ``target.steer_spec``, the profile's ``[steer]`` table, ``faults`` switched on in the oracles),
+    whose log of forced answers is ``cwd / steer.jsonl``."""
+    from pytest_qualify.hooks.collection import suites_dir
+    from pytest_qualify.server.lifecycle import ServerProcess
+    from pytest_qualify.settings import Settings
+    from pytest_qualify.server.target import steer_spec
+
+    cwd.mkdir(parents=True, exist_ok=True)
+    settings = Settings(str(profile), 1, None, "QUALIFY_API_KEY", cwd, None, None, reference_faults=faults)
+    proxy = ServerProcess(steer_spec(load_profile(str(profile)), settings, server.spec, cwd))
+    proxy.start()
+    try:
+        proxy.wait_ready()
+        run, proc = start(server.env, cwd, f"--qualify={profile}", "--qualify-endpoint", proxy.spec.base_url,
+                          "--repeat", "1", *args, str(suites_dir()), lock=False)
+        return finish(run, server.env, proc, timeout_s=timeout_s)
+    finally:
+        proxy.stop()
 
 
 # A /proc scan per poll: look a little less often than the fake server's tests do.

@@ -268,3 +268,46 @@ def test_a_forced_answer_that_does_not_come_back_leaves_the_run_incomplete(quali
     summary = qualify_pytest.summary()
     assert summary["verdict"]["result"] == "INCOMPLETE"
     assert any("forced answer did not hold: tool calls" in r for r in summary["verdict"]["reasons"]), summary["verdict"]
+
+
+# -- lane-keyed faults: the lane as the steered vLLM counts it, and proof that the fault engaged -----
+
+def _lane_prompt() -> tuple[list, str]:
+    from pytest_qualify.tasks.haystack import Haystack, plan_haystack
+
+    plan = plan_haystack("steer-lane-fault", 0.5)
+    return Haystack(plan).build(4), plan.target.value
+
+
+@pytest.mark.parametrize("fault, count, changed", [
+    ("drop_needle=3K", 3072, True),       # the lane by the server's count, however short the text
+    ("drop_needle=3K", 1024, False),      # another lane: the right value
+    ("drop_needle=3K", None, False),      # the count failed: no lane, nothing changed
+    ("fail_repetition=1", 2048 + 5, True),  # within the lane's tolerance
+])
+def test_lane_faults_pick_the_lane_by_the_servers_count(fault, count, changed):
+    from pytest_qualify.profiles import load_profile
+    from pytest_qualify.reference import oracle, oracle_context
+    from pytest_qualify.reference.faults import Faults
+
+    messages, value = _lane_prompt()
+    seen = []
+    ctx = oracle.OracleContext(load_profile("small"), Faults.parse([fault]),
+                               count_chat=lambda m, t: seen.append(m) or count)
+    reply = oracle_context.answer(oracle.ChatRequest({"messages": messages}), ctx)
+    assert seen == [messages]
+    assert (value not in reply.content) is changed, reply.content
+    assert reply.faults == ((fault.partition("=")[0],) if changed else ())
+
+
+def test_a_lane_fault_that_changed_no_forced_answer_leaves_the_run_incomplete(tmp_path):
+    engaged = _log(tmp_path, SteerRecord(1, 200, True, True, True, forced_text="4417", faults=("drop_needle",)))
+    assert incomplete_reasons(engaged, ("drop_needle=240K", "wrong_tool_args")) == []
+    idle = _log(tmp_path, SteerRecord(1, 200, True, True, True, forced_text="4471"))
+    assert incomplete_reasons(idle, ("wrong_tool_args",)) == []  # not lane-keyed: its own items show it
+    reasons = incomplete_reasons(idle, ("drop_needle=240K", "fail_repetition"))
+    assert [r.split(" never")[0] for r in reasons] == ["steering: fault drop_needle=240K",
+                                                       "steering: fault fail_repetition"], reasons
+    # A fault that changed an answer which did not come back proved nothing either.
+    broken = _log(tmp_path, SteerRecord(1, 200, True, True, False, "content differs", faults=("drop_needle",)))
+    assert any("drop_needle never changed" in r for r in incomplete_reasons(broken, ("drop_needle",)))

@@ -65,7 +65,7 @@ def steering_void(state: RunState) -> list[str]:
         return []
     from pytest_qualify.reference.steer import STEER_LOG, incomplete_reasons
 
-    return incomplete_reasons(state.run_dir / STEER_LOG)
+    return incomplete_reasons(state.run_dir / STEER_LOG, state.settings.reference_faults)
 
 
 def exit_status(

@@ -18,7 +18,7 @@ import importlib
 import pkgutil
 import threading
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from types import ModuleType
@@ -98,12 +98,18 @@ class Reply:
     finish_reason: str | None = None
     # A fault may report prefix-cache hits the cache did not have (None: report the real hits).
     cached_tokens: int | None = None
+    # The answer faults that changed this answer (the steering log's proof that a fault engaged).
+    faults: tuple[str, ...] = ()
 
 
 @dataclass
 class OracleContext:
     profile: Profile
     faults: Any  # pytest_qualify.reference.faults.Faults
+    # How the server counts a chat prompt's tokens (messages, tools), for the faults keyed on a
+    # context lane: None is the reference tokenizer; steering mode counts with the real vLLM's
+    # /tokenize, since the lanes are sized in that server's tokens.
+    count_chat: Callable[[Any, Any], int | None] | None = None
     _counts: Counter[str] = field(default_factory=Counter)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 

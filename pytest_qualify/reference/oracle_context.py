@@ -4,7 +4,8 @@ The question after ``</document>`` is matched against the needle templates of
 ``fixtures/haystack/needles.toml``; the answer is the value the document gives for the question's
 key, found in the text itself, written as the question's contract asks: the value alone (in a
 little formatting noise, varied, so the grader is shown to tolerate it). Faults pick a context lane by the prompt's size, as the server sees
-it: the lane whose prompt_tokens are within the profile's tolerance.
+it: the lane whose prompt_tokens are within the profile's tolerance (counted by ``ctx.count_chat``:
+the reference tokenizer, or the real vLLM's ``/tokenize`` behind the steering proxy).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from pytest_qualify.reference import tokenizer
 from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Reply
 
 PRIORITY = 50
+# The faults keyed on a context lane: a run with one of them that never picked a lane proved nothing.
+LANE_FAULTS = ("drop_needle", "fail_repetition")
 FAULTS = {
     "drop_needle": "=LANE: prompts of that context lane (default: the longest) get a distractor's value",
     "fail_repetition": "=N: the N-th context prompt of each lane (default 2) gets a near miss of the value",
@@ -78,20 +81,21 @@ def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:
         return Reply(content="The document does not say.")
     value = found.value
     faults = ctx.faults
-    lane = None
-    if "drop_needle" in faults or "fail_repetition" in faults:
-        lane = lane_of(tokenizer.count_chat(req.messages, req.tools or None), ctx.profile)
+    lane, applied = None, ()
+    if any(name in faults for name in LANE_FAULTS):
+        count = (ctx.count_chat or tokenizer.count_chat)(req.messages, req.tools or None)
+        lane = lane_of(count, ctx.profile) if count is not None else None
     if lane is not None:
         # Counted for every lane prompt, so "the N-th" means the N-th of that lane.
         nth = ctx.occurrence(f"context-lane:{lane.name}")
         longest = max(ctx.profile.limits.lanes, key=lambda x: x.prompt_tokens).name
         if "drop_needle" in faults and lane.name == faults.arg("drop_needle", longest):
-            value = _distractor(found) or near_miss(value)
+            value, applied = _distractor(found) or near_miss(value), ("drop_needle",)
         elif "fail_repetition" in faults and nth == int(faults.number("fail_repetition", 2)):
-            value = near_miss(value)
+            value, applied = near_miss(value), ("fail_repetition",)
     # The whole reply is the value (the question's contract), in the noise capable models add.
     styles = ("{}", "**{}**", "`{}`", "Answer: {}", "{}.")
-    reply = Reply(content=styles[ctx.occurrence("context-style") % len(styles)].format(value))
+    reply = Reply(content=styles[ctx.occurrence("context-style") % len(styles)].format(value), faults=applied)
     if "cached_tokens" in faults:
         # As if the cache ignored the salt and a previous request had the same long prefix.
         reply.cached_tokens = max(16, tokenizer.count(found.document) // 2)

@@ -78,7 +78,14 @@ def admit(req: ChatRequest, ctx: OracleContext) -> None:
                 # vLLM's wording, so suites written against the reference read real vLLM too.
                 raise Rejection(400, f"At most {limit} {kind}(s) may be provided in one prompt. (parameter={kind})",
                                 param=kind)
-    for part, url in media:
+    decode_all(req, ctx)
+
+
+def decode_all(req: ChatRequest, ctx: OracleContext) -> None:
+    """Decode every media part, refusing one that does not decode. The chat endpoint and
+    ``/tokenize`` both do it, as on vLLM (which answers a chat request and a ``/tokenize`` of the same
+    malformed media alike: docs/real-vllm.md)."""
+    for part, url in _media(req):
         try:
             _decoded.decode(url, part)
         except MediaError as exc:

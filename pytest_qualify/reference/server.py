@@ -217,6 +217,10 @@ class Handler(BaseHTTPRequestHandler):
             raise oracle.Rejection(400, "request body must be a JSON object")
         if "messages" in body:
             validate_chat({"messages": body["messages"], "model": body.get("model")}, require_model=False)
+            # vLLM renders the prompt with its media, so a part that does not decode is refused here too.
+            from pytest_qualify.reference.oracle_media import decode_all
+
+            decode_all(oracle.ChatRequest({"messages": body["messages"]}), self.state.ctx)
             text, media = tokenizer.render_chat(body["messages"], body.get("tools"), body.get("add_generation_prompt", True))
         elif isinstance(body.get("prompt"), str):
             text, media = body["prompt"], 0

@@ -24,7 +24,7 @@ import json
 import re
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -123,6 +123,7 @@ class Forced:
     content: str | None  # the visible content expected back (None: none, a tool turn)
     calls: tuple[tuple[str, dict[str, Any]], ...] = ()
     structured_outputs: Mapping[str, Any] = field(default_factory=dict)
+    faults: tuple[str, ...] = ()  # the answer faults that made this answer (the oracle's Reply.faults)
 
 
 def force(content: str | None, tool_calls: Sequence[tuple[str, Any]], reasoning: str | None,
@@ -279,6 +280,7 @@ class SteerRecord:
     changes: tuple[str, ...] = ()
     forced_text: str | None = None
     prompt: str = ""  # the start of the last user message, to find the item
+    faults: tuple[str, ...] = ()  # the answer faults that changed the forced answer (oracle Reply.faults)
 
     @property
     def breaks_steering(self) -> bool:
@@ -289,18 +291,29 @@ class SteerRecord:
 PASSTHROUGH = "passed through:"
 
 
-def incomplete_reasons(log_path: Path) -> list[str]:
+def incomplete_reasons(log_path: Path, faults: Sequence[str] = ()) -> list[str]:
     """The run-level reasons a steered run is INCOMPLETE: every answered request whose forced answer
-    did not come back (or that could not be forced), and a steering that forced nothing at all."""
+    did not come back (or that could not be forced), a steering that forced nothing at all, and a
+    lane-keyed answer fault (``faults``: the run's fault switches, ``NAME[=ARG]``) that changed no
+    forced answer: a fault that never engaged cannot show that the plugin catches it."""
     if not log_path.is_file():
         return [f"steering: no log {log_path.name}: the steering proxy recorded no request"]
-    records = [SteerRecord(**{**row, "changes": tuple(row.get("changes") or ())})
+    from pytest_qualify.reference.oracle_context import LANE_FAULTS
+
+    records = [SteerRecord(**{**row, "changes": tuple(row.get("changes") or ()),
+                              "faults": tuple(row.get("faults") or ())})
                for row in map(json.loads, log_path.read_text(encoding="utf-8").splitlines()) if row]
     reasons = [f"steering: request {r.seq} ({'stream' if r.stream else 'no stream'}, prompt {r.prompt!r:.60}): "
                f"{'forced answer did not hold: ' if r.forced else 'not forced: '}{r.reason}"
                for r in records if r.breaks_steering]
     if not any(r.forced and r.held for r in records):
         reasons.append(f"steering: no forced answer came back from vLLM in {len(records)} chat requests")
+    engaged = {name for r in records if r.held for name in r.faults}
+    for spec in faults:
+        name = spec.partition("=")[0]
+        if name in LANE_FAULTS and name not in engaged:
+            reasons.append(f"steering: fault {spec} never changed a forced answer (no context prompt of its lane "
+                           f"reached vLLM, or none was counted in that lane): the run cannot show it is caught")
     return reasons
 
 
@@ -322,7 +335,9 @@ class SteerState:
         from pytest_qualify.reference import oracle
 
         self.config = config
-        self.ctx = oracle.OracleContext(profile, faults)
+        # Lane-keyed faults pick the lane by the prompt's size in vLLM's own tokens.
+        self.ctx = oracle.OracleContext(profile, faults, count_chat=self.count_chat)
+        self.headers: dict[str, str] = {}  # the caller's credentials, for the proxy's own /tokenize
         # No kept-alive connections: after a 5xx vLLM's server closes the connection without saying
         # so, and the next request sent on it would be reset (docs/real-vllm.md, media facts).
         self.http = httpx.Client(base_url=config.upstream, timeout=httpx.Timeout(config.timeout_s, connect=10.0),
@@ -330,6 +345,12 @@ class SteerState:
         self.lock = threading.Lock()
         self.seq = 0
         self.window: int | None = None
+
+    def count_chat(self, messages: Any, tools: Any) -> int | None:
+        """A chat prompt's tokens as vLLM counts them (``/tokenize`` with the messages), or None."""
+        payload: dict[str, Any] = {"messages": messages, **({"tools": tools} if tools else {})}
+        response = self.http.post("/tokenize", json=payload, headers=self.headers)
+        return int(response.json()["count"]) if response.status_code == 200 else None
 
     def next_seq(self) -> int:
         with self.lock:
@@ -421,7 +442,7 @@ class SteerHandler(BaseHTTPRequestHandler):
                 reason = held(forced, observed) or ""
             ok = not reason
         st.log(SteerRecord(seq, status, stream, True, ok, reason, tuple(changes), forced.text,
-                           prompt=_prompt(raw)))
+                           prompt=_prompt(raw), faults=forced.faults))
 
     def _plan(self, raw: bytes) -> tuple[dict[str, Any], Forced, list[str]] | str:
         """The steered request, or why the request goes through as it came."""
@@ -429,6 +450,7 @@ class SteerHandler(BaseHTTPRequestHandler):
         from pytest_qualify.reference.validation import validate_chat
 
         st = self.state
+        st.headers = self._headers_out()
         try:
             body = json.loads(raw)
             validate_chat(body)
@@ -445,6 +467,7 @@ class SteerHandler(BaseHTTPRequestHandler):
         try:
             reply = oracle.answer(oracle.ChatRequest(seen), st.ctx)
             forced = force(reply.content, reply.tool_calls, reply.reasoning, st.config.tool_call_syntax)
+            forced = replace(forced, faults=tuple(reply.faults))
             if reply.finish_reason not in (None, "stop", "tool_calls"):
                 raise SteerError(f"finish_reason {reply.finish_reason!r} cannot be forced")
         except oracle.Rejection as rej:

@@ -90,6 +90,7 @@ def validate_chat(body: Any, require_model: bool = True) -> None:
         raise Invalid("cache_salt", "Parameter 'cache_salt' must be a non-empty string if provided.")
     _validate_tools(body.get("tools"), body.get("tool_choice"))
     _validate_response_format(body.get("response_format"))
+    _validate_structured_outputs(body.get("structured_outputs"), body.get("response_format"))
 
 
 def _validate_messages(messages: Any) -> None:
@@ -191,6 +192,25 @@ def _validate_response_format(fmt: Any) -> None:
         jsonschema.Draft202012Validator.check_schema(spec["schema"])
     except jsonschema.SchemaError as exc:
         raise Invalid("response_format", f"response_format.json_schema.schema is not a valid JSON schema: {exc.message}") from None
+
+
+STRUCTURED_KINDS = ("json", "regex", "choice")
+
+
+def _validate_structured_outputs(constraint: Any, fmt: Any) -> None:
+    """vLLM 0.32's rules for ``structured_outputs`` (the reference does not apply the constraint, but
+    refuses what vLLM refuses, in its words): one kind of constraint at most, and not together with
+    a JSON ``response_format`` (vLLM turns that into a constraint of its own; steering found it)."""
+    if constraint is None:
+        return
+    if not isinstance(constraint, Mapping):
+        raise Invalid("wrong_types", f"'structured_outputs' must be an object, got {constraint!r:.80}")
+    if sum(constraint.get(kind) is not None for kind in STRUCTURED_KINDS) > 1:
+        raise Invalid("response_format", "You can only use one kind of constraints for structured outputs "
+                                         "('json', 'regex' or 'choice').")
+    if isinstance(fmt, Mapping) and fmt.get("type") in ("json_object", "json_schema"):
+        raise Invalid("response_format", "You can only use one kind of structured outputs constraint but multiple "
+                                         "are specified")
 
 
 def overwindow(window: int, prompt_tokens: int) -> Invalid:
