@@ -202,7 +202,7 @@ def test_a_promoted_mismatch_is_reported_once_when_both_ends_show_it(tmp_path):
     other = Identity(**{**QUALIFIED.as_dict(), "engine_version": "0.24.0"})
     run = StageRun(_stage("post-promotion"), promoted=promoted, start=other, end=other)
     assert len(run.problems_at_end()) == 1 and run.promoted_mismatches == run.problems_at_end()
-    with pytest.raises(StageUsageError, match="applies to the post-promotion stage only, not to full"):
+    with pytest.raises(StageUsageError, match="applies to the post-promotion and rollback stages only, not to full"):
         plan(load_profile("262k"), "full", "x.json", simulated=False)
     # A worker takes the stage but leaves the promoted file to the controller.
     assert plan(load_profile("262k"), "post-promotion", "absent.json", simulated=False, load=False).promoted is None
