@@ -121,9 +121,22 @@ def test_no_slo_no_rows():
 # -- end to end against the reference server --------------------------------------------------------
 
 
+def slo_profile(directory: Path) -> Path:
+    """The example profile (small-slo) with its [slo] table as shipped, its gate cut to the context
+    module: every SLO row is measured on the context lanes' streamed answers, and the other twelve
+    modules would only add requests the rows do not read."""
+    text = Path(builtin_profiles()["small-slo"]).read_text()
+    head, rest = text.split("[modules]\n", 1)
+    slo = rest[rest.index("[slo]"):]
+    path = directory / "small-slo-context.toml"
+    path.write_text(f'{head}[modules]\nrequired = ["context"]\n\n{slo}')
+    return path
+
+
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--qualify=small-slo", "--qualify-endpoint",
-                                         "reference", "--qualify-evidence", str(pytester.path / "ev"), *args)
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--qualify={slo_profile(pytester.path)}",
+                                         "--qualify-endpoint", "reference", "--qualify-evidence",
+                                         str(pytester.path / "ev"), *args)
 
 
 def bundle(pytester: pytest.Pytester) -> Path:

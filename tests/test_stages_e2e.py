@@ -1,6 +1,12 @@
-"""The promotion's stages end to end on the reference server with the 262k profile: preflight,
-full and post-promotion each PASS (also under -n 2), each FAILs for its own reason under a fault,
-and a bad stage or promoted run is a usage error."""
+"""The promotion's stages end to end on the reference server: preflight, full and post-promotion
+each PASS (also under -n 2), each FAILs for its own reason under a fault, and a bad stage or promoted
+run is a usage error.
+
+The runs use the small profile cut to the modules the stages name (``STAGE_MODULES``): what is
+tested is the stage path (selection, identity at both ends, the promoted-run link, the verdict word,
+exit status, xdist hand-over), which is the same on a 4,096-token window as on 262,144; a 240K
+haystack would only add minutes. The 262k profile's own stage table is checked in process
+(``tests/test_stages.py``)."""
 
 from __future__ import annotations
 
@@ -16,7 +22,11 @@ import pytest
 from pytest_qualify.evidence.bundle import verify_manifest
 from pytest_qualify.evidence.summary import validate
 
+from .helpers import write_profile
+
 USAGE_ERROR = 4
+# Preflight's and post-promotion's modules, and window: the module only the full stage runs.
+STAGE_MODULES = ("smoke", "json", "context", "tools", "reasoning", "window")
 
 
 @dataclass
@@ -35,13 +45,19 @@ class Run:
                     if line.startswith(("QUALIFICATION", "PREFLIGHT", "POST-PROMOTION CHECK", "ROLLBACK CHECK")))
 
 
-def qualify(where: Path, *args: str) -> Run:
-    """``pytest --qualify=262k --qualify-endpoint reference ARGS`` in ``where``; its one new bundle."""
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The small profile cut to ``STAGE_MODULES``; every run of this file uses it."""
+    return write_profile(tmp_path_factory.mktemp("profile"), STAGE_MODULES, name="stages.toml")
+
+
+def qualify(profile: Path, where: Path, *args: str) -> Run:
+    """``pytest --qualify=PROFILE --qualify-endpoint reference ARGS`` in ``where``; its one new bundle."""
     where.mkdir(parents=True, exist_ok=True)
     evidence = where / "ev"
     before = set(evidence.iterdir()) if evidence.is_dir() else set()
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--qualify=262k", "--qualify-endpoint",
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--qualify={profile}", "--qualify-endpoint",
          "reference", "--qualify-evidence", str(evidence), *args],
         cwd=where, capture_output=True, text=True, timeout=600,
     )
@@ -50,15 +66,15 @@ def qualify(where: Path, *args: str) -> Run:
 
 
 @pytest.fixture(scope="module")
-def full_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+def full_run(profile: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
     """One full qualification (the run a promotion is held to)."""
-    return qualify(tmp_path_factory.mktemp("full"), "--qualify-stage", "full")
+    return qualify(profile, tmp_path_factory.mktemp("full"), "--qualify-stage", "full")
 
 
 @pytest.fixture(scope="module")
-def preflight_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+def preflight_run(profile: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
     """One preflight under xdist: the controller reads the identity, the workers run the items."""
-    return qualify(tmp_path_factory.mktemp("preflight"), "--qualify-stage", "preflight", "-n", "2")
+    return qualify(profile, tmp_path_factory.mktemp("preflight"), "--qualify-stage", "preflight", "-n", "2")
 
 
 def items_by_module(summary: dict) -> dict[str, set]:
@@ -73,18 +89,18 @@ def test_preflight_passes_as_a_preflight_under_xdist(preflight_run):
     assert run.code == 0, run.out
     assert run.verdict_line == "PREFLIGHT: PASS (stage preflight; not a qualification)"
     assert "QUALIFICATION: PASS" not in run.out
-    assert "preflight gate (not a qualification): profile 262k" in run.out
-    assert ("qualify: stage preflight — Functional preflight: smoke, json, context, tools; context lanes 240K; "
+    assert "preflight gate (not a qualification): profile small" in run.out
+    assert ("qualify: stage preflight — Functional preflight: smoke, json, context, tools; context lanes 3K; "
             "not a qualification") in run.out
     s = run.summary
     validate(s)
     assert verify_manifest(run.bundle) == []
-    # smoke, json, tools and the context module at the 240K lane only: nothing else ran.
-    assert items_by_module(s) == {"smoke": {None}, "json": {None}, "context": {"240K"}, "tools": {None}}
+    # smoke, json, tools and the context module at the largest lane (3K) only: nothing else ran.
+    assert items_by_module(s) == {"smoke": {None}, "json": {None}, "context": {"3K"}, "tools": {None}}
     assert s["stage"]["name"] == "preflight" and s["stage"]["qualifies"] is False
     assert s["identity"]["changed"] is None and s["identity"]["start"] == s["identity"]["end"]
     report = (run.bundle / "report.md").read_text()
-    assert report.startswith("# Functional preflight: agents-a1-fp8-mm-262k — PREFLIGHT: PASS")
+    assert report.startswith("# Functional preflight: small-chat-4k — PREFLIGHT: PASS")
     props = {p.get("name"): p.get("value") for p in ET.parse(run.bundle / "junit.xml").iter("property")
              if p.get("name", "").startswith("stage")}
     assert props == {"stage": "preflight", "stage_is_qualification": "false",
@@ -98,14 +114,14 @@ def test_the_full_stage_is_the_whole_protocol(full_run):
     validate(s)
     assert s["stage"]["name"] == "full" and s["stage"]["qualifies"] is True
     assert set(items_by_module(s)) == set(s["profile"]["required_modules"])
-    assert items_by_module(s)["context"] == {"32K", "128K", "240K"}
-    assert s["identity"]["end"]["model_root"] == "InternScience/Agents-A1-FP8" and s["identity"]["changed"] is None
-    assert (full_run.bundle / "report.md").read_text().startswith("# Qualification report: agents-a1-fp8-mm-262k — PASS")
+    assert items_by_module(s)["context"] == {"1K", "2K", "3K"}
+    assert s["identity"]["end"]["model_root"] == "pytest-qualify/small-chat" and s["identity"]["changed"] is None
+    assert (full_run.bundle / "report.md").read_text().startswith("# Qualification report: small-chat-4k — PASS")
 
 
-def test_post_promotion_is_held_to_the_promoted_run_under_xdist(tmp_path, full_run):
+def test_post_promotion_is_held_to_the_promoted_run_under_xdist(profile, tmp_path, full_run):
     promoted = full_run.bundle / "summary.json"
-    run = qualify(tmp_path, "--qualify-stage", "post-promotion", "--qualify-promoted", str(promoted), "-n", "2")
+    run = qualify(profile, tmp_path, "--qualify-stage", "post-promotion", "--qualify-promoted", str(promoted), "-n", "2")
     assert run.code == 0, run.out
     assert run.verdict_line == "POST-PROMOTION CHECK: PASS (stage post-promotion; not a qualification)"
     s = run.summary
@@ -120,8 +136,8 @@ def test_post_promotion_is_held_to_the_promoted_run_under_xdist(tmp_path, full_r
     assert f"Promoted run: `{full_run.summary['run']['id']}`" in report and manifest_digest in report
 
 
-def test_an_identity_change_mid_run_fails_the_preflight(tmp_path):
-    run = qualify(tmp_path, "--qualify-stage", "preflight", "-n", "2", "--qualify-reference-fault", "engine_swap_after=2")
+def test_an_identity_change_mid_run_fails_the_preflight(profile, tmp_path):
+    run = qualify(profile, tmp_path, "--qualify-stage", "preflight", "-n", "2", "--qualify-reference-fault", "engine_swap_after=2")
     assert run.code == 1, run.out
     assert run.verdict_line.startswith("PREFLIGHT: FAIL")
     reasons = run.summary["verdict"]["reasons"]
@@ -131,20 +147,20 @@ def test_an_identity_change_mid_run_fails_the_preflight(tmp_path):
     assert run.summary["verdict"]["failures"] == []
 
 
-def test_the_full_stage_fails_for_what_only_it_runs(tmp_path):
+def test_the_full_stage_fails_for_what_only_it_runs(profile, tmp_path):
     # An over-window prompt answered with HTTP 500: the window bracket is in the full stage only.
-    preflight = qualify(tmp_path / "pre", "--qualify-stage", "preflight", "--qualify-reference-fault", "overwindow_500")
+    preflight = qualify(profile, tmp_path / "pre", "--qualify-stage", "preflight", "--qualify-reference-fault", "overwindow_500")
     assert preflight.code == 0, preflight.out
-    full = qualify(tmp_path / "full", "--qualify-reference-fault", "overwindow_500")
+    full = qualify(profile, tmp_path / "full", "--qualify-reference-fault", "overwindow_500")
     assert full.code == 1 and full.verdict_line == "QUALIFICATION: FAIL", full.out
     failed = {f["module"] for f in full.summary["verdict"]["failures"]}
-    # The window bracket (and the robustness module's over-window class) fail; no preflight module does.
+    # The window bracket fails; no preflight module does.
     assert "window" in failed and not failed & set(full.summary["stage"]["modules"]) & {"smoke", "json", "context", "tools"}
 
 
-def test_a_route_serving_another_build_fails_post_promotion(tmp_path, full_run):
+def test_a_route_serving_another_build_fails_post_promotion(profile, tmp_path, full_run):
     promoted = str(full_run.bundle / "summary.json")
-    run = qualify(tmp_path, "--qualify-stage", "post-promotion", "--qualify-promoted", promoted,
+    run = qualify(profile, tmp_path, "--qualify-stage", "post-promotion", "--qualify-promoted", promoted,
                   "--qualify-reference-fault", "engine_version=0.24.0")
     assert run.code == 1, run.out
     assert run.verdict_line.startswith("POST-PROMOTION CHECK: FAIL")
@@ -152,22 +168,22 @@ def test_a_route_serving_another_build_fails_post_promotion(tmp_path, full_run):
     assert "does not serve the identity that run" in reason and "'0.24.0'" in reason
     assert run.summary["verdict"]["failures"] == []  # smoke, json, tools, reasoning all passed
     # Without the promoted run the same route passes the stage: the link is what caught it.
-    assert qualify(tmp_path / "unlinked", "--qualify-stage", "post-promotion",
+    assert qualify(profile, tmp_path / "unlinked", "--qualify-stage", "post-promotion",
                    "--qualify-reference-fault", "engine_version=0.24.0").code == 0
 
 
-def test_a_route_serving_another_model_fails_post_promotion(tmp_path, full_run):
+def test_a_route_serving_another_model_fails_post_promotion(profile, tmp_path, full_run):
     promoted = str(full_run.bundle / "summary.json")
-    run = qualify(tmp_path, "--qualify-stage", "post-promotion", "--qualify-promoted", promoted,
+    run = qualify(profile, tmp_path, "--qualify-stage", "post-promotion", "--qualify-promoted", promoted,
                   "--qualify-reference-fault", "wrong_identity")
     assert run.code == 1, run.out
     reasons = run.summary["verdict"]["reasons"]
-    assert any("does not serve the identity" in r and "InternScience/Agents-A1-FP8-other" in r for r in reasons)
+    assert any("does not serve the identity" in r and "pytest-qualify/small-chat-other" in r for r in reasons)
     assert run.summary["promoted"]["mismatches"] == reasons
 
 
-def test_a_partial_stage_is_never_a_pass(tmp_path):
-    run = qualify(tmp_path, "--qualify-stage", "preflight", "-k", "not test_health")
+def test_a_partial_stage_is_never_a_pass(profile, tmp_path):
+    run = qualify(profile, tmp_path, "--qualify-stage", "preflight", "-k", "not test_health")
     # Nothing judged failed, but a partial selection leaves the stage unjudged: INCOMPLETE, exit 2.
     assert run.code == 2 and run.verdict_line.startswith("PREFLIGHT: INCOMPLETE"), run.out
     assert "stage preflight needs every one of its items" in run.out
@@ -182,15 +198,15 @@ def test_a_partial_stage_is_never_a_pass(tmp_path):
     (("--qualify-stage", "post-promotion", "--qualify-promoted", "absent.json"), "--qualify-promoted: promoted summary absent.json: cannot be read"),
     (("--qualify-stage", "rollback"), "--qualify-stage rollback needs --qualify-promoted SUMMARY"),
 ])
-def test_bad_stage_settings_are_usage_errors(tmp_path, args, message):
-    run = qualify(tmp_path, *args)
+def test_bad_stage_settings_are_usage_errors(profile, tmp_path, args, message):
+    run = qualify(profile, tmp_path, *args)
     assert run.code == USAGE_ERROR and message in run.out, run.out
     assert "server ready" not in run.out  # refused before any server starts
 
 
-def test_a_preflight_run_cannot_be_promoted(tmp_path, preflight_run):
+def test_a_preflight_run_cannot_be_promoted(profile, tmp_path, preflight_run):
     assert preflight_run.code == 0, preflight_run.out
-    refused = qualify(tmp_path, "--qualify-stage", "post-promotion",
+    refused = qualify(profile, tmp_path, "--qualify-stage", "post-promotion",
                       "--qualify-promoted", str(preflight_run.bundle / "summary.json"))
     assert refused.code == USAGE_ERROR and "is the preflight stage, not a qualification" in refused.out, refused.out
 
