@@ -211,9 +211,9 @@ def test_a_preflight_run_cannot_be_promoted(profile, tmp_path, preflight_run):
     assert refused.code == USAGE_ERROR and "is the preflight stage, not a qualification" in refused.out, refused.out
 
 
-def test_the_rollback_route_serving_its_qualified_identity_passes(tmp_path, full_run):
+def test_the_rollback_route_serving_its_qualified_identity_passes(profile, tmp_path, full_run):
     promoted = full_run.bundle / "summary.json"
-    run = qualify(tmp_path, "--qualify-stage", "rollback", "--qualify-promoted", str(promoted))
+    run = qualify(profile, tmp_path, "--qualify-stage", "rollback", "--qualify-promoted", str(promoted))
     assert run.code == 0, run.out
     assert run.verdict_line == "ROLLBACK CHECK: PASS (stage rollback; not a qualification)"
     s = run.summary
@@ -221,13 +221,13 @@ def test_the_rollback_route_serving_its_qualified_identity_passes(tmp_path, full
     assert set(items_by_module(s)) == {"smoke", "json", "tools"}
     assert s["stage"]["requires_promoted"] is True
     assert s["promoted"]["run_id"] == full_run.summary["run"]["id"] and s["promoted"]["mismatches"] == []
-    assert (run.bundle / "report.md").read_text().startswith("# Rollback target check: agents-a1-fp8-mm-262k")
+    assert (run.bundle / "report.md").read_text().startswith("# Rollback target check: small-chat-4k")
 
 
-def test_a_rollback_route_serving_another_build_fails_with_both_readings(tmp_path, full_run):
+def test_a_rollback_route_serving_another_build_fails_with_both_readings(profile, tmp_path, full_run):
     promoted = str(full_run.bundle / "summary.json")
     qualified = full_run.summary["identity"]["end"]["engine_version"]
-    run = qualify(tmp_path, "--qualify-stage", "rollback", "--qualify-promoted", promoted,
+    run = qualify(profile, tmp_path, "--qualify-stage", "rollback", "--qualify-promoted", promoted,
                   "--qualify-reference-fault", "engine_version=0.24.0")
     assert run.code == 1, run.out
     assert run.verdict_line.startswith("ROLLBACK CHECK: FAIL")
