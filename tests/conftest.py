@@ -69,19 +69,6 @@ def _no_ci_job_summary(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
 
 
-@pytest.fixture(autouse=True)
-def _inner_runs_without_hypothesis(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The pytest runs a test starts (pytester, subprocess) leave out Hypothesis's pytest plugin: its
-    terminal summary imports all of Hypothesis, about 0.9 s of CPU in a 4.5 s smoke run, and a
-    qualification run has no property test. This session keeps the plugin: the variable is set per
-    test, after this process has read its options, and after pytester (which clears
-    PYTEST_ADDOPTS when it starts) when the test uses it."""
-    if "pytester" in request.fixturenames:
-        request.getfixturevalue("pytester")
-    opts = os.environ.get("PYTEST_ADDOPTS", "")
-    monkeypatch.setenv("PYTEST_ADDOPTS", f"{opts} -p no:hypothesispytest".strip())
-
-
 @pytest.fixture
 def profile_file(tmp_path: Path) -> Callable[..., Path]:
     """``profile_file(modules=("smoke",), **edits)``: :func:`write_profile` into this test's tmp_path."""

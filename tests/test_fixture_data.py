@@ -70,7 +70,7 @@ def test_inconsistent_fixture_data_is_a_fixture_error(monkeypatch, path, section
 def test_integrity_samples_are_the_streaming_modules_own_requests(monkeypatch):
     samples = {s.id: s for s in fixture_data.integrity_samples()}
     planet = samples["finish-planet"]
-    assert planet.messages == ({"role": "user", "content": fixture_data.finish_prompts()[0].text},) and not planet.params
+    assert planet.messages == ({"role": "user", "content": fixture_data.finish_prompts()[0].prompt},) and not planet.params
     tools = samples["tools-parallel_weather_paris_nairobi"]
     assert tools.tool_turn and tools.params["tool_choice"] == "auto" and tools.messages[0]["role"] == "system"
     for sample, message in [({"module": "finish", "item": "nope"}, "finish has no prompt 'nope'"),
