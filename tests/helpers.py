@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_qualify.graders import Verdict
 from pytest_qualify.hooks.collection import suites_dir
 from pytest_qualify.profiles import builtin_profiles
 
@@ -100,3 +102,17 @@ class QualifyPytest:
         """pytest's own JUnit test cases by ``classname::name``."""
         root = ET.parse(self.junit).getroot()
         return {f"{c.get('classname')}::{c.get('name')}": c for c in root.iter("testcase")}
+
+
+# -- the answer-style corpus (tests/test_answer_styles.py, tests/test_answer_styles_structured.py) --
+
+
+@dataclass(frozen=True)
+class Styles:
+    """One module's corpus: ``grade`` is the suite's own grading call over one answer."""
+
+    module: str
+    grade: Callable[[Any], Verdict]
+    correct: Sequence[Any]
+    near_misses: Sequence[tuple[Any, str]]  # (answer, what the reason must say)
+    notes: dict[str, str] = field(default_factory=dict)

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import json
 import tomllib
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from .helpers import Styles
 from pytest_qualify.tasks import fixture_data
 from pytest_qualify.client.endpoint import Answer
 from pytest_qualify.graders import Verdict
@@ -38,17 +39,6 @@ from pytest_qualify.tasks.haystack import needle_spec
 MIN_CORRECT = 10
 MIN_NEAR_MISSES = 6
 FORMAT = "format:"  # a near miss whose reason must say the contract was not followed
-
-
-@dataclass(frozen=True)
-class Styles:
-    """One module's corpus: ``grade`` is the suite's own grading call over one answer."""
-
-    module: str
-    grade: Callable[[Any], Verdict]
-    correct: Sequence[Any]
-    near_misses: Sequence[tuple[Any, str]]  # (answer, what the reason must say)
-    notes: dict[str, str] = field(default_factory=dict)
 
 
 # -- smoke: "What is the capital of France?" (whole reply) and "How many days are in a week?" --------

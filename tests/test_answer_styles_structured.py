@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
+from .helpers import Styles
 from pytest_qualify.tasks import fixture_data
 from pytest_qualify.tasks.corpus import load_manifest
 from pytest_qualify.graders import Verdict
@@ -27,16 +26,6 @@ from pytest_qualify.graders.triage import grade_triage
 MIN_CORRECT = 10
 MIN_NEAR_MISSES = 6
 MODULES = ("multimodal", "media_admission", "diff", "triage")
-
-
-@dataclass(frozen=True)
-class Styles:
-    """One module's corpus: ``grade`` is the suite's own grading call over one reply."""
-
-    module: str
-    grade: Callable[[Any], Verdict]
-    correct: Sequence[Any]
-    near_misses: Sequence[tuple[Any, str]]  # (reply, what the reason must say)
 
 
 def _json(obj: dict[str, Any], **dumps: Any) -> str:
