@@ -320,14 +320,19 @@ def release_ended() -> None:
     release) one that still runs, since a new launch must not meet it."""
     for run, env, proc in list(_HOLDING):
         if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            kill_leftovers(run, env)
+            interrupt(run, env, proc)
         ended(run, env, proc)
+
+
+def interrupt(run: Run, env: VllmEnv, proc: subprocess.Popen[bytes]) -> None:
+    """Ctrl-C the run (the plugin stops its server), kill it after 60 s, then leave nothing of ours."""
+    os.kill(proc.pid, signal.SIGINT)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    kill_leftovers(run, env)
 
 
 def watch(run: Run, env: VllmEnv, proc: subprocess.Popen[bytes], timeout_s: float = RUN_TIMEOUT_S,
@@ -339,14 +344,7 @@ def watch(run: Run, env: VllmEnv, proc: subprocess.Popen[bytes], timeout_s: floa
         if until is not None and until(run):
             return
         if time.monotonic() - t0 > timeout_s:
-            # Ctrl-C first (the plugin stops its server), then nothing of ours may be left.
-            os.kill(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            kill_leftovers(run, env)
+            interrupt(run, env, proc)
             ended(run, env, proc)
             pytest.fail(f"pytest did not finish within {timeout_s:g} s:\n{output(run)[-4000:]}")
         time.sleep(0.5)
