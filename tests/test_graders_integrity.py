@@ -203,3 +203,126 @@ def test_a_repeat_the_engine_never_counted_is_a_cache():
     # Other requests between the scrapes (xdist workers) only add to the count.
     assert check_no_result_cache([0, 0, 0], 1.0, [1.0, 1.1], 0.5, prompt_tokens=1035, engine_prompt_tokens=5000)
     assert check_no_result_cache([0, 0, 0], 1.0, [1.0, 1.1], 0.5, prompt_tokens=1035, engine_prompt_tokens=None)
+
+
+# -- held-out variants: each breach the rules above must also catch, and what they must let through --
+
+
+@dataclass(frozen=True)
+class R(A):
+    reasoning: str | None = None
+
+
+@pytest.mark.parametrize("streamed, words", [
+    # A usage chunk without the count: nothing to compare, which is itself the breach.
+    (A(usage={"prompt_tokens": 9}), "the streamed usage carries no completion_tokens"),
+    (A(usage={"completion_tokens": "3"}), "the streamed usage carries no completion_tokens"),
+    # The stream path read another prompt (a system prompt added on one path only).
+    (A(usage={"completion_tokens": 3, "prompt_tokens": 40}), "streamed usage.prompt_tokens 40 differs from the "
+                                                             "non-streamed 30"),
+    # Only whitespace, or one more token: not the same visible answer.
+    (A(content="Jupiter "), "streamed content 'Jupiter ' differs"),
+    (A(content=" Jupiter"), "streamed content ' Jupiter' differs"),
+    (A(content="Jupiter."), "streamed content 'Jupiter.' differs"),
+    (A(finish_reason=None), "streamed finish_reason None differs"),
+    # A boolean streamed where the plain answer has a number (Python's True == 1 must not hide it).
+    (A(None, (ToolCall("f", '{"a": true}'),), "tool_calls"), "differ in a value's JSON type"),
+])
+def test_held_out_stream_differences_are_rejected(streamed, words):
+    plain = A(usage={"completion_tokens": 3, "prompt_tokens": 30})
+    if streamed.tool_calls:
+        plain = A(None, (ToolCall("f", '{"a": 1}'),), "tool_calls", usage=plain.usage)
+    verdict = compare_stream_plain(streamed, plain)
+    assert not verdict and words in verdict.reason, verdict.reason
+
+
+def test_reasoning_moved_between_paths_is_rejected_and_the_field_name_is_free():
+    # The client reads both field names (reasoning_content, reasoning): a rename is not a breach,
+    # reasoning on one path only (a parser that runs only when streaming) is.
+    assert compare_stream_plain(R(reasoning="think"), R(reasoning="think"))
+    assert compare_stream_plain(R(), A())
+    verdict = compare_stream_plain(R(reasoning=None, content="think Jupiter"), R(reasoning="think"))
+    assert not verdict and "streamed reasoning None differs from the non-streamed 'think'" in verdict.reason
+    assert "streamed content 'think Jupiter' differs" in verdict.reason
+    assert not compare_stream_plain(R(reasoning="think"), R())
+
+
+def test_conforming_call_encodings_are_accepted():
+    plain = A(None, (ToolCall("f", '{"a": 1, "b": [1, 2], "c": {"x": "y"}}'),), "tool_calls")
+    for args in ('{"c":{"x":"y"},"b":[1,2],"a":1}', '{"a": 1.0, "b": [1.0, 2], "c": {"x": "y"}}',
+                 '{\n  "b": [1, 2],\n  "a": 1,\n  "c": {"x": "y"}\n}'):
+        assert compare_stream_plain(A(None, (ToolCall("f", args, "call_x"),), "tool_calls"), plain), args
+    # Parallel calls in either order, and with 1 / 1.0 in them, are the same answer to hold.
+    a = parsed_calls([ToolCall("f", '{"a": 1.0}'), ToolCall("f", '{"a": 0.5}')])
+    b = parsed_calls([ToolCall("f", '{"a": 0.5}'), ToolCall("f", '{"a": 1}')])
+    assert check_same_answers(RecordedAnswer("now", False, None, a, "tool_calls"),
+                              [RecordedAnswer("t", True, None, b, "tool_calls")])
+    t = parsed_calls([ToolCall("f", '{"a": true}'), ToolCall("f", '{"a": 0.5}')])
+    assert not check_same_answers(RecordedAnswer("now", False, None, t, "tool_calls"),
+                                  [RecordedAnswer("t", True, None, b, "tool_calls")])
+
+
+@pytest.mark.parametrize("bad, words", [
+    (shape(output_after_finish=1), "1 chunk(s) carried content, reasoning or a tool call after the finish chunk"),
+    (shape(usage_before_finish=1), "usage came before the finish chunk"),
+    (shape(done=False), "the stream ended without 'data: [DONE]'"),
+    (shape(finish_chunks=0, usage_chunks=1), "0 chunks carried a finish_reason"),  # finish null at the end
+])
+def test_held_out_shape_breaches_are_rejected(bad, words):
+    verdict = check_stream_shape(bad, 3)
+    assert not verdict and words in verdict.reason
+
+
+def test_conforming_vllm_shapes_are_accepted():
+    # Done seen, or not observable (another SDK): both judge nothing.
+    assert check_stream_shape(shape(done=True), 3) and check_stream_shape(shape(done=None), 3)
+    # No usage asked: none sent, the plain answer's count bounds the deltas.
+    assert check_stream_shape(shape(usage_asked=False, usage_chunks=0, content_deltas=3), 3)
+
+
+def test_held_out_tool_delta_variants():
+    good = deltas_of(("get_weather", CALL.arguments))
+    only_id = (replace(good[0], id=None),) + good[1:]
+    assert check_tool_deltas(only_id) == ["the first delta of tool call 0 lacks id"]
+    only_type = (replace(good[0], type=None),) + good[1:]
+    assert check_tool_deltas(only_type) == ["the first delta of tool call 0 lacks type"]
+    # The name coming in the second delta: the first lacks it.
+    late_name = (replace(good[0], name=None), replace(good[1], name="get_weather")) + good[2:]
+    assert "lacks function.name" in check_tool_deltas(late_name)[0]
+    # Two calls: index 0 then 2.
+    two = deltas_of(("get_weather", '{"city": "Paris"}'), ("get_weather", '{"city": "Nairobi"}'))
+    skipped = tuple(replace(d, index=2) if d.index == 1 else d for d in two)
+    assert "starts call index 2 after 1 call(s) (expected index 1)" in check_tool_deltas(skipped)[0]
+    # Index 0 reused for the second call (a new id under it): named, and the arguments cannot parse.
+    reused = tuple(replace(d, index=0) for d in two)
+    problems = check_tool_deltas(reused)
+    assert any("changes its id" in p for p in problems) and any("do not parse as JSON" in p for p in problems)
+    # Repeating the call's own id on later deltas is not a change.
+    repeated_id = (good[0],) + tuple(replace(d, id=good[0].id) for d in good[1:])
+    assert check_tool_deltas(repeated_id) == []
+    # A first delta that carries the arguments too.
+    whole = (ToolDelta(0, "c0", "function", "get_weather", CALL.arguments),)
+    assert check_tool_deltas(whole) == []
+
+
+def test_held_out_cut_call_and_band_edges():
+    assert not check_cut_call("stop", 5, 11) and not check_cut_call(None, 5, 11)
+    assert check_length_band("x" * 400, 1, 400, "finish")
+    assert not check_length_band("x" * 401, 1, 400, "finish")
+    assert check_length_band("x", 1, 400, "finish")
+    edge = check_length_band("xx", 3, 400, "finish")
+    assert not edge and "visible answer of 2 characters is shorter than the finish band [3, 400]" in edge.reason
+    # Whitespace padding counts: the band measures what the client was sent.
+    assert not check_length_band("Jupiter" + "\n" * 394, 1, 400, "finish")
+
+
+def test_held_out_cache_variants():
+    # A hit on the first fresh request (a cache that ignores salts) is a hit too.
+    hit = check_no_result_cache([128, 0, 0], 1.4, [1.5, 1.6], 0.5)
+    assert not hit and "128 cached prompt tokens" in hit.reason
+    # Just inside and just outside the ratio.
+    assert check_no_result_cache([0, 0, 0], 0.75, [1.5, 1.6], 0.5)
+    assert not check_no_result_cache([0, 0, 0], 0.74, [1.5, 1.6], 0.5)
+    # The engine counted a part of the repeat only: some of it came from elsewhere.
+    part = check_no_result_cache([0, 0, 0], 1.4, [1.5, 1.6], 0.5, prompt_tokens=1035, engine_prompt_tokens=35)
+    assert not part and "counted 35 prompt tokens" in part.reason

@@ -11,7 +11,7 @@ import json
 import queue
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -131,6 +131,9 @@ class StreamShape:
     usage_chunks: int  # chunks that carried a (non-null) usage object
     usage_asked: bool  # stream_options.include_usage was true
     tool_deltas: tuple[ToolDelta, ...] = ()
+    output_after_finish: int = 0  # chunks after the finish chunk whose delta carried output
+    usage_before_finish: int = 0  # usage chunks that came before the finish chunk
+    done: bool | None = None  # the stream ended with ``data: [DONE]`` (None: not observable)
 
 
 @dataclass(frozen=True)
@@ -174,6 +177,8 @@ def _as_dict(obj: Any) -> dict[str, Any]:
 
 def _reasoning_of(d: Mapping[str, Any]) -> str | None:
     parts = [d.get(name) for name in REASONING_FIELDS if d.get(name)]
+    # A server in the middle of the rename may send both names with the same text: it is one reasoning.
+    parts = [p for n, p in enumerate(parts) if p not in parts[:n]]
     return "".join(parts) if parts else None
 
 
@@ -406,26 +411,30 @@ class QualifyClient:
     def _stream(self, client: Any, kwargs: dict[str, Any], extra: dict[str, Any], deadline: float, t0: float) -> Answer:
         timeline = Timeline.start()
         stream = client.chat.completions.create(**kwargs, stream=True, extra_body=extra or None)
+        ended = _watch_for_done(stream)
         content: list[str] = []
         reasoning: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
         tool_deltas: list[ToolDelta] = []
         finish = None
         usage: dict[str, Any] = {}
-        counts = {"content": 0, "finish": 0, "usage": 0}
+        counts = {"content": 0, "finish": 0, "usage": 0, "after_finish": 0, "usage_early": 0}
         idle_s = self.stream_idle_s
-        for data in _chunks_with_idle_limit(stream, idle_s, deadline, t0):
+        for data in _chunks_with_idle_limit(stream, idle_s, deadline, t0, started=_carries_output):
             choices = data.get("choices") or []
             visible = False
+            output = False
+            finished_here = False
             for choice in choices:
                 delta = choice.get("delta") or {}
                 if delta.get("content"):
                     content.append(delta["content"])
                     counts["content"] += 1
-                    visible = True
+                    visible = output = True
                 r = _reasoning_of(delta)
                 if r:
                     reasoning.append(r)
+                    output = True
                 for tc in delta.get("tool_calls") or []:
                     fn = tc.get("function") or {}
                     tool_deltas.append(ToolDelta(tc.get("index"), tc.get("id"), tc.get("type"), fn.get("name"),
@@ -438,13 +447,18 @@ class QualifyClient:
                         slot["arguments"] += fn["arguments"]
                     if tc.get("id"):
                         slot["id"] = tc["id"]
-                    visible = True
+                    visible = output = True
                 if choice.get("finish_reason"):
                     finish = choice["finish_reason"]
                     counts["finish"] += 1
+                    finished_here = True
+            if output and counts["finish"] and not finished_here:
+                counts["after_finish"] += 1  # the finish chunk said the answer was over
             if data.get("usage"):
                 usage = data["usage"]
                 counts["usage"] += 1
+                if not counts["finish"]:
+                    counts["usage_early"] += 1
             timeline.chunk(has_choices=bool(choices), visible=visible)
         timeline.finish()
         ordered = [calls[i] for i in sorted(calls)]
@@ -452,7 +466,8 @@ class QualifyClient:
         shape = StreamShape(
             chunks=len(timeline.chunk_s), content_deltas=counts["content"], finish_chunks=counts["finish"],
             usage_chunks=counts["usage"], usage_asked=bool((kwargs.get("stream_options") or {}).get("include_usage")),
-            tool_deltas=tuple(tool_deltas),
+            tool_deltas=tuple(tool_deltas), output_after_finish=counts["after_finish"],
+            usage_before_finish=counts["usage_early"], done=ended(),
         )
         return Answer(
             content="".join(content) if content else None,
@@ -468,13 +483,50 @@ class QualifyClient:
         )
 
 
-def _chunks_with_idle_limit(stream: Any, idle_s: float, deadline: float, t0: float) -> Iterator[dict[str, Any]]:
+def _carries_output(chunk: Mapping[str, Any]) -> bool:
+    """A chunk with generated output (content, reasoning, a tool call) or a finish reason: what
+    only comes once the prefill is done. A bare role chunk may come before it (a router that
+    answers the headers and the role at once), so it does not start the idle clock."""
+    for choice in chunk.get("choices") or []:
+        delta = choice.get("delta") or {}
+        if delta.get("content") or _reasoning_of(delta) or delta.get("tool_calls") or choice.get("finish_reason"):
+            return True
+    return bool(chunk.get("usage"))
+
+
+def _watch_for_done(stream: Any) -> Callable[[], bool | None]:
+    """Whether the stream ended with ``data: [DONE]``: the SDK ends its iteration on it and on a
+    closed connection alike, so its events are watched as they pass. None when this SDK's stream
+    does not show its events (nothing is judged then)."""
+    events = getattr(stream, "_iter_events", None)
+    if events is None or not callable(events):
+        return lambda: None
+    seen: list[bool] = []
+
+    def watched() -> Iterator[Any]:
+        for sse in events():
+            if str(getattr(sse, "data", "")).startswith("[DONE]"):
+                seen.append(True)
+            yield sse
+
+    try:
+        stream._iter_events = watched
+    except Exception:  # noqa: BLE001 - a stream we cannot watch is read as it is
+        return lambda: None
+    return lambda: bool(seen)
+
+
+def _chunks_with_idle_limit(stream: Any, idle_s: float, deadline: float, t0: float,
+                            started: Callable[[Mapping[str, Any]], bool] = lambda chunk: True,
+                            ) -> Iterator[dict[str, Any]]:
     """The stream's chunks as dicts, read by a helper thread so that silence can be timed.
 
     httpx's read timeout is one number for every read, and the first read legitimately waits for
-    the whole prefill (minutes on a long lane); after the first chunk a healthy server sends
+    the whole prefill (minutes on a long lane); after the first token a healthy server sends
     tokens every few hundred milliseconds. So the request budget governs until the first chunk
-    and ``idle_s`` after it; either limit closes the connection and raises at once."""
+    that ``started`` accepts (the first with output) and ``idle_s`` after it; either limit closes
+    the connection and raises at once. SSE comments (``: keep-alive``) are not chunks: a server
+    that sends only those has stopped answering, and is idle."""
     items: queue.Queue[tuple[str, Any]] = queue.Queue()
 
     def read() -> None:
@@ -487,18 +539,19 @@ def _chunks_with_idle_limit(stream: Any, idle_s: float, deadline: float, t0: flo
 
     threading.Thread(target=read, name="qualify-stream-reader", daemon=True).start()
     received = 0
+    running = False  # the idle clock: on from the first chunk with output
     last = time.perf_counter()
     while True:
         now = time.perf_counter()
         wait = deadline - now
-        if received:
+        if running:
             wait = min(wait, last + idle_s - now)
         try:
             kind, value = items.get(timeout=max(wait, 0.0))
         except queue.Empty:
             _abandon(stream)
             now = time.perf_counter()
-            if received and now - last >= idle_s:
+            if running and now - last >= idle_s:
                 raise StreamIdle("streamed chat completion", idle_s, received, now - t0) from None
             raise _Deadline() from None
         if kind == "end":
@@ -507,6 +560,7 @@ def _chunks_with_idle_limit(stream: Any, idle_s: float, deadline: float, t0: flo
             raise value
         received += 1
         last = time.perf_counter()
+        running = running or started(value)
         yield value
 
 

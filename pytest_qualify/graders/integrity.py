@@ -48,6 +48,9 @@ class ShapeLike(Protocol):
     usage_chunks: int
     usage_asked: bool
     tool_deltas: Sequence[ToolDeltaLike]
+    output_after_finish: int
+    usage_before_finish: int
+    done: bool | None
 
 
 class AnswerLike(Protocol):
@@ -63,9 +66,32 @@ def _short(text: str | None, limit: int = 160) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
+def _tokens(answer: AnswerLike, key: str) -> int | None:
+    value = (answer.usage or {}).get(key)
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def _completion_tokens(answer: AnswerLike) -> int | None:
-    value = (answer.usage or {}).get("completion_tokens")
-    return int(value) if isinstance(value, (int, float)) else None
+    return _tokens(answer, "completion_tokens")
+
+
+def canonical(value: Any) -> str:
+    """A parsed JSON value as one string that two honest encodings of it share: key order and
+    spacing free, 1 and 1.0 the same number (JSON has one number type), ``true`` never ``1``
+    (Python's ``True == 1`` would call them equal)."""
+
+    def norm(v: Any) -> Any:
+        if isinstance(v, bool) or v is None or isinstance(v, str):
+            return v
+        if isinstance(v, float) and v.is_integer():
+            return int(v)
+        if isinstance(v, Mapping):
+            return {str(k): norm(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [norm(x) for x in v]
+        return v
+
+    return json.dumps(norm(value), sort_keys=True, ensure_ascii=False)
 
 
 def _join(problems: list[str], ok: str) -> Verdict:
@@ -93,7 +119,12 @@ class Sample:
 
 def compare_stream_plain(streamed: AnswerLike, plain: AnswerLike) -> Verdict:
     """The same request at temperature 0, streamed and not: what the engine must keep equal.
-    Every difference is named (a stream that drops its last piece shows both texts)."""
+    Every difference is named (a stream that drops its last piece shows both texts).
+
+    Beside the visible answer, calls and finish: the usage counts (a stream that reports usage
+    reports ``completion_tokens``, and the same prompt is the same number of prompt tokens: more
+    on one path means something was added to it), and the reasoning text, under either field name
+    (a parser that runs on one path only moves reasoning out of, or into, the answer)."""
     problems = []
     if (streamed.content or "") != (plain.content or ""):
         problems.append(f"streamed content {_short(streamed.content)} differs from the non-streamed "
@@ -102,15 +133,34 @@ def compare_stream_plain(streamed: AnswerLike, plain: AnswerLike) -> Verdict:
         calls = same_calls(streamed.tool_calls, plain.tool_calls)
         if not calls.ok:
             problems.append(calls.reason)
+        elif [canonical(v) for v in sorted_values(streamed.tool_calls)] != \
+                [canonical(v) for v in sorted_values(plain.tool_calls)]:
+            problems.append(f"streamed calls {[c.arguments for c in streamed.tool_calls]} differ in a value's JSON "
+                            f"type from the non-streamed {[c.arguments for c in plain.tool_calls]}")
     if streamed.finish_reason != plain.finish_reason:
         problems.append(f"streamed finish_reason {streamed.finish_reason!r} differs from the non-streamed "
                         f"{plain.finish_reason!r}")
+    s_reasoning, p_reasoning = getattr(streamed, "reasoning", None) or "", getattr(plain, "reasoning", None) or ""
+    if s_reasoning != p_reasoning:
+        problems.append(f"streamed reasoning {_short(s_reasoning or None)} differs from the non-streamed "
+                        f"{_short(p_reasoning or None)}")
     s_tokens, p_tokens = _completion_tokens(streamed), _completion_tokens(plain)
     if s_tokens is not None and p_tokens is not None and s_tokens != p_tokens:
         problems.append(f"streamed usage.completion_tokens {s_tokens} differs from the non-streamed {p_tokens}")
     elif p_tokens is None:
         problems.append("the non-streamed answer reports no usage.completion_tokens")
+    elif streamed.usage and s_tokens is None:
+        problems.append(f"the streamed usage carries no completion_tokens ({_short(json.dumps(dict(streamed.usage)))})")
+    s_prompt, p_prompt = _tokens(streamed, "prompt_tokens"), _tokens(plain, "prompt_tokens")
+    if s_prompt is not None and p_prompt is not None and s_prompt != p_prompt:
+        problems.append(f"streamed usage.prompt_tokens {s_prompt} differs from the non-streamed {p_prompt}: "
+                        "the two paths did not read the same prompt")
     return _join(problems, "streamed and non-streamed answers are equal")
+
+
+def sorted_values(calls: Sequence[CallLike]) -> list[Any]:
+    """Each call as (name, parsed arguments), in a canonical order (parallel calls in any order)."""
+    return sorted(([name, args] for name, args in parsed_calls(calls)), key=canonical)
 
 
 # -- the stream's own shape ------------------------------------------------------------------------
@@ -171,6 +221,14 @@ def check_stream_shape(shape: ShapeLike, completion_tokens: int | None, finish_r
                         "did not ask for it")
     elif shape.usage_chunks > 1:
         problems.append(f"{shape.usage_chunks} chunks carried usage (expected 1, after the last choice)")
+    if getattr(shape, "usage_before_finish", 0):
+        problems.append("usage came before the finish chunk (it counts the whole answer, so it comes after the "
+                        "last choice)")
+    if getattr(shape, "output_after_finish", 0):
+        problems.append(f"{shape.output_after_finish} chunk(s) carried content, reasoning or a tool call after the "
+                        "finish chunk")
+    if getattr(shape, "done", None) is False:
+        problems.append("the stream ended without 'data: [DONE]'")
     if completion_tokens is not None and shape.content_deltas > completion_tokens:
         problems.append(f"{shape.content_deltas} content deltas for {completion_tokens} completion tokens "
                         "(a delta carries at least one token)")
@@ -221,7 +279,8 @@ def parsed_calls(calls: Sequence[CallLike]) -> tuple[tuple[str, Any], ...]:
             out.append((c.name, json.loads(c.arguments) if c.arguments.strip() else {}))
         except json.JSONDecodeError:
             out.append((c.name, "invalid JSON: " + c.arguments))
-    return tuple(sorted(out, key=lambda x: json.dumps(x, sort_keys=True)))
+    # Sorted by the canonical form: 1 and 1.0 must not order two lists of the same calls differently.
+    return tuple(sorted(out, key=canonical))
 
 
 def check_same_answers(now: RecordedAnswer, earlier: Sequence[RecordedAnswer]) -> Verdict:
@@ -229,7 +288,7 @@ def check_same_answers(now: RecordedAnswer, earlier: Sequence[RecordedAnswer]) -
     another model or build behind the route answers differently, and it is shown with both answers."""
     for other in earlier:
         differs = [what for what, a, b in (("content", now.content, other.content),
-                                           ("tool calls", now.tool_calls, other.tool_calls),
+                                           ("tool calls", canonical(now.tool_calls), canonical(other.tool_calls)),
                                            ("finish_reason", now.finish_reason, other.finish_reason)) if a != b]
         if differs:
             how = "streamed" if other.streamed else "not streamed"
