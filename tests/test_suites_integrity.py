@@ -70,7 +70,7 @@ def test_conforming_server_passes_with_integrity_rows_everywhere(qualify_pytest)
 def test_stream_shape_faults_are_each_caught(qualify_pytest):
     profile = _profile(qualify_pytest.pytester.path, ["integrity", "finish"])
     faults = ("stream_two_finish", "stream_usage_unasked", "stream_usage_missing", "stream_tool_delta_bare",
-              "stream_char_deltas", "cut_call_tool_calls", "ignore_cache_salt")
+              "stream_char_deltas", "cut_call_tool_calls", "ignore_cache_salt", "stream_after_finish", "stream_no_done")
     result = qualify_pytest(profile=profile, faults=faults, suites=suite("finish", "integrity"))
     assert result.ret == 1
     failures = _failures(qualify_pytest)
@@ -80,6 +80,8 @@ def test_stream_shape_faults_are_each_caught(qualify_pytest):
     assert "no usage chunk although stream_options.include_usage asked for it" in stream  # usage_missing
     assert "the first delta of tool call 0 lacks id, type" in stream  # tool_delta_bare
     assert re.search(r"\d+ content deltas for \d+ completion tokens", stream)  # char_deltas
+    assert "1 chunk(s) carried content, reasoning or a tool call after the finish chunk" in stream  # after_finish
+    assert "the stream ended without 'data: [DONE]'" in stream  # no_done
     cut = _messages(failures, "test_cut_tool_call_says_length")
     assert "streamed: a tool call cut at max_tokens" in cut and "ended with finish_reason 'tool_calls', expected 'length'" in cut
     assert "not streamed: a tool call cut" not in cut  # the plain path ends 'length' as it must

@@ -38,6 +38,9 @@ SERVER_FAULTS = {
     "result_cache": "a repeated request (same body, any cache_salt) is answered at once from a response cache",
     "answer_swap_after": "=N: after N chat requests another model answers behind the route (visible content changes)",
     "pad_answer": "visible answers are padded with 1,000 trailing spaces",
+    "stream_after_finish": "a streamed answer's last content or argument piece comes after its finish chunk "
+                           "(a parser that flushes its buffer late)",
+    "stream_no_done": "a streamed answer ends without 'data: [DONE]' (a proxy that closes the stream early)",
 }
 
 

@@ -375,6 +375,9 @@ class Handler(BaseHTTPRequestHandler):
         pieces = list(content or "") if "stream_char_deltas" in faults else _pieces(content or "")
         if "stream_drops_tail" in faults and pieces:
             pieces = [x for x in pieces[:-1] + [pieces[-1][:-1]] if x]
+        late: list[dict[str, Any]] = []  # stream_after_finish: the last piece, held back
+        if "stream_after_finish" in faults and pieces and not calls:
+            late.append({"content": pieces.pop()})
         for piece in pieces:
             pause(CONTENT_PIECE_TOKENS)
             send([{"index": 0, "delta": {"content": piece}, "finish_reason": None}])
@@ -389,16 +392,24 @@ class Handler(BaseHTTPRequestHandler):
             if "tool_name_repeated_in_stream" in st.faults:  # declared in oracle_tools.FAULTS
                 send([{"index": 0, "delta": {"tool_calls": [{"index": i, "function": {"name": name}}]}, "finish_reason": None}])
             index = i + 1 if "stream_tool_index" in faults else i
-            for piece in _pieces(args):
+            arg_pieces = _pieces(args)
+            if "stream_after_finish" in faults and i == len(calls) - 1 and len(arg_pieces) > 1:
+                late.append({"tool_calls": [{"index": index, "function": {"arguments": arg_pieces.pop()}}]})
+            for piece in arg_pieces:
                 pause(CONTENT_PIECE_TOKENS)
                 send([{"index": 0, "delta": {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}, "finish_reason": None}])
         record()
         send([{"index": 0, "delta": {}, "finish_reason": finish}])
         if "stream_two_finish" in faults:
             send([{"index": 0, "delta": {}, "finish_reason": finish}])
+        for delta in late:
+            send([{"index": 0, "delta": delta, "finish_reason": None}])
         asked = bool((body.get("stream_options") or {}).get("include_usage"))
         if (asked and "stream_usage_missing" not in faults) or (not asked and "stream_usage_unasked" in faults):
             send([], {"usage": usage})
+        if "stream_no_done" in faults:
+            self.close_connection = True  # the body ends with the connection: no [DONE]
+            return
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
 
