@@ -47,7 +47,9 @@ def test_conforming_server_passes_with_integrity_rows_everywhere(qualify_pytest)
     profile = _profile(qualify_pytest.pytester.path, ["integrity", "finish", "tools"])
     result = qualify_pytest(profile=profile, repeat=2, suites=suite("finish", "integrity", "tools"))
     assert result.ret == 0, result.stdout.str()[-3000:]
-    result.stdout.fnmatch_lines([f"{TITLE}*| 32/32, 2/2 repetitions", "*QUALIFICATION: PASS*"])
+    result.stdout.fnmatch_lines([f"{TITLE}*| 32/32, 2/2 repetitions",
+                                 "Integrity: sampled answers held to the end of the run*answers to 6 sampled requests, "
+                                 "all equal*", "*QUALIFICATION: PASS*"])
     summary = qualify_pytest.summary()
     (row,) = [r for r in summary["gate"] if r["module"] == "integrity"]
     assert row["ok"] and row["items"] == 32 and row["title"] == TITLE
@@ -106,6 +108,10 @@ def test_answer_faults_are_each_caught(qualify_pytest):
     assert "characters is longer than the finish band [1, 400]: padded" in stream  # pad_answer
     held = failures["test_answer_held_through_run[rep2of2-finish-planet]"]
     assert "content changed: now 'JUPITER" in held and "'Jupiter" in held  # answer_swap_after
+    # ... and the journal, held once more at the end of the run, names the first later answer that
+    # differs (here the first streamed one, cut short by stream_drops_tail).
+    reasons = "\n".join(qualify_pytest.summary()["verdict"]["reasons"])
+    assert "Integrity: sampled answers held to the end of the run: test_finish_state[rep1of2-planet-streamed]" in reasons
     # The band is checked inside the module too, on its plain answers as well as its streamed ones.
     assert "length band: visible answer of 1007 characters" in failures["test_finish_state[rep1of2-planet-plain]"]
 

@@ -16,9 +16,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_qualify.graders.integrity import RecordedAnswer
+from pytest_qualify.gate.slo import CheckRow
+from pytest_qualify.graders.integrity import RecordedAnswer, check_same_answers
 
 JOURNAL_FILE = "answers.jsonl"
+# The integrity module's test that holds an answer to the run's others: its requests are the
+# sampled ones the whole journal is held to at the end of the run.
+HELD_TEST = "test_answer_held_through_run["
+HELD_TITLE = "Integrity: sampled answers held to the end of the run"
 # Fields two honest asks of the same request may differ in.
 NOT_IN_KEY = frozenset({"cache_salt", "stream", "stream_options", "timeout_s", "prompt_tokens_hint"})
 
@@ -38,21 +43,45 @@ def append(run_dir: Path, key: str, answer: RecordedAnswer) -> None:
         fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def answers_to(run_dir: Path, key: str) -> list[RecordedAnswer]:
-    """The journal's answers to this request, oldest first."""
+def _lines(run_dir: Path) -> list[dict[str, Any]]:
     path = run_dir / JOURNAL_FILE
     if not path.exists():
         return []
-    out = []
     with open(path, encoding="utf-8") as fh:
         fcntl.flock(fh, fcntl.LOCK_SH)
         lines = fh.readlines()
         fcntl.flock(fh, fcntl.LOCK_UN)
+    out = []
     for line in lines:
         try:
-            data = json.loads(line)
+            out.append(json.loads(line))
         except json.JSONDecodeError:
             continue  # a line cut by a killed worker judges nothing
-        if data.get("key") == key:
-            out.append(RecordedAnswer.from_dict(data))
     return out
+
+
+def answers_to(run_dir: Path, key: str) -> list[RecordedAnswer]:
+    """The journal's answers to this request, oldest first."""
+    return [RecordedAnswer.from_dict(d) for d in _lines(run_dir) if d.get("key") == key]
+
+
+def held_to_the_end(run_dir: Path) -> CheckRow | None:
+    """The integrity module's sampled requests, held once more when the run is over: every answer
+    the journal has to each of them, also those asked after the integrity module ran (the tools
+    and reasoning modules come after it, and so does a model swapped in behind the route late in
+    the run), equals the first. None when the integrity module held no answer (not in the run)."""
+    lines = _lines(run_dir)
+    keys = list(dict.fromkeys(d["key"] for d in lines if str(d.get("test", "")).startswith(HELD_TEST)))
+    if not keys:
+        return None
+    answers = 0
+    for key in keys:
+        asked = [RecordedAnswer.from_dict(d) for d in lines if d.get("key") == key]
+        answers += len(asked)
+        for n, later in enumerate(asked[1:], start=1):
+            verdict = check_same_answers(later, asked[:1])
+            if not verdict.ok:
+                return CheckRow(HELD_TITLE, f"{later.test}: answer {n + 1} of {len(asked)} differs", "all equal",
+                                False, f"{HELD_TITLE}: {later.test} (answer {n + 1} of {len(asked)} to the same "
+                                       f"request): {verdict.reason}")
+    return CheckRow(HELD_TITLE, f"{answers} answers to {len(keys)} sampled requests, all equal", "all equal", True)

@@ -70,8 +70,16 @@ def run_record(
         stage=stage_run.stage if stage_run is not None else None,
         problems=tuple(problems), incomplete=tuple(incomplete), target_unavailable=bool(state.startup_error),
         waivers=ev.waivers, slo=state.profile.slo, facts=facts, baseline=baseline,
-        answers_void=tuple(answers_void),
+        answers_void=tuple(answers_void), checks=_journal_checks(run_dir),
     )
+
+
+def _journal_checks(run_dir: Any) -> tuple[Any, ...]:
+    """The answer journal's run-end row (integrity, TEST01), when the integrity module held answers."""
+    from pytest_qualify.evidence.answers import held_to_the_end
+
+    row = held_to_the_end(run_dir) if run_dir is not None and run_dir.is_dir() else None
+    return (row,) if row is not None else ()
 
 
 def conclude(
