@@ -502,8 +502,10 @@ def _watch_for_done(stream: Any) -> Callable[[], bool | None]:
     if events is None or not callable(events):
         return lambda: None
     seen: list[bool] = []
+    used: list[bool] = []  # the SDK read its events through the watch (else nothing is judged)
 
     def watched() -> Iterator[Any]:
+        used.append(True)
         for sse in events():
             if str(getattr(sse, "data", "")).startswith("[DONE]"):
                 seen.append(True)
@@ -513,7 +515,7 @@ def _watch_for_done(stream: Any) -> Callable[[], bool | None]:
         stream._iter_events = watched
     except Exception:  # noqa: BLE001 - a stream we cannot watch is read as it is
         return lambda: None
-    return lambda: bool(seen)
+    return lambda: bool(seen) if used else None
 
 
 def _chunks_with_idle_limit(stream: Any, idle_s: float, deadline: float, t0: float,
