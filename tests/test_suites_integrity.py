@@ -9,10 +9,13 @@ assertion reads the reason its rule gives."""
 from __future__ import annotations
 
 import re
+import xml.etree.ElementTree as ET
 import time
 from pathlib import Path
 
 import pytest
+
+from pytest_qualify.evidence.answers import HELD_TITLE
 
 from .helpers import QualifyPytest, suite, write_profile
 
@@ -54,8 +57,16 @@ def test_conforming_server_passes_with_integrity_rows_everywhere(qualify_pytest)
     (row,) = [r for r in summary["gate"] if r["module"] == "integrity"]
     assert row["ok"] and row["items"] == 32 and row["title"] == TITLE
     run_dir = qualify_pytest.run_dir()
-    assert TITLE in (run_dir / "report.md").read_text()
+    report = (run_dir / "report.md").read_text()
+    assert TITLE in report
     assert "answers.jsonl" in (run_dir / "SHA256SUMS").read_text()
+    # The run-end row is evidence whether it passed or failed: summary.json, report.md, JUnit.
+    (held_row,) = summary["checks"]
+    assert held_row["title"] == HELD_TITLE and held_row["ok"] and "6 sampled requests" in held_row["measured"]
+    assert f"| {HELD_TITLE} | {held_row['measured']} (all equal) |" in report
+    suite_props = {p.get("name"): p.get("value")
+                   for p in ET.parse(qualify_pytest.junit).getroot().iter("property")}
+    assert suite_props[f"check_{HELD_TITLE}"].startswith("ok: ")
     cases = qualify_pytest.cases()
     held = [c for name, c in cases.items() if "test_answer_held_through_run[rep2of2-finish-planet]" in name]
     props = {p.get("name"): p.get("value") for p in held[0].iter("property")}
@@ -110,8 +121,13 @@ def test_answer_faults_are_each_caught(qualify_pytest):
     assert "content changed: now 'JUPITER" in held and "'Jupiter" in held  # answer_swap_after
     # ... and the journal, held once more at the end of the run, names the first later answer that
     # differs (here the first streamed one, cut short by stream_drops_tail).
-    reasons = "\n".join(qualify_pytest.summary()["verdict"]["reasons"])
+    summary = qualify_pytest.summary()
+    reasons = "\n".join(summary["verdict"]["reasons"])
     assert "Integrity: sampled answers held to the end of the run: test_finish_state[rep1of2-planet-streamed]" in reasons
+    (held_row,) = summary["checks"]
+    assert not held_row["ok"] and "differs" in held_row["measured"]
+    assert f"| {HELD_TITLE} | {held_row['measured']} (all equal) — **FAIL** |" in (qualify_pytest.run_dir()
+                                                                                 / "report.md").read_text()
     # The band is checked inside the module too, on its plain answers as well as its streamed ones.
     assert "length band: visible answer of 1007 characters" in failures["test_finish_state[rep1of2-planet-plain]"]
 

@@ -96,6 +96,8 @@ def suite_properties(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
         props.append((f"{kind}_failures", str(sum(k[kind] for _, k in kinds))))
     props += [(f"failures_by_kind_{module}", f"format={k['format']} fact={k['fact']} other={k['other']}")
               for module, k in kinds if any(k.values())]
+    props += [(f"check_{c['title']}", f"{'ok' if c['ok'] else 'FAIL'}: {c['measured'] or 'not measured'} ({c['limit']})")
+              for c in summary.get("checks") or ()]
     props += stage_properties(summary)
     return props
 

@@ -164,6 +164,8 @@ def render(s: Mapping[str, Any]) -> str:
     gate_rows = [(g["title"], g["result"] + ("" if g["ok"] else " — **FAIL**")) for g in s["gate"]]
     gate_rows += [(r["title"], f"{r['measured_text'] or 'not measured'} (limit {r['limit_text']})"
                    + ("" if r["ok"] else " — **FAIL**")) for r in s.get("slo") or []]
+    gate_rows += [(c["title"], f"{c['measured'] or 'not measured'} ({c['limit']})"
+                   + ("" if c["ok"] else " — **FAIL**")) for c in s.get("checks") or []]
     out += table(("Gate", "Result"), gate_rows)
     out.append("")
     out += _failure_kinds(s)

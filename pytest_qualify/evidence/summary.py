@@ -203,6 +203,15 @@ def gate_section(verdict: GateVerdict) -> list[dict[str, Any]]:
             for r in verdict.rows]
 
 
+def checks_section(verdict: GateVerdict, slo: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The gate's run-level rows that are neither a module nor an SLO (the SLO rows have their own
+    section): today the integrity module's run-end row, every sampled answer held to the end of the
+    run. Written whether they passed or failed, so the evidence shows the row was decided."""
+    slo_titles = {row["title"] for row in slo}
+    return [{"title": c.title, "measured": c.measured, "limit": c.limit, "ok": c.ok, "reason": c.reason}
+            for c in getattr(verdict, "checks", ()) if c.title not in slo_titles]
+
+
 def verdict_section(verdict: GateVerdict) -> dict[str, Any]:
     def brief(r: Any) -> dict[str, Any]:
         return {"nodeid": r.nodeid, "module": r.module, "item": r.item, "repetition": r.repetition,
@@ -317,6 +326,7 @@ def render_summary(
         "artifacts": dict(artifacts),
         "stats": stats_section(items, titles),
         "slo": [dict(row) for row in slo],
+        "checks": checks_section(verdict, slo),
         "items": items,
         **extra,
     }
