@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 import uuid
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -434,6 +435,17 @@ def steered_run(server: Served, cwd: Path, profile: str | Path, *args: str, faul
         return finish(run, server.env, proc, timeout_s=timeout_s)
     finally:
         proxy.stop()
+
+
+def probe(url: str, out: Path) -> tuple[dict[str, Any], str]:
+    """``python -m pytest_qualify init --endpoint URL --out OUT`` as an operator runs it: the written
+    profile (valid, parsed) and its text, whose comments say what was probed and how."""
+    run = subprocess.run([sys.executable, "-m", "pytest_qualify", "init", "--endpoint", url, "--out", str(out)],
+                         capture_output=True, text=True, timeout=1200)
+    assert run.returncode == 0, run.stdout + run.stderr
+    load_profile(str(out))  # valid
+    text = out.read_text()
+    return tomllib.loads(text), text
 
 
 # A /proc scan per poll: look a little less often than the fake server's tests do.

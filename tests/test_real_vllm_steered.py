@@ -37,8 +37,8 @@ import pytest
 
 from pytest_qualify.hooks.collection import suites_dir
 from pytest_qualify.reference.steer import STEER_LOG, incomplete_reasons
-from .real_vllm import (Run, Served, finish, items, one_item, profile_copy, require_vllm, served, start, steered_run,
-                        summary)
+from .real_vllm import (Run, Served, finish, items, one_item, probe, profile_copy, require_vllm, served, start,
+                        steered_run, summary)
 
 pytestmark = pytest.mark.real_vllm
 
@@ -218,3 +218,28 @@ def test_server_log_has_no_error(run_262k: Run, server_262k: Served):
     log = server_262k.spec.log_path.read_text(errors="replace")
     assert '" 500 Internal Server Error' not in log
     assert "EngineDeadError" not in log and "Traceback" not in log
+
+
+def test_init_probes_the_262k_flags(server_262k: Served, run_262k: Run, tmp_path: Path):
+    # ``python -m pytest_qualify init`` against the recipe's server, last (its probes, a media refusal
+    # among them, are not in the log test_server_log_has_no_error judged above).
+    env = server_262k.env
+    p, text = probe(server_262k.base_url, tmp_path / "probed.toml")
+    # --served-model-name, --model, --max-model-len 262144
+    assert p["deployment"]["served_name"] == "agents-a1-fp8-mm-262k"
+    assert p["deployment"]["model"] == str(env.model_dir)
+    assert p["limits"]["window_tokens"] == WINDOW_262K
+    assert [(lane["name"], lane["prompt_tokens"]) for lane in p["limits"]["lanes"]] == \
+        [(lane.name, lane.prompt_tokens) for lane in env.profile.limits.lanes]
+    assert p["deployment"]["engine"].startswith("vLLM 0.")
+    # --enable-auto-tool-choice --tool-call-parser qwen3_coder: auto accepted (a random model rarely calls)
+    assert "tools" in p["modules"]["required"] and "tool_choice auto accepted (HTTP 200)" in text
+    # --default-chat-template-kwargs '{"enable_thinking": false}': off by default; vLLM 0.32.0 honours a
+    # caller's enable_thinking=true (docs/real-vllm.md), and --reasoning-parser qwen3 splits it out.
+    assert p["thinking"]["enabled"] is False
+    assert p["thinking"]["overridable"] is True
+    assert "reasoning came back in its own field" in text
+    # --enable-prompt-tokens-details (+ --enable-prefix-caching)
+    assert "cached_tokens reported" in text
+    # A text-only model: --limit-mm-per-prompt has nothing to admit, and the refusal says so.
+    assert p["limits"]["images_per_request"] == 0 and p["limits"]["videos_per_request"] == 0
