@@ -21,8 +21,10 @@ What CI runs, and why in this shape (each vLLM start costs minutes of the CI bud
   and the bracket is the window's edge). This replaces the unsteered ``262k-cpu`` launch-mode test,
   whose checks on the same server (recipe flags, identity, lanes sized by the real ``/tokenize``,
   zero cached tokens, the refusal above 262,144, liveness, a clean server log) are made here.
-- **media** (``test_real_vllm_steered_media.py``, a module of its own so that this module's vLLM is
-  gone before that one starts).
+- **init** (``python -m pytest_qualify init``) probes the same server last: the probed values must
+  equal the recipe's flags.
+- **media**: ``test_real_vllm_media.py`` steers ``mm-cpu-steered`` through the media model's server
+  (a module of its own, so that this module's vLLM is gone before that one starts).
 
 ``tiny-qwen3-steered`` (the same text modules on a 16,384-token window, 6–11 min) is the quick
 profile for development; in CI the 262k server runs every one of its modules.
