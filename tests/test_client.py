@@ -100,10 +100,21 @@ def test_keep_alive_comments_are_not_progress(monkeypatch):
     assert "stream idle for 0.4 s after 2 chunks" in str(err.value) and time.perf_counter() - t0 < 2.5
 
 
-def test_a_role_chunk_before_the_prefill_does_not_start_the_idle_clock(monkeypatch):
-    # The role sent at once, then a prefill longer than the idle limit: the request budget governs.
+def test_silence_after_the_role_chunk_is_a_stall(monkeypatch):
+    # vLLM sends the role with the first token (after the prefill): silence after it is a stalled
+    # decode, caught by the idle limit, not by the request budget.
     monkeypatch.setattr("pytest_qualify.client.endpoint.DEFAULT_STREAM_IDLE_S", 0.3)
-    client = _sse_client([(0, ROLE), (0.8, TOKEN), (0, FINISH), (0, USAGE), (0, DONE)])
+    client = _sse_client([(0, ROLE), (5.0, TOKEN), (0, FINISH), (0, USAGE), (0, DONE)])
+    t0 = time.perf_counter()
+    with pytest.raises(StreamIdle) as err:
+        client.chat([{"role": "user", "content": "q"}], stream=True)
+    assert "stream idle for 0.3 s after 1 chunks" in str(err.value) and time.perf_counter() - t0 < 2.5
+
+
+def test_a_prefill_longer_than_the_idle_limit_is_not_a_stall(monkeypatch):
+    # Nothing before the first chunk (vLLM's prefill): the request budget governs, not the idle limit.
+    monkeypatch.setattr("pytest_qualify.client.endpoint.DEFAULT_STREAM_IDLE_S", 0.3)
+    client = _sse_client([(0.8, ROLE), (0, TOKEN), (0, FINISH), (0, USAGE), (0, DONE)])
     answer = client.chat([{"role": "user", "content": "q"}], stream=True)
     assert answer.content == "Jupiter" and answer.stream.done is True
     assert answer.stream.output_after_finish == 0 and answer.stream.usage_before_finish == 0

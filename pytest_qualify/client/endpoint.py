@@ -420,7 +420,7 @@ class QualifyClient:
         usage: dict[str, Any] = {}
         counts = {"content": 0, "finish": 0, "usage": 0, "after_finish": 0, "usage_early": 0}
         idle_s = self.stream_idle_s
-        for data in _chunks_with_idle_limit(stream, idle_s, deadline, t0, started=_carries_output):
+        for data in _chunks_with_idle_limit(stream, idle_s, deadline, t0):
             choices = data.get("choices") or []
             visible = False
             output = False
@@ -483,17 +483,6 @@ class QualifyClient:
         )
 
 
-def _carries_output(chunk: Mapping[str, Any]) -> bool:
-    """A chunk with generated output (content, reasoning, a tool call) or a finish reason: what
-    only comes once the prefill is done. A bare role chunk may come before it (a router that
-    answers the headers and the role at once), so it does not start the idle clock."""
-    for choice in chunk.get("choices") or []:
-        delta = choice.get("delta") or {}
-        if delta.get("content") or _reasoning_of(delta) or delta.get("tool_calls") or choice.get("finish_reason"):
-            return True
-    return bool(chunk.get("usage"))
-
-
 def _watch_for_done(stream: Any) -> Callable[[], bool | None]:
     """Whether the stream ended with ``data: [DONE]``: the SDK ends its iteration on it and on a
     closed connection alike, so its events are watched as they pass. None when this SDK's stream
@@ -518,17 +507,18 @@ def _watch_for_done(stream: Any) -> Callable[[], bool | None]:
     return lambda: bool(seen) if used else None
 
 
-def _chunks_with_idle_limit(stream: Any, idle_s: float, deadline: float, t0: float,
-                            started: Callable[[Mapping[str, Any]], bool] = lambda chunk: True,
-                            ) -> Iterator[dict[str, Any]]:
+def _chunks_with_idle_limit(stream: Any, idle_s: float, deadline: float, t0: float) -> Iterator[dict[str, Any]]:
     """The stream's chunks as dicts, read by a helper thread so that silence can be timed.
 
     httpx's read timeout is one number for every read, and the first read legitimately waits for
     the whole prefill (minutes on a long lane); after the first token a healthy server sends
-    tokens every few hundred milliseconds. So the request budget governs until the first chunk
-    that ``started`` accepts (the first with output) and ``idle_s`` after it; either limit closes
-    the connection and raises at once. SSE comments (``: keep-alive``) are not chunks: a server
-    that sends only those has stopped answering, and is idle."""
+    tokens every few hundred milliseconds. So the request budget governs until the first chunk,
+    and ``idle_s`` after it; either limit closes the connection and raises at once. Any chunk
+    starts the clock, a bare role chunk too: vLLM sends the role with the first token, after the
+    prefill (its chat stream generator answers the first engine output with it), so silence after
+    any chunk is a stalled decode. A router that sent the role before the prefill would need a
+    ``stream_idle_s`` above its prefill time. SSE comments (``: keep-alive``) are not chunks: a
+    server that sends only those has stopped answering, and is idle."""
     items: queue.Queue[tuple[str, Any]] = queue.Queue()
 
     def read() -> None:
@@ -541,7 +531,7 @@ def _chunks_with_idle_limit(stream: Any, idle_s: float, deadline: float, t0: flo
 
     threading.Thread(target=read, name="qualify-stream-reader", daemon=True).start()
     received = 0
-    running = False  # the idle clock: on from the first chunk with output
+    running = False  # the idle clock: on from the first chunk
     last = time.perf_counter()
     while True:
         now = time.perf_counter()
@@ -562,7 +552,7 @@ def _chunks_with_idle_limit(stream: Any, idle_s: float, deadline: float, t0: flo
             raise value
         received += 1
         last = time.perf_counter()
-        running = running or started(value)
+        running = True
         yield value
 
 
