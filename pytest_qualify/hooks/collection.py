@@ -88,7 +88,11 @@ class Collection:
             params = item.callspec.params if hasattr(item, "callspec") else {}
             lane = params.get("lane")
             lane_name = None if lane is None else lane.name if isinstance(lane, Lane) else str(lane)
-            if not stage_of(state).stage.selects(module, lane_name):
+            stage = stage_of(state).stage
+            # An item that holds another module's answers is generated only where that module runs:
+            # dropped with the profile's selection, not a deselection of the user's.
+            reads = item.get_closest_marker("qualify_reads")
+            if not all(stage.selects(m, lane_name) for m in (module, *(reads.args if reads else ()))):
                 if module not in state.profile.required_modules:
                     state.deselected_modules.add(module)
                 drop.append(item)
