@@ -176,4 +176,7 @@ def test_result_cache_and_stall_are_caught_and_the_run_goes_on(qualify_pytest, m
         if m:
             assert float(m.group(1)) < 2 + 5, line
     assert elapsed < 120
-    result.stdout.fnmatch_lines(["*4 failed, 3 passed, 15 deselected*"])
+    # pytest's count also holds the timed re-ask the profile dropped (no context module here); the
+    # verdict counts only the selection's 15.
+    result.stdout.fnmatch_lines(["*4 failed, 3 passed, 16 deselected*",
+                                 "QUALIFICATION: FAIL (exit 1): partial run: 15 protocol items deselected*"])
