@@ -104,11 +104,14 @@ class Collection:
             if lane_name is not None:
                 item.user_properties.append(("lane", lane_name))
             keep.append(item)
+        # Last: an item that holds another module's answers finds them already asked (under xdist
+        # as well, since items are handed out in this order), so it rarely asks for them itself.
+        keep.sort(key=lambda item: item.get_closest_marker("qualify_reads") is not None)
         if drop:
             for item in drop:
                 item.stash[PROFILE_DESELECTED] = True
             config.hook.pytest_deselected(items=drop)
-            items[:] = keep
+        items[:] = keep
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
         if not items:
