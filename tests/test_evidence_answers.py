@@ -85,6 +85,13 @@ def test_a_timed_answer_held_to_its_re_ask_is_counted_apart(tmp_path):
     assert row.ok and row.measured == "3 answers to 1 sampled requests and 1 timed context-lane requests, all equal"
 
 
+def test_a_run_with_only_timed_requests_says_so(tmp_path):
+    # -k "context or timed_answer": the integrity module's samples did not run.
+    append(tmp_path, LANE, RecordedAnswer("test_context_retrieval[1K-rep1of1]", True, "4417", (), "stop"))
+    append(tmp_path, LANE, RecordedAnswer("test_timed_answer_held[1K-rep1of1]", False, "4417", (), "stop"))
+    assert held_to_the_end(tmp_path).measured == "2 answers to 1 timed context-lane requests, all equal"
+
+
 def test_a_timed_answer_that_differs_fails_the_row_with_both_answers(tmp_path):
     # Under xdist the re-ask may come first: the lane's answer is then the later one, held to it.
     append(tmp_path, LANE, RecordedAnswer("test_timed_answer_held[32K-rep1of1]", False, "4418", (), "stop"))

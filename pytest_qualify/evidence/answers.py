@@ -113,7 +113,6 @@ def held_to_the_end(run_dir: Path) -> CheckRow | None:
                         "module's timed answer to the same request is not in the run (its lane item did not run, "
                         "or asked another request)")
     sampled = len(keys) - len(timed)
-    text = f"{answers} answers to {sampled} sampled requests"
-    if timed:
-        text += f" and {len(timed)} timed context-lane requests"
-    return CheckRow(HELD_TITLE, text + ", all equal", "all equal", True)
+    held_to = [f"{sampled} sampled requests"] if sampled or not timed else []
+    held_to += [f"{len(timed)} timed context-lane requests"] if timed else []
+    return CheckRow(HELD_TITLE, f"{answers} answers to {' and '.join(held_to)}, all equal", "all equal", True)
