@@ -122,6 +122,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "qualify_module(id): the protocol-v3 module this test belongs to (see modules.toml)."
     )
+    config.addinivalue_line(
+        "markers", "qualify_reads(id): the test holds another module's answers: it runs only where that module "
+                   "runs (in the profile and the stage, at the test's lane).",
+    )
     settings = _settings(config)
     pm = config.pluginmanager
     # Without --qualify these two still serve: the suites stay inert, a protocol fixture explains itself.

@@ -65,6 +65,12 @@ class Limits:
         thinking model spends before it (the one budget rule, also what a lane must leave free)."""
         return self.answer_tokens + self.reasoning_headroom_tokens
 
+    @property
+    def smallest_lane(self) -> Lane:
+        """The lane of the fewest prompt tokens (the first such on a tie): the size of the integrity
+        module's cache probe, and the lane whose timed answer it re-asks (one rule, read by both)."""
+        return min(self.lanes, key=lambda lane: lane.prompt_tokens)
+
 
 @dataclass(frozen=True)
 class Thinking:

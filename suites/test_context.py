@@ -13,13 +13,10 @@ import pytest
 
 from pytest_qualify.checks import fail, require, sizing
 from pytest_qualify.graders.needle import grade_needle
-from pytest_qualify.tasks.haystack import Haystack, depth_for, haystack_seed, needle_spec, plan_haystack, size_to_tokens
+from pytest_qualify.tasks.haystack import lane_plan, size_lane
 from pytest_qualify.hooks import state_of
 
 pytestmark = pytest.mark.qualify_module("context")
-
-# A 240K-token lane is sized in at most this many /tokenize round trips.
-MAX_TOKENIZE_CALLS = 6
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -32,17 +29,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def test_context_retrieval(lane, qualify_client, qualify_ask, qualify_profile, qualify_run, qualify_record, qualify_repetition):
     where = f"{lane.name} lane, repetition {qualify_repetition}"
     limits = qualify_profile.limits
-    seed = haystack_seed(qualify_run.run_id, "context", lane.name, qualify_repetition)
-    plan = plan_haystack(seed, depth_for(limits.lanes.index(lane), qualify_repetition, needle_spec().depths))
+    # The integrity module rebuilds the smallest lane's request with the same two calls and asks it
+    # again (suites/test_integrity.py, test_timed_answer_held): change them together.
+    plan = lane_plan(qualify_run.run_id, [x.name for x in limits.lanes], lane.name, qualify_repetition)
     qualify_record.props(
-        haystack_seed=seed, needle_template=plan.template.id, needle_key=plan.target.key,
+        haystack_seed=plan.seed, needle_template=plan.template.id, needle_key=plan.target.key,
         needle_depth=plan.target.depth, distractors=len(plan.distractors),
     )
     tolerance = limits.lane_tolerance_tokens
     with sizing(where, "the lane"):
-        # Half the tolerance: the chat request may count a few template tokens more than /tokenize.
-        sized = size_to_tokens(Haystack(plan).build, qualify_client.count_chat_tokens, lane.prompt_tokens,
-                               tolerance=tolerance // 2, max_calls=MAX_TOKENIZE_CALLS)
+        sized = size_lane(plan, qualify_client.count_chat_tokens, lane.prompt_tokens, tolerance)
     qualify_record.props(tokenize_calls=sized.calls, sized_prompt_tokens=sized.tokens)
 
     answer = qualify_ask(sized.messages, stream=True, timeout_s=qualify_profile.timeouts.for_prompt(lane.prompt_tokens))

@@ -14,6 +14,9 @@ those modules ask them:
 
 And once per repetition, a prompt of the probe size asked fresh, fresh again with other text, then
 repeated under a fresh cache salt: no prefix-cache hit, and the repeat not markedly faster — TEST04.
+Also once per repetition, where the profile runs the context module: the smallest lane's timed
+request (the very one the context module streamed and measured) asked again without streaming, its
+answer equal to the timed one — TEST01 on the timing phase.
 Answers are compared whatever their finish state (that is the finish module's row).
 """
 
@@ -26,19 +29,29 @@ import pytest
 from pytest_qualify.checks import fail, require, sizing
 from pytest_qualify.graders import Verdict
 from pytest_qualify.client.endpoint import EndpointError
-from pytest_qualify.evidence.answers import answers_to
+from pytest_qualify.evidence.answers import answers_to, timed_answers
+from pytest_qualify.hooks import state_of
 from pytest_qualify.evidence.metrics import MetricsParseError, delta, parse
 from pytest_qualify.tasks.fixture_data import integrity_samples
 from pytest_qualify.graders.integrity import (
     RecordedAnswer, check_cut_call, check_length_band, check_no_result_cache, check_same_answers,
     check_stream_shape, compare_stream_plain, parsed_calls,
 )
-from pytest_qualify.tasks.haystack import Haystack, haystack_seed, plan_haystack, size_to_tokens
+from pytest_qualify.tasks.haystack import Haystack, haystack_seed, lane_plan, plan_haystack, size_lane, size_to_tokens
 
 pytestmark = pytest.mark.qualify_module("integrity")
 
 SAMPLES = integrity_samples()
 TOOL_SAMPLES = [s for s in SAMPLES if s.tool_turn]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # The timed re-ask holds the smallest context lane (the profile's rule, ``Limits.smallest_lane``);
+    # its ``qualify_reads("context")`` marker drops it where the context module does not run.
+    if "lane" in metafunc.fixturenames:
+        state = state_of(metafunc.config)
+        lanes = (state.profile.limits.smallest_lane,) if state is not None else ()
+        metafunc.parametrize("lane", lanes, ids=[lane.name for lane in lanes])
 
 
 def _usage_tokens(answer) -> int | None:
@@ -118,11 +131,56 @@ def test_answer_held_through_run(sample, qualify_ask, qualify_run, qualify_recor
     require(check_same_answers(now, earlier), where)
 
 
+@pytest.mark.qualify_reads("context")
+def test_timed_answer_held(lane, qualify_client, qualify_ask, qualify_profile, qualify_run, qualify_record,
+                           qualify_salt, qualify_repetition):
+    """TEST01 on the timing phase: the context module's timed answer (streamed, measured, graded by
+    its needle contract only) equals the same request's answer asked without streaming. A server
+    that answers long streamed prompts on another path (another model, another build behind the
+    route) gives itself away here even where both answers pass the needle grader."""
+    where = f"{lane.name} lane, repetition {qualify_repetition}"
+    limits = qualify_profile.limits
+    # The context module's own request, rebuilt: same seed, same sizing against the same counts.
+    plan = lane_plan(qualify_run.run_id, [x.name for x in limits.lanes], lane.name, qualify_repetition)
+    with sizing(where, "the lane"):
+        sized = size_lane(plan, qualify_client.count_chat_tokens, lane.prompt_tokens, limits.lane_tolerance_tokens)
+    messages = sized.messages
+    timeout_s = qualify_profile.timeouts.for_prompt(lane.prompt_tokens)
+    timed = timed_answers(qualify_run.run_dir, qualify_ask.key(messages))
+    if timed:
+        # The timed request's own cache salt: the re-ask is then the very same request but for
+        # streaming, and a prefix cache may serve its prompt (a 32K prefill is CPU minutes on a CPU
+        # vLLM; TEST01 is about the output, not the time). Safe for the lane's no-cache rule: the lane
+        # was asked, measured and its usage.cached_tokens judged before its answer reached the
+        # journal, and a prefix hit under this salt is this item's, never the lane's (under xdist a
+        # lane running meanwhile counts the server's hits as shared, and judges its own usage).
+        answer_of_lane, salt = timed[0]
+        earlier = [answer for answer, _ in timed]
+        source = answer_of_lane.test
+    else:
+        # The lane has not answered yet (another xdist worker), or is not in this run: ask it the
+        # timing path's way under this item's own fresh salt, so the lane (if it comes) keeps its own
+        # salt and its cold prefill; the run-end row holds the lane's answer when it comes, and says
+        # so when it never does.
+        salt = qualify_salt + "-timed"
+        own = qualify_ask(messages, check_finish=False, stream=True, cache_salt=salt, timeout_s=timeout_s)
+        earlier = [RecordedAnswer("this item's own stream", True, own.content, parsed_calls(own.tool_calls),
+                                  own.finish_reason)]
+        source = "this item's own stream (the lane's timed answer is held at the end of the run)"
+    qualify_record.props(haystack_seed=plan.seed, sized_prompt_tokens=sized.tokens, timed_answer_from=source)
+    answer = qualify_ask(messages, check_finish=False, cache_salt=salt, timeout_s=timeout_s)
+    now = RecordedAnswer("now", False, answer.content, parsed_calls(answer.tool_calls), answer.finish_reason)
+    verdict = check_same_answers(now, earlier)
+    if not verdict.ok:
+        verdict = Verdict.reject(f"the timed request asked again without streaming answers otherwise: {verdict.reason}")
+    require(verdict, where)
+
+
 def test_no_result_cache(qualify_client, qualify_ask, qualify_profile, qualify_run, qualify_record, qualify_repetition):
     where = f"repetition {qualify_repetition}"
     rules = qualify_profile.integrity
     limits = qualify_profile.limits
-    size = rules.cache_probe_tokens or min(lane.prompt_tokens for lane in limits.lanes)
+    size = rules.cache_probe_tokens or limits.smallest_lane.prompt_tokens
     prompts = []
     for name in ("a", "b"):
         plan = plan_haystack(haystack_seed(qualify_run.run_id, "integrity", name, qualify_repetition), 0.5)

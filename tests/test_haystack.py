@@ -16,10 +16,12 @@ from pytest_qualify.tasks.haystack import (
     SizingError,
     depth_for,
     haystack_seed,
+    lane_plan,
     needle_spec,
     pad_to_tokens,
     plan_haystack,
     render_messages,
+    size_lane,
     size_to_tokens,
 )
 from pytest_qualify.reference import tokenizer
@@ -123,6 +125,19 @@ def test_haystack_is_deterministic_per_seed_and_fresh_across_seeds():
 def test_repetitions_and_runs_get_different_seeds():
     seeds = {haystack_seed(run, "context", lane, rep) for run in ("r1", "r2") for lane in ("1K", "2K") for rep in (1, 2, 3)}
     assert len(seeds) == 12
+
+
+def test_a_lane_request_rebuilt_is_the_same_request():
+    # The integrity module re-asks a lane's timed request by building it again: same run, lane and
+    # repetition, same counts, same messages; another repetition is another haystack.
+    lanes = ["1K", "2K", "3K"]
+    first = size_lane(lane_plan("run-1", lanes, "1K", 2), tokenizer.count_chat, 1024, 32)
+    again = size_lane(lane_plan("run-1", lanes, "1K", 2), tokenizer.count_chat, 1024, 32)
+    assert first.messages == again.messages and first.calls == again.calls and abs(first.tokens - 1024) <= 16
+    plan = lane_plan("run-1", lanes, "2K", 3)
+    assert plan.seed == haystack_seed("run-1", "context", "2K", 3)
+    assert plan.target.depth == depth_for(1, 3, needle_spec().depths)
+    assert lane_plan("run-1", lanes, "1K", 3).seed != lane_plan("run-1", lanes, "1K", 2).seed
 
 
 def test_depths_are_swept_across_lanes_and_repetitions():

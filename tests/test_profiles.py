@@ -70,6 +70,13 @@ def test_missing_field_names_the_field(tmp_path):
         load_profile(str(path))
 
 
+def test_the_smallest_lane_is_read_from_the_profile():
+    # The integrity module's cache probe and its timed re-ask both use it.
+    assert load_profile("262k").limits.smallest_lane.name == "32K"
+    assert load_profile("small").limits.smallest_lane.prompt_tokens == min(
+        lane.prompt_tokens for lane in load_profile("small").limits.lanes)
+
+
 def test_lane_that_does_not_fit_the_window(tmp_path):
     path = _write(tmp_path, _small_text().replace("prompt_tokens = 3072", "prompt_tokens = 4000"))
     with pytest.raises(ProfileError, match=r"limits\.lanes\.2\.prompt_tokens.*exceeds the window"):

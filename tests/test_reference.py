@@ -81,3 +81,35 @@ def test_a_fault_switch_changes_what_it_names(server):
 def test_an_unknown_fault_is_refused_by_name():
     with pytest.raises(FaultError, match="unknown fault 'no_such_fault'"):
         Faults.parse(["no_such_fault"])
+
+
+
+def _lane_answer(messages, faults: tuple[str, ...], stream: bool) -> str:
+    from pytest_qualify.reference import oracle_context
+    from pytest_qualify.reference.oracle import ChatRequest, OracleContext
+
+    ctx = OracleContext(PROFILE, Faults.parse(faults))
+    return oracle_context.answer(ChatRequest({"messages": messages, "stream": stream}), ctx).content
+
+
+def test_the_same_context_request_is_answered_the_same_way_and_the_timed_fault_changes_only_the_plain_path():
+    # The integrity module asks a lane's timed request again and compares the answers: a conforming
+    # reference must give the same text each time (its formatting noise follows the question).
+    from pytest_qualify.reference import tokenizer
+    from pytest_qualify.reference.oracle_context import near_miss
+    from pytest_qualify.tasks.haystack import lane_plan, size_lane
+
+    lanes = PROFILE.limits.lanes
+    styles = set()
+    for run in ("run-a", "run-b", "run-c", "run-d"):
+        plan = lane_plan(run, [x.name for x in lanes], lanes[0].name, 1)
+        sized = size_lane(plan, tokenizer.count_chat, lanes[0].prompt_tokens, PROFILE.limits.lane_tolerance_tokens)
+        value = plan.target.value
+        timed = _lane_answer(sized.messages, (), stream=True)
+        assert value in timed
+        assert _lane_answer(sized.messages, (), stream=False) == timed == _lane_answer(sized.messages, (), stream=True)
+        styles.add(timed.replace(value, "{}"))
+        # The fault: the streamed (timed, graded) answer unchanged, the plain one a near miss.
+        assert _lane_answer(sized.messages, ("timed_answer_differs",), stream=True) == timed
+        assert _lane_answer(sized.messages, ("timed_answer_differs",), stream=False) == timed.replace(value, near_miss(value))
+    assert len(styles) > 1  # still varied across questions, so the grader is shown the noise

@@ -4,7 +4,8 @@ fault is caught by the integrity row (and, where the check is cheap, inside the 
 it breaks); a stalled stream fails its item within the idle limit and the run goes on.
 
 Four runs in all: several faults share a run when they break different rules, and each
-assertion reads the reason its rule gives."""
+assertion reads the reason its rule gives. The context module runs in two of them: the integrity
+module holds its timed answers (TEST01 on the timing phase)."""
 
 from __future__ import annotations
 
@@ -47,15 +48,15 @@ def _messages(failures: dict[str, str], test: str) -> str:
 
 
 def test_conforming_server_passes_with_integrity_rows_everywhere(qualify_pytest):
-    profile = _profile(qualify_pytest.pytester.path, ["integrity", "finish", "tools"])
-    result = qualify_pytest(profile=profile, repeat=2, suites=suite("finish", "integrity", "tools"))
+    profile = _profile(qualify_pytest.pytester.path, ["integrity", "finish", "tools", "context"])
+    result = qualify_pytest(profile=profile, repeat=2, suites=suite("context", "finish", "integrity", "tools"))
     assert result.ret == 0, result.stdout.str()[-3000:]
-    result.stdout.fnmatch_lines([f"{TITLE}*| 32/32, 2/2 repetitions",
-                                 "Integrity: sampled answers held to the end of the run*answers to 6 sampled requests, "
-                                 "all equal*", "*QUALIFICATION: PASS*"])
+    result.stdout.fnmatch_lines([f"{TITLE}*| 34/34, 2/2 repetitions",
+                                 "Integrity: sampled answers held to the end of the run*answers to 6 sampled requests "
+                                 "and 2 timed context-lane requests, all equal*", "*QUALIFICATION: PASS*"])
     summary = qualify_pytest.summary()
     (row,) = [r for r in summary["gate"] if r["module"] == "integrity"]
-    assert row["ok"] and row["items"] == 32 and row["title"] == TITLE
+    assert row["ok"] and row["items"] == 34 and row["title"] == TITLE
     run_dir = qualify_pytest.run_dir()
     report = (run_dir / "report.md").read_text()
     assert TITLE in report
@@ -72,6 +73,13 @@ def test_conforming_server_passes_with_integrity_rows_everywhere(qualify_pytest)
     props = {p.get("name"): p.get("value") for p in held[0].iter("property")}
     # rep 2 holds the answer to rep 1's and the finish module's answers to the same request.
     assert props["qualify_module"] == "integrity" and int(props["earlier_answers"]) >= 7
+    # Each repetition's smallest lane (1K) re-asked under the lane's own salt: the prefix cache served it.
+    for rep in (1, 2):
+        timed = [c for name, c in cases.items() if f"test_timed_answer_held[1K-rep{rep}of2]" in name
+                 or f"test_timed_answer_held[rep{rep}of2-1K]" in name][0]
+        props = {p.get("name"): p.get("value") for p in timed.iter("property")}
+        assert props["timed_answer_from"] == f"test_context_retrieval[1K-rep{rep}of2]", props
+        assert int(props["cached_tokens"]) > 0 and props["lane"] == "1K"
     cache = [c for name, c in cases.items() if "test_no_result_cache[rep1of2]" in name][0]
     props = {p.get("name"): p.get("value") for p in cache.iter("property")}
     assert props["probe_tokens"] == "1024" and float(props["repeat_ratio"]) > 0
@@ -81,10 +89,11 @@ def test_conforming_server_passes_with_integrity_rows_everywhere(qualify_pytest)
 
 
 def test_stream_shape_faults_are_each_caught(qualify_pytest):
-    profile = _profile(qualify_pytest.pytester.path, ["integrity", "finish"])
+    profile = _profile(qualify_pytest.pytester.path, ["integrity", "finish", "context"])
     faults = ("stream_two_finish", "stream_usage_unasked", "stream_usage_missing", "stream_tool_delta_bare",
-              "stream_char_deltas", "cut_call_tool_calls", "ignore_cache_salt", "stream_after_finish", "stream_no_done")
-    result = qualify_pytest(profile=profile, faults=faults, suites=suite("finish", "integrity"))
+              "stream_char_deltas", "cut_call_tool_calls", "ignore_cache_salt", "stream_after_finish", "stream_no_done",
+              "timed_answer_differs")
+    result = qualify_pytest(profile=profile, faults=faults, suites=suite("context", "finish", "integrity"))
     assert result.ret == 1
     failures = _failures(qualify_pytest)
     stream = _messages(failures, "test_stream_matches_plain")
@@ -99,6 +108,18 @@ def test_stream_shape_faults_are_each_caught(qualify_pytest):
     assert "streamed: a tool call cut at max_tokens" in cut and "ended with finish_reason 'tool_calls', expected 'length'" in cut
     assert "not streamed: a tool call cut" not in cut  # the plain path ends 'length' as it must
     assert "cached prompt tokens under a fresh cache_salt" in _messages(failures, "test_no_result_cache")
+    # timed_answer_differs: the lane's timed answer (streamed, right) against its plain re-ask (a near
+    # miss), both shown; the context grader saw only the right one. The run-end row holds it too.
+    timed = failures["test_timed_answer_held[1K-rep1of1]"]
+    m = re.search(r"1K lane, repetition 1: the timed request asked again without streaming answers otherwise: "
+                  r"content changed: now '(.*)' \(calls \[\], finish 'stop'\); earlier in this run, "
+                  r"test_context_retrieval\[1K-rep1of1\] \(streamed\): '(.*)' \(calls", timed)
+    assert m, timed
+    from pytest_qualify.reference.oracle_context import near_miss
+    value = re.search(r"[A-Z]{3}-\d{4}|\d{7}", m.group(2)).group(0)
+    assert m.group(1) == m.group(2).replace(value, near_miss(value))
+    reasons = "\n".join(qualify_pytest.summary()["verdict"]["reasons"])
+    assert f"{HELD_TITLE}: test_timed_answer_held[1K-rep1of1] (answer 2 of 2" in reasons
     # The cheap checks inside the streaming module catch the same breaches on its own items.
     finish = _messages(failures, "test_finish_state")
     assert "stream contract: 2 chunks carried a finish_reason" in finish
@@ -155,4 +176,7 @@ def test_result_cache_and_stall_are_caught_and_the_run_goes_on(qualify_pytest, m
         if m:
             assert float(m.group(1)) < 2 + 5, line
     assert elapsed < 120
-    result.stdout.fnmatch_lines(["*4 failed, 3 passed, 15 deselected*"])
+    # pytest's count also holds the timed re-ask the profile dropped (no context module here); the
+    # verdict counts only the selection's 15.
+    result.stdout.fnmatch_lines(["*4 failed, 3 passed, 16 deselected*",
+                                 "QUALIFICATION: FAIL (exit 1): partial run: 15 protocol items deselected*"])

@@ -24,6 +24,10 @@ JOURNAL_FILE = "answers.jsonl"
 # sampled ones the whole journal is held to at the end of the run.
 HELD_TEST = "test_answer_held_through_run["
 HELD_TITLE = "Integrity: sampled answers held to the end of the run"
+# The integrity module's re-ask of a context lane's timed request (TEST01 on the timing phase), and
+# the context module's test whose streamed answers are the timed ones.
+TIMED_TEST = "test_timed_answer_held["
+CONTEXT_TEST = "test_context_retrieval["
 # Fields two honest asks of the same request may differ in.
 NOT_IN_KEY = frozenset({"cache_salt", "stream", "stream_options", "timeout_s", "prompt_tokens_hint"})
 
@@ -34,8 +38,11 @@ def request_key(messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any]
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
-def append(run_dir: Path, key: str, answer: RecordedAnswer) -> None:
-    line = json.dumps({"key": key, **answer.as_dict()}, ensure_ascii=False, default=str)
+def append(run_dir: Path, key: str, answer: RecordedAnswer, salt: str | None = None) -> None:
+    """``salt``: the request's cache salt, kept so a later ask can be the very same request (the
+    timed re-ask); never part of the key."""
+    fields = {"key": key, **answer.as_dict(), **({"salt": salt} if salt is not None else {})}
+    line = json.dumps(fields, ensure_ascii=False, default=str)
     with open(run_dir / JOURNAL_FILE, "a", encoding="utf-8") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         fh.write(line + "\n")
@@ -65,15 +72,29 @@ def answers_to(run_dir: Path, key: str) -> list[RecordedAnswer]:
     return [RecordedAnswer.from_dict(d) for d in _lines(run_dir) if d.get("key") == key]
 
 
+def timed_answers(run_dir: Path, key: str) -> list[tuple[RecordedAnswer, str | None]]:
+    """The context module's answers to this request (its timed, streamed ones), oldest first, each
+    with the cache salt it was asked under."""
+    return [(RecordedAnswer.from_dict(d), d.get("salt")) for d in _lines(run_dir)
+            if d.get("key") == key and str(d.get("test", "")).startswith(CONTEXT_TEST)]
+
+
 def held_to_the_end(run_dir: Path) -> CheckRow | None:
     """The integrity module's sampled requests, held once more when the run is over: every answer
     the journal has to each of them, also those asked after the integrity module ran (the tools
     and reasoning modules come after it, and so does a model swapped in behind the route late in
-    the run), equals the first. None when the integrity module held no answer (not in the run)."""
+    the run), equals the first. None when the integrity module held no answer (not in the run).
+
+    The timed requests the integrity module re-asked (a context lane's, per repetition) are held the
+    same way, whichever came first under xdist; each must also have the context module's own timed
+    answer in the journal, or the timing phase was not held to anything: the row is then not
+    measured (INCOMPLETE), never a pass — the integrity item alone compared only its own stream."""
     lines = _lines(run_dir)
-    keys = list(dict.fromkeys(d["key"] for d in lines if str(d.get("test", "")).startswith(HELD_TEST)))
+    held = [d for d in lines if str(d.get("test", "")).startswith((HELD_TEST, TIMED_TEST))]
+    keys = list(dict.fromkeys(d["key"] for d in held))
     if not keys:
         return None
+    timed = {d["key"]: str(d["test"]) for d in held if str(d["test"]).startswith(TIMED_TEST)}
     answers = 0
     for key in keys:
         asked = [RecordedAnswer.from_dict(d) for d in lines if d.get("key") == key]
@@ -84,4 +105,14 @@ def held_to_the_end(run_dir: Path) -> CheckRow | None:
                 return CheckRow(HELD_TITLE, f"{later.test}: answer {n + 1} of {len(asked)} differs", "all equal",
                                 False, f"{HELD_TITLE}: {later.test} (answer {n + 1} of {len(asked)} to the same "
                                        f"request): {verdict.reason}")
-    return CheckRow(HELD_TITLE, f"{answers} answers to {len(keys)} sampled requests, all equal", "all equal", True)
+    unheld = [test for key, test in timed.items()
+              if not any(str(d.get("test", "")).startswith(CONTEXT_TEST) for d in lines if d.get("key") == key)]
+    if unheld:
+        return CheckRow(HELD_TITLE, None, "all equal", False,
+                        f"{HELD_TITLE}: the timing phase was not held for {', '.join(sorted(unheld))}: the context "
+                        "module's timed answer to the same request is not in the run (its lane item did not run, "
+                        "or asked another request)")
+    sampled = len(keys) - len(timed)
+    held_to = [f"{sampled} sampled requests"] if sampled or not timed else []
+    held_to += [f"{len(timed)} timed context-lane requests"] if timed else []
+    return CheckRow(HELD_TITLE, f"{answers} answers to {' and '.join(held_to)}, all equal", "all equal", True)

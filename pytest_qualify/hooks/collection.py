@@ -88,7 +88,11 @@ class Collection:
             params = item.callspec.params if hasattr(item, "callspec") else {}
             lane = params.get("lane")
             lane_name = None if lane is None else lane.name if isinstance(lane, Lane) else str(lane)
-            if not stage_of(state).stage.selects(module, lane_name):
+            stage = stage_of(state).stage
+            # An item that holds another module's answers is generated only where that module runs:
+            # dropped with the profile's selection, not a deselection of the user's.
+            reads = item.get_closest_marker("qualify_reads")
+            if not all(stage.selects(m, lane_name) for m in (module, *(reads.args if reads else ()))):
                 if module not in state.profile.required_modules:
                     state.deselected_modules.add(module)
                 drop.append(item)
@@ -100,11 +104,14 @@ class Collection:
             if lane_name is not None:
                 item.user_properties.append(("lane", lane_name))
             keep.append(item)
+        # Last: an item that holds another module's answers finds them already asked (under xdist
+        # as well, since items are handed out in this order), so it rarely asks for them itself.
+        keep.sort(key=lambda item: item.get_closest_marker("qualify_reads") is not None)
         if drop:
             for item in drop:
                 item.stash[PROFILE_DESELECTED] = True
             config.hook.pytest_deselected(items=drop)
-            items[:] = keep
+        items[:] = keep
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
         if not items:

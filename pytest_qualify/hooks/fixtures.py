@@ -197,7 +197,8 @@ def qualify_ask(request: pytest.FixtureRequest, qualify_client: QualifyClient, q
         answer = qualify_client.chat(messages, **request)
         if run is not None:  # a run's journal; a test that fakes the client has none
             answers.append(run.run_dir, answers.request_key(messages, request), RecordedAnswer(
-                asker, answer.streamed, answer.content, parsed_calls(answer.tool_calls), answer.finish_reason))
+                asker, answer.streamed, answer.content, parsed_calls(answer.tool_calls), answer.finish_reason),
+                salt=request.get("cache_salt"))
         if not check_finish:
             qualify_record.answer(answer, tool_turn=tool_turn, check_finish=False)
             return answer

@@ -41,6 +41,9 @@ SERVER_FAULTS = {
     "stream_after_finish": "a streamed answer's last content or argument piece comes after its finish chunk "
                            "(a parser that flushes its buffer late)",
     "stream_no_done": "a streamed answer ends without 'data: [DONE]' (a proxy that closes the stream early)",
+    "timed_answer_differs": "a context-lane prompt asked without streaming gets a near miss of the value its "
+                            "streamed (timed, graded) answer gives: the timing phase answers otherwise than the "
+                            "functional one",
 }
 
 

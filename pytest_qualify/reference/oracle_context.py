@@ -3,13 +3,15 @@
 The question after ``</document>`` is matched against the needle templates of
 ``fixtures/haystack/needles.toml``; the answer is the value the document gives for the question's
 key, found in the text itself, written as the question's contract asks: the value alone (in a
-little formatting noise, varied, so the grader is shown to tolerate it). Faults pick a context lane by the prompt's size, as the server sees
+little formatting noise, varied across questions so the grader is shown to tolerate it, and the same
+for the same request). Faults pick a context lane by the prompt's size, as the server sees
 it: the lane whose prompt_tokens are within the profile's tolerance (counted by ``ctx.count_chat``:
 the reference tokenizer, or the real vLLM's ``/tokenize`` behind the steering proxy).
 """
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 
 from pytest_qualify.tasks.haystack import NeedleTemplate, needle_spec
@@ -19,7 +21,7 @@ from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Reply
 
 PRIORITY = 50
 # The faults keyed on a context lane: a run with one of them that never picked a lane proved nothing.
-LANE_FAULTS = ("drop_needle", "fail_repetition")
+LANE_FAULTS = ("drop_needle", "fail_repetition", "timed_answer_differs")
 FAULTS = {
     "drop_needle": "=LANE: prompts of that context lane (default: the longest) get a distractor's value",
     "fail_repetition": "=N: the N-th context prompt of each lane (default 2) gets a near miss of the value",
@@ -93,9 +95,15 @@ def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:
             value, applied = _distractor(found) or near_miss(value), ("drop_needle",)
         elif "fail_repetition" in faults and nth == int(faults.number("fail_repetition", 2)):
             value, applied = near_miss(value), ("fail_repetition",)
-    # The whole reply is the value (the question's contract), in the noise capable models add.
+        elif "timed_answer_differs" in faults and not req.stream:
+            # The context module only streams: its grader never sees this answer.
+            value, applied = near_miss(value), ("timed_answer_differs",)
+    # The whole reply is the value (the question's contract), in the noise capable models add: a
+    # style chosen by the question and its document, so the same request is always answered the
+    # same way (the integrity module asks a lane's request twice and compares the answers).
     styles = ("{}", "**{}**", "`{}`", "Answer: {}", "{}.")
-    reply = Reply(content=styles[ctx.occurrence("context-style") % len(styles)].format(value), faults=applied)
+    style = styles[zlib.crc32(f"{found.key}\x1f{found.document}".encode()) % len(styles)]
+    reply = Reply(content=style.format(value), faults=applied)
     if "cached_tokens" in faults:
         # As if the cache ignored the salt and a previous request had the same long prefix.
         reply.cached_tokens = max(16, tokenizer.count(found.document) // 2)

@@ -391,6 +391,28 @@ def size_to_tokens(
     )
 
 
+# -- the context lanes' prompts ------------------------------------------------------------------
+
+# A 240K-token lane is sized in at most this many /tokenize round trips.
+LANE_TOKENIZE_CALLS = 6
+
+
+def lane_plan(run_id: str, lane_names: Sequence[str], lane: str, repetition: int) -> HaystackPlan:
+    """The context module's haystack for a lane and repetition: fresh per run, lane and repetition,
+    the target's depth swept across them. One definition, so the integrity module rebuilds exactly
+    the request a lane was timed with."""
+    seed = haystack_seed(run_id, "context", lane, repetition)
+    return plan_haystack(seed, depth_for(list(lane_names).index(lane), repetition, needle_spec().depths))
+
+
+def size_lane(plan: HaystackPlan, count: Callable[[Messages], int], prompt_tokens: int, tolerance: int) -> Sized:
+    """The lane's prompt sized in the server's tokens: deterministic in the plan and the server's
+    counts, so sizing the same plan twice gives the same messages. Half the lane's tolerance: the
+    chat request may count a few template tokens more than ``/tokenize``."""
+    return size_to_tokens(Haystack(plan).build, count, prompt_tokens, tolerance=tolerance // 2,
+                          max_calls=LANE_TOKENIZE_CALLS)
+
+
 # One token in every vocabulary seen (byte-level BPE, SentencePiece), but always measured, never assumed.
 PAD_WORD = " the"
 DOCUMENT_END = "\n</document>"
