@@ -34,7 +34,7 @@ from pytest_qualify.hooks import state_of
 from pytest_qualify.evidence.metrics import MetricsParseError, delta, parse
 from pytest_qualify.tasks.fixture_data import integrity_samples
 from pytest_qualify.graders.integrity import (
-    RecordedAnswer, check_cut_call, check_length_band, check_no_result_cache, check_same_answers,
+    RecordedAnswer, check_cut_call, check_length_band, check_no_result_cache, check_same_answers, too_fast,
     check_stream_shape, compare_stream_plain, parsed_calls,
 )
 from pytest_qualify.tasks.haystack import Haystack, haystack_seed, lane_plan, plan_haystack, size_lane, size_to_tokens
@@ -181,29 +181,37 @@ def test_no_result_cache(qualify_client, qualify_ask, qualify_profile, qualify_r
     rules = qualify_profile.integrity
     limits = qualify_profile.limits
     size = rules.cache_probe_tokens or limits.smallest_lane.prompt_tokens
-    prompts = []
-    for name in ("a", "b"):
+
+    def probe(name: str) -> list[dict]:
         plan = plan_haystack(haystack_seed(qualify_run.run_id, "integrity", name, qualify_repetition), 0.5)
         with sizing(where, "the cache probe"):
-            sized = size_to_tokens(Haystack(plan).build, qualify_client.count_chat_tokens, size,
-                                   tolerance=max(limits.lane_tolerance_tokens // 2, 8), max_calls=6)
-        prompts.append(sized.messages)
+            return size_to_tokens(Haystack(plan).build, qualify_client.count_chat_tokens, size,
+                                  tolerance=max(limits.lane_tolerance_tokens // 2, 8), max_calls=6).messages
+
+    prompts = [probe("a"), probe("b")]
     timeout_s = qualify_profile.timeouts.for_prompt(size)
     # Not streamed: the end-to-end time is what a cache shortens, and usage always comes.
-    fresh_a = qualify_ask(prompts[0], check_finish=False, salt_suffix="-a", timeout_s=timeout_s)
-    fresh_b = qualify_ask(prompts[1], check_finish=False, salt_suffix="-b", timeout_s=timeout_s)
+    fresh = [qualify_ask(prompts[0], check_finish=False, salt_suffix="-a", timeout_s=timeout_s),
+             qualify_ask(prompts[1], check_finish=False, salt_suffix="-b", timeout_s=timeout_s)]
     before = _metrics(qualify_client)
-    repeat = qualify_ask(prompts[0], check_finish=False, salt_suffix="-repeat", timeout_s=timeout_s)
-    engine = _engine_prompt_tokens(qualify_client, before, repeat.prompt_tokens)
-    fresh_s = [a.timeline.e2e_s for a in (fresh_a, fresh_b)]
-    repeat_s = repeat.timeline.e2e_s
+    repeats = [qualify_ask(prompts[0], check_finish=False, salt_suffix="-repeat", timeout_s=timeout_s)]
+    engine = _engine_prompt_tokens(qualify_client, before, repeats[0].prompt_tokens)
+    ratio_min = rules.repeat_e2e_ratio_min
+    if too_fast([r.timeline.e2e_s for r in repeats], [a.timeline.e2e_s for a in fresh], ratio_min):
+        # One round can be noise (a busy machine slows both fresh requests): a cache is fast every
+        # time, so a second round — a third fresh prompt, the repeat once more — must agree.
+        fresh.append(qualify_ask(probe("c"), check_finish=False, salt_suffix="-c", timeout_s=timeout_s))
+        repeats.append(qualify_ask(prompts[0], check_finish=False, salt_suffix="-repeat2", timeout_s=timeout_s))
+    fresh_s = [a.timeline.e2e_s for a in fresh]
+    repeat_s = [r.timeline.e2e_s for r in repeats]
     qualify_record.props(probe_tokens=size, fresh_e2e_s=",".join(f"{t:.4f}" for t in fresh_s),
-                         repeat_e2e_s=f"{repeat_s:.4f}", repeat_ratio=round(repeat_s / min(fresh_s), 4),
-                         repeat_ratio_min=rules.repeat_e2e_ratio_min, prefix_cache_rule=rules.prefix_cache)
+                         repeat_e2e_s=",".join(f"{t:.4f}" for t in repeat_s), rounds=len(repeats),
+                         repeat_ratio=round(max(repeat_s) / min(fresh_s), 4),
+                         repeat_ratio_min=ratio_min, prefix_cache_rule=rules.prefix_cache)
     qualify_record.props(engine_prompt_tokens="no /metrics" if engine is None else engine)
-    require(check_no_result_cache([a.cached_tokens for a in (fresh_a, fresh_b, repeat)], repeat_s, fresh_s,
-                                  rules.repeat_e2e_ratio_min, salted=rules.prefix_cache == "salted",
-                                  prompt_tokens=repeat.prompt_tokens, engine_prompt_tokens=engine), where)
+    require(check_no_result_cache([a.cached_tokens for a in (*fresh, *repeats)], repeat_s, fresh_s, ratio_min,
+                                  salted=rules.prefix_cache == "salted", prompt_tokens=repeats[0].prompt_tokens,
+                                  engine_prompt_tokens=engine), where)
 
 
 # A server may publish a request's counts a moment after its answer: wait this long for them.

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from pytest_qualify.client.endpoint import StreamShape, ToolCall, ToolDelta
 from pytest_qualify.graders.integrity import (
-    MEASURABLE_S, RecordedAnswer, check_cut_call, check_length_band, check_no_result_cache, check_same_answers,
+    MEASURABLE_S, RecordedAnswer, check_cut_call, check_length_band, check_no_result_cache, check_same_answers, too_fast,
     check_stream_shape, check_tool_deltas, compare_stream_plain, parsed_calls,
 )
 
@@ -181,6 +181,21 @@ def test_no_result_cache_rule():
     # Below the measurable time the ratio is noise: said so, not judged.
     tiny = check_no_result_cache([0, 0, 0], 0.001, [MEASURABLE_S / 2, 0.5], 0.5)
     assert tiny and "too fast to judge" in tiny.reason
+
+
+def test_a_second_round_confirms_or_clears_a_fast_repeat():
+    # Round 1 looked cached (both fresh requests slowed by a busy machine): the suite asks a third
+    # fresh prompt and the repeat again. A cache is fast every time: still caught, over both rounds.
+    assert too_fast([0.05], [0.2, 0.25], 0.5)
+    cache = check_no_result_cache([0] * 5, [0.01, 0.012], [0.2, 0.25, 0.1], 0.5)
+    assert not cache and "took 0.012 s in each of 2 rounds, 0.12 of a fresh one's 0.100 s" in cache.reason
+    # Noise: the second round's repeat took its real time: the slowest repeat clears it.
+    noise = check_no_result_cache([0] * 5, [0.05, 0.09], [0.2, 0.25, 0.1], 0.5)
+    assert noise and "ratio 0.90 (limit >= 0.5) in each of 2 rounds" in noise.reason
+    assert not too_fast([0.05, 0.09], [0.2, 0.25, 0.1], 0.5)
+    # One time or a list: the same rule.
+    assert too_fast(0.01, [1.5], 0.5) == too_fast([0.01], [1.5], 0.5) is True
+    assert not too_fast([0.001], [MEASURABLE_S / 2], 0.5)  # unmeasurable: never "too fast"
 
 
 # -- length band -----------------------------------------------------------------------------------
