@@ -54,7 +54,7 @@ ENGINE_FAILS = {
     },
 }
 TEXT_MODULES = {"smoke", "json", "context", "window", "tools", "recall", "diff", "triage", "reasoning", "finish",
-                "robustness"}
+                "robustness", "integrity"}
 WINDOW_262K = 262_144
 # The conforming 262k run: two lanes of CPU prefill (32K, 240K) and the prompt that fits (261,888
 # tokens); under the worst load measured here a 240K prefill took 12 min.
@@ -97,7 +97,7 @@ def profile_262k(tmp_path_factory: pytest.TempPathFactory) -> Path:
     lane is in the benchmark), 50 hostile requests instead of 200 (vLLM refuses each before decoding)."""
     return profile_copy(tmp_path_factory.mktemp("p262k"), "262k-cpu-steered", name="262k-cpu-steered-ci", replace={
         '[[limits.lanes]]\nname = "128K"\nprompt_tokens = 131072\n\n': "",
-        '    "robustness",\n]\n': '    "robustness",\n]\nrobustness_examples = 50\n',
+        '    "robustness", "integrity",\n]\n': '    "robustness", "integrity",\n]\nrobustness_examples = 50\n',
     })
 
 
