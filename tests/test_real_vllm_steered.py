@@ -167,8 +167,8 @@ def test_window_bracket_at_262144(run_262k: Run):
 def test_a_wrong_tool_args_fault_fails_on_the_arguments(server_262k: Served, profile_262k: Path,
                                                        tmp_path_factory: pytest.TempPathFactory):
     cwd = tmp_path_factory.mktemp("steer-262k-tools")
-    run = steered_run(server_262k, cwd, profile_262k, "-k", "test_health or tools", faults=("wrong_tool_args",),
-                      timeout_s=1800.0)
+    run = steered_run(server_262k, cwd, profile_262k, "-k", "test_health or (tools and not integrity)",
+                      faults=("wrong_tool_args",), timeout_s=1800.0)
     data = summary(run.evidence)
     assert data["verdict"]["result"] == "FAIL", data["verdict"]
     assert run.code == 1
