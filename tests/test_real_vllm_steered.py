@@ -44,9 +44,16 @@ pytestmark = pytest.mark.real_vllm
 
 # What vLLM 0.32.0 itself does that the contract forbids, per profile: (module, item) of every
 # failure a steered run may show, each named as the engine's behaviour. Nothing else may fail.
+CUT_CALL_TOOL_CALLS = ("vLLM 0.32.0, not streamed, reports a tool call cut by max_tokens with finish_reason "
+                      "'tool_calls' instead of 'length', its arguments holding only the parameters complete "
+                      "before the cut (streamed it says 'length')")
+CUT_CALL_FAILS = {
+    ("integrity", f"test_cut_tool_call_says_length[tools-{case}]"): CUT_CALL_TOOL_CALLS
+    for case in ("flights_fra_sin_family", "parallel_weather_paris_nairobi")
+}
 ENGINE_FAILS = {
-    "tiny-qwen3-steered": {},
-    "262k-cpu-steered": {},
+    "tiny-qwen3-steered": CUT_CALL_FAILS,
+    "262k-cpu-steered": CUT_CALL_FAILS,
     "mm-cpu-steered": {
         ("media_admission", "test_malformed_media_refused[image-as-video]"):
             "vLLM 0.32.0 answers a PNG sent as video/mp4 with HTTP 500 (its OpenCV video decoder raises) "
@@ -113,6 +120,18 @@ def test_262k_steered_passes_the_recipe(run_262k: Run):
     assert sorted(i["lane"] for i in items(data, "context")) == ["240K", "32K"]
     assert one_item(data, "window", "test_prompt_that_fits_is_answered")["outcome"] == "passed"
     assert one_item(data, "window", "test_prompt_over_window_is_refused")["outcome"] == "passed"
+
+
+def test_cut_tool_calls_came_back_cut_and_fail_on_the_engines_finish(run_262k: Run):
+    # The proxy kept the integrity item's small max_tokens (steer.kept_for_cut): each cut answer is a
+    # start of the forced call, held; streamed it ends 'length', not streamed vLLM says 'tool_calls'.
+    rows = [r for r in _steer_rows(run_262k.cwd / STEER_LOG) if r.get("cut") is not None]
+    assert len(rows) == 4 and all(r["held"] for r in rows), rows
+    assert sorted((r["stream"], r["finish"]) for r in rows) == [(False, "tool_calls")] * 2 + [(True, "length")] * 2
+    for (module, name) in CUT_CALL_FAILS:
+        reason = one_item(summary(run_262k.evidence), module, name)["reason"]
+        assert "not streamed: a tool call cut at max_tokens" in reason and "'tool_calls', expected 'length'" in reason
+        assert "streamed:" not in reason.replace("not streamed:", ""), reason
 
 
 def test_steering_used_the_engines_own_paths(run_262k: Run):
