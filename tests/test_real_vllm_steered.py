@@ -13,7 +13,9 @@ What CI runs, and why in this shape (each vLLM start costs minutes of the CI bud
   (``262k-cpu-steered``'s exact launch command) started once; each qualify run attaches to it
   through a steering proxy of its own, with its own fault switches and log:
   the conforming run (every text module, lanes 32K and 240K, the bracket at 262,144: the prompt that
-  just fits and the over-window refusal; ``--repeat 1``), a ``wrong_tool_args`` run (tools only) and
+  just fits and the over-window refusal; ``--repeat 1``; integrity too: its sample asks the short
+  finish, reasoning and tool prompts, no lane or bracket prompt, and its result-cache probe is three
+  prompts of the smallest lane, 32K), a ``wrong_tool_args`` run (tools only) and
   a ``drop_needle=32K`` run (the 32K lane only) that must FAIL for the right reason, and an
   unsteered run of the ``enable_thinking`` override straight at vLLM (the engine's own behaviour,
   with nothing in front to strip the caller's kwargs).
