@@ -154,6 +154,11 @@ def test_same_answers_rule():
     calls = parsed_calls([CALL])
     assert not check_same_answers(RecordedAnswer("now", False, None, calls, "tool_calls"),
                                   [RecordedAnswer("t", True, None, (), "tool_calls")])
+    # No content and empty content are one visible answer (vLLM: "" beside a named call, plain; none streamed).
+    assert check_same_answers(RecordedAnswer("now", False, "", calls, "length"),
+                              [RecordedAnswer("t", True, None, calls, "length")])
+    assert not check_same_answers(RecordedAnswer("now", False, "", calls, "length"),
+                                  [RecordedAnswer("t", True, " ", calls, "length")])
 
 
 def test_recorded_answers_round_trip_through_json():

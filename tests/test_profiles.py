@@ -236,9 +236,10 @@ def test_steered_profiles_are_their_recipe_behind_the_proxy(monkeypatch, steered
 
 def test_262k_cpu_steered_runs_every_module_a_text_model_serves_and_strips_thinking_kwargs():
     s, prod = load_profile("262k-cpu-steered"), load_profile("262k")
-    # Not the media modules (a text model), and not yet integrity: its cut-call item asks a max_tokens
-    # below the forced answer, which the proxy raises to fit (docs/real-vllm.md, steered runs).
-    assert set(s.required_modules) == set(prod.required_modules) - {"multimodal", "media_admission", "integrity"}
+    # Not the media modules (a text model). Integrity is in: the proxy keeps its cut-call item's small
+    # max_tokens (steer.kept_for_cut) and holds the answer cut by it.
+    assert set(s.required_modules) == set(prod.required_modules) - {"multimodal", "media_admission"}
+    assert s.integrity == prod.integrity  # the forced answers are the oracles': 262k's bands hold
     assert s.steer.strip_chat_template_kwargs  # as the router in front of the 262k deployment must
     small = load_profile("tiny-qwen3-steered")
     assert small.steer == s.steer and small.required_modules == s.required_modules

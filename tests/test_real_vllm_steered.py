@@ -13,7 +13,9 @@ What CI runs, and why in this shape (each vLLM start costs minutes of the CI bud
   (``262k-cpu-steered``'s exact launch command) started once; each qualify run attaches to it
   through a steering proxy of its own, with its own fault switches and log:
   the conforming run (every text module, lanes 32K and 240K, the bracket at 262,144: the prompt that
-  just fits and the over-window refusal; ``--repeat 1``), a ``wrong_tool_args`` run (tools only) and
+  just fits and the over-window refusal; ``--repeat 1``; integrity too: its sample asks the short
+  finish, reasoning and tool prompts, no lane or bracket prompt, and its result-cache probe is three
+  prompts of the smallest lane, 32K), a ``wrong_tool_args`` run (tools only) and
   a ``drop_needle=32K`` run (the 32K lane only) that must FAIL for the right reason, and an
   unsteered run of the ``enable_thinking`` override straight at vLLM (the engine's own behaviour,
   with nothing in front to strip the caller's kwargs).
@@ -46,9 +48,16 @@ pytestmark = pytest.mark.real_vllm
 
 # What vLLM 0.32.0 itself does that the contract forbids, per profile: (module, item) of every
 # failure a steered run may show, each named as the engine's behaviour. Nothing else may fail.
+CUT_CALL_TOOL_CALLS = ("vLLM 0.32.0, not streamed, reports a tool call cut by max_tokens with finish_reason "
+                      "'tool_calls' instead of 'length', its arguments holding only the parameters complete "
+                      "before the cut (streamed it says 'length')")
+CUT_CALL_FAILS = {
+    ("integrity", f"test_cut_tool_call_says_length[tools-{case}]"): CUT_CALL_TOOL_CALLS
+    for case in ("flights_fra_sin_family", "parallel_weather_paris_nairobi")
+}
 ENGINE_FAILS = {
-    "tiny-qwen3-steered": {},
-    "262k-cpu-steered": {},
+    "tiny-qwen3-steered": CUT_CALL_FAILS,
+    "262k-cpu-steered": CUT_CALL_FAILS,
     "mm-cpu-steered": {
         ("media_admission", "test_malformed_media_refused[image-as-video]"):
             "vLLM 0.32.0 answers a PNG sent as video/mp4 with HTTP 500 (its OpenCV video decoder raises) "
@@ -56,7 +65,7 @@ ENGINE_FAILS = {
     },
 }
 TEXT_MODULES = {"smoke", "json", "context", "window", "tools", "recall", "diff", "triage", "reasoning", "finish",
-                "robustness"}
+                "robustness", "integrity"}
 WINDOW_262K = 262_144
 # The conforming 262k run: two lanes of CPU prefill (32K, 240K) and the prompt that fits (261,888
 # tokens); under the worst load measured here a 240K prefill took 12 min.
@@ -99,7 +108,7 @@ def profile_262k(tmp_path_factory: pytest.TempPathFactory) -> Path:
     lane is in the benchmark), 50 hostile requests instead of 200 (vLLM refuses each before decoding)."""
     return profile_copy(tmp_path_factory.mktemp("p262k"), "262k-cpu-steered", name="262k-cpu-steered-ci", replace={
         '[[limits.lanes]]\nname = "128K"\nprompt_tokens = 131072\n\n': "",
-        '    "robustness",\n]\n': '    "robustness",\n]\nrobustness_examples = 50\n',
+        '    "robustness", "integrity",\n]\n': '    "robustness", "integrity",\n]\nrobustness_examples = 50\n',
     })
 
 
@@ -115,6 +124,18 @@ def test_262k_steered_passes_the_recipe(run_262k: Run):
     assert sorted(i["lane"] for i in items(data, "context")) == ["240K", "32K"]
     assert one_item(data, "window", "test_prompt_that_fits_is_answered")["outcome"] == "passed"
     assert one_item(data, "window", "test_prompt_over_window_is_refused")["outcome"] == "passed"
+
+
+def test_cut_tool_calls_came_back_cut_and_fail_on_the_engines_finish(run_262k: Run):
+    # The proxy kept the integrity item's small max_tokens (steer.kept_for_cut): each cut answer is a
+    # start of the forced call, held; streamed it ends 'length', not streamed vLLM says 'tool_calls'.
+    rows = [r for r in _steer_rows(run_262k.cwd / STEER_LOG) if r.get("cut") is not None]
+    assert len(rows) == 4 and all(r["held"] for r in rows), rows
+    assert sorted((r["stream"], r["finish"]) for r in rows) == [(False, "tool_calls")] * 2 + [(True, "length")] * 2
+    for (module, name) in CUT_CALL_FAILS:
+        reason = one_item(summary(run_262k.evidence), module, name)["reason"]
+        assert "not streamed: a tool call cut at max_tokens" in reason and "'tool_calls', expected 'length'" in reason
+        assert "streamed:" not in reason.replace("not streamed:", ""), reason
 
 
 def test_steering_used_the_engines_own_paths(run_262k: Run):
@@ -169,8 +190,8 @@ def test_window_bracket_at_262144(run_262k: Run):
 def test_a_wrong_tool_args_fault_fails_on_the_arguments(server_262k: Served, profile_262k: Path,
                                                        tmp_path_factory: pytest.TempPathFactory):
     cwd = tmp_path_factory.mktemp("steer-262k-tools")
-    run = steered_run(server_262k, cwd, profile_262k, "-k", "test_health or tools", faults=("wrong_tool_args",),
-                      timeout_s=1800.0)
+    run = steered_run(server_262k, cwd, profile_262k, "-k", "test_health or (tools and not integrity)",
+                      faults=("wrong_tool_args",), timeout_s=1800.0)
     data = summary(run.evidence)
     assert data["verdict"]["result"] == "FAIL", data["verdict"]
     assert run.code == 1

@@ -18,8 +18,8 @@ from pytest_qualify.gate import decide as gate_mod
 from pytest_qualify.profiles import module_registry
 from pytest_qualify.reference import steer
 from pytest_qualify.reference.steer import (
-    Forced, Observed, SteerError, SteerRecord, StreamReader, force, held, incomplete_reasons, regex_escape,
-    render_tool_calls, steered_body, text_constraint,
+    Forced, Observed, SteerError, SteerRecord, StreamReader, force, held, held_cut, incomplete_reasons,
+    kept_for_cut, raised_max_tokens, regex_escape, render_tool_calls, request_key, steered_body, text_constraint,
 )
 
 DIFF = "--- a/app.py\n+++ b/app.py\n@@ -1,2 +1,2 @@\n-x = (1 + 2) * 3\n+x = [1, 2]\n \tdone = True\n"
@@ -110,6 +110,39 @@ def test_tokens_needed_is_about_twice_the_minimal_count():
     assert steer.requested_max_tokens({"max_tokens": True}) is None
 
 
+def test_a_caller_limit_below_the_forced_answer_is_kept_for_a_cut():
+    # Below the forced text's minimal count: no spelling fits, the caller asked for a cut.
+    assert kept_for_cut(53, 106, None) == 53
+    # Below what vLLM spent on this very request before (178 of a 106-token minimum): the same
+    # spelling again at temperature 0 does not fit either (the integrity module halves it: 89).
+    assert kept_for_cut(89, 106, 178) == 89
+    assert kept_for_cut(120, 106, 178) == 120
+    # An ordinary limit the answer fits is no cut; nothing known, nothing kept.
+    assert kept_for_cut(256, 106, 178) is None
+    assert kept_for_cut(178, 106, 178) is None
+    assert kept_for_cut(110, 106, None) is None
+    assert kept_for_cut(None, 106, 178) is None
+    assert kept_for_cut(5, None, None) is None
+
+
+def test_an_ordinary_limit_short_of_a_random_spelling_is_still_raised():
+    need = steer.tokens_needed(5)  # 26
+    assert raised_max_tokens(16, need, 16_000) == need  # smoke's 16-token limit, a 5-token answer
+    assert raised_max_tokens(256, need, 16_000) is None  # already enough
+    assert raised_max_tokens(16, need, 20) == 20  # never past the window
+    assert raised_max_tokens(16, need, 10) is None  # no room to raise into: the caller's stands
+    assert raised_max_tokens(None, need, 16_000) == need  # vLLM's default would be the whole room
+    assert raised_max_tokens(None, need, 20) is None
+
+
+def test_the_request_key_ignores_limit_stream_and_salt_only():
+    body = {"messages": [{"role": "user", "content": "q"}], "temperature": 0, "max_tokens": 256, "cache_salt": "a"}
+    same = {**body, "max_tokens": 89, "stream": True, "stream_options": {"include_usage": True}, "cache_salt": "b"}
+    assert request_key(body) == request_key(same)
+    assert request_key(body) != request_key({**body, "temperature": 1})
+    assert request_key(body) != request_key({**body, "messages": [{"role": "user", "content": "Q"}]})
+
+
 # -- what came back -----------------------------------------------------------------------------
 
 def _sse(*chunks: dict) -> bytes:
@@ -166,6 +199,59 @@ def test_held_rejects_anything_else_for_a_text(observed, why):
 ])
 def test_held_rejects_anything_else_for_tool_calls(observed, why):
     assert why in held(force(None, [("get_weather", {"city": "Lisbon"})], None, "qwen3_coder"), observed)
+
+
+# -- a cut answer: a start of the forced one, ended by the caller's limit ---------------------------
+
+FLIGHT = {"origin": "FRA", "destination": "SIN", "departure_date": "2026-07-02", "cabin": "business"}
+CALL = force(None, [("search_flights", FLIGHT)], None, "qwen3_coder")
+PARALLEL = force(None, [("get_weather", {"city": "Nairobi"}), ("get_weather", {"city": "Paris"})], None, "qwen3_coder")
+SUM = force("12 + 30 = 42.\nANSWER: 42", [], None, "hermes")
+
+
+@pytest.mark.parametrize("forced, observed, limit", [
+    # vLLM 0.32.0, streamed: the text so far, finish 'length'
+    (SUM, Observed("12 + 30 = ", [], None, "length", 10), 10),
+    (SUM, Observed(None, [], None, "length", None), 1),  # nothing visible yet, no usage asked
+    # the call so far: its arguments as text cut inside a value, or closed by the parser
+    (CALL, Observed(None, [["search_flights", '{"origin": "FRA", "destination": "SI']], None, "length", 89), 89),
+    (CALL, Observed(None, [["search_flights", '{"origin": "FRA", "destination": "SI"}']], None, "length"), 89),
+    (CALL, Observed(None, [["search_flights", "{}"]], None, "length", 26), 26),
+    (CALL, Observed("<tool_call>\n<function=search", [], None, "length", 8), 8),  # before the parser saw a call
+    # vLLM 0.32.0, not streamed: the whole parameters so far, finish 'tool_calls' with the limit spent
+    # (the engine's own report of the cut: the plugin's integrity row judges it)
+    (CALL, Observed(None, [["search_flights", '{"origin": "FRA", "destination": "SIN", "departure_date": "2026-07-02"}']],
+                    None, "tool_calls", 89), 89),
+    (PARALLEL, Observed(None, [["get_weather", '{"city": "Nairobi"}'], ["get_weather", '{"city": "Pa']], None,
+                        "length", 40), 40),
+])
+def test_a_start_of_the_forced_answer_cut_by_the_limit_is_held(forced, observed, limit):
+    assert held_cut(forced, observed, limit) is None
+
+
+@pytest.mark.parametrize("forced, observed, limit, why", [
+    # a start of the answer that ended by itself, not by the limit
+    (SUM, Observed("12 + 30 = ", [], None, "stop", 6), 10, "finish_reason 'stop'"),
+    (CALL, Observed(None, [["search_flights", '{"origin": "FRA"}']], None, "stop", 89), 89, "finish_reason 'stop'"),
+    # another finish without the whole limit spent (or no usage to show it)
+    (CALL, Observed(None, [["search_flights", '{"origin": "FRA"}']], None, "tool_calls", 40), 89, "40 completion"),
+    (CALL, Observed(None, [["search_flights", '{"origin": "FRA"}']], None, "tool_calls", None), 89, "None completion"),
+    # different text
+    (SUM, Observed("12 + 31 = ", [], None, "length", 10), 10, "is not the start"),
+    (SUM, Observed("12 + 30 = 42.\nANSWER: 42 and more", [], None, "length", 10), 10, "is not the start"),
+    (CALL, Observed(None, [["search_flight", "{}"]], None, "length", 26), 26, "not the start of the forced"),
+    (CALL, Observed(None, [["search_flights", '{"origin": "FRB"}']], None, "length", 40), 40, "arguments"),
+    (CALL, Observed(None, [["search_flights", '{"destination": "SIN"}']], None, "length", 40), 40, "arguments"),
+    (CALL, Observed(None, [["search_flights", '{"origin": "FRA", "cabin": "bus']], None, "length", 40), 40, "arguments"),
+    (CALL, Observed(None, [["search_flights", "{}"]] * 2, None, "length", 40), 40, "not the start of the forced"),
+    (PARALLEL, Observed(None, [["get_weather", '{"city": "Nair'], ["get_weather", "{}"]], None, "length", 40), 40,
+     "arguments"),
+    (CALL, Observed("Sure.", [["search_flights", "{}"]], None, "length", 40), 40, "content 'Sure.'"),
+    (SUM, Observed("12 + ", [], "hmm", "length", 10), 10, "reasoning"),
+])
+def test_anything_else_after_a_cut_is_not_held(forced, observed, limit, why):
+    reason = held_cut(forced, observed, limit)
+    assert reason is not None and why in reason, reason
 
 
 # -- the log the run's end reads ------------------------------------------------------------------
@@ -311,3 +397,102 @@ def test_a_lane_fault_that_changed_no_forced_answer_leaves_the_run_incomplete(tm
     # A fault that changed an answer which did not come back proved nothing either.
     broken = _log(tmp_path, SteerRecord(1, 200, True, True, False, "content differs", faults=("drop_needle",)))
     assert any("drop_needle never changed" in r for r in incomplete_reasons(broken, ("drop_needle",)))
+
+
+# -- the proxy's limits, end to end against a stub upstream -------------------------------------------
+
+def _stub_upstream(text: str, seen: list):
+    """An upstream that spells ``text`` two tokens a word (like a random model under a grammar), cuts it
+    at ``max_tokens`` (finish 'length') and records every chat request it got."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    words = list(re.finditer(r"\S+", text))
+
+    class Stub(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def _send(self, payload):
+            data = json.dumps(payload).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):  # noqa: N802
+            self._send({"data": [{"id": "m", "max_model_len": 4096}]})
+
+        def do_POST(self):  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if self.path == "/tokenize":
+                return self._send({"count": len(body["prompt"].split()) if "prompt" in body else 40})
+            seen.append(body)
+            limit, spelled = body["max_tokens"], 2 * len(words) + 1
+            if spelled > limit:
+                content, finish, used = text[:words[limit // 2 - 1].end()] if limit >= 2 else "", "length", limit
+            else:
+                content, finish, used = text, "stop", spelled
+            self._send({"choices": [{"message": {"content": content}, "finish_reason": finish}],
+                        "usage": {"completion_tokens": used}})
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
+    import threading
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_the_proxy_keeps_a_deliberate_small_limit_and_raises_an_ordinary_one(tmp_path):
+    import socket
+    import threading
+    import time
+
+    import httpx
+
+    from pytest_qualify.profiles import load_profile
+    from pytest_qualify.reference.faults import Faults
+    from pytest_qualify.tasks.fixture_data import finish_prompts
+
+    prompt = next(q for q in finish_prompts() if q.id == "sum").prompt
+    text = "12 + 30 = 42.\nANSWER: 42"  # the oracle's answer: 7 words, so 7 tokens at least, 15 as the stub spells it
+    seen: list = []
+    upstream = _stub_upstream(text, seen)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    log = tmp_path / steer.STEER_LOG
+    config = steer.SteerConfig(f"http://127.0.0.1:{upstream.server_port}", "hermes", True, log)
+    threading.Thread(target=steer.serve_steer, args=("127.0.0.1", port, config, load_profile("small"), Faults.parse([])),
+                     daemon=True).start()
+    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            client.get("/health")
+            break
+        except httpx.HTTPError:
+            assert time.monotonic() < deadline, "the proxy did not start"
+            time.sleep(0.05)
+
+    def ask(max_tokens, **extra):
+        body = {"model": "m", "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
+                "temperature": 0, **extra}
+        return client.post("/v1/chat/completions", json=body).json()["choices"][0]
+
+    try:
+        assert ask(16)["message"]["content"] == text  # ordinary: fits 7 tokens, not 15 → raised to 2*7+16
+        assert ask(256)["finish_reason"] == "stop"  # the caller's own limit: vLLM spent 15 tokens on it
+        cut = ask(10)  # below those 15: the caller's cut, kept
+        assert cut["finish_reason"] == "length" and text.startswith(cut["message"]["content"])
+        assert ask(5, seed=2)["finish_reason"] == "length"  # another request, below the 7-token minimum
+        assert ask(12, seed=2)["finish_reason"] == "stop"  # nothing spent known for it: raised as ever
+    finally:
+        client.close()
+        upstream.shutdown()
+    assert [b["max_tokens"] for b in seen] == [30, 256, 10, 5, 30]
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(r["held"], r["cut"], r["finish"]) for r in rows] == [
+        (True, None, None), (True, None, None), (True, 10, "length"), (True, 5, "length"), (True, None, None)]
+    assert "max_tokens 16 raised to 30" in rows[0]["changes"] and "max_tokens 12 raised to 30" in rows[4]["changes"]
+    assert any("max_tokens 10 kept" in c for c in rows[2]["changes"])
+    assert incomplete_reasons(log) == []

@@ -285,9 +285,12 @@ def parsed_calls(calls: Sequence[CallLike]) -> tuple[tuple[str, Any], ...]:
 
 def check_same_answers(now: RecordedAnswer, earlier: Sequence[RecordedAnswer]) -> Verdict:
     """Every earlier answer to the same request (temperature 0, fresh cache salts) equals this one:
-    another model or build behind the route answers differently, and it is shown with both answers."""
+    another model or build behind the route answers differently, and it is shown with both answers.
+    No content and empty content are the same visible answer (vLLM gives ``""`` beside a named
+    tool_choice's call when not streaming, and no content delta when streaming), as streamed = plain
+    holds them."""
     for other in earlier:
-        differs = [what for what, a, b in (("content", now.content, other.content),
+        differs = [what for what, a, b in (("content", now.content or "", other.content or ""),
                                            ("tool calls", canonical(now.tool_calls), canonical(other.tool_calls)),
                                            ("finish_reason", now.finish_reason, other.finish_reason)) if a != b]
         if differs:

@@ -16,6 +16,11 @@ grammar was applied, so every forced answer is checked against what vLLM returne
 read as it passes) and logged as one JSON line; :func:`incomplete_reasons` turns the log into the
 run-level reasons that leave a steered run INCOMPLETE: an answer that is not the forced one was
 never a judgement of the deployment, neither PASS nor FAIL.
+
+A caller's ``max_tokens`` below the forced answer is kept, as the reference server keeps it (it cuts
+an answer longer than the limit, finish ``length``): the answer comes back cut, and a prefix of the
+forced text cut by that limit counts as held (the integrity module's cut tool call). A limit the
+answer fits, but a random model's longer spelling might not, is raised.
 """
 
 from __future__ import annotations
@@ -171,6 +176,38 @@ def requested_max_tokens(body: Mapping[str, Any]) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def kept_for_cut(asked: int | None, minimal_tokens: int | None, spent_tokens: int | None) -> int | None:
+    """The caller's limit when it is below the forced answer's length in vLLM's tokens, else None.
+
+    The reference server cuts an answer longer than the caller's ``max_tokens`` and says ``length``;
+    the proxy follows it, measuring the answer as vLLM spells it: the completion tokens vLLM spent on
+    this same request's forced answer earlier in the run (``spent_tokens``: temperature 0 spells it
+    the same way again), else the forced text's minimal ``/tokenize`` count (no spelling is shorter).
+    Such a limit is the caller's own cut (the integrity module halves an answer's tokens to cut a tool
+    call): raising it would answer a question the caller did not ask."""
+    length = spent_tokens if spent_tokens is not None else minimal_tokens
+    return asked if asked is not None and length is not None and asked < length else None
+
+
+def raised_max_tokens(asked: int | None, need: int, room: int) -> int | None:
+    """A raised ``max_tokens`` when the caller's (``asked``, None: vLLM's default, the whole
+    ``room`` left in the window) may be short of ``need`` for a random model's spelling of an answer
+    that fits it, else None; never past the window (vLLM refuses a prompt plus max_tokens over it)."""
+    if asked is not None and asked >= need:
+        return None
+    if asked is None:
+        return None if room <= need else need
+    return min(need, room) if min(need, room) > asked else None
+
+
+def request_key(body: Mapping[str, Any]) -> str:
+    """The request without what two asks of the same answer may differ in (the limit, streaming,
+    the cache salt): the key under which the tokens vLLM spent on its forced answer are kept."""
+    kept = {k: v for k, v in body.items()
+            if k not in ("max_tokens", "max_completion_tokens", "stream", "stream_options", "cache_salt")}
+    return json.dumps(kept, sort_keys=True, default=str)
+
+
 # -- what vLLM returned: pure ----------------------------------------------------------------------
 
 @dataclass
@@ -267,6 +304,66 @@ def held(forced: Forced, observed: Observed) -> str | None:
     return None
 
 
+def _arguments_prefix(text: str, forced: Mapping[str, Any]) -> bool:
+    """Whether a cut call's arguments are the start of the forced ones: a prefix of their JSON text, or
+    a JSON object (a parser closes what it had) holding the forced parameters in order, every value
+    whole but the last, which may be a string cut short."""
+    if json.dumps(dict(forced), ensure_ascii=False).startswith(text) or json.dumps(dict(forced)).startswith(text):
+        return True
+    try:
+        got = json.loads(text)
+    except ValueError:
+        return False
+    if not isinstance(got, dict) or list(got) != list(forced)[:len(got)]:
+        return False
+    items = list(got.items())
+    if any(forced[k] != v for k, v in items[:-1]):
+        return False
+    if not items:
+        return True
+    last, value = items[-1]
+    whole = forced[last]
+    return value == whole or (isinstance(value, str) and isinstance(whole, str) and whole.startswith(value))
+
+
+def held_cut(forced: Forced, observed: Observed, max_tokens: int) -> str | None:
+    """Whether a cut answer is the forced one cut by the caller's ``max_tokens``: None if so, else
+    what differs.
+
+    The generated text must be a start of the forced text (content, or the calls so far: whole ones
+    equal, the one in progress with its arguments so far) and the limit must have ended it: finish
+    ``length``, or the whole limit spent (``completion_tokens`` = ``max_tokens``) with another finish
+    reason, which is then the engine's own report of a cut, for the plugin to judge (vLLM labels a
+    non-streamed cut call ``tool_calls``). A ``stop`` means the answer ended before the limit: not
+    the forced text."""
+    if observed.reasoning:
+        return f"reasoning {observed.reasoning[:80]!r} returned beside the forced answer"
+    content = observed.content or ""
+    if observed.calls:
+        names = [name for name, _ in forced.calls]
+        if len(observed.calls) > len(forced.calls) or [n for n, _ in observed.calls] != names[:len(observed.calls)]:
+            return f"tool calls {observed.calls!r:.300} are not the start of the forced {list(forced.calls)!r:.300}"
+        for i, (_, args) in enumerate(observed.calls):
+            whole = forced.calls[i][1]
+            last = i == len(observed.calls) - 1
+            try:
+                same = json.loads(args) == whole
+            except ValueError:
+                same = False
+            if not same and not (last and _arguments_prefix(args, whole)):
+                return f"tool call {i} arguments {args!r:.200} are not the start of the forced {whole!r:.200}"
+        if not (forced.content or "").strip().startswith(content.strip()):
+            return f"content {observed.content!r:.120} beside the cut tool calls"
+    elif not forced.text.startswith(content):
+        return f"content {observed.content!r:.160} is not the start of the forced {forced.text!r:.160}"
+    if observed.finish_reason == "length":
+        return None
+    if observed.finish_reason != "stop" and observed.completion_tokens == max_tokens:
+        return None
+    return (f"finish_reason {observed.finish_reason!r} with {observed.completion_tokens} completion tokens after "
+            f"the forced answer's start, cut by max_tokens {max_tokens} (expected 'length', or the whole limit spent)")
+
+
 @dataclass(frozen=True)
 class SteerRecord:
     """One chat request through the proxy, as one line of ``steer.jsonl``."""
@@ -281,6 +378,10 @@ class SteerRecord:
     forced_text: str | None = None
     prompt: str = ""  # the start of the last user message, to find the item
     faults: tuple[str, ...] = ()  # the answer faults that changed the forced answer (oracle Reply.faults)
+    # The caller's max_tokens, kept below the forced answer (kept_for_cut): held means a start of the
+    # forced text came back cut by it (held_cut); ``finish`` is how vLLM ended that answer.
+    cut: int | None = None
+    finish: str | None = None
 
     @property
     def breaks_steering(self) -> bool:
@@ -345,6 +446,8 @@ class SteerState:
         self.lock = threading.Lock()
         self.seq = 0
         self.window: int | None = None
+        # request_key -> (forced text, completion tokens vLLM spent on it under the caller's own limit)
+        self.spent: dict[str, tuple[str, int]] = {}
 
     def count_chat(self, messages: Any, tools: Any) -> int | None:
         """A chat prompt's tokens as vLLM counts them (``/tokenize`` with the messages), or None."""
@@ -425,11 +528,11 @@ class SteerHandler(BaseHTTPRequestHandler):
             stream = b'"stream": true' in raw or b'"stream":true' in raw
             st.log(SteerRecord(seq, status, stream, False, None, plan, prompt=_prompt(raw)))
             return
-        body, forced, changes = plan
+        body, forced, changes, cut, key = plan
         stream = bool(body.get("stream"))
         reader = StreamReader() if stream else None
         status, answer = self._forward("POST", json.dumps(body).encode(), reader)
-        reason, ok = "", None
+        reason, ok, observed = "", None, None
         if status == 200:
             if reader is not None:
                 observed = reader.observed
@@ -437,15 +540,21 @@ class SteerHandler(BaseHTTPRequestHandler):
                 try:
                     observed = Observed.from_response(json.loads(answer))
                 except ValueError as exc:
-                    observed, reason = None, f"unreadable answer: {exc}"
+                    reason = f"unreadable answer: {exc}"
             if observed is not None:
-                reason = held(forced, observed) or ""
+                reason = (held(forced, observed) if cut is None else held_cut(forced, observed, cut)) or ""
             ok = not reason
+        limit_kept = not any(c.startswith(("max_tokens", "max_completion_tokens")) for c in changes)
+        if ok and cut is None and limit_kept and observed is not None and observed.completion_tokens:
+            with st.lock:
+                st.spent[key] = (forced.text, observed.completion_tokens)
         st.log(SteerRecord(seq, status, stream, True, ok, reason, tuple(changes), forced.text,
-                           prompt=_prompt(raw), faults=forced.faults))
+                           prompt=_prompt(raw), faults=forced.faults, cut=cut,
+                           finish=observed.finish_reason if observed is not None and cut is not None else None))
 
-    def _plan(self, raw: bytes) -> tuple[dict[str, Any], Forced, list[str]] | str:
-        """The steered request, or why the request goes through as it came."""
+    def _plan(self, raw: bytes) -> tuple[dict[str, Any], Forced, list[str], int | None, str] | str:
+        """The steered request, the forced answer, what was changed, the caller's limit kept below the
+        answer (None: the answer fits) and the request's key; or why the request goes through as it came."""
         from pytest_qualify.reference import oracle
         from pytest_qualify.reference.validation import validate_chat
 
@@ -474,30 +583,35 @@ class SteerHandler(BaseHTTPRequestHandler):
             return f"the oracle refused it: HTTP {rej.status} {rej.message}"
         except Exception as exc:  # noqa: BLE001 - any oracle failure leaves this answer unforced, and logged
             return f"the oracle could not answer it: {type(exc).__name__}: {exc}"
+        key = request_key(seen)
+        with st.lock:
+            text, spent = st.spent.get(key, (None, None))
         try:
-            max_tokens = self._budget(seen, forced)
+            max_tokens, cut = self._budget(seen, forced, spent if text == forced.text else None)
         except Exception:  # noqa: BLE001 - /tokenize may fail where the chat request fails too: vLLM's to answer
-            max_tokens = None
+            max_tokens, cut = None, None
         steered, changes = steered_body(body, forced, strip_chat_template_kwargs=strip, max_tokens=max_tokens)
-        return steered, forced, changes
+        if cut is not None:
+            changes.append(f"max_tokens {cut} kept: below the forced answer, which comes back cut")
+        return steered, forced, changes, cut, key
 
-    def _budget(self, body: Mapping[str, Any], forced: Forced) -> int | None:
-        """A raised ``max_tokens`` when the forced answer may not fit the caller's, else None; never
-        past the window (vLLM refuses a prompt plus max_tokens over it)."""
+    def _budget(self, body: Mapping[str, Any], forced: Forced, spent: int | None) -> tuple[int | None, int | None]:
+        """The raised ``max_tokens`` (None: the caller's stands) and the caller's limit kept below the
+        forced answer (:func:`kept_for_cut`; None: the answer fits)."""
         st = self.state
         asked = requested_max_tokens(body)
         counted = self._count({"prompt": forced.text, "add_special_tokens": False})
+        cut = kept_for_cut(asked, counted, spent)
+        if cut is not None:
+            return None, cut
         need = tokens_needed(counted if counted is not None else len(forced.text))
         if asked is not None and asked >= need:
-            return None
+            return None, None
         if st.window is None:
             models = st.http.get("/v1/models", headers=self._headers_out()).json()
             st.window = int(models["data"][0]["max_model_len"])
         prompt = self._count({k: body[k] for k in ("model", "messages", "tools") if k in body}) or 0
-        room = st.window - prompt
-        if asked is None:
-            return None if room <= need else need  # vLLM's default is the whole room
-        return min(need, room) if min(need, room) > asked else None
+        return raised_max_tokens(asked, need, st.window - prompt), None
 
     def _count(self, payload: Mapping[str, Any]) -> int | None:
         response = self.state.http.post("/tokenize", json=payload, headers=self._headers_out())
