@@ -86,7 +86,7 @@ def check_steered_verdict(run: Run, profile: str, log: Path) -> dict:
     assert incomplete_reasons(log) == []
     failed = {(i["module"], i["item"]): i["reason"] for i in data["items"] if i["outcome"] != "passed"}
     expected = ENGINE_FAILS[profile]
-    assert set(failed) == set(expected), json.dumps(failed, indent=1)
+    assert set(failed) == set(expected), json.dumps({" :: ".join(k): v for k, v in failed.items()}, indent=1)
     assert data["verdict"]["result"] == ("FAIL" if expected else "PASS"), data["verdict"]
     assert run.code == (1 if expected else 0), run.output[-3000:]
     return data
@@ -189,14 +189,18 @@ def test_window_bracket_at_262144(run_262k: Run):
 
 def test_a_wrong_tool_args_fault_fails_on_the_arguments(server_262k: Served, profile_262k: Path,
                                                        tmp_path_factory: pytest.TempPathFactory):
+    # The fault through vLLM's qwen3_coder parser, plain and streamed: the weather calls (one, and two
+    # in parallel) and the streamed cases; the conforming run above had every tool item pass.
     cwd = tmp_path_factory.mktemp("steer-262k-tools")
-    run = steered_run(server_262k, cwd, profile_262k, "-k", "test_health or (tools and not integrity)",
+    run = steered_run(server_262k, cwd, profile_262k, "-k",
+                      "test_health or (tools and (weather or test_streamed_calls) and not integrity)",
                       faults=("wrong_tool_args",), timeout_s=1800.0)
     data = summary(run.evidence)
     assert data["verdict"]["result"] == "FAIL", data["verdict"]
     assert run.code == 1
     failed = [i for i in data["items"] if i["outcome"] != "passed"]
     assert failed and {i["module"] for i in failed} == {"tools"}, failed
+    assert {i["item"].split("[")[0] for i in failed} >= {"test_tool_call", "test_streamed_calls"}, failed
     assert all("argument" in i["reason"] for i in failed if "irrelevan" not in i["item"]), [i["reason"] for i in failed]
     assert incomplete_reasons(cwd / STEER_LOG, ("wrong_tool_args",)) == []
 

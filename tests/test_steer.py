@@ -111,8 +111,13 @@ def test_tokens_needed_is_about_twice_the_minimal_count():
 
 
 def test_a_caller_limit_below_the_forced_answer_is_kept_for_a_cut():
-    # Below the forced text's minimal count: no spelling fits, the caller asked for a cut.
+    # Below the answer's length in the reference server's tokens: the oracle itself cuts it there.
     assert kept_for_cut(53, 106, None) == 53
+    # mm-cpu-steered's corpus: a 16-token budget the answer fits in the oracle's tokens (10) but not
+    # in vLLM's BPE: no cut asked, the limit is raised as before.
+    assert kept_for_cut(16, 10, None) is None
+    assert steer.oracle_tokens('{"people": 3}', []) == 7
+    assert steer.oracle_tokens(None, [("get_weather", {"city": "Paris"})]) == 1 + 9
     # Below what vLLM spent on this very request before (178 of a 106-token minimum): the same
     # spelling again at temperature 0 does not fit either (the integrity module halves it: 89).
     assert kept_for_cut(89, 106, 178) == 89
