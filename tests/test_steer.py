@@ -111,23 +111,16 @@ def test_tokens_needed_is_about_twice_the_minimal_count():
 
 
 def test_a_caller_limit_below_the_forced_answer_is_kept_for_a_cut():
-    # Below the answer's length in the reference server's tokens: the oracle itself cuts it there.
-    assert kept_for_cut(53, 106, None) == 53
-    # mm-cpu-steered's corpus: a 16-token budget the answer fits in the oracle's tokens (10) but not
-    # in vLLM's BPE: no cut asked, the limit is raised as before.
-    assert kept_for_cut(16, 10, None) is None
-    assert steer.oracle_tokens('{"people": 3}', []) == 7
-    assert steer.oracle_tokens(None, [("get_weather", {"city": "Paris"})]) == 1 + 9
-    # Below what vLLM spent on this very request before (178 of a 106-token minimum): the same
-    # spelling again at temperature 0 does not fit either (the integrity module halves it: 89).
-    assert kept_for_cut(89, 106, 178) == 89
-    assert kept_for_cut(120, 106, 178) == 120
-    # An ordinary limit the answer fits is no cut; nothing known, nothing kept.
-    assert kept_for_cut(256, 106, 178) is None
-    assert kept_for_cut(178, 106, 178) is None
-    assert kept_for_cut(110, 106, None) is None
-    assert kept_for_cut(None, 106, 178) is None
-    assert kept_for_cut(5, None, None) is None
+    # Below what vLLM spent on this very request before under the caller's own limit (178): the
+    # same spelling again at temperature 0 does not fit (the integrity module halves it: 89).
+    assert kept_for_cut(89, 178) == 89
+    assert kept_for_cut(120, 178) == 120
+    # An ordinary limit the answer fits is no cut; nothing spent yet, nothing kept: a short limit
+    # is then a budget (mm-cpu-steered's 16 tokens), raised as before.
+    assert kept_for_cut(256, 178) is None
+    assert kept_for_cut(178, 178) is None
+    assert kept_for_cut(16, None) is None
+    assert kept_for_cut(None, 178) is None
 
 
 def test_an_ordinary_limit_short_of_a_random_spelling_is_still_raised():
@@ -489,15 +482,17 @@ def test_the_proxy_keeps_a_deliberate_small_limit_and_raises_an_ordinary_one(tmp
         assert ask(256)["finish_reason"] == "stop"  # the caller's own limit: vLLM spent 15 tokens on it
         cut = ask(10)  # below those 15: the caller's cut, kept
         assert cut["finish_reason"] == "length" and text.startswith(cut["message"]["content"])
-        assert ask(5, seed=2)["finish_reason"] == "length"  # another request, below the 7-token minimum
-        assert ask(12, seed=2)["finish_reason"] == "stop"  # nothing spent known for it: raised as ever
+        # Another request, nothing spent known for it: a short limit is a budget, raised as ever.
+        assert ask(5, seed=2)["finish_reason"] == "stop"
+        assert ask(12, seed=2)["finish_reason"] == "stop"
     finally:
         client.close()
         upstream.shutdown()
-    assert [b["max_tokens"] for b in seen] == [30, 256, 10, 5, 30]
+    assert [b["max_tokens"] for b in seen] == [30, 256, 10, 30, 30]
     rows = [json.loads(line) for line in log.read_text().splitlines()]
     assert [(r["held"], r["cut"], r["finish"]) for r in rows] == [
-        (True, None, None), (True, None, None), (True, 10, "length"), (True, 5, "length"), (True, None, None)]
-    assert "max_tokens 16 raised to 30" in rows[0]["changes"] and "max_tokens 12 raised to 30" in rows[4]["changes"]
+        (True, None, None), (True, None, None), (True, 10, "length"), (True, None, None), (True, None, None)]
+    assert "max_tokens 16 raised to 30" in rows[0]["changes"] and "max_tokens 5 raised to 30" in rows[3]["changes"]
+    assert "max_tokens 12 raised to 30" in rows[4]["changes"]
     assert any("max_tokens 10 kept" in c for c in rows[2]["changes"])
     assert incomplete_reasons(log) == []

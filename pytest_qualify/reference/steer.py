@@ -26,7 +26,6 @@ answer fits, but a random model's longer spelling might not, is raised.
 from __future__ import annotations
 
 import json
-import re
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -176,28 +175,18 @@ def requested_max_tokens(body: Mapping[str, Any]) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def kept_for_cut(asked: int | None, oracle_tokens: int | None, spent_tokens: int | None) -> int | None:
+def kept_for_cut(asked: int | None, spent_tokens: int | None) -> int | None:
     """The caller's limit when the caller asked for a cut answer, else None.
 
     The reference server cuts an answer longer than the caller's ``max_tokens`` and says ``length``;
-    the proxy follows it. A cut was asked when the limit is below what vLLM spent on this same
-    request's forced answer earlier in the run under the caller's own limit (``spent_tokens``:
-    temperature 0 spells it the same way again; the integrity module halves an answer's tokens to
-    cut a tool call), or, with nothing spent yet, below the answer's length in the reference
-    server's own tokens (``oracle_tokens``: where the oracle itself would cut). A limit the answer
-    fits in the oracle's tokens but not in vLLM's is not a cut (a media answer's 16-token budget on
-    a BPE tokenizer): it is raised, as a random model's spelling needs (:func:`raised_max_tokens`)."""
-    length = spent_tokens if spent_tokens is not None else oracle_tokens
-    return asked if asked is not None and length is not None and asked < length else None
-
-
-def oracle_tokens(content: str | None, calls: Sequence[tuple[str, Any]]) -> int:
-    """The answer's length as the reference server measures it before cutting: its content's tokens
-    or its calls' (names and arguments), whichever is longer (server._shape cuts either)."""
-    from pytest_qualify.reference import tokenizer
-
-    texts = [(n, a if isinstance(a, str) else json.dumps(a)) for n, a in calls]
-    return max(tokenizer.count(content or ""), sum(tokenizer.count(n) + tokenizer.count(a) for n, a in texts))
+    the proxy follows it where the caller shows it wants the cut: the limit is below what vLLM spent
+    on this same request's forced answer earlier in the run under the caller's own, larger limit
+    (``spent_tokens``: temperature 0 spells it the same way again; the integrity module asks a tool
+    call whole, then halves its tokens to cut it). With nothing spent yet a short limit is a budget,
+    not a cut: no tokenizer tells which (a 16-token media budget fits the oracle's answer in the
+    reference server's tokens, not in a BPE's), so it is raised as a random model's spelling needs
+    (:func:`raised_max_tokens`)."""
+    return asked if asked is not None and spent_tokens is not None and asked < spent_tokens else None
 
 
 def raised_max_tokens(asked: int | None, need: int, room: int) -> int | None:
@@ -598,8 +587,7 @@ class SteerHandler(BaseHTTPRequestHandler):
         with st.lock:
             text, spent = st.spent.get(key, (None, None))
         try:
-            max_tokens, cut = self._budget(seen, forced, spent if text == forced.text else None,
-                                           oracle_tokens(reply.content, reply.tool_calls))
+            max_tokens, cut = self._budget(seen, forced, spent if text == forced.text else None)
         except Exception:  # noqa: BLE001 - /tokenize may fail where the chat request fails too: vLLM's to answer
             max_tokens, cut = None, None
         steered, changes = steered_body(body, forced, strip_chat_template_kwargs=strip, max_tokens=max_tokens)
@@ -607,13 +595,12 @@ class SteerHandler(BaseHTTPRequestHandler):
             changes.append(f"max_tokens {cut} kept: below the forced answer, which comes back cut")
         return steered, forced, changes, cut, key
 
-    def _budget(self, body: Mapping[str, Any], forced: Forced, spent: int | None,
-                oracle_length: int) -> tuple[int | None, int | None]:
+    def _budget(self, body: Mapping[str, Any], forced: Forced, spent: int | None) -> tuple[int | None, int | None]:
         """The raised ``max_tokens`` (None: the caller's stands) and the caller's limit kept for a
         cut answer (:func:`kept_for_cut`; None: the answer fits)."""
         st = self.state
         asked = requested_max_tokens(body)
-        cut = kept_for_cut(asked, oracle_length, spent)
+        cut = kept_for_cut(asked, spent)
         if cut is not None:
             return None, cut
         counted = self._count({"prompt": forced.text, "add_special_tokens": False})
