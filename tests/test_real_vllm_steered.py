@@ -210,7 +210,8 @@ def test_a_lane_fault_engages_on_the_lane_vllm_counted(server_262k: Served, prof
     # The lane is picked by vLLM's own /tokenize count (the reference tokenizer's would miss it); a
     # second look at the 32K lane on the same server, a new haystack and salt: still nothing cached.
     cwd = tmp_path_factory.mktemp("steer-262k-needle")
-    run = steered_run(server_262k, cwd, profile_262k, "-k", "test_health or 32K", faults=("drop_needle=32K",),
+    run = steered_run(server_262k, cwd, profile_262k, "-k", "test_health or (32K and not integrity)",
+                      faults=("drop_needle=32K",),
                       timeout_s=1800.0)
     data = summary(run.evidence)
     assert data["verdict"]["result"] == "FAIL", data["verdict"]
