@@ -373,19 +373,27 @@ def collect(kind: str, target: Target, count: int, send: Callable[[Hostile], Non
     (derandomized, no example database, no shrinking: every request is sent once and judged by
     the caller). Returns how many were sent: fewer than ``count`` only when the class has fewer
     distinct requests."""
+    chosen = examples(kind, target, count)
+    for example in chosen:
+        send(example)
+    return len(chosen)
+
+
+@cache
+def examples(kind: str, target: Target, count: int) -> tuple[Hostile, ...]:
+    """The ``count`` distinct examples :func:`collect` sends, drawn once a process: derandomized, so
+    every repetition (and every run) draws the same ones, and drawing them again costs only time."""
     from hypothesis import HealthCheck, Phase, given, settings
 
-    seen: set[bytes] = set()
+    seen: dict[bytes, Hostile] = {}
 
-    # Generated values repeat now and then; draw more than needed and send each body once.
+    # Generated values repeat now and then; draw more than needed and keep each body once.
     @settings(max_examples=count * 4, derandomize=True, database=None, deadline=None,
               phases=[Phase.generate], suppress_health_check=list(HealthCheck))
     @given(strategy(kind, target))
     def explore(example: Hostile) -> None:
-        if len(seen) >= count or example.body in seen:
-            return
-        seen.add(example.body)
-        send(example)
+        if len(seen) < count and example.body not in seen:
+            seen[example.body] = example
 
     explore()
-    return len(seen)
+    return tuple(seen.values())
