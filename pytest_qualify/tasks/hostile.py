@@ -382,18 +382,24 @@ def collect(kind: str, target: Target, count: int, send: Callable[[Hostile], Non
 @cache
 def examples(kind: str, target: Target, count: int) -> tuple[Hostile, ...]:
     """The ``count`` distinct examples :func:`collect` sends, drawn once a process: derandomized, so
-    every repetition (and every run) draws the same ones, and drawing them again costs only time."""
+    every repetition (and every run) draws the same ones, and drawing them again costs only time.
+    (Hypothesis seeds a derandomized run from the test function's source: ``explore`` keeps its
+    text, so the examples are the ones every earlier run sent.)"""
     from hypothesis import HealthCheck, Phase, given, settings
 
-    seen: dict[bytes, Hostile] = {}
+    seen: set[bytes] = set()
+    chosen: list[Hostile] = []
+    send = chosen.append
 
-    # Generated values repeat now and then; draw more than needed and keep each body once.
+    # Generated values repeat now and then; draw more than needed and send each body once.
     @settings(max_examples=count * 4, derandomize=True, database=None, deadline=None,
               phases=[Phase.generate], suppress_health_check=list(HealthCheck))
     @given(strategy(kind, target))
     def explore(example: Hostile) -> None:
-        if len(seen) < count and example.body not in seen:
-            seen[example.body] = example
+        if len(seen) >= count or example.body in seen:
+            return
+        seen.add(example.body)
+        send(example)
 
     explore()
-    return tuple(seen.values())
+    return tuple(chosen)
