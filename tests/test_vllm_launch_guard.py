@@ -75,14 +75,14 @@ def readme_test_command() -> str:
 
 def test_real_vllm_tests_run_in_a_serial_step_of_their_own():
     steps = [s.strip() for s in readme_test_command().split("&&") if s.strip().startswith("pytest")]
-    assert steps == ['pytest -n 2 -m "not real_vllm"', "pytest -p no:xdist -m real_vllm"], steps
+    assert steps == ['pytest -n 3 -m "not real_vllm"', "pytest -p no:xdist -m real_vllm"], steps
 
 
 @pytest.mark.parametrize("step", [0, 1])
 def test_each_pytest_step_collects_tests(step):
     """pytest exits 5 when a step selects nothing; both steps must collect (and together, all)."""
     argv = shlex.split([s.strip() for s in readme_test_command().split("&&") if s.strip().startswith("pytest")][step])
-    argv = [a for a in argv[1:] if a not in ("-n", "2")] + ["--collect-only", "-q", "-p", "no:cacheprovider"]
+    argv = [a for a in argv[1:] if a not in ("-n", "3")] + ["--collect-only", "-q", "-p", "no:cacheprovider"]
     done = subprocess.run([sys.executable, "-m", "pytest", *argv], cwd=ROOT, capture_output=True, text=True,
                           env={k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
