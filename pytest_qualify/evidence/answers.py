@@ -90,6 +90,9 @@ def held_to_the_end(run_dir: Path) -> CheckRow | None:
     answer in the journal, or the timing phase was not held to anything: the row is then not
     measured (INCOMPLETE), never a pass — the integrity item alone compared only its own stream."""
     lines = _lines(run_dir)
+    by_key: dict[Any, list[dict[str, Any]]] = {}
+    for d in lines:
+        by_key.setdefault(d.get("key"), []).append(d)
     held = [d for d in lines if str(d.get("test", "")).startswith((HELD_TEST, TIMED_TEST))]
     keys = list(dict.fromkeys(d["key"] for d in held))
     if not keys:
@@ -97,7 +100,7 @@ def held_to_the_end(run_dir: Path) -> CheckRow | None:
     timed = {d["key"]: str(d["test"]) for d in held if str(d["test"]).startswith(TIMED_TEST)}
     answers = 0
     for key in keys:
-        asked = [RecordedAnswer.from_dict(d) for d in lines if d.get("key") == key]
+        asked = [RecordedAnswer.from_dict(d) for d in by_key[key]]
         answers += len(asked)
         for n, later in enumerate(asked[1:], start=1):
             verdict = check_same_answers(later, asked[:1])
@@ -106,7 +109,7 @@ def held_to_the_end(run_dir: Path) -> CheckRow | None:
                                 False, f"{HELD_TITLE}: {later.test} (answer {n + 1} of {len(asked)} to the same "
                                        f"request): {verdict.reason}")
     unheld = [test for key, test in timed.items()
-              if not any(str(d.get("test", "")).startswith(CONTEXT_TEST) for d in lines if d.get("key") == key)]
+              if not any(str(d.get("test", "")).startswith(CONTEXT_TEST) for d in by_key[key])]
     if unheld:
         return CheckRow(HELD_TITLE, None, "all equal", False,
                         f"{HELD_TITLE}: the timing phase was not held for {', '.join(sorted(unheld))}: the context "

@@ -312,9 +312,13 @@ def too_fast(repeat_s: float | Sequence[float], fresh_s: Sequence[float], ratio_
     the fastest fresh one, with the fresh time long enough to be the server's work. Noise only adds
     time, so the fastest fresh request is the honest cost and the slowest repeat the honest repeat;
     a response cache is fast on every repeat, so another round can only confirm it."""
-    repeats = [repeat_s] if isinstance(repeat_s, (int, float)) else list(repeat_s)
     fastest = min(fresh_s)
-    return fastest >= MEASURABLE_S and max(repeats) / fastest < ratio_min
+    return fastest >= MEASURABLE_S and max(_times(repeat_s)) / fastest < ratio_min
+
+
+def _times(repeat_s: float | Sequence[float]) -> list[float]:
+    """One repeat's time, or one per round, as a list."""
+    return [repeat_s] if isinstance(repeat_s, (int, float)) else list(repeat_s)
 
 
 def check_no_result_cache(cached_tokens: Sequence[int | None], repeat_s: float | Sequence[float],
@@ -337,7 +341,7 @@ def check_no_result_cache(cached_tokens: Sequence[int | None], repeat_s: float |
         if hits:
             problems.append(f"{hits[0]} cached prompt tokens under a fresh cache_salt (the prefix cache must not "
                             "serve across salts)")
-    repeats = [repeat_s] if isinstance(repeat_s, (int, float)) else list(repeat_s)
+    repeats = _times(repeat_s)
     fastest, slowest = min(fresh_s), max(repeats)
     ratio = slowest / fastest if fastest > 0 else float("inf")
     rounds = f" in each of {len(repeats)} rounds" if len(repeats) > 1 else ""

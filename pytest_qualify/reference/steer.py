@@ -449,11 +449,15 @@ class SteerState:
         # request_key -> (forced text, completion tokens vLLM spent on it under the caller's own limit)
         self.spent: dict[str, tuple[str, int]] = {}
 
-    def count_chat(self, messages: Any, tools: Any) -> int | None:
-        """A chat prompt's tokens as vLLM counts them (``/tokenize`` with the messages), or None."""
-        payload: dict[str, Any] = {"messages": messages, **({"tools": tools} if tools else {})}
+    def count(self, payload: Mapping[str, Any]) -> int | None:
+        """vLLM's ``/tokenize`` count of ``payload`` (a prompt, or messages and tools), asked with the
+        caller's credentials, or None when vLLM refuses it."""
         response = self.http.post("/tokenize", json=payload, headers=self.headers)
         return int(response.json()["count"]) if response.status_code == 200 else None
+
+    def count_chat(self, messages: Any, tools: Any) -> int | None:
+        """A chat prompt's tokens as vLLM counts them (``/tokenize`` with the messages), or None."""
+        return self.count({"messages": messages, **({"tools": tools} if tools else {})})
 
     def next_seq(self) -> int:
         with self.lock:
@@ -603,19 +607,16 @@ class SteerHandler(BaseHTTPRequestHandler):
         cut = kept_for_cut(asked, spent)
         if cut is not None:
             return None, cut
-        counted = self._count({"prompt": forced.text, "add_special_tokens": False})
+        counted = st.count({"prompt": forced.text, "add_special_tokens": False})
         need = tokens_needed(counted if counted is not None else len(forced.text))
         if asked is not None and asked >= need:
             return None, None
         if st.window is None:
             models = st.http.get("/v1/models", headers=self._headers_out()).json()
             st.window = int(models["data"][0]["max_model_len"])
-        prompt = self._count({k: body[k] for k in ("model", "messages", "tools") if k in body}) or 0
+        prompt = st.count({k: body[k] for k in ("model", "messages", "tools") if k in body}) or 0
         return raised_max_tokens(asked, need, st.window - prompt), None
 
-    def _count(self, payload: Mapping[str, Any]) -> int | None:
-        response = self.state.http.post("/tokenize", json=payload, headers=self._headers_out())
-        return int(response.json()["count"]) if response.status_code == 200 else None
 
 
 def _prompt(raw: bytes) -> str:
