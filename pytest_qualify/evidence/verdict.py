@@ -12,6 +12,7 @@ from typing import Any
 
 from pytest_qualify.gate import decide as gate
 from pytest_qualify.evidence import bundle
+from pytest_qualify.evidence.answers import held_to_the_end
 from pytest_qualify.evidence.session import EvidenceState
 from pytest_qualify.gate.waivers import candidates  # noqa: F401 - re-exported
 from pytest_qualify.evidence.summary import facts_section, iso, render_summary, stage_fields, target_section, tool_version
@@ -76,8 +77,6 @@ def run_record(
 
 def _journal_checks(run_dir: Any) -> tuple[Any, ...]:
     """The answer journal's run-end row (integrity, TEST01), when the integrity module held answers."""
-    from pytest_qualify.evidence.answers import held_to_the_end
-
     row = held_to_the_end(run_dir) if run_dir is not None and run_dir.is_dir() else None
     return (row,) if row is not None else ()
 
