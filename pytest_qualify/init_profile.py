@@ -392,6 +392,7 @@ def render(p: Probed, name: str, written_at: str) -> str:
         "",
         "[serve]",
         "# Not probed and not guessed: " + SERVE_REFUSAL + ".",
+        "attach_only = true  # default: an endpoint cannot say how it was launched, so launch mode is refused",
         f"command = {_toml(['sh', '-c', 'echo ' + _shell_quote('pytest-qualify: ' + SERVE_REFUSAL) + ' >&2; exit 2'])}",
         "",
         "[modules]",

@@ -98,8 +98,7 @@ def _run_state(config: pytest.Config, settings: Settings) -> RunState:
     run_dir = settings.evidence_dir / run_id
     state = RunState(settings, profile, run_id, run_dir, is_worker=workerinput is not None)
     if workerinput is not None:
-        xdist.adopt_controller_server(state, workerinput)
-        return state
+        return state  # the server's facts come with the controller's hand-over (hooks/xdist.py)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         probe = run_dir / ".write-test"
@@ -110,6 +109,20 @@ def _run_state(config: pytest.Config, settings: Settings) -> RunState:
             f"--qualify-evidence: cannot write the evidence directory {run_dir}: {exc.strerror or exc}"
         ) from None
     return state
+
+
+def _check_before_start(config: pytest.Config, state: RunState) -> evidence.EvidenceState:
+    """Every usage error configure can find (the stage, the target, the faults, a required
+    self-test, the waiver and baseline files), before anything is started or written."""
+    stage.configure(state)
+    if not state.is_worker:
+        server.preflight(state)
+    if state.settings.require_selftest and not state.is_worker:
+        from pytest_qualify.hooks.selftest import RequiredSelftest
+
+        config.pluginmanager.register(RequiredSelftest.find(state), "qualify-required-selftest")
+    config.stash[STATE_KEY] = state
+    return evidence.load_evidence_state(config, state)
 
 
 # First, so the run state exists before any other plugin's configure looks for it.
@@ -133,24 +146,22 @@ def pytest_configure(config: pytest.Config) -> None:
     pm.register(fixtures, "qualify-fixtures")
     if not settings.active:
         return
-    if pm.hasplugin("rerunfailures") and (config.getoption("reruns", 0) or 0) > 0:
-        raise pytest.UsageError(
-            "--reruns cannot be combined with --qualify: a rerun would turn a failure into a pass"
-        )
+    retry = collection.retrying_plugin(config)
+    if retry:
+        raise pytest.UsageError(retry)
     state = _run_state(config, settings)
-    stage.configure(state)
-    if settings.require_selftest and not state.is_worker:
-        from pytest_qualify.hooks.selftest import RequiredSelftest
-
-        pm.register(RequiredSelftest.find(state), "qualify-required-selftest")
-    config.stash[STATE_KEY] = state
+    try:
+        ev = _check_before_start(config, state)
+    except pytest.UsageError:
+        # A usage error leaves no evidence behind: the run folder made a moment ago goes again.
+        steps.discard_run_dir(state)
+        raise
     node_ids = [arg for arg in config.option.file_or_dir or [] if "::" in arg]
     if node_ids:
         state.partial_selection = f"test ids selected on the command line ({', '.join(node_ids[:3])})"
     # With --qualify and no test path, run the protocol suites themselves.
     if not config.option.file_or_dir:
         config.args[:] = [str(suites_dir())]
-    ev = evidence.load_evidence_state(config, state)
 
     # One object per concern. The order of registration is the order of their wrappers: the
     # server watch, registered last, wraps the evidence hooks, so a test meets a dead server's
@@ -163,6 +174,8 @@ def pytest_configure(config: pytest.Config) -> None:
         server_session = server.ServerSession(config, state)
         pm.register(steps.RunSteps(config, state, ev, server_session, evidence_hooks), "qualify-steps")
         server.install_sigterm_handler()
+    else:
+        pm.register(steps.WorkerSteps(config, state, evidence_hooks), "qualify-worker-steps")
     server_watch = watch.ServerWatch(state)
     config.stash[watch.WATCH_KEY] = server_watch
     pm.register(server_watch, "qualify-server-watch")
@@ -176,6 +189,8 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     target = {"launch": "launch vLLM", REFERENCE: "reference server (SIMULATED, not vLLM)"}.get(
         s.mode, f"attach {s.endpoint}"
     )
+    if state.simulated and s.mode != REFERENCE:
+        target += " (SIMULATED: the endpoint says so; it can never back a promotion)"
     return [
         f"qualify: profile {p.name} ({p.source}); model {p.deployment.model}"
         + (f" @ {p.deployment.revision}" if p.deployment.revision else "")

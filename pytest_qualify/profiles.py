@@ -6,6 +6,8 @@ into a usage error naming the file, the field and what was expected.
 
 from __future__ import annotations
 
+import math
+
 import json
 import os
 import re
@@ -99,6 +101,9 @@ class Serve:
     env: tuple[tuple[str, str], ...] = ()
     host: str = "127.0.0.1"
     port: int | None = None
+    # A profile for an endpoint someone else launched (``python -m pytest_qualify init`` writes
+    # one): its recipe cannot be launched, so launch mode is a usage error before anything starts.
+    attach_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -349,6 +354,7 @@ def _build(raw: dict[str, Any], path: Path) -> Profile:
             env=tuple(sorted((k, expand(v)) for k, v in s.get("env", {}).items())),
             host=s.get("host", "127.0.0.1"),
             port=s.get("port"),
+            attach_only=bool(s.get("attach_only", False)) or _init_refusal(s["command"]),
         ),
         required_modules=modules,
         waivable_modules=_waivable(raw, path, known),
@@ -358,6 +364,13 @@ def _build(raw: dict[str, Any], path: Path) -> Profile:
         steer=Steer(**raw["steer"]) if "steer" in raw else None,
         integrity=_integrity(raw, path, limits, known),
     )
+
+
+def _init_refusal(command: list[str]) -> bool:
+    """A ``[serve]`` command that only says it cannot launch: what ``init`` wrote before
+    ``attach_only`` existed."""
+    return len(command) == 3 and command[:2] == ["sh", "-c"] and "pytest_qualify init" in command[2] \
+        and command[2].rstrip().endswith("exit 2")
 
 
 def _integrity(raw: dict[str, Any], path: Path, limits: Limits, known: dict[str, ModuleInfo]) -> IntegrityRules:
@@ -378,6 +391,11 @@ def _integrity(raw: dict[str, Any], path: Path, limits: Limits, known: dict[str,
                            f"plus the answer budget ({limits.answer_budget_tokens}) exceeds the window "
                            f"({limits.window_tokens})")
     timeouts = raw["timeouts"]
+    for key, value in timeouts.items():
+        # TOML has nan and inf; neither is a wait a run can keep (the schema's bounds let nan through).
+        if not math.isfinite(value):
+            raise ProfileError(f"profile file {path}: field 'timeouts.{key}' is invalid: {value} is not a number "
+                               "of seconds")
     # A written idle limit must be under the request budget, or it could never fire first.
     if "stream_idle_s" in timeouts and timeouts["stream_idle_s"] >= timeouts["request_s"]:
         raise ProfileError(f"profile file {path}: field 'timeouts.stream_idle_s' is invalid: "

@@ -48,6 +48,20 @@ class RunState:
     # The promotion stage this run is (stages.py): its modules and lanes, the served identity at
     # both ends, the promoted run it is held to. Set with the run state (hooks/stage.py).
     stage_run: StageRun | None = None
+    # The run's first step (hooks/steps.py) found the deployment cannot be judged (a rejected key,
+    # not an OpenAI-compatible endpoint, no answer) or is not the profile's (a judged FAIL): protocol
+    # items outside ``stop_keeps`` are not run, and the reason is the verdict's.
+    stop_reason: str | None = None
+    stop_judged: bool = False
+    stop_keeps: tuple[str, ...] = ()
+    handover_adopted: bool = False  # an xdist worker has read the controller's server hand-over
+    usage_error: bool = False  # the run ended in a usage error before anything started: no bundle
+
+    @property
+    def simulated(self) -> bool:
+        """The reference server, or an endpoint that says it is simulated (its /version or
+        /v1/models), however it was reached: SIMULATED everywhere, never a promotion."""
+        return self.settings.mode == "reference" or bool(self.server_info.get("simulated"))
 
     @property
     def secrets(self) -> tuple[str, ...]:

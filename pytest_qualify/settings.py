@@ -6,6 +6,7 @@ Precedence, highest first: command-line option > environment variable > ini key 
 
 from __future__ import annotations
 
+import math
 import shlex
 import urllib.parse
 from collections.abc import Callable, Mapping
@@ -121,6 +122,18 @@ class Settings:
         return REFERENCE if self.endpoint == REFERENCE else "attach"
 
 
+def seconds(text: str, where: object) -> float:
+    """A timeout in seconds: a finite number above zero (a zero, negative or endless wait is a
+    mistake the operator can fix, never a server that did not start in time)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise SettingsError(f"{where}: expected seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise SettingsError(f"{where}: expected a number of seconds above 0, got {text!r}")
+    return value
+
+
 def resolve(
     cli: Mapping[str, object],
     env: Mapping[str, str],
@@ -165,10 +178,7 @@ def resolve(
             endpoint = endpoint[: -len("/v1")]
 
     timeout = values["qualify_startup_timeout"]
-    try:
-        startup_timeout_s = float(timeout) if timeout else None
-    except ValueError:
-        raise SettingsError(f"{sources['qualify_startup_timeout']}: expected seconds, got {timeout!r}") from None
+    startup_timeout_s = seconds(timeout, sources["qualify_startup_timeout"]) if timeout else None
 
     fail_pct = values["qualify_fail_on_regression"]
     fail_on_regression_pct = None
@@ -178,7 +188,7 @@ def resolve(
             fail_on_regression_pct = float(fail_pct)
         except ValueError:
             raise SettingsError(f"{where}: expected a percentage, got {fail_pct!r}") from None
-        if fail_on_regression_pct < 0:
+        if not math.isfinite(fail_on_regression_pct) or fail_on_regression_pct < 0:
             raise SettingsError(f"{where}: expected a percentage >= 0, got {fail_pct!r}")
         if not values["qualify_baseline"] and values["qualify"]:
             raise SettingsError(f"{where.option.flag} needs --qualify-baseline")

@@ -7,6 +7,7 @@ import pytest
 
 from pytest_qualify.checks import fail, require
 from pytest_qualify.graders.identity import check_identity
+from pytest_qualify.promotion.identity import engine_version_reason
 from pytest_qualify.tasks.fixture_data import smoke_questions
 
 pytestmark = pytest.mark.qualify_module("smoke")
@@ -27,11 +28,15 @@ def test_identity(qualify_client, qualify_profile, qualify_record):
                            qualify_profile.limits.window_tokens), "GET /v1/models")
 
 
-def test_engine_version(qualify_client, qualify_record):
+def test_engine_version(qualify_client, qualify_profile, qualify_record):
     version = qualify_client.version()
     qualify_record.props(engine_version=version)
     if not version:
         fail("GET /version", "no engine version reported")
+    # The declared engine's version token, held exactly (both readings in the reason).
+    differs = engine_version_reason(qualify_profile.deployment.engine, version)
+    if differs:
+        fail("GET /version", differs)
 
 
 @pytest.mark.parametrize("question", QUESTIONS, ids=[f"q{i + 1}" for i in range(len(QUESTIONS))])

@@ -17,6 +17,7 @@ import pytest
 
 from pytest_qualify import init_profile
 from pytest_qualify.client.endpoint import EndpointError
+from pytest_qualify.promotion.identity import engine_version_of
 from pytest_qualify.server.lifecycle import free_port
 from pytest_qualify.profiles import load_profile
 
@@ -176,7 +177,8 @@ def test_init_writes_a_valid_profile_equal_to_the_reference_servers_settings(ref
     assert ("multimodal" in got.required_modules) == bool(expected.limits.images_per_request)
     text = out.read_text()
     raw = tomllib.loads(text)
-    assert raw["deployment"]["engine"].startswith("0.1.0-reference")
+    # What the reference server's /version says: the profile's declared engine version, else its own.
+    assert raw["deployment"]["engine"] == (engine_version_of(expected) or "0.1.0-reference (SIMULATED, not vLLM)")
     # Every value line says how it was found.
     for line in text.splitlines():
         if " = " in line and not line.startswith(("#", "name", "prompt_tokens", "description", "required", "command")):
@@ -192,8 +194,13 @@ def test_the_written_profile_refuses_to_launch_and_says_why(reference, tmp_path)
     run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--qualify={out}",
                           "--qualify-evidence", str(tmp_path / "ev"), "-k", "test_health"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert run.returncode == 2, run.stdout  # never judged: INCOMPLETE
-    assert "cannot say how it was launched" in run.stdout + run.stderr
+    # A mistake the operator can fix: exit 4 and one line naming the profile, before anything
+    # starts (no server, no evidence bundle).
+    assert run.returncode == 4, run.stdout + run.stderr
+    errors = [line for line in (run.stdout + run.stderr).splitlines() if line.startswith("ERROR:")]
+    assert len(errors) == 1 and str(out) in errors[0] and "attach" in errors[0], run.stdout + run.stderr
+    assert "--qualify-endpoint" in errors[0]
+    assert not (tmp_path / "ev").exists() or not any((tmp_path / "ev").iterdir())
 
 
 def test_an_endpoint_that_does_not_answer_is_an_error_not_a_profile(tmp_path):

@@ -248,7 +248,7 @@ def target_section(state: RunState, died: str | None, secrets: Sequence[str]) ->
                            "max_model_len": mlen if isinstance(mlen, int) else None})
     return {
         "mode": state.settings.mode,
-        "simulated": state.settings.mode == "reference",
+        "simulated": state.simulated,
         "base_url": safe_url(state.base_url),
         "launch_command": redact_command(command, secrets) if command else None,
         "engine_version": info.get("version") or None,

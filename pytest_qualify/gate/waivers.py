@@ -6,12 +6,17 @@
     item = "test_multimodal.py::test_video[clip07]"   # a test id without the repetition, or a glob
     reason = "clip07's caption names a brand the model is told not to read out; ticket MM-12"
     expires = 2026-09-30                               # last day the waiver is valid
+    # expect = 2                                       # required for a glob: the items it matches
 
 Rules, because a waiver is the one way to turn a failure into a pass:
 
 - only modules the profile marks waivable (the corpus) accept waivers; a waiver that names a
   test of a hard serving-contract module is a usage error;
 - a waiver without a reason or an expiry date, or past its expiry date, is a usage error;
+- a pattern (``*`` or ``?``) states how many items it expects to match (``expect = N``, items
+  without their repetitions), held to the collection: another count is a usage error, so a
+  pattern cannot quietly grow to waive more than its author read;
+- no waiver may match every item of a module: a module is judged, not waived;
 - a waiver that matches no test at all is reported as stale (it may hide a renamed test);
 - waived items are listed in the report with the waiver's reason, never hidden.
 
@@ -33,7 +38,7 @@ from typing import Any
 from pytest_qualify.datafile import read_toml
 from pytest_qualify.repetition import without_repetition
 
-KEYS = {"item", "reason", "expires"}
+KEYS = {"item", "reason", "expires", "expect"}
 
 
 class WaiverError(ValueError):
@@ -46,6 +51,11 @@ class Waiver:
     reason: str
     expires: dt.date
     index: int  # 1-based position in the file, for messages
+    expect: int | None = None  # how many items (without repetitions) it matches; required for a glob
+
+    @property
+    def is_pattern(self) -> bool:
+        return "*" in self.pattern or "?" in self.pattern
 
     @property
     def label(self) -> str:
@@ -56,7 +66,10 @@ class Waiver:
         return any(rx.fullmatch(i) for i in ids)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"item": self.pattern, "reason": self.reason, "expires": self.expires.isoformat()}
+        out: dict[str, Any] = {"item": self.pattern, "reason": self.reason, "expires": self.expires.isoformat()}
+        if self.expect is not None:
+            out["expect"] = self.expect
+        return out
 
 
 def _compile(pattern: str) -> re.Pattern[str]:
@@ -119,7 +132,15 @@ def load_waivers(path: Path, today: dt.date | None = None) -> tuple[Waiver, ...]
                 f"{where} ({item!r}) expired on {expires.isoformat()} (today is {today.isoformat()}): "
                 "renew it with a new reason or fix the failure"
             )
-        waivers.append(Waiver(item.strip(), reason.strip(), expires, i))
+        expect = entry.get("expect")
+        if expect is not None and (isinstance(expect, bool) or not isinstance(expect, int) or expect < 1):
+            raise WaiverError(f"{where} ({item!r}): 'expect' must be the number of items it matches (1 or more), "
+                              f"got {expect!r}")
+        waiver = Waiver(item.strip(), reason.strip(), expires, i, expect)
+        if waiver.is_pattern and expect is None:
+            raise WaiverError(f"{where} ({item!r}): a pattern must state how many items it expects to match "
+                              "(expect = N, items without their repetitions)")
+        waivers.append(waiver)
     return tuple(waivers)
 
 
@@ -152,6 +173,33 @@ def hard_module_conflicts(
                     f"'{cand.module}'; only {', '.join(waivable_modules) or 'no modules'} accept waivers"
                 )
     return [problems[i] for i in sorted(problems)]
+
+
+def count_conflicts(waivers: Sequence[Waiver], items: Iterable[Candidate]) -> list[str]:
+    """One message per waiver whose matches are not what it says: another count than its
+    ``expect``, or every item of a module (a module is judged, never waived whole)."""
+    per_module: dict[str, set[str]] = {}
+    ids_of: dict[str, tuple[str, ...]] = {}
+    module_of_item: dict[str, str] = {}
+    for cand in items:
+        label = without_repetition(cand.nodeid)
+        per_module.setdefault(cand.module, set()).add(label)
+        ids_of[label] = cand.ids
+        module_of_item[label] = cand.module
+    problems = []
+    for w in waivers:
+        matched = {label for label, ids in ids_of.items() if w.matches(ids)}
+        if not matched:
+            continue  # stale: reported with the verdict
+        whole = sorted(m for m in {module_of_item[label] for label in matched}
+                       if len(per_module[m]) > 1 and per_module[m] <= matched)
+        if whole:
+            problems.append(f"{w.label} matches every item of module '{whole[0]}' ({len(per_module[whole[0]])} items): "
+                            "a waiver names items, never a whole module")
+        elif w.expect is not None and len(matched) != w.expect:
+            problems.append(f"{w.label} expects to match {w.expect} item(s) and matches {len(matched)} "
+                            f"({', '.join(sorted(matched)[:3])}{', ...' if len(matched) > 3 else ''})")
+    return problems
 
 
 @dataclass

@@ -20,6 +20,7 @@ from pytest_qualify.run import MODULE_KEY, module_of
 REPETITION_KEY = "repetition"
 REPEAT_FIXTURE = "qualify_repetition"
 PROFILE_DESELECTED = pytest.StashKey[bool]()
+FIRST_MODULES = ("smoke",)
 
 
 def suites_dir() -> Path:
@@ -46,6 +47,67 @@ def repetitions_of(item_or_def: Any, default: int) -> int:
     """The ``qualify_repeat`` marker's count (1 opts a test out of ``--repeat``), else ``default``."""
     marker = item_or_def.get_closest_marker("qualify_repeat")
     return int(marker.args[0]) if marker and marker.args else default
+
+
+# Plugins that run an item more than once: a rerun turns a failure into a pass, a repetition of
+# their own multiplies items outside --repeat (the gate counts each repetition as its own item).
+# (plugin names as pytest registers them, the options that switch them on for every test, the
+# marker that switches them on for one test)
+RETRYING_PLUGINS = (
+    ("rerunfailures", (("reruns", "--reruns"), ("force_reruns", "--force-reruns")), "reruns", "flaky"),
+    ("repeat", (("count", "--count"),), None, "repeat"),
+    ("flaky", (("force_flaky", "--force-flaky"),), None, "flaky"),
+    ("pytest_retry", (("retries", "--retries"),), "retries", "flaky"),
+)
+
+
+def retrying_plugin(config: pytest.Config) -> str | None:
+    """Why a loaded plugin would rerun or repeat every item (a usage error with --qualify), or None."""
+    pm = config.pluginmanager
+    for name, options, ini, _marker in RETRYING_PLUGINS:
+        if not pm.hasplugin(name):
+            continue
+        for dest, flag in options:
+            value = config.getoption(dest, None)
+            if _more_than_once(dest, value):
+                return _retry_reason(f"{flag} {value}")
+        if ini is not None:
+            try:
+                value = config.getini(ini)
+            except (ValueError, KeyError):
+                value = None
+            if _more_than_once(ini, value):
+                return _retry_reason(f"ini key {ini} = {value}")
+    return None
+
+
+def _more_than_once(dest: str, value: Any) -> bool:
+    if value is None or value is False or value == "":
+        return False
+    if value is True:
+        return True
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return False
+    return number > 1 if dest == "count" else number > 0
+
+
+def _retry_reason(what: str) -> str:
+    return (f"{what} cannot be combined with --qualify: a rerun would turn a failure into a pass and a repetition "
+            "outside --repeat would count one answer as several (use --repeat N)")
+
+
+def retried_items(config: pytest.Config, items: list[pytest.Item]) -> str | None:
+    """A protocol item that a loaded rerun or repetition plugin's marker would run more than once."""
+    pm = config.pluginmanager
+    for name, _options, _ini, marker in RETRYING_PLUGINS:
+        if not pm.hasplugin(name):
+            continue
+        for item in items:
+            if module_of(item) is not None and item.get_closest_marker(marker) is not None:
+                return _retry_reason(f"{item.nodeid}: marker {marker} (plugin {name})")
+    return None
 
 
 class Collection:
@@ -104,9 +166,12 @@ class Collection:
             if lane_name is not None:
                 item.user_properties.append(("lane", lane_name))
             keep.append(item)
-        # Last: an item that holds another module's answers finds them already asked (under xdist
-        # as well, since items are handed out in this order), so it rarely asks for them itself.
-        keep.sort(key=lambda item: item.get_closest_marker("qualify_reads") is not None)
+        # First the modules that say whether the deployment can be judged at all (smoke: health,
+        # identity, engine version), so a deployment that cannot be identified costs seconds, not
+        # the whole protocol. Last: an item that holds another module's answers finds them already
+        # asked (under xdist as well, since items are handed out in this order).
+        keep.sort(key=lambda item: (item.get_closest_marker("qualify_reads") is not None,
+                                    module_of(item) not in FIRST_MODULES))
         if drop:
             for item in drop:
                 item.stash[PROFILE_DESELECTED] = True

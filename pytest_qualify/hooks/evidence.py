@@ -132,23 +132,23 @@ class EvidenceHooks:
 
     # -- pytest's hooks --
 
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """A waiver that names a hard serving-contract test is a usage error, found at collection.
-        (An xdist worker cannot raise one cleanly: there the controller finds it at the end of the
-        run, from the results, and exits with the usage-error status and the reason.)"""
+    def waiver_usage_error(self, items: list[pytest.Item]) -> str | None:
+        """A waiver that names a hard serving-contract test, matches a whole module or another
+        number of items than it expects: a usage error, found at the end of collection, before the
+        server starts (steps.collection_usage_error; on xdist workers too, for the controller)."""
         ev = self.ev
-        if ev.waivers is None or self.state.is_worker:
-            return
-        from pytest_qualify.gate.waivers import Candidate, hard_module_conflicts, item_ids
+        if ev.waivers is None:
+            return None
+        from pytest_qualify.gate.waivers import Candidate, count_conflicts, hard_module_conflicts, item_ids
 
         candidates = [
             Candidate(item.nodeid, module, item_ids(item.nodeid, item_label(item)))
-            for item in session.items
+            for item in items
             if (module := module_of(item)) is not None
         ]
         conflicts = hard_module_conflicts(ev.waivers.waivers, candidates, ev.waivers.waivable_modules)
-        if conflicts:
-            raise pytest.UsageError("--qualify-waivers: " + "; ".join(conflicts))
+        conflicts = conflicts or count_conflicts(ev.waivers.waivers, candidates)
+        return f"--qualify-waivers {ev.waivers.source}: " + "; ".join(conflicts) if conflicts else None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if not self.state.is_worker:

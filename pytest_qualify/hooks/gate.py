@@ -41,6 +41,9 @@ def run_problems(session: pytest.Session, state: RunState, exitstatus: int) -> t
         incomplete.append("server startup failed: " + state.startup_error.splitlines()[0])
     if state.dead:
         problems.append(state.dead.splitlines()[0])
+    if state.stop_reason and not state.startup_error:
+        # The run's first step stopped it (hooks/server.first_step): a judged FAIL, or not judged.
+        (problems if state.stop_judged else incomplete).append(state.stop_reason)
     if exitstatus == pytest.ExitCode.INTERRUPTED:
         incomplete.append("run interrupted before the protocol finished")
     if session.shouldfail:
@@ -95,6 +98,8 @@ def write_gate_table(tr: Any, state: RunState) -> None:
         title = f"{stage.name} gate (not a qualification): profile {state.profile.name}"
     if state.settings.mode == REFERENCE:
         title += " (SIMULATED reference server, not vLLM)"
+    elif state.simulated:
+        title += " (SIMULATED: the endpoint says so, not vLLM)"
     tr.write_sep("=", title)
     for line in gate_mod.render_table(state.verdict):
         tr.write_line(line)

@@ -44,6 +44,73 @@ def install_sigterm_handler() -> None:
             signal.signal(sig, handler)
 
 
+def first_step(state: RunState) -> tuple[str, bool, tuple[str, ...]] | None:
+    """The run's first step, once the server answers: health, authentication and identity, read
+    from what the server session asked as it came up. ``(reason, judged, modules still run)`` when
+    the run must stop: not judged (a rejected key, not an OpenAI-compatible endpoint, no answer) is
+    INCOMPLETE and runs nothing; a served identity that is not the profile's is a judged FAIL, and
+    only the smoke module still runs (its identity items show the readings). None: go on."""
+    from pytest_qualify.graders.identity import check_identity
+    from pytest_qualify.promotion.identity import engine_version_reason
+
+    info, profile = state.server_info, state.profile
+    if state.startup_error:
+        if state.settings.mode == "attach":
+            return f"not judged: {state.startup_error.splitlines()[0]}", False, ()
+        return None  # a failed launch: every protocol item reports it with the command and log tail
+    status = info.get("models_status")
+    if "models_error" in info:
+        error = info["models_error"]
+        if status in (401, 403):
+            why = error if "rejected the API key" in error else (
+                f"the endpoint refused the API key (the key is read from ${state.settings.api_key_env}): "
+                f"HTTP {status} on GET /v1/models")
+            return f"not judged: {why}", False, ()
+        if status == 404 or info.get("models_error_kind") in ("ValueError", "JSONDecodeError"):
+            return (f"not judged: not an OpenAI-compatible endpoint: GET /v1/models "
+                    + (f"answered HTTP {status}" if status else f"answered no model list ({error})")), False, ()
+        return f"not judged: the endpoint did not answer GET /v1/models: {error}", False, ()
+    d = profile.deployment
+    verdict = check_identity(info.get("models") or [], d.served_name, d.model, profile.limits.window_tokens)
+    problems = [] if verdict.ok else [verdict.reason]
+    if "version" in info:
+        engine = engine_version_reason(d.engine, info.get("version"))
+        if engine:
+            problems.append(engine)
+    if problems:
+        return ("the served identity is not the profile's (stopped after the smoke module): " + "; ".join(problems),
+                True, ("smoke",))
+    return None
+
+
+def preflight(state: RunState) -> None:
+    """Usage errors known before collection (on the controller, at configure): the target as
+    configured (a taken port, a serve command that does not exist, an attach-only profile in launch
+    mode, faults where no reference server runs), and every reference fault with its argument
+    against the run's profile, stage and repetitions."""
+    from pytest_qualify.server.target import TargetError, preflight as target_preflight
+
+    settings = state.settings
+    try:
+        target_preflight(state.profile, settings)
+    except TargetError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if not settings.reference_faults:
+        return
+    from pytest_qualify.reference.faults import FaultError, check_for_run
+
+    stage = state.stage_run.stage if state.stage_run is not None else None
+    lanes = state.profile.limits.lanes
+    try:
+        check_for_run(settings.reference_faults,
+                      modules=stage.modules if stage is not None else state.profile.required_modules,
+                      lanes=stage.lanes if stage is not None else [lane.name for lane in lanes],
+                      repeat=settings.repeat, where="--qualify-reference-fault",
+                      default_lane=max(lanes, key=lambda lane: lane.prompt_tokens).name if lanes else None)
+    except FaultError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
 class ServerSession:
     """Starts and stops the run's one server; ``steps.RunSteps`` decides when."""
 
@@ -61,13 +128,9 @@ class ServerSession:
         (a taken port, a serve command that does not exist) is a usage error, raised before
         anything starts; a failed start is recorded and fails every protocol test."""
         from pytest_qualify.server.lifecycle import StartupError
-        from pytest_qualify.server.target import TargetError, api_key_from_env, preflight, start_target
+        from pytest_qualify.server.target import TargetError, api_key_from_env, start_target
 
         state = self.state
-        try:
-            preflight(state.profile, state.settings)
-        except TargetError as exc:
-            raise pytest.UsageError(str(exc)) from None
         try:
             # start_target stops its own process when interrupted (Ctrl-C or SIGTERM during startup).
             state.target = start_target(
@@ -81,24 +144,36 @@ class ServerSession:
             for line in str(exc).splitlines():
                 self.progress(line)
             return False
-        rejected = state.server_info.get("models_error", "")
-        if "rejected the API key" in rejected:
-            self.progress(f"WARNING: {rejected}")
+        if state.server_info.get("simulated") and state.settings.mode != REFERENCE:
+            self.progress("the endpoint declares itself SIMULATED (its /version or /v1/models): this run is SIMULATED "
+                          "and can never back a promotion")
         return True
 
     def server_info(self) -> dict[str, Any]:
-        """What the server says it is; recorded for the report, checked by the smoke module."""
+        """What the server says it is; recorded for the report, checked by the first step
+        (:func:`first_step`) and the smoke module. ``simulated``: the reference server, or an
+        endpoint whose ``/version`` or ``/v1/models`` says ``"simulated": true``."""
         state = self.state
         client = make_client(state)
         info: dict[str, Any] = {"mode": state.settings.mode, "simulated": state.settings.mode == REFERENCE}
         try:
-            info["version"] = client.version()
-        except Exception as exc:  # recorded, judged by the smoke module
+            body = client.get_json("/version")
+            info["version"] = str(body.get("version", "")) if isinstance(body, dict) else ""
+            info["simulated"] = info["simulated"] or (isinstance(body, dict) and body.get("simulated") is True)
+        except Exception as exc:  # recorded, judged by the first step and the smoke module
             info["version_error"] = str(exc)
+            info["version_status"] = getattr(exc, "status", None)
         try:
-            info["models"] = client.models()
+            body = client.get_json("/v1/models")
+            if not isinstance(body, dict) or not isinstance(body.get("data"), list):
+                raise ValueError(f"GET /v1/models answered no model list (got {str(body)[:80]!r})")
+            info["models"] = body["data"]
+            info["simulated"] = info["simulated"] or any(
+                isinstance(m, dict) and m.get("simulated") is True for m in body["data"])
         except Exception as exc:
-            info["models_error"] = str(exc)
+            info["models_error"] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            info["models_status"] = getattr(exc, "status", None)
+            info["models_error_kind"] = type(exc).__name__
         if state.target is not None:
             info["launch_command"] = state.target.display_command
             if state.target.process is not None:

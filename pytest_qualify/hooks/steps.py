@@ -1,8 +1,13 @@
 """The order of the run's steps on the controller, written once. Every other concern of the
 plugin offers its steps; this is the one place that says when each runs.
 
-Start (session start): start the server; the served identity's first reading; tell user
-plugins; the first /metrics scrape.
+Start: the usage errors only the collection can show (a waiver naming a hard module or a whole
+module, a rerun marker), then start the server — at the end of collection (under xdist: once the
+first worker has collected, before any item is scheduled), so a usage error starts nothing and
+writes no bundle; an attached endpoint is read at session start instead (nothing is started, and
+the header can say what it declares itself). Then the first step (health, key, identity: a run
+that cannot be judged stops INCOMPLETE, a served identity that is not the profile's stops FAIL);
+the served identity's first reading; tell user plugins; the first /metrics scrape.
 End (session finish): the run-level problems (failing or leaving the run incomplete); the
 server's death; the served identity read again; the last scrape; the verdict of the run's stage
 (SLO rows included) and the bundle; tell user plugins; suite properties for --junitxml; the exit
@@ -22,9 +27,26 @@ from pytest_qualify.evidence.session import EvidenceState
 from pytest_qualify.hooks.evidence import EvidenceHooks
 from pytest_qualify.hooks import stage
 from pytest_qualify.hooks.gate import exit_status, run_problems, steering_void, write_gate_table
-from pytest_qualify.hooks.server import ServerSession
+from pytest_qualify.hooks.collection import retried_items
+from pytest_qualify.hooks.server import ServerSession, first_step
+from pytest_qualify.hooks.xdist import is_xdist_controller, report_usage_error, workers_usage_error, write_handover
 from pytest_qualify.profiles import module_registry
 from pytest_qualify.run import RunState
+
+
+def discard_run_dir(state: RunState) -> None:
+    """After a usage error: the run's own folder (made at configure, named by its run id) goes, so
+    no evidence is left of a run that never started."""
+    import shutil
+
+    shutil.rmtree(state.run_dir, ignore_errors=True)
+
+
+def collection_usage_error(config: pytest.Config, state: RunState, evidence: EvidenceHooks,
+                           items: list[pytest.Item]) -> str | None:
+    """The usage errors only the collected items show: a rerun or repetition marker, a waiver that
+    names a hard module's test or matches other than the items it expects."""
+    return retried_items(config, items) or evidence.waiver_usage_error(items)
 
 
 class RunSteps:
@@ -37,13 +59,49 @@ class RunSteps:
         self.ev = ev
         self.server = server
         self.evidence = evidence
+        self.started = False
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
+        # Before the terminal reporter's header (trylast): an attached endpoint is only read, and
+        # what it says it is (SIMULATED) belongs in the header.
+        if not session.config.option.collectonly and self.state.settings.mode == "attach":
+            self._start()
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
         if session.config.option.collectonly:
             return
-        if not self.server.start():
+        problem = collection_usage_error(self.config, self.state, self.evidence, session.items)
+        if problem:
+            raise pytest.UsageError(problem)
+        if session.testsfailed and not session.config.option.continue_on_collection_errors:
+            return  # collection errors: nothing will run, so nothing is started
+        self._start()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: Any) -> None:
+        """Under -n: the first worker to finish collecting has run the collection's usage checks
+        (xdist.report_usage_error); then the server starts, before xdist schedules any item."""
+        if self.started:
             return
+        problem = workers_usage_error(self.state)
+        if problem:
+            raise pytest.UsageError(problem)
+        self._start()
+
+    def _start(self) -> None:
+        if self.started:
+            return
+        self.started = True
         state = self.state
+        up = self.server.start()
+        stop = first_step(state)
+        if stop is not None:
+            state.stop_reason, state.stop_judged, state.stop_keeps = stop
+            self.server.progress(f"run stopped at its first step: {state.stop_reason}")
+        if is_xdist_controller(self.config):
+            write_handover(state)
+        if not up or (stop is not None and not stop[1]):
+            return
         stage.read_start(state)
         self.config.hook.pytest_qualify_target_started(
             config=self.config, base_url=state.base_url or "", server_info=dict(state.server_info)
@@ -55,6 +113,10 @@ class RunSteps:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if session.config.option.collectonly:
+            return
+        if exitstatus == pytest.ExitCode.USAGE_ERROR and self.state.target is None and not self.state.base_url:
+            # A usage error before anything started (collection found it): no verdict, no bundle.
+            self.state.usage_error = True
             return
         from pytest_qualify.evidence.verdict import conclude, run_record
 
@@ -101,6 +163,9 @@ class RunSteps:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.server.stop()
+        if self.state.usage_error:
+            discard_run_dir(self.state)
+            return
         if config.option.collectonly:
             return
         from pytest_qualify.evidence.bundle import seal
@@ -121,3 +186,20 @@ class RunSteps:
         if verdict is not None:
             # After pytest's own "N passed" line: the verdict is the run's last line, for CI logs.
             tr.write_line(verdict_line(verdict, self.ev), bold=True, green=verdict.passed, red=not verdict.passed)
+
+
+class WorkerSteps:
+    """Registered on xdist workers: the collection's usage checks (the controller collects nothing
+    under -n; it raises what the first worker found before starting anything)."""
+
+    def __init__(self, config: pytest.Config, state: RunState, evidence: EvidenceHooks) -> None:
+        self.config = config
+        self.state = state
+        self.evidence = evidence
+
+    # Before xdist's own collection_finish hook tells the controller that collection is done.
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        problem = collection_usage_error(self.config, self.state, self.evidence, session.items)
+        if problem:
+            report_usage_error(self.state, problem)

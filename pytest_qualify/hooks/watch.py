@@ -50,6 +50,21 @@ class ServerWatch:
         self.state = state
         self.last_nodeid = ""  # the protocol item whose body ran last in this process
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+        """A protocol item of a run its first step stopped is not run at all (no report, no line):
+        the one reason is the verdict's. An xdist worker first adopts the controller's server."""
+        state = _protocol_state(item)
+        if state is None:
+            return None
+        if state.is_worker:
+            from pytest_qualify.hooks.xdist import adopt_handover
+
+            adopt_handover(state)
+        if state.stop_reason and module_of(item) not in state.stop_keeps:
+            return True
+        return None
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Any:
         state = _protocol_state(item)

@@ -1,9 +1,13 @@
-"""The xdist hand-over: the controller starts the one server and hands its URL, run id and
-identity to every worker; workers send back what only they saw (their selection counts).
-A death found by one worker reaches the others through ``watch.DEATH_FILE`` in the run folder."""
+"""The xdist hand-over: the controller starts the one server once the first worker has collected
+(so a usage error found at collection starts nothing) and hands its URL, identity and any stop to
+every worker through ``server-handover.json`` in the run folder, written before a single item is
+scheduled; workers read it before their first protocol item and send back what only they saw (their
+selection counts, a usage error found at their collection). A death found by one worker reaches
+the others through ``watch.DEATH_FILE`` in the run folder."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -11,17 +15,47 @@ import pytest
 from pytest_qualify.hooks import state_of
 from pytest_qualify.run import RunState
 
+HANDOVER_FILE = "server-handover.json"
+# A worker's usage error found at the end of its collection (a waiver naming a hard module ...):
+# the controller raises it before it starts anything.
+USAGE_ERROR_FILE = "collection-usage-error.txt"
+_HANDED = ("base_url", "startup_error", "server_info", "stop_reason", "stop_judged", "stop_keeps")
+
 
 def worker_input(config: pytest.Config) -> dict[str, Any] | None:
     """What the controller handed this xdist worker, or None on the controller."""
     return getattr(config, "workerinput", None)
 
 
-def adopt_controller_server(state: RunState, workerinput: dict[str, Any]) -> None:
-    """On a worker: the controller's server, as if this process had started it."""
-    state.base_url = workerinput["qualify_base_url"]
-    state.startup_error = workerinput.get("qualify_startup_error")
-    state.server_info = dict(workerinput.get("qualify_server_info") or {})
+def is_xdist_controller(config: pytest.Config) -> bool:
+    """Under ``-n N`` the controller collects nothing: its workers do, and it hears of it."""
+    return config.pluginmanager.get_plugin("dsession") is not None
+
+
+def write_handover(state: RunState) -> None:
+    """On the controller, once the server is up (or could not be): what every worker adopts."""
+    facts = {key: getattr(state, key) for key in _HANDED}
+    facts["stop_keeps"] = list(state.stop_keeps)
+    (state.run_dir / HANDOVER_FILE).write_text(json.dumps(facts, default=str), encoding="utf-8")
+
+
+def adopt_handover(state: RunState) -> None:
+    """On a worker, before its first protocol item: the controller's server, as if this process
+    had started it. Items are scheduled only after the file is written."""
+    if state.handover_adopted:
+        return
+    state.handover_adopted = True
+    try:
+        facts = json.loads((state.run_dir / HANDOVER_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        state.startup_error = state.startup_error or "the controller handed over no server (server-handover.json)"
+        return
+    state.base_url = facts.get("base_url")
+    state.startup_error = facts.get("startup_error")
+    state.server_info = dict(facts.get("server_info") or {})
+    state.stop_reason = facts.get("stop_reason")
+    state.stop_judged = bool(facts.get("stop_judged"))
+    state.stop_keeps = tuple(facts.get("stop_keeps") or ())
 
 
 def send_to_controller(config: pytest.Config, key: str, value: Any) -> None:
@@ -31,19 +65,31 @@ def send_to_controller(config: pytest.Config, key: str, value: Any) -> None:
         output[key] = value
 
 
+def report_usage_error(state: RunState, message: str) -> None:
+    """On a worker: a usage error its collection found, for the controller to raise."""
+    try:
+        (state.run_dir / USAGE_ERROR_FILE).write_text(message, encoding="utf-8")
+    except OSError:
+        pass
+
+
+def workers_usage_error(state: RunState) -> str | None:
+    try:
+        return (state.run_dir / USAGE_ERROR_FILE).read_text(encoding="utf-8") or None
+    except OSError:
+        return None
+
+
 class XdistHandover:
     """Registered on the controller; its hooks are xdist's and are called only under ``-n``."""
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        """Hand the controller's one server to each worker."""
+        """Each worker shares the controller's run (its id, so its folder)."""
         state = state_of(node.config)
         if state is None:
             return
         node.workerinput["qualify_run_id"] = state.run_id
-        node.workerinput["qualify_base_url"] = state.base_url
-        node.workerinput["qualify_startup_error"] = state.startup_error
-        node.workerinput["qualify_server_info"] = state.server_info
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:

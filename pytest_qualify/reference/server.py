@@ -146,10 +146,15 @@ class Handler(BaseHTTPRequestHandler):
         return parse_json_body(raw)
 
     def _version(self) -> str:
+        # A conforming deployment runs the engine build its profile declares, as vLLM's /version
+        # says it (the bare version); a profile that declares none gets the server's own.
+        from pytest_qualify.promotion.identity import engine_version_of
+
         faults = self.state.faults
+        own = engine_version_of(self.state.profile) or VERSION
         if "engine_swap_after" in faults and self.state.chat_requests >= faults.number("engine_swap_after", 1):
-            return VERSION.replace("reference", "reference-swapped")
-        return faults.arg("engine_version", VERSION)
+            return own.replace("reference", "reference-swapped") if own == VERSION else f"{own}.swapped"
+        return faults.arg("engine_version", own)
 
     # -- routes --------------------------------------------------------------------------------
 

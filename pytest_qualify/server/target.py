@@ -86,8 +86,19 @@ def log_tail(path: str | os.PathLike[str] | None, secrets: tuple[str, ...] = (),
 
 def preflight(profile: Profile, settings: Settings) -> None:
     """Local problems that make a launch pointless, found before anything is started."""
+    if settings.reference_faults and not (
+            settings.mode == REFERENCE or (settings.mode == "launch" and profile.steer is not None)):
+        raise TargetError(
+            f"--qualify-reference-fault {settings.reference_faults[0]}: cannot engage: faults are switched on in the "
+            "reference server (--qualify-endpoint reference) or a steered profile's proxy, not in an endpoint "
+            f"this run {'attaches to' if settings.mode == 'attach' else 'launches'}")
     if settings.mode == "attach":
         return
+    if settings.mode == "launch" and profile.serve.attach_only:
+        raise TargetError(
+            f"--qualify={profile.source}: profile {profile.name} is attach-only (written from a running endpoint, "
+            "which cannot say how it was launched): run it with --qualify-endpoint URL, or write [serve] command "
+            "and args from the real serve command")
     host = profile.serve.host
     if profile.serve.port is not None and not port_is_free(host, profile.serve.port):
         raise TargetError(
