@@ -14,7 +14,8 @@ from .helpers import QualifyPytest
 from pytest_qualify.gate import decide as gate
 from pytest_qualify.evidence.summary import validate
 from pytest_qualify.gate.waivers import (
-    Candidate, Waiver, WaiverError, WaiverSet, hard_module_conflicts, item_ids, load_waivers, without_repetition,
+    Candidate, Waiver, WaiverError, WaiverSet, count_conflicts, hard_module_conflicts, item_ids, load_waivers,
+    without_repetition,
 )
 from pytest_qualify.profiles import module_registry
 
@@ -38,11 +39,13 @@ def test_a_valid_file(tmp_path):
         item = "test_corpus_item[image-*]"
         reason = "images under review"
         expires = "2026-12-31"
+        expect = 12
     """)
     waivers = load_waivers(path, today=TODAY)
     assert [w.pattern for w in waivers] == ["test_multimodal.py::test_corpus_item[video-07]", "test_corpus_item[image-*]"]
     assert waivers[0].expires == TODAY  # valid through its last day
     assert waivers[1].expires == dt.date(2026, 12, 31)
+    assert (waivers[0].expect, waivers[1].expect) == (None, 12)
 
 
 @pytest.mark.parametrize("body, message", [
@@ -53,6 +56,12 @@ def test_a_valid_file(tmp_path):
     ('item = "x"\nreason = "r"\nexpires = "soon"', "must be a date"),
     ('item = ""\nreason = "r"\nexpires = 2026-09-01', "'item' must name"),
     ('item = "x"\nreason = "r"\nexpires = 2026-09-01\nowner = "me"', "unknown key"),
+    # A pattern says how many items it is meant to match, so it cannot quietly grow.
+    ('item = "test_corpus_item[*]"\nreason = "r"\nexpires = 2026-09-01', "must state how many items it expects"),
+    ('item = "test_x[v?]"\nreason = "r"\nexpires = 2026-09-01', "must state how many items it expects"),
+    ('item = "test_x[*]"\nreason = "r"\nexpires = 2026-09-01\nexpect = 0', "'expect' must be the number"),
+    ('item = "test_x[*]"\nreason = "r"\nexpires = 2026-09-01\nexpect = "3"', "'expect' must be the number"),
+    ('item = "test_x[*]"\nreason = "r"\nexpires = 2026-09-01\nexpect = true', "'expect' must be the number"),
 ])
 def test_broken_waivers_are_errors(tmp_path, body, message):
     path = write(tmp_path, "[[waiver]]\n" + body + "\n")
@@ -109,6 +118,26 @@ def result(nodeid: str, module: str, item: str, outcome: str = "failed") -> gate
     if outcome != "passed":
         r.record("call", outcome, "lacks 'violet'")
     return r
+
+
+def _corpus(*labels: str, module: str = "multimodal", reps: int = 2) -> list[Candidate]:
+    return [Candidate(f"suites/test_multimodal.py::{label.replace('[', f'[rep{r}of{reps}-', 1)}", module,
+                      item_ids(f"suites/test_multimodal.py::{label.replace('[', f'[rep{r}of{reps}-', 1)}", label))
+            for label in labels for r in range(1, reps + 1)]
+
+
+def test_a_waiver_is_held_to_the_count_it_expects_and_never_takes_a_whole_module():
+    items = _corpus("test_corpus_item[image-01]", "test_corpus_item[image-02]", "test_corpus_item[video-01]")
+    pattern = Waiver("test_corpus_item[image-*]", "r", TODAY, 1, expect=2)
+    assert count_conflicts([pattern], items) == []  # repetitions count once
+    (grown,) = count_conflicts([Waiver("test_corpus_item[image-*]", "r", TODAY, 1, expect=1)], items)
+    assert "expects to match 1 item(s) and matches 2" in grown and "test_corpus_item[image-01]" in grown
+    (whole,) = count_conflicts([Waiver("test_corpus_item[*]", "r", TODAY, 1, expect=3)], items)
+    assert "matches every item of module 'multimodal' (3 items)" in whole
+    # Two waivers that each name part of a module are fine; one exact id needs no count.
+    assert count_conflicts([Waiver("test_corpus_item[video-01]", "r", TODAY, 2)], items) == []
+    # A pattern that matches nothing is stale (reported with the verdict), not a count error.
+    assert count_conflicts([Waiver("test_gone[*]", "r", TODAY, 3, expect=4)], items) == []
 
 
 def test_waiver_set_applies_only_to_failed_items_of_waivable_modules():
@@ -180,6 +209,7 @@ def test_waived_failure_passes_the_gate_and_is_reported(project, tmp_path):
         item = "test_renamed_long_ago[*]"
         reason = "old"
         expires = 2099-12-31
+        expect = 1
     """)
     out = result.stdout.str()
     assert result.ret == 0, out
@@ -218,3 +248,44 @@ def test_waiver_naming_a_hard_test_is_a_usage_error(project, tmp_path):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "test_hard.py::test_health of the hard serving-contract module 'smoke'" in result.stderr.str()
     assert "only multimodal accept waivers" in result.stderr.str()
+
+
+def _nothing_started(project: QualifyPytest, result: pytest.RunResult) -> None:
+    out = result.stdout.str() + result.stderr.str()
+    assert "launching" not in out and "server ready" not in out, out  # no server process was started
+    assert not project.evidence.exists() or not any(p.is_dir() for p in project.evidence.iterdir()), \
+        list(project.evidence.rglob("*"))  # no run folder, no bundle
+    errors = [line for line in result.stderr.str().splitlines() if line.startswith("ERROR:")]
+    assert len(errors) == 1, result.stderr.str()
+
+
+@pytest.mark.parametrize("xdist", [(), ("-n", "2")], ids=["one-process", "xdist"])
+def test_a_hard_module_waiver_stops_before_the_server_starts(project, tmp_path, xdist):
+    result = run(project, tmp_path, """
+        [[waiver]]
+        item = "test_hard.py::test_health"
+        reason = "flaky"
+        expires = 2099-12-31
+    """, *xdist)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "the hard serving-contract module 'smoke'" in result.stderr.str()
+    _nothing_started(project, result)
+
+
+@pytest.mark.parametrize("pattern, expect, message", [
+    ("test_image[*]", 2, "matches every item of module 'multimodal' (2 items)"),
+    ("test_image[img07*]", 2, "expects to match 2 item(s) and matches 1 ("),
+    ("test_corpus.py::test_im?ge[img01]", 3, "expects to match 3 item(s) and matches 1"),
+])
+def test_a_waiver_pattern_is_held_to_the_collection_before_the_server_starts(project, tmp_path, pattern, expect,
+                                                                             message):
+    result = run(project, tmp_path, f"""
+        [[waiver]]
+        item = "{pattern}"
+        reason = "under review"
+        expires = 2099-12-31
+        expect = {expect}
+    """)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    assert message in result.stderr.str() and "waivers.toml" in result.stderr.str()
+    _nothing_started(project, result)
