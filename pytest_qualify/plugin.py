@@ -116,7 +116,7 @@ def _check_before_start(config: pytest.Config, state: RunState) -> evidence.Evid
     self-test, the waiver and baseline files), before anything is started or written."""
     stage.configure(state)
     if not state.is_worker:
-        server.preflight(state)
+        server.preflight(state, collect_only=bool(config.option.collectonly))
     if state.settings.require_selftest and not state.is_worker:
         from pytest_qualify.hooks.selftest import RequiredSelftest
 

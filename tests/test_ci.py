@@ -174,7 +174,10 @@ def test_a_failed_deployment_fails_in_every_place_ci_reads(pytester, tmp_path, m
     summary = json.loads((d / "summary.json").read_text())
     assert summary["verdict"]["result"] == "FAIL" and summary["verdict"]["incomplete"] == []
     assert suite_props(d)["verdict"] == "FAIL" and suite_props(d)["attempts_passed"] == "8/10"
-    assert out.splitlines()[-1] == f"QUALIFICATION: FAIL (exit 1): 2 protocol item(s) failed · evidence {d}"
+    # The first step saw another model served: a judged FAIL, stopped after the smoke module.
+    last = out.splitlines()[-1]
+    assert last.startswith("QUALIFICATION: FAIL (exit 1): the served identity is not the profile's"), last
+    assert last.endswith(f" · SIMULATED (never a promotion) · evidence {d}"), last
     smoke = summary["stats"]["modules"][0]
     assert (smoke["passed"], smoke["attempts"]) == (8, 10) and 0.49 < smoke["wilson_low"] < smoke["wilson_high"] < 0.95
     text = step.read_text()

@@ -17,7 +17,7 @@ import pytest
 
 from pytest_qualify import init_profile
 from pytest_qualify.client.endpoint import EndpointError
-from pytest_qualify.promotion.identity import engine_version_of
+from pytest_qualify.promotion.identity import engine_version_of, parse_engine
 from pytest_qualify.server.lifecycle import free_port
 from pytest_qualify.profiles import load_profile
 
@@ -178,7 +178,7 @@ def test_init_writes_a_valid_profile_equal_to_the_reference_servers_settings(ref
     text = out.read_text()
     raw = tomllib.loads(text)
     # What the reference server's /version says: the profile's declared engine version, else its own.
-    assert raw["deployment"]["engine"] == (engine_version_of(expected) or "0.1.0-reference (SIMULATED, not vLLM)")
+    assert parse_engine(raw["deployment"]["engine"]).version == (engine_version_of(expected) or "0.1.0-reference")
     # Every value line says how it was found.
     for line in text.splitlines():
         if " = " in line and not line.startswith(("#", "name", "prompt_tokens", "description", "required", "command")):

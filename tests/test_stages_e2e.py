@@ -72,6 +72,36 @@ def full_run(profile: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
 
 
 @pytest.fixture(scope="module")
+def promoted(full_run: Run, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The full run's bundle as a real deployment's would be: ``simulated`` false and the bundle
+    sealed again. What these tests hold is the link between two runs (identity, digests); a
+    SIMULATED summary itself is refused (test_a_simulated_run_can_never_be_promoted), and a real
+    full qualification costs minutes of vLLM."""
+    import hashlib
+    import shutil
+
+    copy = tmp_path_factory.mktemp("promoted") / full_run.bundle.name
+    shutil.copytree(full_run.bundle, copy)
+    summary = json.loads((copy / "summary.json").read_text())
+    summary["simulated"] = summary["target"]["simulated"] = False
+    (copy / "summary.json").write_text(json.dumps(summary, indent=2))
+    lines = [line.partition("  ") for line in (copy / "SHA256SUMS").read_text().splitlines()]
+    (copy / "SHA256SUMS").write_text("".join(
+        f"{hashlib.sha256((copy / name).read_bytes()).hexdigest()}  {name}\n" for _, _, name in lines))
+    return copy / "summary.json"
+
+
+def test_a_simulated_run_can_never_be_promoted(profile, tmp_path, full_run):
+    assert full_run.summary["simulated"] is True
+    for stage in ("post-promotion", "rollback"):
+        refused = qualify(profile, tmp_path / stage, "--qualify-stage", stage,
+                          "--qualify-promoted", str(full_run.bundle / "summary.json"))
+        assert refused.code == USAGE_ERROR, refused.out
+        assert "qualified a SIMULATED endpoint" in refused.out and "server ready" not in refused.out
+        assert refused.bundle is None  # no evidence of a run that never started
+
+
+@pytest.fixture(scope="module")
 def preflight_run(profile: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
     """One preflight under xdist: the controller reads the identity, the workers run the items."""
     return qualify(profile, tmp_path_factory.mktemp("preflight"), "--qualify-stage", "preflight", "-n", "2")
@@ -119,8 +149,7 @@ def test_the_full_stage_is_the_whole_protocol(full_run):
     assert (full_run.bundle / "report.md").read_text().startswith("# Qualification report: small-chat-4k — PASS")
 
 
-def test_post_promotion_is_held_to_the_promoted_run_under_xdist(profile, tmp_path, full_run):
-    promoted = full_run.bundle / "summary.json"
+def test_post_promotion_is_held_to_the_promoted_run_under_xdist(profile, tmp_path, full_run, promoted):
     run = qualify(profile, tmp_path, "--qualify-stage", "post-promotion", "--qualify-promoted", str(promoted), "-n", "2")
     assert run.code == 0, run.out
     assert run.verdict_line == "POST-PROMOTION CHECK: PASS (stage post-promotion; not a qualification)"
@@ -131,7 +160,7 @@ def test_post_promotion_is_held_to_the_promoted_run_under_xdist(profile, tmp_pat
     manifest_digest = s["promoted"]["bundle_sha256sums_sha256"]
     import hashlib
 
-    assert manifest_digest == hashlib.sha256((full_run.bundle / "SHA256SUMS").read_bytes()).hexdigest()
+    assert manifest_digest == hashlib.sha256((promoted.parent / "SHA256SUMS").read_bytes()).hexdigest()
     report = (run.bundle / "report.md").read_text()
     assert f"Promoted run: `{full_run.summary['run']['id']}`" in report and manifest_digest in report
 
@@ -158,8 +187,8 @@ def test_the_full_stage_fails_for_what_only_it_runs(profile, tmp_path):
     assert "window" in failed and not failed & set(full.summary["stage"]["modules"]) & {"smoke", "json", "context", "tools"}
 
 
-def test_a_route_serving_another_build_fails_post_promotion(profile, tmp_path, full_run):
-    promoted = str(full_run.bundle / "summary.json")
+def test_a_route_serving_another_build_fails_post_promotion(profile, tmp_path, full_run, promoted):
+    promoted = str(promoted)
     run = qualify(profile, tmp_path, "--qualify-stage", "post-promotion", "--qualify-promoted", promoted,
                   "--qualify-reference-fault", "engine_version=0.24.0")
     assert run.code == 1, run.out
@@ -172,14 +201,18 @@ def test_a_route_serving_another_build_fails_post_promotion(profile, tmp_path, f
                    "--qualify-reference-fault", "engine_version=0.24.0").code == 0
 
 
-def test_a_route_serving_another_model_fails_post_promotion(profile, tmp_path, full_run):
-    promoted = str(full_run.bundle / "summary.json")
+def test_a_route_serving_another_model_fails_post_promotion(profile, tmp_path, full_run, promoted):
+    promoted = str(promoted)
     run = qualify(profile, tmp_path, "--qualify-stage", "post-promotion", "--qualify-promoted", promoted,
                   "--qualify-reference-fault", "wrong_identity")
     assert run.code == 1, run.out
     reasons = run.summary["verdict"]["reasons"]
+    # The first step sees a served identity that is not the profile's and stops the run after the
+    # smoke module (a judged FAIL); the end reading is held to the promoted run all the same.
+    assert reasons[0].startswith("the served identity is not the profile's (stopped after the smoke module)")
     assert any("does not serve the identity" in r and "pytest-qualify/small-chat-other" in r for r in reasons)
-    assert run.summary["promoted"]["mismatches"] == reasons
+    assert run.summary["promoted"]["mismatches"] and set(run.summary["promoted"]["mismatches"]) <= set(reasons)
+    assert {i["module"] for i in run.summary["items"]} == {"smoke"}
 
 
 def test_a_partial_stage_is_never_a_pass(profile, tmp_path):
@@ -211,8 +244,7 @@ def test_a_preflight_run_cannot_be_promoted(profile, tmp_path, preflight_run):
     assert refused.code == USAGE_ERROR and "is the preflight stage, not a qualification" in refused.out, refused.out
 
 
-def test_the_rollback_route_serving_its_qualified_identity_passes(profile, tmp_path, full_run):
-    promoted = full_run.bundle / "summary.json"
+def test_the_rollback_route_serving_its_qualified_identity_passes(profile, tmp_path, full_run, promoted):
     run = qualify(profile, tmp_path, "--qualify-stage", "rollback", "--qualify-promoted", str(promoted))
     assert run.code == 0, run.out
     assert run.verdict_line == "ROLLBACK CHECK: PASS (stage rollback; not a qualification)"
@@ -224,8 +256,8 @@ def test_the_rollback_route_serving_its_qualified_identity_passes(profile, tmp_p
     assert (run.bundle / "report.md").read_text().startswith("# Rollback target check: small-chat-4k")
 
 
-def test_a_rollback_route_serving_another_build_fails_with_both_readings(profile, tmp_path, full_run):
-    promoted = str(full_run.bundle / "summary.json")
+def test_a_rollback_route_serving_another_build_fails_with_both_readings(profile, tmp_path, full_run, promoted):
+    promoted = str(promoted)
     qualified = full_run.summary["identity"]["end"]["engine_version"]
     run = qualify(profile, tmp_path, "--qualify-stage", "rollback", "--qualify-promoted", promoted,
                   "--qualify-reference-fault", "engine_version=0.24.0")

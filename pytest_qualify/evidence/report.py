@@ -247,6 +247,12 @@ def _identity(s: Mapping[str, Any]) -> list[str]:
     if identity:
         rows += [_identity_row("start of this run", identity["start"]), _identity_row("end of this run", identity["end"])]
     out += table(_IDENTITY_HEADER, rows) + [""]
+    declared = (identity or {}).get("declared") or []
+    if declared:
+        out += ["Declared | Value | Shown | Where | Result", "--- | --- | --- | --- | ---"]
+        out += [f"{cell(d['name'])} | `{cell(d['declared'])}` | " + (f"`{cell(d['shown'])}`" if d["shown"] else "-")
+                + f" | {cell(d['where'])} | **{d['status']}**" for d in declared if d["status"] != "not declared"]
+        out += [""]
     if identity and identity.get("changed"):
         out += [f"**Identity changed during the run:** {cell(identity['changed'])}", ""]
     elif identity and identity["start"] and identity["end"]:

@@ -362,17 +362,18 @@ def stage_section(stage: Any, verdict: Any) -> dict[str, Any]:
     return {**stage.as_dict(), "verdict_line": verdict.headline}
 
 
-def identity_section(start: Any, end: Any, changed: str | None) -> dict[str, Any]:
+def identity_section(start: Any, end: Any, changed: str | None, declared: Sequence[Any] = ()) -> dict[str, Any]:
     return {"start": start.as_dict() if start is not None else None,
             "end": end.as_dict() if end is not None else None,
-            "changed": changed}
+            "changed": changed,
+            "declared": [d.as_dict() for d in declared]}
 
 
 def stage_fields(stage_run: StageRun, verdict: GateVerdict) -> dict[str, Any]:
     """``stage``, ``identity`` and ``promoted`` for ``summary.json`` (additive sections)."""
     fields: dict[str, Any] = {
         "stage": stage_section(stage_run.stage, verdict),
-        "identity": identity_section(stage_run.start, stage_run.end, stage_run.changed),
+        "identity": identity_section(stage_run.start, stage_run.end, stage_run.changed, stage_run.declared),
     }
     if stage_run.promoted is not None:
         fields["promoted"] = {**stage_run.promoted.as_dict(), "mismatches": list(stage_run.promoted_mismatches)}

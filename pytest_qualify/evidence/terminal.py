@@ -70,6 +70,8 @@ def verdict_line(verdict: Any, ev: EvidenceState | None) -> str:
         text += f": {first[:160]}" + (f" (+{len(verdict.reasons) - 1} more)" if len(verdict.reasons) > 1 else "")
     elif verdict.verdict != "PASS" and verdict.failures:
         text += f": {len(verdict.failures)} protocol item(s) failed"
+    if ev is not None and ev.summary is not None and ev.summary.get("simulated"):
+        text += " · SIMULATED (never a promotion)"
     if ev is not None and ev.bundle_dir:
         text += f" · evidence {ev.bundle_dir}"
     return text

@@ -70,14 +70,14 @@ def retrying_plugin(config: pytest.Config) -> str | None:
         for dest, flag in options:
             value = config.getoption(dest, None)
             if _more_than_once(dest, value):
-                return _retry_reason(f"{flag} {value}")
+                return _retry_reason(flag, f"{flag} {value}")
         if ini is not None:
             try:
                 value = config.getini(ini)
             except (ValueError, KeyError):
                 value = None
             if _more_than_once(ini, value):
-                return _retry_reason(f"ini key {ini} = {value}")
+                return _retry_reason(f"ini key {ini}", f"{ini} = {value}")
     return None
 
 
@@ -93,9 +93,9 @@ def _more_than_once(dest: str, value: Any) -> bool:
     return number > 1 if dest == "count" else number > 0
 
 
-def _retry_reason(what: str) -> str:
-    return (f"{what} cannot be combined with --qualify: a rerun would turn a failure into a pass and a repetition "
-            "outside --repeat would count one answer as several (use --repeat N)")
+def _retry_reason(what: str, given: str) -> str:
+    return (f"{what} cannot be combined with --qualify ({given}): a rerun would turn a failure into a pass and a "
+            "repetition outside --repeat would count one answer as several (use --repeat N)")
 
 
 def retried_items(config: pytest.Config, items: list[pytest.Item]) -> str | None:
@@ -106,7 +106,7 @@ def retried_items(config: pytest.Config, items: list[pytest.Item]) -> str | None
             continue
         for item in items:
             if module_of(item) is not None and item.get_closest_marker(marker) is not None:
-                return _retry_reason(f"{item.nodeid}: marker {marker} (plugin {name})")
+                return _retry_reason(f"marker {marker} (plugin {name})", item.nodeid)
     return None
 
 

@@ -51,7 +51,7 @@ def first_step(state: RunState) -> tuple[str, bool, tuple[str, ...]] | None:
     INCOMPLETE and runs nothing; a served identity that is not the profile's is a judged FAIL, and
     only the smoke module still runs (its identity items show the readings). None: go on."""
     from pytest_qualify.graders.identity import check_identity
-    from pytest_qualify.promotion.identity import engine_version_reason
+    from pytest_qualify.promotion.identity import DIFFERS, declared_fields, engine_version_reason, read_identity
 
     info, profile = state.server_info, state.profile
     if state.startup_error:
@@ -77,13 +77,20 @@ def first_step(state: RunState) -> tuple[str, bool, tuple[str, ...]] | None:
         engine = engine_version_reason(d.engine, info.get("version"))
         if engine:
             problems.append(engine)
+    declared = declared_fields(
+        d, launch_argv=state.target.process.spec.argv if (
+            state.settings.mode == "launch" and state.target is not None and state.target.process is not None) else None,
+        served=read_identity(d.served_name, info.get("models"), info.get("version")))
+    if state.stage_run is not None:
+        state.stage_run.declared = declared
+    problems += [f.reason() for f in declared if f.status == DIFFERS and f.name != "engine version"]
     if problems:
         return ("the served identity is not the profile's (stopped after the smoke module): " + "; ".join(problems),
                 True, ("smoke",))
     return None
 
 
-def preflight(state: RunState) -> None:
+def preflight(state: RunState, collect_only: bool = False) -> None:
     """Usage errors known before collection (on the controller, at configure): the target as
     configured (a taken port, a serve command that does not exist, an attach-only profile in launch
     mode, faults where no reference server runs), and every reference fault with its argument
@@ -92,7 +99,8 @@ def preflight(state: RunState) -> None:
 
     settings = state.settings
     try:
-        target_preflight(state.profile, settings)
+        if not collect_only:  # --collect-only starts nothing
+            target_preflight(state.profile, settings)
     except TargetError as exc:
         raise pytest.UsageError(str(exc)) from None
     if not settings.reference_faults:

@@ -184,3 +184,115 @@ def change_reason(start: Identity, end: Identity) -> str | None:
         return None
     return (f"served identity changed during the run ({'; '.join(changed)}): at the start {start.describe()}; "
             f"at the end {end.describe()}")
+
+
+# -- the declared identity: every field of the profile's [deployment], held where it can be seen --
+
+HELD, DIFFERS, NOT_VERIFIABLE, NOT_DECLARED = "held", "differs", "declared, not verifiable here", "not declared"
+
+
+@dataclass(frozen=True)
+class DeclaredField:
+    """One declared field of the deployment and what this run could see of it."""
+
+    name: str
+    declared: str
+    shown: str | None  # what the engine or the launch showed; None: nothing shows it here
+    where: str  # where ``shown`` was read, or why nothing shows it
+    status: str  # HELD | DIFFERS | NOT_VERIFIABLE | NOT_DECLARED
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def reason(self) -> str:
+        return f"{self.name}: the profile declares {self.declared!r}; {self.where} shows {self.shown!r}"
+
+
+def flag_value(argv: Sequence[str], flag: str) -> str | None:
+    """The value of ``--flag V`` or ``--flag=V`` in a launch command, or None."""
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+(?:[-_][a-z0-9]+)*", text.lower())
+
+
+def _quant_of_model_dir(model: str) -> tuple[str | None, str]:
+    """The quantisation a local model directory's config.json names (``quant_method``), "none"
+    when it names none, or None when there is no local config to read."""
+    import json
+    from pathlib import Path
+
+    config = Path(model).expanduser() / "config.json"
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None, ""
+    q = data.get("quantization_config") if isinstance(data, dict) else None
+    method = q.get("quant_method") if isinstance(q, dict) else None
+    return (str(method) if method else "none"), f"the model directory's config.json ({config})"
+
+
+def declared_fields(
+    deployment: Any, *, launch_argv: Sequence[str] | None, served: Identity | None,
+) -> list[DeclaredField]:
+    """Revision, engine version, image digest, quantization and KV-cache dtype as declared, each
+    held to what this run can see: the served identity (``/version``, a snapshot path in the
+    root), and in launch mode the exact command (``--revision``, ``--quantization``,
+    ``--kv-cache-dtype``) and the model directory. What nothing shows here is listed as "declared,
+    not verifiable here", never taken as held. (Model, served name and window are held by the
+    identity check itself.)"""
+    out: list[DeclaredField] = []
+
+    def add(name: str, declared: str, shown: str | None, where: str, same: bool | None) -> None:
+        if not declared:
+            status = NOT_DECLARED
+        elif shown is None or same is None:
+            status = NOT_VERIFIABLE
+        else:
+            status = HELD if same else DIFFERS
+        out.append(DeclaredField(name, declared, shown, where, status))
+
+    engine = parse_engine(deployment.engine)
+    version = served.engine_version if served is not None else None
+    part = f"; the declared string's version part is {engine.version!r}" if engine.version else \
+        "; the declared string names no version"
+    add("engine version", deployment.engine, version,
+        ("GET /version" if version else "nothing (GET /version was not read)") + (part if deployment.engine else ""),
+        None if engine.version is None or version is None else parse_engine(version).version == engine.version)
+
+    rev_shown, rev_where = (served.revision, "the served root (a snapshot path)") if served and served.revision \
+        else (None, "nothing (the served root names no revision)")
+    if rev_shown is None and launch_argv is not None and flag_value(launch_argv, "--revision"):
+        rev_shown, rev_where = flag_value(launch_argv, "--revision"), "the launch command (--revision)"
+    add("revision", deployment.revision, rev_shown, rev_where,
+        None if rev_shown is None else rev_shown == deployment.revision)
+
+    add("image digest", deployment.image_digest, None, "nothing (an engine does not report its image)", None)
+
+    quant_shown, quant_where = None, "nothing (an endpoint does not report it; only a launch shows it)"
+    if launch_argv is not None:
+        flag = flag_value(launch_argv, "--quantization")
+        if flag:
+            quant_shown, quant_where = flag, "the launch command (--quantization)"
+        else:
+            quant_shown, quant_where = _quant_of_model_dir(deployment.model)
+            quant_where = quant_where or "nothing (no --quantization and no local model directory)"
+    declared_words = _words(deployment.quantization)
+    add("quantization", deployment.quantization, quant_shown, quant_where,
+        None if quant_shown is None else bool(_words(quant_shown)) and all(
+            w in declared_words for w in _words(quant_shown)))
+
+    kv_shown, kv_where = None, "nothing (an endpoint does not report it; only a launch shows it)"
+    if launch_argv is not None:
+        kv_shown = flag_value(launch_argv, "--kv-cache-dtype") or "auto"
+        kv_where = "the launch command (--kv-cache-dtype" + (")" if flag_value(launch_argv, "--kv-cache-dtype")
+                                                             else "; absent: vLLM's default auto)")
+    add("kv cache dtype", deployment.kv_cache_dtype, kv_shown, kv_where,
+        None if kv_shown is None else kv_shown.lower() == deployment.kv_cache_dtype.strip().lower())
+    return out

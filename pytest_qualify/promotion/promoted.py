@@ -89,6 +89,9 @@ def load_promoted(path_text: str) -> Promoted:
     if result != "PASS":
         raise PromotedError(f"{label}: run {run_id} did not pass (field 'verdict.result' is {result!r}); "
                             "only a qualified deployment can be promoted")
+    if summary.get("simulated") or (summary.get("target") or {}).get("simulated"):
+        raise PromotedError(f"{label}: run {run_id} qualified a SIMULATED endpoint (field 'simulated' is true): a "
+                            "simulated run can never back a post-promotion or rollback check")
     identity = _qualified_identity(summary)
     if identity.model_root is None or identity.window_tokens is None:
         raise PromotedError(f"{label}: run {run_id} recorded no served identity ({identity.describe()})")

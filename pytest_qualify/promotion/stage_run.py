@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pytest_qualify.promotion.identity import Identity, change_reason
+from pytest_qualify.promotion.identity import DeclaredField, Identity, change_reason
 from pytest_qualify.profiles import Profile
 from pytest_qualify.promotion.promoted import Promoted, PromotedError, load_promoted, mismatches
 from pytest_qualify.promotion.stages import Stage
@@ -27,6 +27,8 @@ class StageRun:
     end: Identity | None = None
     changed: str | None = None
     promoted_mismatches: list[str] = field(default_factory=list)
+    # The profile's declared fields held to what the run's first step could see (identity.declared_fields).
+    declared: list[DeclaredField] = field(default_factory=list)
 
     def problems_at_end(self) -> list[str]:
         """Run-level failure reasons from the identity readings; call once, after the end reading."""
