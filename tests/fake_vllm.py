@@ -126,6 +126,17 @@ def main(argv: list[str]) -> int:
         original_chat(self, body)
 
     server.Handler._chat = chat  # type: ignore[method-assign]
+    original_send = server.Handler._send_json
+
+    def send_json(self: server.Handler, status: int, payload: object) -> None:
+        # vLLM's /version and /v1/models say nothing of simulation; neither does its stand-in.
+        if self.path in ("/version", "/v1/models") and isinstance(payload, dict):
+            payload = {k: v for k, v in payload.items() if k != "simulated"}
+            if isinstance(payload.get("data"), list):
+                payload["data"] = [{k: v for k, v in m.items() if k != "simulated"} for m in payload["data"]]
+        original_send(self, status, payload)
+
+    server.Handler._send_json = send_json  # type: ignore[method-assign]
     _log(f"Starting vLLM API server on http://{args.host}:{args.port}")
     server.serve(args.host, args.port, profile, Faults.parse(args.fault),
                  api_key=os.environ.get("VLLM_API_KEY") or None)

@@ -177,9 +177,12 @@ def test_an_identity_change_mid_run_fails_the_preflight(profile, tmp_path):
 
 
 def test_the_full_stage_fails_for_what_only_it_runs(profile, tmp_path):
-    # An over-window prompt answered with HTTP 500: the window bracket is in the full stage only.
+    # An over-window prompt answered with HTTP 500: the window bracket is in the full stage only, so
+    # in the preflight the fault cannot engage (a usage error: a PASS with it on would prove nothing).
     preflight = qualify(profile, tmp_path / "pre", "--qualify-stage", "preflight", "--qualify-reference-fault", "overwindow_500")
-    assert preflight.code == 0, preflight.out
+    assert preflight.code == USAGE_ERROR and preflight.bundle is None, preflight.out
+    assert "only module(s) window see it, and this run's profile and stage run smoke, json, context, tools" \
+        in preflight.out
     full = qualify(profile, tmp_path / "full", "--qualify-reference-fault", "overwindow_500")
     assert full.code == 1 and full.verdict_line == "QUALIFICATION: FAIL", full.out
     failed = {f["module"] for f in full.summary["verdict"]["failures"]}

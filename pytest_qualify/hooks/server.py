@@ -148,6 +148,8 @@ class ServerSession:
             state.server_info = self.server_info()
         except (StartupError, TargetError) as exc:
             state.startup_error = str(exc)
+            if state.settings.mode == "attach":
+                return False  # nothing was started: the first step says it in one line
             self.progress("server startup FAILED; every protocol test will fail with this report:")
             for line in str(exc).splitlines():
                 self.progress(line)
