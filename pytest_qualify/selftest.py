@@ -317,7 +317,7 @@ class Accepted:
 
 def _check(path: Path, req: Requirement, plugin_version: str, modules: Sequence[str], now: float) -> Accepted:
     """The self-test at ``path`` if it may back this run, else SelftestError saying why."""
-    from pytest_qualify.evidence.manifest import MANIFEST, sha256_file, verify_manifest
+    from pytest_qualify.bundle_format.manifest import MANIFEST, sha256_file, verify_manifest
 
     label = f"self-test {path}"
     try:
