@@ -69,7 +69,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         return 0
     settings = _settings(config)
     if settings.active and settings.selftest:
-        from pytest_qualify.hooks.selftest import run_selftest
+        from pytest_qualify.hooks.selftest_mode import run_selftest
 
         return run_selftest(config, settings)
     return None
@@ -140,7 +140,7 @@ def pytest_configure(config: pytest.Config) -> None:
     state = _run_state(config, settings)
     stage.configure(state)
     if settings.require_selftest and not state.is_worker:
-        from pytest_qualify.hooks.selftest import RequiredSelftest
+        from pytest_qualify.hooks.selftest_mode import RequiredSelftest
 
         pm.register(RequiredSelftest.find(state), "qualify-required-selftest")
     config.stash[STATE_KEY] = state

@@ -193,7 +193,7 @@ def resolve(
 
     require_selftest = values["qualify_require_selftest"]
     if require_selftest:
-        from pytest_qualify.selftest import Requirement, SelftestError
+        from pytest_qualify.selftest.engine import Requirement, SelftestError
 
         try:
             Requirement.parse(require_selftest)

@@ -96,7 +96,7 @@ class Outcome:
 @cache
 def fault_table() -> dict[str, FaultRow]:
     """``selftest.toml``: every fault switch's module (or why it is not run)."""
-    raw = tomllib.loads(resources.files("pytest_qualify").joinpath("selftest.toml").read_text())
+    raw = tomllib.loads(resources.files("pytest_qualify.selftest").joinpath("selftest.toml").read_text())
     rows = {}
     for name, row in raw["faults"].items():
         if bool(row.get("module")) == bool(row.get("skip")):
