@@ -15,6 +15,7 @@ import pytest
 
 from .helpers import write_profile
 from pytest_qualify.selftest import engine
+from pytest_qualify.settings import SelftestRequirement
 from pytest_qualify.selftest.bundle import write_selftest_bundle
 from pytest_qualify.evidence.bundle import verify_manifest
 from pytest_qualify.evidence.provenance import SELFTEST_PREDICATE_TYPE, check_statement
@@ -120,9 +121,9 @@ def test_a_selftest_bundle_is_in_its_manifest_and_statement(tmp_path):
 def test_a_required_selftest_is_found_when_it_matches(tmp_path):
     _bundle(tmp_path, name="old", age_days=3)
     path = _bundle(tmp_path, name="new")
-    found = engine.find(engine.Requirement(7), tmp_path, "9.9", ["smoke"])
+    found = engine.find(SelftestRequirement(7), tmp_path, "9.9", ["smoke"])
     assert found.run_id in ("old", "new") and found.plugin_version == "9.9"
-    named = engine.find(engine.Requirement(7, path.parent), tmp_path, "9.9", ["smoke"])
+    named = engine.find(SelftestRequirement(7, path.parent), tmp_path, "9.9", ["smoke"])
     assert named.path == str(path) and named.modules_proven == ("smoke",) and 0.9 < named.age_days < 1.1
 
 
@@ -135,9 +136,9 @@ def test_a_required_selftest_is_found_when_it_matches(tmp_path):
 def test_a_required_selftest_is_refused_saying_why(tmp_path, kwargs, want, expected):
     path = _bundle(tmp_path, **kwargs)
     with pytest.raises(engine.SelftestError, match=expected.replace("(", r"\(").replace(")", r"\)")):
-        engine.find(engine.Requirement(7, path), tmp_path, "9.9", want.get("modules", ["smoke"]))
+        engine.find(SelftestRequirement(7, path), tmp_path, "9.9", want.get("modules", ["smoke"]))
     with pytest.raises(engine.SelftestError, match="no self-test of pytest-qualify 9.9 in .* no older than 7 days"):
-        engine.find(engine.Requirement(7), tmp_path, "9.9", want.get("modules", ["smoke"]))
+        engine.find(SelftestRequirement(7), tmp_path, "9.9", want.get("modules", ["smoke"]))
 
 
 def test_a_tampered_selftest_bundle_is_refused(tmp_path):
@@ -146,19 +147,19 @@ def test_a_tampered_selftest_bundle_is_refused(tmp_path):
     data["runs"] = [{"fault": "x", "ok": True}]
     path.write_text(json.dumps(data))
     with pytest.raises(engine.SelftestError, match="does not verify against SHA256SUMS"):
-        engine.find(engine.Requirement(7, path), tmp_path, "9.9", ["smoke"])
+        engine.find(SelftestRequirement(7, path), tmp_path, "9.9", ["smoke"])
 
 
 @pytest.mark.parametrize("text, expected", [("7", (7.0, None)), ("0.5:a/b", (0.5, Path("a/b")))])
 def test_the_requirement_is_days_or_days_and_a_path(text, expected):
-    req = engine.Requirement.parse(text)
+    req = SelftestRequirement.parse(text)
     assert (req.max_age_days, req.path) == expected
 
 
 @pytest.mark.parametrize("text", ["week", "0", "-1:x"])
 def test_a_bad_requirement_says_the_shape(text):
-    with pytest.raises(engine.SelftestError, match="expected"):
-        engine.Requirement.parse(text)
+    with pytest.raises(ValueError, match="expected"):
+        SelftestRequirement.parse(text)
 
 
 # -- end to end ----------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_qualify.run import RunState
-from pytest_qualify.settings import OPTIONS, Settings
+from pytest_qualify.settings import OPTIONS, SelftestRequirement, Settings
 from pytest_qualify.selftest.bundle import write_selftest_bundle
 
 
@@ -93,9 +93,9 @@ class RequiredSelftest:
         settings = state.settings
         assert state.stage_run is not None
         try:
-            req = engine.Requirement.parse(settings.require_selftest or "")
+            req = SelftestRequirement.parse(settings.require_selftest or "")
             accepted = engine.find(req, settings.evidence_dir, tool_version(), state.stage_run.stage.modules)
-        except engine.SelftestError as exc:
+        except ValueError as exc:  # a malformed requirement or a SelftestError
             raise pytest.UsageError(f"--qualify-require-selftest: {exc}") from None
         return cls(accepted)
 
