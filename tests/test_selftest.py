@@ -1,4 +1,4 @@
-"""The gate self-test (``selftest.py``, ``hooks/selftest.py``): its fault table covers every fault
+"""The gate self-test (``selftest/``, ``hooks/selftest_mode.py``): its fault table covers every fault
 switch of the reference server, its judge accepts only a conforming PASS and a fault failing in
 its own module, a required self-test is refused when it is of another plugin version, too old,
 failed, short of this run's modules or tampered with; and end to end on a smoke-only profile."""
