@@ -17,7 +17,7 @@ from ..helpers import write_profile
 from pytest_qualify.selftest import engine
 from pytest_qualify.settings import SelftestRequirement
 from pytest_qualify.selftest.bundle import write_selftest_bundle
-from pytest_qualify.evidence.bundle import verify_manifest
+from pytest_qualify.bundle_format.manifest import verify_manifest
 from pytest_qualify.evidence.provenance import SELFTEST_PREDICATE_TYPE, check_statement
 from pytest_qualify.reference.faults import SERVER_FAULTS
 from pytest_qualify.reference.oracle import known_faults
@@ -146,7 +146,7 @@ def test_a_tampered_selftest_bundle_is_refused(tmp_path):
     data = json.loads(path.read_text())
     data["runs"] = [{"fault": "x", "ok": True}]
     path.write_text(json.dumps(data))
-    with pytest.raises(engine.SelftestError, match="does not verify against SHA256SUMS"):
+    with pytest.raises(engine.SelftestError, match="the bundle does not match its SHA256SUMS"):
         engine.find(SelftestRequirement(7, path), tmp_path, "9.9", ["smoke"])
 
 
