@@ -195,7 +195,8 @@ def server_metrics_section(snapshots: Mapping[str, Snapshot], errors: Mapping[st
 
 
 def gate_section(verdict: GateVerdict) -> list[dict[str, Any]]:
-    from pytest_qualify.gate.decide import FAILURE_KINDS, failure_kinds
+    from pytest_qualify.gate.decide import failure_kinds
+    from pytest_qualify.properties import FAILURE_KINDS
 
     # Failed items per kind (waived ones included: they failed too): format apart from fact.
     kinds = failure_kinds([*verdict.failures, *verdict.waived])

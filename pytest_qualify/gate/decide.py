@@ -24,6 +24,7 @@ from pytest_qualify.stats import flips
 from pytest_qualify.gate.waivers import WaiverSet, candidates, hard_module_conflicts
 from pytest_qualify.profiles import ModuleInfo
 from pytest_qualify.promotion.stages import Stage
+from pytest_qualify.properties import FAILURE_KIND, FAILURE_KINDS, OTHER
 
 __all__ = ["CheckRow"]  # re-exported: the SLO rows' type (evidence/slo.py) is a gate row
 
@@ -73,7 +74,7 @@ class ItemResult:
         ``other`` (no verdict judged it: a timeout, a dead server ...); None when it did not fail."""
         if self.outcome not in ("failed", "rerun"):
             return None
-        return str(self.properties.get("failure_kind") or "other")
+        return str(self.properties.get(FAILURE_KIND) or OTHER)
 
     @property
     def where(self) -> str:
@@ -369,7 +370,6 @@ def render_table(verdict: GateVerdict) -> list[str]:
     return lines
 
 
-FAILURE_KINDS = ("format", "fact", "other")
 
 
 def failure_kinds(items: Iterable[ItemResult]) -> dict[str, dict[str, int]]:

@@ -153,7 +153,7 @@ def qualify_record(request: pytest.FixtureRequest) -> Recorder:
 class Ask(Protocol):
     def __call__(self, prompt: str | list[dict[str, Any]], *, tool_turn: bool = False, salt_suffix: str = "",
                  grade: Callable[[Answer], None] | None = None, check_finish: bool = True,
-                 **params: Any) -> Answer: ...
+                 journal_role: str = "answer", **params: Any) -> Answer: ...
 
     # The answer journal's key of a request asked this way (evidence/answers.py).
     key: Callable[..., str]
@@ -174,7 +174,9 @@ def qualify_ask(request: pytest.FixtureRequest, qualify_client: QualifyClient, q
     or contract check at all (the integrity module compares answers whatever their finish state).
 
     Every answer is also kept in the run's answer journal (evidence/answers.py), keyed by its
-    request, for the integrity module's comparison of answers to the same request.
+    request and saying its role (``journal_role``, one of ``answers.ROLES``: the integrity
+    module's held samples and re-asks, the context module's timed answers), for the integrity
+    module's comparison of answers to the same request.
     """
 
     def protocol_request(prompt: str | list[dict[str, Any]], salt_suffix: str,
@@ -190,7 +192,8 @@ def qualify_ask(request: pytest.FixtureRequest, qualify_client: QualifyClient, q
         return answers.request_key(*protocol_request(prompt, "", params))
 
     def ask(prompt: str | list[dict[str, Any]], *, tool_turn: bool = False, salt_suffix: str = "",
-            grade: Callable[[Answer], None] | None = None, check_finish: bool = True, **params: Any) -> Answer:
+            grade: Callable[[Answer], None] | None = None, check_finish: bool = True, journal_role: str = "answer",
+            **params: Any) -> Answer:
         from pytest_qualify.evidence import answers
         from pytest_qualify.graders.integrity import RecordedAnswer, parsed_calls
 
@@ -199,7 +202,7 @@ def qualify_ask(request: pytest.FixtureRequest, qualify_client: QualifyClient, q
         if run is not None:  # a run's journal; a test that fakes the client has none
             answers.append(run.run_dir, answers.request_key(messages, request), RecordedAnswer(
                 asker, answer.streamed, answer.content, parsed_calls(answer.tool_calls), answer.finish_reason),
-                salt=request.get("cache_salt"))
+                salt=request.get("cache_salt"), role=journal_role)
         if not check_finish:
             qualify_record.answer(answer, tool_turn=tool_turn, check_finish=False)
             return answer

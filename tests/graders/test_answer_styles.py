@@ -26,7 +26,6 @@ from ..helpers import Styles
 from pytest_qualify.tasks import fixture_data
 from pytest_qualify.client.answer import Answer
 from pytest_qualify.graders import Verdict
-from pytest_qualify.graders.contract import is_format_failure
 from pytest_qualify.graders.finish import check_finish
 from pytest_qualify.graders.json_output import check_json_answer
 from pytest_qualify.graders.needle import grade_needle
@@ -515,4 +514,4 @@ def test_near_miss_fails_with_its_reason(styles, answer, why):
     assert not verdict.ok, f"accepted: {verdict.reason}"
     assert why in verdict.reason, verdict.reason
     # A near miss marked as a format failure is one, and a wrong value is never called one.
-    assert is_format_failure(verdict.reason) is why.startswith(FORMAT), verdict.reason
+    assert verdict.is_format is why.startswith(FORMAT), verdict.reason
