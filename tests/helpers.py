@@ -84,10 +84,10 @@ def _require_e2e() -> None:
                                  "@pytest.mark.e2e (or the file, pytestmark = pytest.mark.e2e)")
 
 
-def pytest_command(*args: str) -> list[str]:
-    """The command line of every inner pytest: this interpreter, ``-m pytest``, no cache provider
-    (a run must not write ``.pytest_cache`` into the folder it runs in)."""
-    return [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args]
+def pytest_command(*args: str, python: str | Path = sys.executable) -> list[str]:
+    """The command line of every inner pytest: this interpreter (or another venv's), ``-m pytest``,
+    no cache provider (a run must not write ``.pytest_cache`` into the folder it runs in)."""
+    return [str(python), "-m", "pytest", "-p", "no:cacheprovider", *args]
 
 
 def inner_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -97,11 +97,11 @@ def inner_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
     return {**base, **(env or {})}
 
 
-def run_pytest(*args: str, cwd: Path, env: Mapping[str, str] | None = None,
-               timeout: float = 900) -> subprocess.CompletedProcess[str]:
+def run_pytest(*args: str, cwd: Path, env: Mapping[str, str] | None = None, timeout: float = 900,
+               python: str | Path = sys.executable) -> subprocess.CompletedProcess[str]:
     """An inner pytest to its end in ``cwd``, its output captured."""
     _require_e2e()
-    return subprocess.run(pytest_command(*args), cwd=cwd, env=inner_env(env), capture_output=True, text=True,
+    return subprocess.run(pytest_command(*args, python=python), cwd=cwd, env=inner_env(env), capture_output=True, text=True,
                           timeout=timeout)
 
 

@@ -68,7 +68,7 @@ def readme_test_command() -> str:
     """The README's second command, which .ci/run runs exactly."""
     readme = (ROOT / "README.md").read_text()
     commands = [line for line in readme.split("```bash\n", 1)[1].split("```", 1)[0].splitlines() if line.strip()]
-    assert len(commands) == 2 and commands[1].startswith("pip install -e '.[test]'"), commands
+    assert len(commands) == 2 and commands[1].startswith("pip install -c .ci/constraints.txt -e '.[test]'"), commands
     assert commands[1] in (ROOT / ".ci" / "run").read_text().splitlines()
     return commands[1]
 
