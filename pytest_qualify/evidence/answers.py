@@ -10,7 +10,6 @@ run folder, so lines are appended under a file lock. No pytest here.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 from pytest_qualify.gate.slo import CheckRow
 from pytest_qualify.graders.integrity import RecordedAnswer, check_same_answers
+from pytest_qualify.request_key import request_key as key_of
 
 JOURNAL_FILE = "answers.jsonl"
 HELD_TITLE = "Integrity: sampled answers held to the end of the run"
@@ -28,14 +28,10 @@ HELD = "held"  # the integrity module's sample: the whole journal is held to its
 TIMED = "timed"  # the context module's timed, streamed lane answer
 REASKED = "reasked"  # the integrity module's re-ask of a timed request (TEST01 on the timing phase)
 ROLES = (ANSWER, HELD, TIMED, REASKED)
-# Fields two honest asks of the same request may differ in.
-NOT_IN_KEY = frozenset({"cache_salt", "stream", "stream_options", "timeout_s", "prompt_tokens_hint"})
-
-
 def request_key(messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any]) -> str:
-    """A digest of the request's messages and every parameter that changes the answer."""
-    body = {"messages": list(messages), **{k: v for k, v in params.items() if k not in NOT_IN_KEY}}
-    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:32]
+    """The journal's key of a request asked with these messages and parameters (``request_key.py``
+    says what the same request is)."""
+    return key_of({"messages": list(messages), **params})
 
 
 def append(run_dir: Path, key: str, answer: RecordedAnswer, salt: str | None = None, role: str = ANSWER) -> None:

@@ -133,3 +133,14 @@ def test_an_unknown_role_is_refused(tmp_path):
 
     with pytest.raises(ValueError, match="journal role 'sampled'"):
         append(tmp_path, KEY, RecordedAnswer("t", False, "x", (), "stop"), role="sampled")
+
+
+def test_the_journal_the_proxy_and_the_result_cache_share_one_definition_of_the_same_request():
+    from pytest_qualify.reference.steer import request_key as proxy_key
+    from pytest_qualify.request_key import request_key as same_request
+
+    params = {"max_tokens": 64, "temperature": 0, "cache_salt": "a", "stream": True}
+    assert request_key(MESSAGES, params) == same_request({"messages": MESSAGES, **params})
+    body = {"messages": MESSAGES, **params}
+    assert proxy_key(body) == proxy_key({**body, "max_tokens": 9}) == same_request(body, without_limit=True)
+    assert same_request(body) != same_request({**body, "max_tokens": 9})  # the journal's key keeps the limit
