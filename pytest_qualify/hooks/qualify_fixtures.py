@@ -108,40 +108,22 @@ class Recorder:
             self.finish(answer, tool_turn)
 
     def finish(self, answer: Answer, tool_turn: bool = False) -> None:
-        """The shared visible-answer / finish-state check (graders/finish.py), run on every recorded
-        answer: records ``finish_reason`` and ``finish_check`` ("ok" or why it failed) and fails the
-        test on a bad finish. ``tool_turn``: the turn offered tools, so ``tool_calls`` may end it."""
-        from pytest_qualify.graders.finish import check_finish
-
-        verdict = check_finish(answer, expect_tool=tool_turn)
-        # One pair per item: a failing check fails the test at once, so "ok" means every answer so far.
-        props = self._item.user_properties
-        props[:] = [(k, v) for k, v in props if k not in ("finish_reason", "finish_check")]
-        self.props(finish_reason=answer.finish_reason, finish_check="ok" if verdict.ok else verdict.reason)
-        if not verdict.ok:
-            pytest.fail(f"finish state: {verdict.reason}", pytrace=False)
-        self.contract(answer)
-
-    def contract(self, answer: Answer) -> None:
-        """The integrity rules cheap enough for every answer (graders/integrity.py): a streamed
-        answer's chunk structure, and the visible length within the profile's band for the module.
-        Records ``stream_check`` / ``length_chars`` and fails the test on a breach."""
-        from pytest_qualify.graders.integrity import check_length_band, check_stream_shape
+        """The checks every recorded answer goes through (``graders/answer_checks.py``, one pure
+        function): records what they found (``finish_reason``, ``finish_check``, ``stream_check``,
+        ``length_chars``) and fails the test on the first failure. ``tool_turn``: the turn offered
+        tools, so ``tool_calls`` may end it."""
+        from pytest_qualify.graders.answer_checks import FINISH_PROPERTIES, check_answer
         from pytest_qualify.run import module_of
 
-        if answer.stream is not None:
-            usage_tokens = answer.completion_tokens if answer.usage else None
-            verdict = check_stream_shape(answer.stream, usage_tokens, answer.finish_reason)
-            self.props(stream_check="ok" if verdict.ok else verdict.reason)
-            if not verdict.ok:
-                pytest.fail(f"stream contract: {verdict.reason}", pytrace=False)
         module = module_of(self._item)
         band = self._profile.integrity.band(module) if self._profile is not None and module else None
-        if band is not None and not answer.tool_calls:
-            verdict = check_length_band(answer.content, band.min_chars, band.max_chars, band.module)
-            self.props(length_chars=len(answer.content or ""))
-            if not verdict.ok:
-                pytest.fail(f"length band: {verdict.reason}", pytrace=False)
+        checks = check_answer(answer, tool_turn=tool_turn, band=band)
+        # One finish pair per item: a failing check fails the test at once, so "ok" means every answer so far.
+        props = self._item.user_properties
+        props[:] = [(k, v) for k, v in props if k not in FINISH_PROPERTIES]
+        props.extend(checks.properties)
+        if checks.failure is not None:
+            pytest.fail(checks.failure, pytrace=False)
 
 
 @pytest.fixture
