@@ -165,33 +165,6 @@ def _apply_waivers(
     return items, failures, waived
 
 
-def evaluate(
-    results: Iterable[ItemResult],
-    modules: Mapping[str, ModuleInfo],
-    required: Sequence[str],
-    *,
-    waiver_for: Callable[[ItemResult], str | None] | None = None,
-    run_problems: Sequence[str] = (),
-    incomplete: Sequence[str] = (),
-    checks: Sequence[CheckRow] = (),
-    target_unavailable: bool = False,
-    stage: Stage | None = None,
-    answers_void: Sequence[str] = (),
-) -> GateVerdict:
-    """Apply the hard 100% gate. ``waiver_for`` returns a waiver reason for a failed item of a
-    waivable module, or None; ``run_problems`` are run-level failures of the deployment (a dead
-    server, a regression); ``incomplete`` are reasons the run did not judge all of it (an
-    interruption, a partial selection); ``checks`` are limit rows (SLOs). ``target_unavailable``:
-    the endpoint never answered, so failed items judged nothing and the verdict is INCOMPLETE.
-    With a ``stage``, ``required`` is that stage's modules and the verdict line names the stage.
-    Pure: a waived item appears in the verdict as a copy carrying its waiver; ``results`` stay as
-    they were. (The end of a run calls :func:`decide`, which calls this once.)"""
-    items, failures, waived = _apply_waivers(results, modules, waiver_for)
-    rows, missing = _rows(items, modules, required, stage)
-    return _verdict(items, rows, failures, waived, [*run_problems], [*incomplete, *missing], checks,
-                    target_unavailable, stage, answers_void)
-
-
 def _rows(items: Sequence[ItemResult], modules: Mapping[str, ModuleInfo], required: Sequence[str],
           stage: Stage | None) -> tuple[list[GateRow], list[str]]:
     """One row per module (required ones in the registry's order, then any other that ran), and
