@@ -26,8 +26,6 @@ from pytest_qualify.profiles import ModuleInfo
 from pytest_qualify.promotion.stages import Stage
 from pytest_qualify.properties import FAILURE_KIND, FAILURE_KINDS, OTHER
 
-__all__ = ["CheckRow"]  # re-exported: the SLO rows' type (evidence/slo.py) is a gate row
-
 PASS = "PASS"
 FAIL = "FAIL"
 INCOMPLETE = "INCOMPLETE"

@@ -1,6 +1,6 @@
 """The gate's pytest side: every protocol report folded into the run's item results (on the
 controller, so xdist workers' reports count), the run-level problems pytest knows of, the exit
-status, and the gate's table in the terminal. The evaluation itself is ``gate.py`` (no pytest)."""
+status, and the gate's table in the terminal. The decision itself is ``gate/decide.py`` (no pytest)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def reason_of(report: pytest.TestReport) -> str:
 def run_problems(session: pytest.Session, state: RunState, exitstatus: int) -> tuple[list[str], list[str]]:
     """What makes the whole run unable to pass, whatever its items did, as (problems, incomplete):
     problems fail the deployment (it died); incomplete leave it unjudged (it never answered, the
-    run was cut short or left part of the protocol out). gate.py decides what each makes of it."""
+    run was cut short or left part of the protocol out). ``gate/decide.py`` decides what each makes of it."""
     problems: list[str] = []
     incomplete: list[str] = []
     if state.startup_error:

@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 from pytest_qualify.gate import decide as gate
 from pytest_qualify.evidence.session import EvidenceState
 from pytest_qualify.evidence.verdict import conclude, run_record
+from pytest_qualify.gate.slo import CheckRow
 from pytest_qualify.gate.waivers import Waiver, WaiverSet
 from pytest_qualify.gate.decide import (
-    EXIT_CODES, FAIL, INCOMPLETE, PASS, BaselineInput, CheckRow, Decision, ItemResult, RunRecord, decide,
+    EXIT_CODES, FAIL, INCOMPLETE, PASS, BaselineInput, Decision, ItemResult, RunRecord, decide,
     render_table, with_unjudged,
 )
 from pytest_qualify.profiles import LaneSlo, Slo, load_profile, module_registry
