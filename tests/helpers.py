@@ -173,7 +173,7 @@ class QualifyPytest:
         return {f"{c.get('classname')}::{c.get('name')}": c for c in root.iter("testcase")}
 
 
-# -- the answer-style corpus (tests/test_answer_styles.py, tests/test_answer_styles_structured.py) --
+# -- the answer-style corpus (tests/graders/test_answer_styles.py, tests/graders/test_answer_styles_structured.py) --
 
 
 @dataclass(frozen=True)

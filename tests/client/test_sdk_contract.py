@@ -2,7 +2,7 @@
 
 The SDK's ``Stream`` ends its iteration on ``data: [DONE]`` and on a closed connection alike, so the
 client (``pytest_qualify/client/endpoint.py``, ``_watch_for_done``) wraps the stream's private
-``_iter_events`` to see the ``[DONE]`` event pass. Held for openai 1.40 (pyproject's lowest, run by
+``_iter_events`` to see the ``[DONE]`` event pass. Held for openai 1.55.3 (pyproject's lowest, run by
 .ci/versions-lane) through 3.57 (.ci/constraints.txt). If a release renames the attribute or stops
 reading its events through it, the client reports ``done`` as unknown (None) and the integrity
 module's "ends with [DONE]" rule cannot judge: these tests fail first, naming the SDK version.
