@@ -15,8 +15,9 @@ from ..helpers import SMOKE, pytester_run, write_profile
 from pytest_qualify.gate import decide as gate
 from pytest_qualify.evidence import job_summary, junit
 from pytest_qualify.evidence.session import CaseRecord
-from pytest_qualify.evidence.stats import flips, stats_section, wilson
-from pytest_qualify.evidence.summary import build_summary, validate
+from pytest_qualify.stats import flips, stats_section, wilson
+from pytest_qualify.bundle_format.schema import validate
+from pytest_qualify.evidence.summary import build_summary
 from pytest_qualify.server.lifecycle import free_port
 from pytest_qualify.profiles import load_profile, module_registry
 
@@ -252,7 +253,7 @@ def test_baseline_lists_per_item_flips(pytester, tmp_path):
 
 
 def test_summary_schema_2_requires_the_new_sections_and_a_version_1_baseline_still_validates():
-    from pytest_qualify.evidence.summary import SummaryError
+    from pytest_qualify.bundle_format.schema import SummaryError
 
     summary, _ = synthetic_summary()
     assert summary["schema_version"] == 2

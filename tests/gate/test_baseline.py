@@ -10,7 +10,7 @@ import pytest
 
 from ..helpers import pytester_run, write_profile
 from pytest_qualify.gate.baseline import BaselineError, check_comparable, compare, delta_pct, load_baseline, render_rows
-from pytest_qualify.evidence.summary import validate
+from pytest_qualify.bundle_format.schema import validate
 
 
 def spread(median: float) -> dict:

@@ -13,7 +13,7 @@ import pytest
 from ..helpers import pytester_run
 
 from pytest_qualify.gate.slo import check_rows, evaluate_slo
-from pytest_qualify.evidence.summary import validate
+from pytest_qualify.bundle_format.schema import validate
 from pytest_qualify.gate.decide import FAIL, INCOMPLETE, PASS, evaluate
 from pytest_qualify.profiles import LaneSlo, ProfileError, Slo, builtin_profiles, load_profile, module_registry
 

@@ -1,4 +1,4 @@
-"""The fixtures a protocol test uses (hooks/fixtures.py), in a pytester project: ``qualify_ask``
+"""The fixtures a protocol test uses (hooks/qualify_fixtures.py), in a pytester project: ``qualify_ask``
 asks the protocol's way with one budget rule, and every recorded answer goes through the finish check."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from ..helpers import pytester_run
 
 FAKES = """
     import pytest
-    from pytest_qualify.client.endpoint import Answer
+    from pytest_qualify.client.answer import Answer
     from pytest_qualify.profiles import load_profile
     from pytest_qualify.client.timing import Timeline
 
@@ -77,7 +77,7 @@ def test_recorder_checks_the_finish_state_of_every_answer(pytester):
     # reason, and the outcome is recorded as properties.
     pytester.makepyfile(test_probe=textwrap.dedent("""
         import pytest
-        from pytest_qualify.client.endpoint import Answer, ToolCall
+        from pytest_qualify.client.answer import Answer, ToolCall
         from pytest_qualify.client.timing import Timeline
 
         def make(content, finish, calls=()):
@@ -147,7 +147,7 @@ def test_recorder_holds_every_streamed_answer_to_the_stream_contract(pytester):
     # The integrity module's cheap checks run inside every module: a streamed answer whose chunks
     # break the contract fails with the rule it broke; a conforming one records "ok".
     pytester.makepyfile(test_stream=textwrap.dedent("""
-        from pytest_qualify.client.endpoint import Answer, StreamShape
+        from pytest_qualify.client.answer import Answer, StreamShape
         from pytest_qualify.client.timing import Timeline
 
         def make(**shape):

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_qualify import init_profile
-from pytest_qualify.client.endpoint import EndpointError
+from pytest_qualify.client.errors import EndpointError
 from pytest_qualify.server.lifecycle import free_port
 from pytest_qualify.profiles import load_profile
 

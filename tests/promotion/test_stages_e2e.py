@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_qualify.evidence.bundle import verify_manifest
-from pytest_qualify.evidence.summary import validate
+from pytest_qualify.bundle_format.manifest import verify_manifest
+from pytest_qualify.bundle_format.schema import validate
 
 from ..helpers import run_pytest, write_profile
 

@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pytest
 
 from pytest_qualify.hooks import state_of
-from pytest_qualify.hooks.server import make_client
+from pytest_qualify.hooks.server_session import make_client
 from pytest_qualify.hooks.watch import fail_if_server_gone
 from pytest_qualify.profiles import Profile
 from pytest_qualify.run import RunState
 
 if TYPE_CHECKING:
-    from pytest_qualify.client.endpoint import Answer, QualifyClient
+    from pytest_qualify.client.answer import Answer
+    from pytest_qualify.client.endpoint import QualifyClient
 
 
 def _state(request: pytest.FixtureRequest) -> RunState:
