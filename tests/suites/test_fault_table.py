@@ -1,4 +1,4 @@
-"""The self-test's fault table (``pytest_qualify/selftest.toml``) drives the fault runs: every row
+"""The self-test's fault table (``pytest_qualify/selftest/selftest.toml``) drives the fault runs: every row
 that names a module is run end to end against the reference server. The files beside this one run
 most rows in runs of their own, holding each fault to its exact items and reasons (several faults of
 different modules share a run there: a run costs seconds on a 2-core machine); every other row is
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_qualify.selftest import fault_table
+from pytest_qualify.selftest.engine import fault_table
 
 from ..helpers import QualifyPytest, junit_failures, suite, write_profile
 
