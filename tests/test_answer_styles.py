@@ -248,6 +248,9 @@ TOOL_STYLES = Styles(
         # The currency's symbol or code before the amount (units are data: they may precede or follow).
         ("final", '{"amount": "C$176.30", "currency": "CAD"}'), ("final", '{"amount": "CAD 176.30", "currency": "CAD"}'),
         ("final", '```json\r\n{"amount": 176.3, "currency": "CAD"}\r\n```'),
+        # One line of prose before the object, a colon at its end or not.
+        ("final", 'The tool returned 176.3.\n\n```json\n{"amount": 176.3, "currency": "CAD"}\n```'),
+        ("final", '120 EUR is 176.30 CAD.\n{"amount": 176.30, "currency": "CAD"}'),
         # Spanish opens an exclamation with "¡": the accepted form "¡Gracias!" is data.
         ("no-tool:irrelevant_translation", "\u00a1Gracias!"), ("no-tool:irrelevant_translation", "*\u00a1Gracias!*"),
     ],
@@ -269,7 +272,8 @@ TOOL_STYLES = Styles(
         (("no-tool:irrelevant_arithmetic", "143"), "answer is '143', expected '144'"),
         (("no-tool:irrelevant_arithmetic", "~144"), "answer '~144' holds more than the number"),
         (("final", '{"amount": "\u20ac176.30", "currency": "CAD"}'), "field 'amount' '\u20ac176.30' holds more than the number"),
-        (("final", 'The tool returned 176.3.\n\n```json\n{"amount": 176.3, "currency": "CAD"}\n```'), FORMAT + " not one JSON object"),
+        (("final", 'The tool returned 176.3.\n\n```json\n{"amount": 176.3, "currency": "CAD"}\n```\nOr 176.53.'),
+         FORMAT + " text after the JSON object: 'Or 176.53.'"),
         (("no-tool:irrelevant_translation", "Gracias or De nada"), "expected 'Gracias'"),
         (("final", '{"amount": 176.35, "currency": "CAD"}'), "field 'amount' is '176.35'"),
         (("final", '{"amount": "176.3 or 176.53", "currency": "CAD"}'), "holds 2 candidates"),
