@@ -66,7 +66,7 @@ def test_answer_line_reads_only_the_last_line(reply):
     ("42", True),
     ("ANSWER: 42\nANSWER: 43", True),
     ("ANSWER: 42\nHope this helps!", True),
-    ("answer: 42", True),  # the contract's line is written ANSWER
+    ("answer: 43\nANSWER: 42", True),  # a second answer line, whatever the case of its label
     ("ANSWER:", True),
 ])
 def test_answer_line_rejections(reply, fmt):
