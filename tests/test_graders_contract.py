@@ -323,3 +323,19 @@ def test_invisible_characters_and_fullwidth_labels_are_noise():
     assert grade("ANSWER\uff1a42", SUM).ok
     assert not grade("ANSWER\uff1a43", SUM).ok
     assert not grade("ANSWER: 42\nANSWER\uff1a43", SUM).ok  # still two answer lines
+
+
+def test_the_length_band_measures_the_slot_and_what_follows_it_never_invited_working():
+    from pytest_qualify.graders.contract import measured_span
+
+    working = "12 + 30: add the tens, 10 + 30 = 40, then the units, 2, so 42. " * 7
+    assert len(working) > 400
+    assert measured_span(working + "\nANSWER: 42", SUM) == ("ANSWER: 42", "answer line")
+    assert measured_span(working + "\n**Answer:** $42$\n", SUM) == ("**Answer:** $42$\n", "answer line")
+    padded, what = measured_span("12 + 30 = 42.\nANSWER: 42" + " " * 1000, SUM)
+    assert (len(padded), what) == (1010, "answer line")
+    # No single answer line: nothing tells the working apart, the whole reply is measured.
+    assert measured_span(working, SUM) == (working, "visible answer")
+    assert measured_span("ANSWER: 41\n" + working + "\nANSWER: 42", SUM)[1] == "visible answer"
+    planet = Contract.of({"form": "reply", "accept": ["Jupiter"]})
+    assert measured_span("Jupiter" + " " * 1000, planet) == ("Jupiter" + " " * 1000, "visible answer")

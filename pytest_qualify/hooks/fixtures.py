@@ -19,6 +19,7 @@ from pytest_qualify.run import RunState
 
 if TYPE_CHECKING:
     from pytest_qualify.client.endpoint import Answer, QualifyClient
+    from pytest_qualify.graders.contract import Contract
 
 
 def _state(request: pytest.FixtureRequest) -> RunState:
@@ -91,7 +92,8 @@ class Recorder:
         for key, value in values.items():
             self._item.user_properties.append((key, value))
 
-    def answer(self, answer: Answer, tool_turn: bool = False, *, check_finish: bool = True) -> None:
+    def answer(self, answer: Answer, tool_turn: bool = False, *, check_finish: bool = True,
+               contract: Contract | None = None) -> None:
         """Record an answer's client-observed timing and token counts. An item that makes several
         requests keeps the timing of its first streamed one (see evidence/junit.py). With
         ``check_finish=False`` the caller runs :meth:`finish` itself, after its own grading."""
@@ -104,9 +106,9 @@ class Recorder:
         media = (answer.usage.get("prompt_tokens_details") or {}).get("multimodal_tokens") or {}
         self.props(**{f"{kind}_prompt_tokens": int(n) for kind, n in sorted(media.items()) if n is not None})
         if check_finish:
-            self.finish(answer, tool_turn)
+            self.finish(answer, tool_turn, contract=contract)
 
-    def finish(self, answer: Answer, tool_turn: bool = False) -> None:
+    def finish(self, answer: Answer, tool_turn: bool = False, *, contract: Contract | None = None) -> None:
         """The shared visible-answer / finish-state check (graders/finish.py), run on every recorded
         answer: records ``finish_reason`` and ``finish_check`` ("ok" or why it failed) and fails the
         test on a bad finish. ``tool_turn``: the turn offered tools, so ``tool_calls`` may end it."""
@@ -119,12 +121,16 @@ class Recorder:
         self.props(finish_reason=answer.finish_reason, finish_check="ok" if verdict.ok else verdict.reason)
         if not verdict.ok:
             pytest.fail(f"finish state: {verdict.reason}", pytrace=False)
-        self.contract(answer)
+        self.contract(answer, contract)
 
-    def contract(self, answer: Answer) -> None:
+    def contract(self, answer: Answer, contract: Contract | None = None) -> None:
         """The integrity rules cheap enough for every answer (graders/integrity.py): a streamed
-        answer's chunk structure, and the visible length within the profile's band for the module.
-        Records ``stream_check`` / ``length_chars`` and fails the test on a breach."""
+        answer's chunk structure, and — for an answer whose grader names its ``contract`` — the
+        length within the profile's band for the module, measured on what the contract reads as
+        the answer (``graders/contract.py`` ``measured_span``: the whole reply where the prompt asks
+        for the value alone, the answer line on, never the working a prompt invited). Records
+        ``stream_check`` / ``length_chars`` / ``length_measured`` and fails the test on a breach."""
+        from pytest_qualify.graders.contract import measured_span
         from pytest_qualify.graders.integrity import check_length_band, check_stream_shape
         from pytest_qualify.run import module_of
 
@@ -136,9 +142,10 @@ class Recorder:
                 pytest.fail(f"stream contract: {verdict.reason}", pytrace=False)
         module = module_of(self._item)
         band = self._profile.integrity.band(module) if self._profile is not None and module else None
-        if band is not None and not answer.tool_calls:
-            verdict = check_length_band(answer.content, band.min_chars, band.max_chars, band.module)
-            self.props(length_chars=len(answer.content or ""))
+        if band is not None and contract is not None and not answer.tool_calls:
+            measured, what = measured_span(answer.content, contract)
+            verdict = check_length_band(measured, band.min_chars, band.max_chars, band.module, what=what)
+            self.props(length_chars=len(measured), length_measured=what)
             if not verdict.ok:
                 pytest.fail(f"length band: {verdict.reason}", pytrace=False)
 
@@ -152,7 +159,7 @@ def qualify_record(request: pytest.FixtureRequest) -> Recorder:
 class Ask(Protocol):
     def __call__(self, prompt: str | list[dict[str, Any]], *, tool_turn: bool = False, salt_suffix: str = "",
                  grade: Callable[[Answer], None] | None = None, check_finish: bool = True,
-                 **params: Any) -> Answer: ...
+                 contract: Contract | None = None, **params: Any) -> Answer: ...
 
     # The answer journal's key of a request asked this way (evidence/answers.py).
     key: Callable[..., str]
@@ -171,6 +178,8 @@ def qualify_ask(request: pytest.FixtureRequest, qualify_client: QualifyClient, q
     that a module whose subject is the failure (a reasoning leak that used up the budget) reports
     its own reason rather than the finish state it caused. ``check_finish=False``: no finish-state
     or contract check at all (the integrity module compares answers whatever their finish state).
+    ``contract``: the answer contract the module grades the answer under; given, the profile's
+    length band for the module applies to what that contract reads (``Recorder.contract``).
 
     Every answer is also kept in the run's answer journal (evidence/answers.py), keyed by its
     request, for the integrity module's comparison of answers to the same request.
@@ -189,7 +198,8 @@ def qualify_ask(request: pytest.FixtureRequest, qualify_client: QualifyClient, q
         return answers.request_key(*protocol_request(prompt, "", params))
 
     def ask(prompt: str | list[dict[str, Any]], *, tool_turn: bool = False, salt_suffix: str = "",
-            grade: Callable[[Answer], None] | None = None, check_finish: bool = True, **params: Any) -> Answer:
+            grade: Callable[[Answer], None] | None = None, check_finish: bool = True,
+            contract: Contract | None = None, **params: Any) -> Answer:
         from pytest_qualify.evidence import answers
         from pytest_qualify.graders.integrity import RecordedAnswer, parsed_calls
 
@@ -202,10 +212,10 @@ def qualify_ask(request: pytest.FixtureRequest, qualify_client: QualifyClient, q
         if not check_finish:
             qualify_record.answer(answer, tool_turn=tool_turn, check_finish=False)
             return answer
-        qualify_record.answer(answer, tool_turn=tool_turn, check_finish=grade is None)
+        qualify_record.answer(answer, tool_turn=tool_turn, check_finish=grade is None, contract=contract)
         if grade is not None:
             grade(answer)
-            qualify_record.finish(answer, tool_turn)
+            qualify_record.finish(answer, tool_turn, contract=contract)
         return answer
 
     ask.key = key  # type: ignore[attr-defined]

@@ -215,7 +215,8 @@ def integrity_samples() -> tuple[Any, ...]:
             questions = {q.id: q for q in (finish_prompts() if module == "finish" else reasoning_prompts())}
             if item not in questions:
                 raise FixtureError(f"fixtures/integrity.toml: {module} has no prompt {item!r}")
-            out.append(Sample(module, item, ({"role": "user", "content": questions[item].prompt},), {}, False))
+            out.append(Sample(module, item, ({"role": "user", "content": questions[item].prompt},), {}, False,
+                              contract=questions[item].contract))
         elif module == "tools":
             tools = tool_fixtures()
             try:
