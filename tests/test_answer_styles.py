@@ -34,6 +34,7 @@ from pytest_qualify.graders.reasoning import check_no_reasoning
 from pytest_qualify.graders.recall import grade_recall
 from pytest_qualify.graders.tools import RawCall, grade_calls
 from pytest_qualify.graders.window import check_overwindow_refusal
+from pytest_qualify.server import liveness
 from pytest_qualify.tasks.haystack import needle_spec
 
 MIN_CORRECT = 10
@@ -150,16 +151,17 @@ CONTEXT = Styles(
     ],
 )
 
-# -- window: the over-window refusal and the short question after it ------------------------------------
+# -- window: the over-window refusal, and the liveness question after it (its answer recorded as
+# ``liveness_answer_correct``, graded as server/liveness.py grades it, never deciding) --------------
 
 WINDOW_TOKENS, OVER = 262144, 262200
-FOLLOW_UP = fixture_data.window_follow_up()
+LIVENESS = liveness.default_question()
 
 
 def _window(answer: tuple[Any, str]) -> Verdict:
     status, message = answer
-    if status == "follow-up":
-        return FOLLOW_UP.grade(message)
+    if status == "liveness":
+        return LIVENESS.grade(message)
     return check_overwindow_refusal(status, message, WINDOW_TOKENS, OVER)
 
 
@@ -170,9 +172,9 @@ WINDOW = Styles(
         (400, f"This model's maximum context length is {WINDOW_TOKENS:,} tokens. However, your request has {OVER:,} input tokens."),
         (400, f"The decoder prompt (length {OVER}) is longer than the maximum model length of {WINDOW_TOKENS}."),
         (400, f"Input too long: max_model_len={WINDOW_TOKENS}, got {OVER}"),
-        ("follow-up", "Rome"), ("follow-up", "**Rome**"), ("follow-up", "Rome."), ("follow-up", "ROME"),
-        ("follow-up", "Answer: *Rome*"), ("follow-up", "```\nRome\n```"),
-        ("follow-up", "Rome\r\n"),
+        ("liveness", "Paris"), ("liveness", "**Paris**"), ("liveness", "Paris."), ("liveness", "PARIS"),
+        ("liveness", "Answer: *Paris*"), ("liveness", "```\nParis\n```"),
+        ("liveness", "Paris\r\n"), ("liveness", "**ANSWER:** Paris"), ("liveness", "$\\text{Paris}$"),
     ],
     near_misses=[
         ((None, ""), "was answered (HTTP 200)"),
@@ -180,11 +182,11 @@ WINDOW = Styles(
         ((400, "Bad request"), "does not name the window"),
         ((400, f"Bad request: {WINDOW_TOKENS}"), "does not say it is about the length limit"),
         ((400, f"maximum context length is {WINDOW_TOKENS - 1} tokens"), "does not name the window"),
-        (("follow-up", "Romania"), "expected 'Rome'"),
-        (("follow-up", "Milan"), "expected 'Rome'"),
-        (("follow-up", "Rome or Milan"), "expected 'Rome'"),
-        (("follow-up", "~Rome"), "answer is '~Rome'"),
-        (("follow-up", "The capital of Italy is Rome.\nIt sits on the Tiber."), FORMAT),
+        (("liveness", "Parisian"), "expected 'Paris'"),
+        (("liveness", "Lyon"), "expected 'Paris'"),
+        (("liveness", "Paris or Lyon"), "expected 'Paris'"),
+        (("liveness", "~Paris"), "answer is '~Paris'"),
+        (("liveness", "The capital of France is Paris.\nIt sits on the Seine."), FORMAT),
     ],
 )
 

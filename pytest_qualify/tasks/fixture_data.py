@@ -50,7 +50,7 @@ def read_json(path: str) -> Any:
     return json.loads(read_text(path))
 
 
-# -- short questions (smoke, finish, the window's follow-up, reasoning) -----------------------------
+# -- short questions (smoke, finish, reasoning) -------------------------------------------------------
 
 
 def _contract(raw: Mapping[str, Any], where: str) -> Contract:
@@ -84,12 +84,6 @@ def smoke_questions() -> tuple[Question, ...]:
 @cache
 def finish_prompts() -> tuple[Question, ...]:
     return _questions("finish.toml", "prompt", "text")
-
-
-@cache
-def window_follow_up() -> Question:
-    """The short question the window bracket (and every liveness check) asks after a refusal."""
-    return _questions("finish.toml", "follow_up", "text")[0]
 
 
 @cache
