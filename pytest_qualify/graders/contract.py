@@ -6,16 +6,28 @@ and written in its fixture:
 
 - ``reply``: the whole reply is one value (a word, a number, a label). Formatting noise is
   tolerated — markdown emphasis, quotes, one code fence, trailing punctuation, a preamble line
-  ending in a colon, a leading ``Answer:`` label — any other content is not.
+  ending in a colon, a leading ``Answer:`` label, math notation around the value — any other
+  content is not.
 - ``line``: the reply ends with one line ``ANSWER: <value>``. Working before it is free and never
   read; the value is cleaned of the same noise as a whole reply.
-- ``json``: the reply is one JSON object (a code fence and a preamble line ending in a colon
+- ``json``: the reply is one JSON object (a code fence and one line of prose before it
   tolerated) valid under the item's JSON Schema; each fact has its own field.
+
+The rule all three follow: accept what a reasonable reader of the prompt accepts as following it;
+reject anything that could hide a second candidate or a retraction. So the final line's label is
+read in any case and with markdown emphasis around it ("Answer: 42", "**ANSWER:** 42", "**Answer:**
+42"), and "Final answer:" is the same label; a value in math notation ("$42$", "\\(42\\)",
+"\\[42\\]", "\\boxed{42}", "$\\boxed{42}$") reads as its content; one line of prose before a single
+JSON object is tolerated whether or not it ends in a colon. But every labelled line is an answer
+line (a second one anywhere is a format failure), a wrapper holds one value ("$42$ or $43$" is two
+candidates), and text after the answer line or after the JSON object — where a retraction goes —
+is a format failure.
 
 A slot that is missing or malformed (no ``ANSWER`` line, two of them, text after it, a reply of
 several lines, JSON that does not parse or does not validate) is a *format* failure: its reason
 starts with ``format:`` and it is counted apart from a wrong fact. A slot that holds the wrong
-value, or two candidates ("2 or 3", "Paris, Lyon"), is a *miss*.
+value, or two candidates ("2 or 3", "Paris, Lyon"), is a *miss*. A length band measures what the
+contract reads (:func:`measured_span`), never the working a ``line`` prompt invites.
 
 What a slot accepts is data (:class:`Accept`): the accepted forms and the normalisation rules —
 text or number, case, separators, thousands separators, units, a tolerance. Nothing else is
