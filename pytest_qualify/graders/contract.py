@@ -201,7 +201,7 @@ _FENCE_RE = re.compile(r"^(```|~~~)[\w+.-]*[ \t]*\n(.*?)\n?\1$", re.S)
 # No "~" here: "~42" is a hedge and "~~42~~" a struck-out value, never noise around one.
 _NOISE_EDGE = "*_`\"'\u201c\u201d\u2018\u2019\u00ab\u00bb \t"
 _TRAILING_PUNCT = ".!;,"
-_LABEL_RE = re.compile(r"^(?:final\s+)?answer\s*[*_]*\s*:\s*", re.I)
+_LABEL_RE = re.compile(r"^(?:(?:the\s+)?final\s+)?answer(?:\s+is)?\s*[*_]*\s*:\s*", re.I)
 _LIST_MARK_RE = re.compile(r"^(?:[-*+>]|#{1,6})\s+")
 # A value inside the angle brackets of a template's placeholder ("ANSWER: <42>"): the brackets are
 # copied from a prompt's notation, not part of the value. One pair, around the whole value only.
@@ -283,6 +283,7 @@ def unwrap_math(value: str) -> str:
     if inside:
         value = _MATH_TEXT_RE.sub(r"\1", value)
         value = _MATH_GROUP_RE.sub(",", value)
+        value = re.sub(r"\\[,;: ]", " ", value).replace("\\!", "")  # LaTeX spaces
         value = value.replace("\\%", "%").replace("\\$", "$")
         value = re.sub(r"\s+", " ", value).strip()
     return value
@@ -326,11 +327,11 @@ def reply_slot(content: str | None) -> str:
 
 
 # The final line's label as a reader of the prompt accepts it: "ANSWER:" in any case ("Answer:",
-# "answer:"), or "Final answer:", with markdown around it ("**Answer:** 42", "**ANSWER: 42**",
-# "### Answer: 42", "> ANSWER: 42", "`ANSWER: 42`"). Every line so labelled is an answer line, so a
-# second one anywhere ("answer: 43" in the working) is a second candidate.
+# "answer:"), or "Final answer:" ("The final answer is:"), with markdown around it ("**Answer:** 42",
+# "**ANSWER: 42**", "### Answer: 42", "> ANSWER: 42", "`ANSWER: 42`"). Every line so labelled is an
+# answer line, so a second one anywhere ("answer: 43" in the working) is a second candidate.
 _ANSWER_LINE_RE = re.compile(
-    r"^[\s>#*+\-_`]*(?:final[ \t]+)?answer[ \t]*[*_`]*[ \t]*:[*_`]*[ \t]*(.*)$", re.I)
+    r"^[\s>#*+\-_`]*(?:(?:the[ \t]+)?final[ \t]+)?answer(?:[ \t]+is)?[ \t]*[*_`]*[ \t]*:[*_`]*[ \t]*(.*)$", re.I)
 # A display-math block given as the value on the lines after an empty label ("ANSWER:\n\\[\n42\n\\]").
 _DISPLAY_MATH_RE = re.compile(r"^(?:\\\[.*\\\]|\$\$.*\$\$)$", re.S)
 
