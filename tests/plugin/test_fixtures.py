@@ -178,7 +178,7 @@ def test_the_length_band_measures_what_the_contract_reads_never_invited_working(
     # contract (the reasoning module, whose answer never decides) is held to no band here.
     pytester.makeconftest("PROFILE = 'small'\n" + textwrap.dedent(FAKES).replace(
         'return Answer(content="Paris"', 'return Answer(content=messages[-1]["content"]') + textwrap.dedent("""
-        from pytest_qualify.hooks.fixtures import Recorder
+        from pytest_qualify.hooks.qualify_fixtures import Recorder
 
         @pytest.fixture
         def qualify_record(request):
