@@ -32,14 +32,15 @@ def _profile(directory: Path, modules: list[str], idle_s: float | None = None) -
 
 
 def _failures(qualify_pytest: QualifyPytest) -> dict[str, str]:
-    """Failed items' ids (``test_x[rep1of1-...]``) and their messages, from JUnit."""
+    """Failed items' ids (``test_x[rep1of1-...]``) and their messages, from JUnit (the message and
+    the element's text: pytest shortens a long message attribute, the text holds it whole)."""
     out = {}
     for name, case in qualify_pytest.cases().items():
         failure = case.find("failure")
         if failure is None:
             failure = case.find("error")
         if failure is not None:
-            out[name.split("::")[-1]] = failure.get("message", "")
+            out[name.split("::")[-1]] = failure.get("message", "") + "\n" + (failure.text or "")
     return out
 
 
