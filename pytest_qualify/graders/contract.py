@@ -350,8 +350,8 @@ def _answer_lines(content: str | None) -> tuple[list[str], list[int]]:
 def line_slot(content: str | None) -> str:
     """The value of the reply's final answer line (``ANSWER:``, its label in any case, with
     markdown emphasis, or ``Final answer:``); :class:`FormatError` when there is none, more than
-    one, or text after it (a closing code fence aside; a display-math block after an empty label is
-    the value itself)."""
+    one, or text after it (a closing code fence aside; the one line or display-math block after an
+    empty label is the value itself)."""
     if not _newlines(content or "").strip():
         raise FormatError("empty reply, expected a final line 'ANSWER: <value>'")
     lines, answers = _answer_lines(content)
@@ -362,7 +362,9 @@ def line_slot(content: str | None) -> str:
         raise FormatError(f"{len(answers)} ANSWER lines ({shown}), expected exactly one")
     raw = _ANSWER_LINE_RE.match(lines[answers[0]]).group(1)  # type: ignore[union-attr]
     rest = lines[answers[0] + 1:]
-    if rest and not clean_value(raw) and _DISPLAY_MATH_RE.match("\n".join(r.strip() for r in rest)):
+    # An empty label with its value on the one line after it ("**Answer:**\n42"), or a display-math
+    # block after it, reads as that value; anything more after the label is text after it.
+    if rest and not clean_value(raw) and (len(rest) == 1 or _DISPLAY_MATH_RE.match("\n".join(r.strip() for r in rest))):
         raw, rest = " ".join(r.strip() for r in rest), []
     if rest:
         raise FormatError(f"text after the ANSWER line: {rest[0].strip()!r}")

@@ -537,6 +537,8 @@ MODEL_STYLES: list[tuple[Styles, Any, str | None]] = [
     (FINISH, ("sum", "12 + 30 = 42\n\n**ANSWER:** $\\boxed{42}$.", "stop"), None),
     (FINISH, ("sum", "12 + 30 = 42\n\nANSWER: $$42$$", "stop"), None),
     (FINISH, ("sum", "Adding:\n\nANSWER:\n\\[\n\\boxed{42}\n\\]", "stop"), None),
+    (FINISH, ("sum", "12 + 30 = 42\n\n**Answer:**\n42", "stop"), None),
+    (FINISH, ("sum", "12 + 30 = 42\n\nANSWER:\n$\\boxed{42}$", "stop"), None),
     (FINISH, ("sum", "12 + 30 = 42\n\nANSWER: $\\mathbf{42}$", "stop"), None),
     # long working the prompt invited (the length band never measures it: test_fixtures.py)
     (FINISH, ("sum", WORKING + "\n\nANSWER: 42", "stop"), None),
@@ -584,6 +586,7 @@ MODEL_STYLES: list[tuple[Styles, Any, str | None]] = [
     (FINISH, ("sum", "ANSWER: 42\nActually 43", "stop"), FORMAT + " text after the ANSWER line: 'Actually 43'"),
     (FINISH, ("sum", "**ANSWER:** 42\n\n$\\boxed{43}$", "stop"), FORMAT + " text after the ANSWER line"),
     (FINISH, ("sum", "ANSWER:\n\\[\n\\boxed{42}\n\\]\nor 43", "stop"), FORMAT + " text after the ANSWER line"),
+    (FINISH, ("sum", "**Answer:**\n42\n43", "stop"), FORMAT + " text after the ANSWER line: '42'"),
     (FINISH, ("sum", "12 + 30 = 42\n\nANSWER: $\\boxed{43}$", "stop"), "answer is '43', expected '42'"),
     (FINISH, ("sum", "$\\boxed{42}$", "stop"), FORMAT + " no final line 'ANSWER"),
     (FINISH, ("sum", "12 + 30 = 42\n\nANSWER: $\\approx 42$", "stop"), "holds more than the number"),
