@@ -436,7 +436,7 @@ def locate_json(content: str | None) -> tuple[str, Any, str]:
     try:
         whole, end = _decoder().raw_decode(text)
         if not text[end:].strip() or isinstance(whole, dict):
-            return "", whole, text[end:].strip()
+            return "", whole, _no_stray_fence(text[end:])
     except json.JSONDecodeError:
         pass
     start = text.find("{")
@@ -446,7 +446,14 @@ def locate_json(content: str | None) -> tuple[str, Any, str]:
         obj, end = _decoder().raw_decode(text, start)
     except json.JSONDecodeError as exc:
         raise FormatError(f"not one JSON object ({exc.msg} at char {exc.pos}): {_short(content)}") from None
-    return text[:start].strip(), obj, text[end:].strip()
+    return text[:start].strip(), obj, _no_stray_fence(text[end:])
+
+
+def _no_stray_fence(after: str) -> str:
+    """The text after the object, without a lone fence mark: a fence left unopened or unclosed
+    around the object ("{...}\n```", "```json\n{...}") is no text."""
+    after = after.strip()
+    return "" if after in ("```", "~~~") else after
 
 
 def json_slot(content: str | None, schema: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -414,3 +414,15 @@ def test_the_json_locator_reports_what_it_read():
     assert grade("42", _N).reason == "format: expected a JSON object, got int"
     assert "no object found" in grade("There are 42.", _N).reason
     assert "not one JSON object (Expecting" in grade('Here {"n": 42,}', _N).reason
+
+
+@pytest.mark.parametrize("reply, ok", [
+    ('{"n": 42}\n```', True),  # a fence closed that was never opened
+    ('```json\n{"n": 42}', True),  # a fence opened and never closed
+    ('### Result\n\n{"n": 42}', True),
+    ('{"n": 42}\n```\n{"n": 43}', False),
+    ('```json\n{"n": 42}\n```\n\nNote that I assumed the rate.', False),
+])
+def test_a_stray_fence_mark_is_no_text_a_second_object_still_is(reply, ok):
+    verdict = grade(reply, _N)
+    assert verdict.ok is ok and (ok or is_format_failure(verdict.reason)), verdict.reason
