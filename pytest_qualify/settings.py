@@ -66,7 +66,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("qualify_startup_timeout", "--qualify-startup-timeout", "QUALIFY_STARTUP_TIMEOUT",
            "qualify_startup_timeout", "seconds to wait for a launched server, replacing the profile's", metavar="S"),
     Option("qualify_waivers", "--qualify-waivers", "QUALIFY_WAIVERS", "qualify_waivers",
-           "TOML file of operator waivers for failed corpus items (item id or glob, reason, expires)",
+           "TOML file of operator waivers for failed corpus items (item id, or glob with expect = N; reason, expires)",
            metavar="FILE"),
     Option("qualify_baseline", "--qualify-baseline", "QUALIFY_BASELINE", "qualify_baseline",
            "an earlier run's summary.json: report per-lane and throughput deltas against it",

@@ -406,3 +406,18 @@ def test_the_reference_server_reached_by_its_url_is_simulated_everywhere(qualify
     assert suite_props["simulated"] == "true"
     report = (qualify_pytest.run_dir() / "report.md").read_text()
     assert "SIMULATED" in report.splitlines()[0]
+
+
+@pytest.mark.parametrize("endpoint", [404], indirect=True)
+def test_the_first_steps_stop_reaches_xdist_workers(qualify_pytest, endpoint):
+    # Not judged, under -n 2: the workers adopt the controller's stop and run nothing.
+    result = qualify_pytest("-n", "2", endpoint=endpoint)
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.INTERRUPTED, out
+    assert "FAILED" not in out and qualify_pytest.summary()["items"] == []
+    # A judged stop, under -n 2: only the smoke module runs, and the run FAILs.
+    profile = write_profile(qualify_pytest.pytester.path, ("smoke", "json"), base="262k", name="judged.toml")
+    result = qualify_pytest("-n", "2", faults=["engine_version=0.26.0"], profile=profile, suites=suite("json", "smoke"))
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    assert {i["module"] for i in json.loads(sorted(qualify_pytest.evidence.glob("*/summary.json"))[-1].read_text())
+            ["items"]} == {"smoke"}
