@@ -419,6 +419,9 @@ def _baseline(s: Mapping[str, Any]) -> list[str]:
 def _artifacts(s: Mapping[str, Any]) -> list[str]:
     a = s["artifacts"]
     out = ["## Evidence files", ""]
+    if a.get("html"):
+        out += [f"Every item's requests, answers and reasons: [`{a['html']}`]({a['html']}) (one self-contained page; "
+                + (f"its data is `{a['transcripts']}`)." if a.get("transcripts") else "no request was recorded)."), ""]
     out.append("`junit.xml`, `report.md`, `summary.json` (schema `pytest-qualify/summary` "
                f"v{s['schema_version']}), "
                + (f"`{a['provenance']}` (in-toto statement over the other files), " if a.get("provenance") else "")

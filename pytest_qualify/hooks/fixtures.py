@@ -6,7 +6,7 @@ protocol fixture fails with how to run it."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
@@ -152,7 +152,7 @@ def qualify_record(request: pytest.FixtureRequest) -> Recorder:
 class Ask(Protocol):
     def __call__(self, prompt: str | list[dict[str, Any]], *, tool_turn: bool = False, salt_suffix: str = "",
                  grade: Callable[[Answer], None] | None = None, check_finish: bool = True,
-                 **params: Any) -> Answer: ...
+                 marks: Mapping[str, str] | None = None, **params: Any) -> Answer: ...
 
     # The answer journal's key of a request asked this way (evidence/answers.py).
     key: Callable[..., str]
@@ -160,7 +160,7 @@ class Ask(Protocol):
 
 @pytest.fixture
 def qualify_ask(request: pytest.FixtureRequest, qualify_client: QualifyClient, qualify_profile: Profile,
-                qualify_record: Recorder, qualify_salt: str) -> Ask:
+                qualify_record: Recorder, qualify_salt: str) -> Iterator[Ask]:
     """One protocol question, asked the protocol's way: the profile's answer budget
     (``limits.answer_budget_tokens``), temperature 0, a fixed seed, this item's cache salt; the
     answer is recorded (and its finish state checked). ``params`` override or add request fields.
@@ -173,7 +173,10 @@ def qualify_ask(request: pytest.FixtureRequest, qualify_client: QualifyClient, q
     or contract check at all (the integrity module compares answers whatever their finish state).
 
     Every answer is also kept in the run's answer journal (evidence/answers.py), keyed by its
-    request, for the integrity module's comparison of answers to the same request.
+    request, for the integrity module's comparison of answers to the same request, and with its
+    request in the run's transcripts (evidence/transcripts.py, what report.html shows), as are the
+    slots the item's contract reads. ``marks``: strings whose place in a long prompt the transcript
+    states (a lane's needles), never sent.
     """
 
     def protocol_request(prompt: str | list[dict[str, Any]], salt_suffix: str,
@@ -189,16 +192,27 @@ def qualify_ask(request: pytest.FixtureRequest, qualify_client: QualifyClient, q
         return answers.request_key(*protocol_request(prompt, "", params))
 
     def ask(prompt: str | list[dict[str, Any]], *, tool_turn: bool = False, salt_suffix: str = "",
-            grade: Callable[[Answer], None] | None = None, check_finish: bool = True, **params: Any) -> Answer:
-        from pytest_qualify.evidence import answers
+            grade: Callable[[Answer], None] | None = None, check_finish: bool = True,
+            marks: Mapping[str, str] | None = None, **params: Any) -> Answer:
+        from pytest_qualify.evidence import answers, transcripts
         from pytest_qualify.graders.integrity import RecordedAnswer, parsed_calls
 
         messages, request = protocol_request(prompt, salt_suffix, params)
-        answer = qualify_client.chat(messages, **request)
+        key = answers.request_key(messages, request)
+        sent = {"model": getattr(qualify_client, "model", None), **request}
+        try:
+            answer = qualify_client.chat(messages, **request)
+        except Exception as exc:  # the request stays in the story; the failure is the test's to report
+            if run is not None:
+                transcripts.append(run.run_dir, transcripts.asked_record(
+                    nodeid, key, messages, sent, error=f"{type(exc).__name__}: {exc}", marks=marks), run.secrets)
+            raise
         if run is not None:  # a run's journal; a test that fakes the client has none
-            answers.append(run.run_dir, answers.request_key(messages, request), RecordedAnswer(
+            answers.append(run.run_dir, key, RecordedAnswer(
                 asker, answer.streamed, answer.content, parsed_calls(answer.tool_calls), answer.finish_reason),
                 salt=request.get("cache_salt"))
+            transcripts.append(run.run_dir, transcripts.asked_record(nodeid, key, messages, sent, answer, marks=marks),
+                               run.secrets)
         if not check_finish:
             qualify_record.answer(answer, tool_turn=tool_turn, check_finish=False)
             return answer
@@ -208,7 +222,19 @@ def qualify_ask(request: pytest.FixtureRequest, qualify_client: QualifyClient, q
             qualify_record.finish(answer, tool_turn)
         return answer
 
+    from pytest_qualify.graders.contract import SLOTS_READ
+
     ask.key = key  # type: ignore[attr-defined]
-    asker = request.node.nodeid.split("::", 1)[-1]
+    nodeid = request.node.nodeid
+    asker = nodeid.split("::", 1)[-1]
     run = state_of(request.config)
-    return ask
+    slots: list[dict[str, Any]] = []
+    token = SLOTS_READ.set(slots)
+    try:
+        yield ask
+    finally:
+        SLOTS_READ.reset(token)
+        if run is not None and slots:
+            from pytest_qualify.evidence import transcripts
+
+            transcripts.append(run.run_dir, transcripts.slots_record(nodeid, slots), run.secrets)
