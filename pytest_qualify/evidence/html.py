@@ -69,7 +69,7 @@ nav.filter{position:sticky;top:0;background:var(--bg);border-bottom:1px solid va
 nav.filter label{display:inline-block;border:1px solid var(--line);border-radius:14px;padding:1px 10px;margin:2px 2px;cursor:pointer;font-size:13px}
 .visually-hidden{position:absolute;left:-9999px}
 img.plot{max-width:100%;border:1px solid var(--line);border-radius:6px}
-a{color:#0969da}
+a{color:#0969da}details.inline{display:inline}details.inline[open]{display:block}
 """
 
 
@@ -179,8 +179,15 @@ def _header(s: Mapping[str, Any], files: Sequence[str]) -> str:
             out.append(f'<p class="reason"><strong>Identity changed during the run:</strong> {_e(identity["changed"])}</p>')
         for m in (promoted or {}).get("mismatches") or []:
             out.append(f'<p class="reason">{_e(m)}</p>')
-    links = " · ".join(f'<a href="{_e(f)}">{_e(f)}</a>' for f in files)
-    out.append(f"<p><strong>Files in this bundle:</strong> {links}</p>")
+    def link(f: str) -> str:
+        return f'<a href="{_e(f)}">{_e(f)}</a>'
+
+    scrapes = [f for f in files if f.startswith("metrics-")]
+    links = " · ".join(link(f) for f in files if f not in scrapes)
+    if scrapes:
+        links += (f' · <details class="inline"><summary>{len(scrapes)} /metrics scrapes</summary>'
+                  + " · ".join(link(f) for f in scrapes) + "</details>")
+    out.append(f"<div><strong>Files in this bundle:</strong> {links}</div>")
     return "<header>" + "".join(out) + "</header>"
 
 
