@@ -14,10 +14,12 @@ import pytest_qualify
 
 PACKAGE = Path(pytest_qualify.__file__).parent
 PYTEST_SIDE = ("pytest_qualify.plugin", "pytest_qualify.hooks", "pytest_qualify.checks")
+# The command line (``python -m pytest_qualify init`` / ``report``): a top floor like the pytest side.
+COMMAND_LINE = ("pytest_qualify.__main__",)
 # The evidence writers: they render a decision; nothing below them may import one.
 WRITERS = tuple(f"pytest_qualify.evidence.{m}" for m in (
     "summary", "report", "junit", "bundle", "job_summary", "terminal", "provenance", "plot", "verdict", "session",
-    "selftest"))
+    "selftest", "html"))
 
 
 def module_name(path: Path) -> str:
@@ -95,7 +97,7 @@ def test_no_import_circle():
 def test_no_import_runs_up_a_floor():
     up = []
     for name, deps in import_graph().items():
-        if name.startswith(PYTEST_SIDE):
+        if name.startswith(PYTEST_SIDE + COMMAND_LINE):
             continue
         for dep in sorted(deps):
             if dep.startswith(PYTEST_SIDE) or (dep.startswith(WRITERS) and not name.startswith(WRITERS)):

@@ -104,9 +104,8 @@ def linked_files(run_dir: Path, summary: Mapping[str, Any]) -> list[str]:
     """The files report.html links to: what every bundle has, what this summary names, and the
     optional files present. The same at the end of the run and on a rebuild (the manifest and the
     statement, written after the page, are named, not looked for)."""
-    from pytest_qualify.evidence.provenance import PROVENANCE_FILE
-
-    names = [SUMMARY, REPORT, JUNIT, MANIFEST, summary["artifacts"].get("provenance") or PROVENANCE_FILE]
+    names = [SUMMARY, REPORT, JUNIT, MANIFEST]
+    names += [summary["artifacts"]["provenance"]] if summary["artifacts"].get("provenance") else []
     names += [summary["artifacts"]["plot"]] if summary["artifacts"].get("plot") else []
     names += [n for n in OPTIONAL_FILES if (run_dir / n).exists()]
     names += list(summary["server_metrics"].get("files") or [])

@@ -315,10 +315,17 @@ def _answer(a: Mapping[str, Any] | None, error: str | None) -> str:
         ("tokens", _e(f"{timing.get('prompt_tokens') if timing.get('prompt_tokens') is not None else '-'} prompt, "
                       f"{timing.get('completion_tokens') if timing.get('completion_tokens') is not None else '-'} completion"
                       + (f", {a['reasoning_tokens']} reasoning" if a.get("reasoning_tokens") else ""))),
-        ("usage", f"<code>{_e(json.dumps(a.get('usage') or {}, ensure_ascii=False))}</code>"),
+        ("usage", f"<code>{_e(json.dumps(_no_nulls(a.get('usage') or {}), ensure_ascii=False))}</code>"),
     ]
     out.append(_kv(rows))
     return "".join(out)
+
+
+def _no_nulls(value: Any) -> Any:
+    """``usage`` without the fields the server left null (an OpenAI client fills in every field)."""
+    if isinstance(value, Mapping):
+        return {k: _no_nulls(v) for k, v in value.items() if v is not None}
+    return value
 
 
 def _asked(n: int, total: int, r: Mapping[str, Any], tool_sets: dict[str, str]) -> str:
