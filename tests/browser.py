@@ -98,12 +98,13 @@ class Page:
     def requests(self) -> list[str]:
         return [e["params"]["request"]["url"] for e in self.events if e["method"] == "Network.requestWillBeSent"]
 
-    def screenshot(self, path: Path, full_page: bool = False) -> Path:
+    def screenshot(self, path: Path, full_page: bool = False, max_height: int = 4000) -> Path:
+        """The viewport, or the page from its top (at most ``max_height`` pixels of it)."""
         params: dict[str, Any] = {"format": "png"}
         if full_page:
             size = self.send("Page.getLayoutMetrics")["cssContentSize"]
-            params.update(captureBeyondViewport=True,
-                          clip={"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1})
+            params.update(captureBeyondViewport=True, clip={"x": 0, "y": 0, "width": size["width"],
+                                                            "height": min(size["height"], max_height), "scale": 1})
         data = self.send("Page.captureScreenshot", **params)["data"]
         path.write_bytes(base64.b64decode(data))
         return path
