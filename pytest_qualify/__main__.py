@@ -67,7 +67,7 @@ def _report(args: argparse.Namespace) -> int:
     import json
 
     from pytest_qualify.evidence.bundle import SUMMARY, rebuild_html
-    from pytest_qualify.evidence.manifest import MANIFEST, verify_manifest
+    from pytest_qualify.bundle_format.manifest import MANIFEST, verify_manifest
 
     run_dir = Path(args.bundle_dir)
     if not (run_dir / SUMMARY).is_file():

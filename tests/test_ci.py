@@ -15,7 +15,7 @@ from .helpers import SMOKE, write_profile
 from pytest_qualify.gate import decide as gate
 from pytest_qualify.evidence import job_summary, junit
 from pytest_qualify.evidence.session import CaseRecord
-from pytest_qualify.evidence.stats import flips, stats_section, wilson
+from pytest_qualify.stats import flips, stats_section, wilson
 from pytest_qualify.evidence.summary import build_summary, validate
 from pytest_qualify.server.lifecycle import free_port
 from pytest_qualify.profiles import load_profile, module_registry

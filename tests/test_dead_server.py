@@ -214,7 +214,7 @@ def test_client_limit_comes_from_the_prompt_size_unless_the_caller_gives_one():
 
     from pytest_qualify.client.endpoint import QualifyClient, RequestTimeout, estimate_prompt_tokens
     from pytest_qualify.profiles import load_profile
-    from pytest_qualify.reference import server as reference
+    from pytest_qualify.reference import handler as reference
     from pytest_qualify.reference.faults import Faults
 
     assert estimate_prompt_tokens([{"role": "user", "content": "x" * 3000}]) == 1000

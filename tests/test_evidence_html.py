@@ -16,7 +16,7 @@ import pytest
 
 from pytest_qualify.evidence import bundle, job_summary, transcripts
 from pytest_qualify.evidence.html import HTML_FILE
-from pytest_qualify.evidence.manifest import verify_manifest
+from pytest_qualify.bundle_format.manifest import verify_manifest
 
 from .browser import FAIL_FAULT, Page, browser_page, chromium, reference_bundle
 from .real_vllm import in_ci

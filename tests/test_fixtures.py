@@ -1,4 +1,4 @@
-"""The fixtures a protocol test uses (hooks/fixtures.py), in a pytester project: ``qualify_ask``
+"""The fixtures a protocol test uses (hooks/qualify_fixtures.py), in a pytester project: ``qualify_ask``
 asks the protocol's way with one budget rule, and every recorded answer goes through the finish check."""
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ COMMAND_LINE = ("pytest_qualify.__main__",)
 # The evidence writers: they render a decision; nothing below them may import one.
 WRITERS = tuple(f"pytest_qualify.evidence.{m}" for m in (
     "summary", "report", "junit", "bundle", "job_summary", "terminal", "provenance", "plot", "verdict", "session",
-    "selftest", "html"))
+    "html")) + ("pytest_qualify.selftest",)
 
 
 def module_name(path: Path) -> str:
@@ -81,7 +81,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_is_read_from_the_files():
     graph = import_graph()
-    assert "pytest_qualify.gate.decide" in graph["pytest_qualify.hooks.gate"]
+    assert "pytest_qualify.gate.decide" in graph["pytest_qualify.hooks.results"]
     assert "pytest_qualify.evidence.junit" in graph["pytest_qualify.evidence.bundle"]  # from ... import junit
 
 

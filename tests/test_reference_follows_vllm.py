@@ -14,7 +14,7 @@ import pytest
 from pytest_qualify.tasks.corpus import load_manifest, malformed_part, media_part
 from pytest_qualify.profiles import load_profile
 from pytest_qualify.reference.faults import Faults
-from pytest_qualify.reference.server import Handler, ReferenceState
+from pytest_qualify.reference.handler import Handler, ReferenceState
 
 MANIFEST = load_manifest()
 

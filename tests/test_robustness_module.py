@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from pytest_qualify.tasks import hostile
 from pytest_qualify.hooks.collection import suites_dir
 from pytest_qualify.profiles import load_profile
-from pytest_qualify.reference import server as reference
+from pytest_qualify.reference import handler as reference
 from pytest_qualify.reference.faults import FaultError, Faults
 from pytest_qualify.reference.validation import HOSTILE_CLASSES, validate_chat
 

@@ -1,4 +1,4 @@
-"""The gate self-test (``selftest.py``, ``hooks/selftest.py``): its fault table covers every fault
+"""The gate self-test (``selftest/``, ``hooks/selftest_mode.py``): its fault table covers every fault
 switch of the reference server, its judge accepts only a conforming PASS and a fault failing in
 its own module, a required self-test is refused when it is of another plugin version, too old,
 failed, short of this run's modules or tampered with; and end to end on a smoke-only profile."""
@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from .helpers import write_profile
-from pytest_qualify import selftest
-from pytest_qualify.evidence.selftest import write_selftest_bundle
+from pytest_qualify.selftest import engine
+from pytest_qualify.settings import SelftestRequirement
+from pytest_qualify.selftest.bundle import write_selftest_bundle
 from pytest_qualify.evidence.bundle import verify_manifest
 from pytest_qualify.evidence.provenance import SELFTEST_PREDICATE_TYPE, check_statement
 from pytest_qualify.reference.faults import SERVER_FAULTS
@@ -25,7 +26,7 @@ ALL_FAULTS = [*SERVER_FAULTS, *known_faults()]
 
 
 def test_the_table_has_one_row_for_every_fault_switch_and_no_other():
-    table = selftest.fault_table()
+    table = engine.fault_table()
     assert sorted(table) == sorted(ALL_FAULTS)
     from pytest_qualify.profiles import module_registry
 
@@ -35,13 +36,13 @@ def test_the_table_has_one_row_for_every_fault_switch_and_no_other():
 
 
 def test_a_fault_switch_without_a_row_is_an_error_not_a_silent_skip():
-    with pytest.raises(selftest.SelftestError, match="no row for the reference server's fault.*brand_new"):
-        selftest.plan(["smoke"], [*ALL_FAULTS, "brand_new"])
+    with pytest.raises(engine.SelftestError, match="no row for the reference server's fault.*brand_new"):
+        engine.plan(["smoke"], [*ALL_FAULTS, "brand_new"])
 
 
 def test_the_plan_runs_the_faults_the_profile_can_see():
-    cases, left_out = selftest.plan(["smoke", "window"], ALL_FAULTS)
-    assert cases[0].fault is None and cases[0].module == selftest.WHOLE_PROTOCOL
+    cases, left_out = engine.plan(["smoke", "window"], ALL_FAULTS)
+    assert cases[0].fault is None and cases[0].module == engine.WHOLE_PROTOCOL
     assert {c.fault.module for c in cases[1:]} == {"smoke", "window"}
     assert "overwindow_500" in {c.label for c in cases}
     why = {row.name: reason for row, reason in left_out}
@@ -51,18 +52,18 @@ def test_the_plan_runs_the_faults_the_profile_can_see():
 
 
 def test_a_faulted_run_runs_its_module_only_with_one_repetition_and_the_fault():
-    case = next(c for c in selftest.plan(["context"], ALL_FAULTS)[0] if c.label == "fail_repetition=1")
-    cmd = selftest.command(case, "small", Path("ev"), Path("/s"))
+    case = next(c for c in engine.plan(["context"], ALL_FAULTS)[0] if c.label == "fail_repetition=1")
+    cmd = engine.command(case, "small", Path("ev"), Path("/s"))
     assert cmd[-3:] == ["--qualify-reference-fault", "fail_repetition=1", "/s/test_context.py"]
     assert "--repeat" in cmd and cmd[cmd.index("--repeat") + 1] == "1"
     assert cmd[cmd.index("--qualify-stage") + 1] == "full"
-    conforming = selftest.command(selftest.Case(None), "small", Path("ev"), Path("/s"))
+    conforming = engine.command(engine.Case(None), "small", Path("ev"), Path("/s"))
     assert "--qualify-reference-fault" not in conforming and not conforming[-1].endswith(".py")
 
 
 def test_a_child_inherits_none_of_the_plugins_own_settings():
     env = {"PATH": "/bin", "QUALIFY_SELFTEST": "1", "QUALIFY_WAIVERS": "w.toml", "PYTEST_ADDOPTS": "-n 4"}
-    assert selftest.child_env(env, ["QUALIFY_SELFTEST", "QUALIFY_WAIVERS"]) == {"PATH": "/bin"}
+    assert engine.child_env(env, ["QUALIFY_SELFTEST", "QUALIFY_WAIVERS"]) == {"PATH": "/bin"}
 
 
 def _summary(result: str, failures: list[tuple[str, str]] = (), reasons: list[str] = ()) -> dict:
@@ -70,38 +71,38 @@ def _summary(result: str, failures: list[tuple[str, str]] = (), reasons: list[st
                         "failures": [{"module": m, "item": "test_x", "reason": r, "outcome": "failed"} for m, r in failures]}}
 
 
-def _fault(name: str) -> selftest.Case:
-    return selftest.Case(selftest.fault_table()[name])
+def _fault(name: str) -> engine.Case:
+    return engine.Case(engine.fault_table()[name])
 
 
 def test_the_judge_accepts_a_conforming_pass_and_a_fault_failing_in_its_module():
-    assert selftest.judge(selftest.Case(None), 0, _summary("PASS"))[0]
-    ok, verdict, reason = selftest.judge(_fault("smoke_empty"), 1, _summary("FAIL", [("smoke", "empty answer")]))
+    assert engine.judge(engine.Case(None), 0, _summary("PASS"))[0]
+    ok, verdict, reason = engine.judge(_fault("smoke_empty"), 1, _summary("FAIL", [("smoke", "empty answer")]))
     assert ok and verdict == "FAIL" and reason == "test_x: empty answer"
     # Another module failing beside it does not matter: the fault's own module caught it.
-    assert selftest.judge(_fault("drop_needle"), 1, _summary("FAIL", [("smoke", "x"), ("context", "y")]))[0]
-    ok, _, reason = selftest.judge(_fault("engine_swap_after"), 1,
+    assert engine.judge(_fault("drop_needle"), 1, _summary("FAIL", [("smoke", "x"), ("context", "y")]))[0]
+    ok, _, reason = engine.judge(_fault("engine_swap_after"), 1,
                                    _summary("FAIL", reasons=["served identity changed during the run (engine_version …)"]))
     assert ok and reason.startswith("served identity changed")
 
 
 @pytest.mark.parametrize("case, code, summary, expected", [
-    (selftest.Case(None), 1, _summary("FAIL", [("smoke", "empty")]), "the conforming server did not pass (exit 1): smoke: empty"),
-    (selftest.Case(None), 0, None, "the run wrote no summary.json (exit 0)"),
+    (engine.Case(None), 1, _summary("FAIL", [("smoke", "empty")]), "the conforming server did not pass (exit 1): smoke: empty"),
+    (engine.Case(None), 0, None, "the run wrote no summary.json (exit 0)"),
     (_fault("drop_needle"), 2, _summary("INCOMPLETE"), "not caught: the run ended INCOMPLETE (exit 2) with no failed item"),
     (_fault("drop_needle"), 1, _summary("FAIL", [("smoke", "x")]), "with failures in smoke, not a failure of module 'context'"),
     (_fault("drop_needle"), 0, _summary("PASS"), "not caught: the run ended PASS (exit 0)"),
     (_fault("engine_swap_after"), 1, _summary("FAIL", [("smoke", "x")]), "no reason says 'served identity changed"),
 ])
 def test_the_judge_rejects_a_missed_fault_or_a_failing_conforming_run(case, code, summary, expected):
-    ok, _, reason = selftest.judge(case, code, summary)
+    ok, _, reason = engine.judge(case, code, summary)
     assert not ok and expected in reason
 
 
 def _bundle(tmp_path: Path, *, version: str = "9.9", verdict: str = "PASS", age_days: float = 1.0,
             modules: tuple[str, ...] = ("smoke",), name: str = "st") -> Path:
     now = time.time() - age_days * 86400
-    data = {**selftest.record({"name": "p", "source": "p.toml", "modules": list(modules)}, [], [], now, now, name, 2),
+    data = {**engine.record({"name": "p", "source": "p.toml", "modules": list(modules)}, [], [], now, now, name, 2),
             "verdict": verdict, "modules_proven": list(modules)}
     data["versions"]["pytest-qualify"] = version
     return write_selftest_bundle(tmp_path / name, data)
@@ -120,9 +121,9 @@ def test_a_selftest_bundle_is_in_its_manifest_and_statement(tmp_path):
 def test_a_required_selftest_is_found_when_it_matches(tmp_path):
     _bundle(tmp_path, name="old", age_days=3)
     path = _bundle(tmp_path, name="new")
-    found = selftest.find(selftest.Requirement(7), tmp_path, "9.9", ["smoke"])
+    found = engine.find(SelftestRequirement(7), tmp_path, "9.9", ["smoke"])
     assert found.run_id in ("old", "new") and found.plugin_version == "9.9"
-    named = selftest.find(selftest.Requirement(7, path.parent), tmp_path, "9.9", ["smoke"])
+    named = engine.find(SelftestRequirement(7, path.parent), tmp_path, "9.9", ["smoke"])
     assert named.path == str(path) and named.modules_proven == ("smoke",) and 0.9 < named.age_days < 1.1
 
 
@@ -134,10 +135,10 @@ def test_a_required_selftest_is_found_when_it_matches(tmp_path):
 ])
 def test_a_required_selftest_is_refused_saying_why(tmp_path, kwargs, want, expected):
     path = _bundle(tmp_path, **kwargs)
-    with pytest.raises(selftest.SelftestError, match=expected.replace("(", r"\(").replace(")", r"\)")):
-        selftest.find(selftest.Requirement(7, path), tmp_path, "9.9", want.get("modules", ["smoke"]))
-    with pytest.raises(selftest.SelftestError, match="no self-test of pytest-qualify 9.9 in .* no older than 7 days"):
-        selftest.find(selftest.Requirement(7), tmp_path, "9.9", want.get("modules", ["smoke"]))
+    with pytest.raises(engine.SelftestError, match=expected.replace("(", r"\(").replace(")", r"\)")):
+        engine.find(SelftestRequirement(7, path), tmp_path, "9.9", want.get("modules", ["smoke"]))
+    with pytest.raises(engine.SelftestError, match="no self-test of pytest-qualify 9.9 in .* no older than 7 days"):
+        engine.find(SelftestRequirement(7), tmp_path, "9.9", want.get("modules", ["smoke"]))
 
 
 def test_a_tampered_selftest_bundle_is_refused(tmp_path):
@@ -145,20 +146,20 @@ def test_a_tampered_selftest_bundle_is_refused(tmp_path):
     data = json.loads(path.read_text())
     data["runs"] = [{"fault": "x", "ok": True}]
     path.write_text(json.dumps(data))
-    with pytest.raises(selftest.SelftestError, match="does not verify against SHA256SUMS"):
-        selftest.find(selftest.Requirement(7, path), tmp_path, "9.9", ["smoke"])
+    with pytest.raises(engine.SelftestError, match="does not verify against SHA256SUMS"):
+        engine.find(SelftestRequirement(7, path), tmp_path, "9.9", ["smoke"])
 
 
 @pytest.mark.parametrize("text, expected", [("7", (7.0, None)), ("0.5:a/b", (0.5, Path("a/b")))])
 def test_the_requirement_is_days_or_days_and_a_path(text, expected):
-    req = selftest.Requirement.parse(text)
+    req = SelftestRequirement.parse(text)
     assert (req.max_age_days, req.path) == expected
 
 
 @pytest.mark.parametrize("text", ["week", "0", "-1:x"])
 def test_a_bad_requirement_says_the_shape(text):
-    with pytest.raises(selftest.SelftestError, match="expected"):
-        selftest.Requirement.parse(text)
+    with pytest.raises(ValueError, match="expected"):
+        SelftestRequirement.parse(text)
 
 
 # -- end to end ----------------------------------------------------------------------------------
@@ -183,10 +184,10 @@ def test_the_selftest_catches_every_fault_its_profile_sees_and_a_qualification_c
     data = json.loads((bundle / "selftest.json").read_text())
     assert data["verdict"] == "PASS" and data["modules_proven"] == ["smoke"]
     runs = {r["spec"]: r for r in data["runs"]}
-    assert runs[selftest.CONFORMING]["verdict"] == "PASS"
-    smoke_faults = [r.spec for r in selftest.fault_table().values() if r.module == "smoke"]
-    assert set(runs) == {selftest.CONFORMING, *smoke_faults}
-    assert all(r["ok"] and r["verdict"] == "FAIL" for spec, r in runs.items() if spec != selftest.CONFORMING)
+    assert runs[engine.CONFORMING]["verdict"] == "PASS"
+    smoke_faults = [r.spec for r in engine.fault_table().values() if r.module == "smoke"]
+    assert set(runs) == {engine.CONFORMING, *smoke_faults}
+    assert all(r["ok"] and r["verdict"] == "FAIL" for spec, r in runs.items() if spec != engine.CONFORMING)
     assert verify_manifest(bundle) == [] and check_statement(bundle) == []
     print(f"self-test wall time: {wall_s:.1f} s for {len(runs)} runs")
 

@@ -175,7 +175,7 @@ def test_requests_without_media_are_not_answered_here():
 
 def test_reference_reports_media_tokens_per_kind_like_vllm():
     from pytest_qualify.reference import tokenizer
-    from pytest_qualify.reference.server import _media_tokens
+    from pytest_qualify.reference.handler import _media_tokens
 
     images = [media_part(n) for n in MANIFEST.files_of_kind("image")[:2]]
     video = [media_part(MANIFEST.files_of_kind("video")[0])]

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_qualify.evidence import html, junit, report, transcripts
-from pytest_qualify.evidence.manifest import MANIFEST, sha256_file, verify_manifest  # noqa: F401 - re-exported
+from pytest_qualify.bundle_format.manifest import MANIFEST, sha256_file, verify_manifest  # noqa: F401 - re-exported
 from pytest_qualify.evidence.metrics import Snapshot, parse
 from pytest_qualify.evidence.plot import PLOT_FILE, PlotUnavailable, plot_ttft
 from pytest_qualify.evidence.summary import validate

@@ -13,7 +13,7 @@ from typing import Any
 from typing import TYPE_CHECKING
 
 from pytest_qualify.evidence.metrics import Snapshot, delta
-from pytest_qualify.evidence.schema import SCHEMA_ID, SCHEMA_VERSION, SummaryError, schema, validate  # noqa: F401 - re-exported
+from pytest_qualify.bundle_format.schema import SCHEMA_ID, SCHEMA_VERSION, SummaryError, schema, validate  # noqa: F401 - re-exported
 from pytest_qualify.redaction import redact_command, safe_url
 from pytest_qualify.client.timing import percentile, spread
 
@@ -299,7 +299,7 @@ def render_summary(
 ) -> dict[str, Any]:
     """``summary.json`` from the facts and the gate's decision; judges nothing. A
     :class:`gate.Decision` brings its own waivers, baseline and SLO rows."""
-    from pytest_qualify.evidence.stats import stats_section
+    from pytest_qualify.stats import stats_section
 
     waivers = getattr(verdict, "waivers", None) if waivers is None else waivers
     baseline = getattr(verdict, "baseline", None) if baseline is None else baseline

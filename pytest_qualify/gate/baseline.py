@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_qualify.evidence.schema import SummaryError, validate
+from pytest_qualify.bundle_format.schema import SummaryError, validate
 
 DEFAULT_THRESHOLD_PCT = 10.0
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from pytest_qualify.gate.baseline import DEFAULT_THRESHOLD_PCT, compare
 from pytest_qualify.gate.slo import CheckRow, check_rows, evaluate_slo
-from pytest_qualify.evidence.stats import flips
+from pytest_qualify.stats import flips
 from pytest_qualify.gate.waivers import WaiverSet, candidates, hard_module_conflicts
 from pytest_qualify.profiles import ModuleInfo
 from pytest_qualify.promotion.stages import Stage

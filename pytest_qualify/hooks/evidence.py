@@ -15,8 +15,8 @@ from pytest_qualify.checks import FAILURE_KIND_KEY, REASON_KEY
 from pytest_qualify.evidence.metrics import Snapshot
 from pytest_qualify.evidence.session import EvidenceCollector, EvidenceState
 from pytest_qualify.hooks.collection import REPETITION_KEY, item_label
-from pytest_qualify.hooks.gate import reason_of
-from pytest_qualify.hooks.server import make_client
+from pytest_qualify.hooks.results import reason_of
+from pytest_qualify.hooks.server_session import make_client
 from pytest_qualify.redaction import redact
 from pytest_qualify.run import MODULE_KEY, RunState, module_of
 

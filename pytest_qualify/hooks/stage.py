@@ -68,7 +68,7 @@ IDENTITY_READ_TIMEOUT_S = 15.0
 
 
 def read_live(state: RunState) -> Identity:
-    from pytest_qualify.hooks.server import make_client
+    from pytest_qualify.hooks.server_session import make_client
 
     served_name = state.profile.deployment.served_name
     models: Any = None

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_qualify.evidence.manifest import verify_manifest
+from pytest_qualify.bundle_format.manifest import verify_manifest
 from pytest_qualify.promotion.identity import Identity, differences
 
 SUMMARY_SCHEMA = "pytest-qualify/summary"

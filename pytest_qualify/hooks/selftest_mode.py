@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 
 from pytest_qualify.run import RunState
-from pytest_qualify.settings import OPTIONS, Settings
-from pytest_qualify.evidence.selftest import write_selftest_bundle
+from pytest_qualify.settings import OPTIONS, SelftestRequirement, Settings
+from pytest_qualify.selftest.bundle import write_selftest_bundle
 
 
 def run_selftest(config: pytest.Config, settings: Settings) -> int:
     """Run the self-test; exit 0 when the gate passed the conforming server and caught every fault
     its profile can see, 1 otherwise. Plain output: the terminal reporter does not exist yet."""
-    from pytest_qualify import selftest
+    from pytest_qualify.selftest import engine
     from pytest_qualify.hooks.collection import suites_dir
     from pytest_qualify.profiles import ProfileError, load_profile
     from pytest_qualify.reference.faults import SERVER_FAULTS
@@ -38,13 +38,13 @@ def run_selftest(config: pytest.Config, settings: Settings) -> int:
     if Path(spec).expanduser().is_file():
         spec = str(Path(spec).expanduser().resolve())
     try:
-        cases, left_out = selftest.plan(profile.required_modules, [*SERVER_FAULTS, *known_faults()])
-    except selftest.SelftestError as exc:
+        cases, left_out = engine.plan(profile.required_modules, [*SERVER_FAULTS, *known_faults()])
+    except engine.SelftestError as exc:
         raise pytest.UsageError(f"--qualify-selftest: {exc}") from None
     run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
     run_dir = settings.evidence_dir / run_id
-    env = selftest.child_env(os.environ, [opt.env for opt in OPTIONS])
-    jobs = selftest.DEFAULT_JOBS
+    env = engine.child_env(os.environ, [opt.env for opt in OPTIONS])
+    jobs = engine.DEFAULT_JOBS
     if settings.mode == "attach" or settings.stage != "full" or settings.waivers or settings.baseline:
         # Every run of the self-test is its own: the reference server, the full stage, no waiver.
         print("qualify self-test: the endpoint, stage, waiver and baseline settings do not apply: every run "
@@ -52,20 +52,20 @@ def run_selftest(config: pytest.Config, settings: Settings) -> int:
     print(f"qualify self-test: profile {profile.name}; {len(cases)} runs against the reference server "
           f"(1 conforming, {len(cases) - 1} faults), {jobs} at a time; {len(left_out)} fault(s) not run", flush=True)
 
-    def progress(o: selftest.Outcome) -> None:
+    def progress(o: engine.Outcome) -> None:
         print(f"  {o.case.label:<32} {o.case.module:<16} {o.verdict:<10} {'ok' if o.ok else 'WRONG'}"
               f"  {o.time_s:.1f} s", flush=True)
 
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="qualify-selftest-") as work:
-        outcomes = selftest.run_all(
-            cases, lambda case: selftest.run_case(case, spec, suites_dir(), env, Path(work)), jobs, progress)
+        outcomes = engine.run_all(
+            cases, lambda case: engine.run_case(case, spec, suites_dir(), env, Path(work)), jobs, progress)
     finished = time.time()
-    data = selftest.record({"name": profile.name, "source": profile.source, "modules": list(profile.required_modules)},
+    data = engine.record({"name": profile.name, "source": profile.source, "modules": list(profile.required_modules)},
                            outcomes, left_out, started, finished, run_id, jobs)
     write_selftest_bundle(run_dir, data)
     print()
-    for line in selftest.render_table(outcomes, left_out):
+    for line in engine.render_table(outcomes, left_out):
         print(line)
     wrong = [o for o in outcomes if not o.ok]
     print()
@@ -87,15 +87,15 @@ class RequiredSelftest:
 
     @classmethod
     def find(cls, state: RunState) -> "RequiredSelftest":
-        from pytest_qualify import selftest
+        from pytest_qualify.selftest import engine
         from pytest_qualify.evidence.summary import tool_version
 
         settings = state.settings
         assert state.stage_run is not None
         try:
-            req = selftest.Requirement.parse(settings.require_selftest or "")
-            accepted = selftest.find(req, settings.evidence_dir, tool_version(), state.stage_run.stage.modules)
-        except selftest.SelftestError as exc:
+            req = SelftestRequirement.parse(settings.require_selftest or "")
+            accepted = engine.find(req, settings.evidence_dir, tool_version(), state.stage_run.stage.modules)
+        except ValueError as exc:  # a malformed requirement or a SelftestError
             raise pytest.UsageError(f"--qualify-require-selftest: {exc}") from None
         return cls(accepted)
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pytest
 
 from pytest_qualify.hooks import state_of
-from pytest_qualify.hooks.server import make_client
+from pytest_qualify.hooks.server_session import make_client
 from pytest_qualify.hooks.watch import fail_if_server_gone
 from pytest_qualify.profiles import Profile
 from pytest_qualify.run import RunState

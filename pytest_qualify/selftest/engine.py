@@ -30,6 +30,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from pytest_qualify.settings import SelftestRequirement
+
 SELFTEST_FILE = "selftest.json"
 SCHEMA = "pytest-qualify/selftest"
 CONFORMING = "(conforming)"
@@ -96,7 +98,7 @@ class Outcome:
 @cache
 def fault_table() -> dict[str, FaultRow]:
     """``selftest.toml``: every fault switch's module (or why it is not run)."""
-    raw = tomllib.loads(resources.files("pytest_qualify").joinpath("selftest.toml").read_text())
+    raw = tomllib.loads(resources.files("pytest_qualify.selftest").joinpath("selftest.toml").read_text())
     rows = {}
     for name, row in raw["faults"].items():
         if bool(row.get("module")) == bool(row.get("skip")):
@@ -279,26 +281,6 @@ def render_table(outcomes: Sequence[Outcome], left_out: Sequence[tuple[FaultRow,
 
 
 @dataclass(frozen=True)
-class Requirement:
-    """``--qualify-require-selftest DAYS`` (the newest self-test in the evidence folder) or
-    ``DAYS:PATH`` (that ``selftest.json`` or its bundle folder)."""
-
-    max_age_days: float
-    path: Path | None = None
-
-    @classmethod
-    def parse(cls, text: str) -> "Requirement":
-        days_text, _, path = text.partition(":")
-        try:
-            days = float(days_text)
-        except ValueError:
-            raise SelftestError(f"expected DAYS or DAYS:PATH (e.g. 7 or 7:qualify-evidence/<run id>), got {text!r}") from None
-        if days <= 0:
-            raise SelftestError(f"expected a number of days above 0, got {days_text!r}")
-        return cls(days, Path(path).expanduser() if path else None)
-
-
-@dataclass(frozen=True)
 class Accepted:
     path: str
     run_id: str
@@ -315,9 +297,9 @@ class Accepted:
                 "sha256": self.sha256, "modules_proven": list(self.modules_proven)}
 
 
-def _check(path: Path, req: Requirement, plugin_version: str, modules: Sequence[str], now: float) -> Accepted:
+def _check(path: Path, req: SelftestRequirement, plugin_version: str, modules: Sequence[str], now: float) -> Accepted:
     """The self-test at ``path`` if it may back this run, else SelftestError saying why."""
-    from pytest_qualify.evidence.manifest import MANIFEST, sha256_file, verify_manifest
+    from pytest_qualify.bundle_format.manifest import MANIFEST, sha256_file, verify_manifest
 
     label = f"self-test {path}"
     try:
@@ -351,7 +333,7 @@ def _check(path: Path, req: Requirement, plugin_version: str, modules: Sequence[
                     str((data.get("profile") or {}).get("name")), version, sha256_file(path), proven)
 
 
-def find(req: Requirement, evidence_dir: Path, plugin_version: str, modules: Sequence[str],
+def find(req: SelftestRequirement, evidence_dir: Path, plugin_version: str, modules: Sequence[str],
          now: float | None = None) -> Accepted:
     """The self-test backing this run: the named one, or the newest one in ``evidence_dir`` that
     qualifies; SelftestError naming every candidate's problem when none does."""
