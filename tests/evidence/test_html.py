@@ -18,8 +18,8 @@ from pytest_qualify.evidence import bundle, job_summary, transcripts
 from pytest_qualify.evidence.html import HTML_FILE
 from pytest_qualify.bundle_format.manifest import verify_manifest
 
-from .browser import FAIL_FAULT, Page, browser_page, chromium, reference_bundle
-from .real_vllm import in_ci
+from ..browser import FAIL_FAULT, Page, browser_page, chromium, reference_bundle
+from ..real_vllm import in_ci
 
 SECRET = "sk-test-transcript-secret-98765"
 
