@@ -85,9 +85,10 @@ def write_bundle(run_dir: Path, summary: dict[str, Any], cases: Mapping[str, Any
     evidence."""
     run_dir.mkdir(parents=True, exist_ok=True)
     make_plot(summary, run_dir)
+    # Every bundle has its transcripts, empty when nothing was asked (the server never started).
+    (run_dir / transcripts.TRANSCRIPTS_FILE).touch()
     summary["artifacts"]["html"] = html.HTML_FILE
-    summary["artifacts"]["transcripts"] = (
-        transcripts.TRANSCRIPTS_FILE if (run_dir / transcripts.TRANSCRIPTS_FILE).exists() else None)
+    summary["artifacts"]["transcripts"] = transcripts.TRANSCRIPTS_FILE
     validate(summary)
     written = [
         write_text(run_dir / SUMMARY, json.dumps(summary, indent=2, sort_keys=False) + "\n", secrets),

@@ -103,6 +103,11 @@ def _seconds(value: Any) -> str:
     return f"{v * 1000:.1f} ms" if v < 1 else f"{v:.3f} s"
 
 
+def _count(value: Any) -> str:
+    v = _num(value)
+    return "-" if v is None else f"{v:,.0f}"
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], raw: bool = False) -> str:
     head = "".join(f"<th>{_e(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{c if raw else _e(c)}</td>" for c in row) + "</tr>" for row in rows)
@@ -281,17 +286,15 @@ def _messages(messages: Sequence[Mapping[str, Any]]) -> str:
 
 def _settings(params: Mapping[str, Any], tool_sets: dict[str, str]) -> str:
     keys = [k for k in SETTINGS_ORDER if k in params] + sorted(k for k in params if k not in SETTINGS_ORDER and k != "tools")
-    rows = []
-    for k in keys:
-        v = params[k]
-        cell = _pre(_json(v)) if isinstance(v, (Mapping, list)) else f"<code>{_e(_json(v))}</code>"
-        rows.append((k, cell))
+    # One line per field, as JSON: a table per request would be most of a long run's page.
+    lines = "\n".join(f"{k}: {json.dumps(params[k], ensure_ascii=False, default=str)}" for k in keys)
+    out = _pre(lines, "settings")
     tools = params.get("tools")
     if tools:
         ref = tool_sets.setdefault(_json(tools), f"tools-{len(tool_sets) + 1}")
         names = ", ".join(str((t.get("function") or {}).get("name", "?")) for t in tools if isinstance(t, Mapping))
-        rows.append(("tools", f'{len(tools)}: {_e(names)} — <a href="#{ref}">schemas ({ref})</a>'))
-    return _kv(rows)
+        out += f'<p>tools ({len(tools)}): {_e(names)} — <a href="#{ref}">schemas ({ref})</a></p>'
+    return out
 
 
 def _answer(a: Mapping[str, Any] | None, error: str | None) -> str:
@@ -312,9 +315,8 @@ def _answer(a: Mapping[str, Any] | None, error: str | None) -> str:
             f"{stream['usage_chunks']} usage, {stream['tool_deltas']} tool deltas)" if stream else "")),
         ("TTFT", _e(_seconds(timing.get("ttft_s")))),
         ("end to end", _e(_seconds(timing.get("e2e_s")))),
-        ("tokens", _e(f"{timing.get('prompt_tokens') if timing.get('prompt_tokens') is not None else '-'} prompt, "
-                      f"{timing.get('completion_tokens') if timing.get('completion_tokens') is not None else '-'} completion"
-                      + (f", {a['reasoning_tokens']} reasoning" if a.get("reasoning_tokens") else ""))),
+        ("tokens", _e(f"{_count(timing.get('prompt_tokens'))} prompt, {_count(timing.get('completion_tokens'))} completion"
+                      + (f", {_count(a['reasoning_tokens'])} reasoning" if a.get("reasoning_tokens") else ""))),
         ("usage", f"<code>{_e(json.dumps(_no_nulls(a.get('usage') or {}), ensure_ascii=False))}</code>"),
     ]
     out.append(_kv(rows))
@@ -369,8 +371,8 @@ def _item(n: int, i: Mapping[str, Any], story: Mapping[str, list[Mapping[str, An
     if i.get("reason"):
         rows.append(("grader's reason", f'<pre class="reason">{_e(i["reason"])}</pre>'))
     rows.append(("timing", _e(f"TTFT {_seconds(props.get('ttft_s'))}, end to end {_seconds(props.get('e2e_s'))}, "
-                              f"{props.get('prompt_tokens') or '-'} prompt / {props.get('completion_tokens') or '-'} "
-                              f"completion tokens")))
+                              f"{_count(props.get('prompt_tokens'))} prompt / {_count(props.get('completion_tokens'))} "
+                              "completion tokens")))
     rows.append(("test", f"<code>{_e(i['nodeid'])}</code>"))
     body.append(_kv(rows))
     slots = story.get(SLOTS) or []
@@ -386,8 +388,8 @@ def _item(n: int, i: Mapping[str, Any], story: Mapping[str, list[Mapping[str, An
                     "/health, /metrics or a refusal).</p>")
     extra = {k: v for k, v in props.items() if k not in PROPS_SHOWN_ELSEWHERE and v not in ("", None)}
     if extra:
-        body.append("<details><summary>Recorded properties</summary>"
-                    + _table(("Property", "Value"), sorted(extra.items())) + "</details>")
+        body.append('<details><summary>Recorded properties</summary><p class="mono">'
+                    + " · ".join(f"{_e(k)}={_e(v)}" for k, v in sorted(extra.items())) + "</p></details>")
     return (f'<details class="{" ".join(classes)}" id="item-{n}">{head}<div class="body">{"".join(body)}</div></details>')
 
 

@@ -421,7 +421,7 @@ def _artifacts(s: Mapping[str, Any]) -> list[str]:
     out = ["## Evidence files", ""]
     if a.get("html"):
         out += [f"Every item's requests, answers and reasons: [`{a['html']}`]({a['html']}) (one self-contained page; "
-                + (f"its data is `{a['transcripts']}`)." if a.get("transcripts") else "no request was recorded)."), ""]
+                f"its data is `{a.get('transcripts') or 'transcripts.jsonl'}` and `summary.json`).", ""]
     out.append("`junit.xml`, `report.md`, `summary.json` (schema `pytest-qualify/summary` "
                f"v{s['schema_version']}), "
                + (f"`{a['provenance']}` (in-toto statement over the other files), " if a.get("provenance") else "")

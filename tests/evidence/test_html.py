@@ -7,6 +7,7 @@ makes no request of its own."""
 from __future__ import annotations
 
 import json
+from html import escape
 import shutil
 import subprocess
 import sys
@@ -248,3 +249,15 @@ def test_what_the_server_said_is_shown_as_text_never_run(fail_bundle, browser, t
         assert page.js("[...document.images].map(i => i.id)") == ["plot"]
         assert page.visible_text().count('<script>document.title="ran"</script>') >= 3
         _no_request_leaves(page)
+
+
+def test_a_request_that_got_no_answer_is_kept_with_its_error(qualify_pytest):
+    qualify_pytest(faults=("drop_connection=1",))
+    run_dir = qualify_pytest.run_dir()
+    records = transcripts.read(run_dir)
+    (lost,) = [r for r in records if r["kind"] == transcripts.ASKED and r["answer"] is None]
+    assert lost["error"] and lost["request"]["messages"][0]["role"] == "user"
+    item = next(i for i in _summary(run_dir)["items"] if i["nodeid"] == lost["nodeid"])
+    assert item["outcome"] == "failed"
+    page = (run_dir / HTML_FILE).read_text()
+    assert "No answer:" in page and escape(lost["error"]) in page
