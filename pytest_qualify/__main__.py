@@ -66,8 +66,8 @@ def _init(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     import json
 
-    from pytest_qualify.evidence.bundle import SUMMARY, rebuild_html
-    from pytest_qualify.bundle_format.manifest import MANIFEST, verify_manifest
+    from pytest_qualify.bundle_format.manifest import MANIFEST, SUMMARY, verify_manifest
+    from pytest_qualify.evidence.bundle import rebuild_html
 
     run_dir = Path(args.bundle_dir)
     if not (run_dir / SUMMARY).is_file():

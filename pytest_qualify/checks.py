@@ -8,7 +8,7 @@ from typing import NoReturn
 
 import pytest
 
-from pytest_qualify.client.endpoint import EndpointError, error_message
+from pytest_qualify.client.errors import EndpointError, error_message
 from pytest_qualify.graders import Verdict
 from pytest_qualify.tasks.haystack import SizingError
 

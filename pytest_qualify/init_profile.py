@@ -92,13 +92,13 @@ class Reply:
 
     @property
     def error(self) -> str:
-        from pytest_qualify.client.endpoint import error_message
+        from pytest_qualify.client.errors import error_message
 
         return " ".join(error_message(self.body).split())
 
 
 def _post(ep: Endpoint, body: Mapping[str, Any]) -> Reply:
-    from pytest_qualify.client.endpoint import EndpointError
+    from pytest_qualify.client.errors import EndpointError
 
     try:
         return Reply(200, ep.post_json("/v1/chat/completions", body))

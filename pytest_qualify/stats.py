@@ -1,4 +1,6 @@
-"""How much evidence stands behind a verdict: attempts passed / attempts per module and overall,
+"""The statistics, in one room on the ground floor: percentiles and spreads of timing figures
+(``percentile``, ``spread``: what the client's timing, the SLO rows and the summary report), and
+how much evidence stands behind a verdict: attempts passed / attempts per module and overall,
 with a 95% Wilson score interval for the per-attempt pass probability; and, against a baseline,
 the items that flipped. Informational: the gate stays pass^k. No pytest here.
 
@@ -13,6 +15,7 @@ which would be a heavy dependency for one formula; tests check it against publis
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -106,3 +109,40 @@ def flips(current: Sequence[Mapping[str, Any]], baseline: Sequence[Mapping[str, 
                         "change": "newly failing" if b_ok else "newly passing"})
     out.sort(key=lambda f: (f["change"] != "newly failing", f["module"], f["item"]))
     return out
+
+
+# -- timing figures: percentiles and spreads -------------------------------------------------------
+
+
+def percentile(values: Iterable[float], q: float) -> float:
+    """The q-th percentile with linear interpolation between closest ranks (numpy's default,
+    which ``vllm bench`` reports), so figures compare with vLLM's own benchmark output."""
+    data = sorted(values)
+    if not data:
+        raise ValueError("percentile of no values")
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile q must be within 0..100, got {q}")
+    pos = (len(data) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(data) - 1)
+    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Median with min and max: how a lane's figure is reported over its repetitions."""
+
+    median: float
+    min: float
+    max: float
+    n: int
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {"median": self.median, "min": self.min, "max": self.max, "n": self.n}
+
+
+def spread(values: Sequence[float]) -> Spread | None:
+    data = [v for v in values if v is not None]
+    if not data:
+        return None
+    return Spread(statistics.median(data), min(data), max(data), len(data))

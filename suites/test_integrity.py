@@ -28,7 +28,7 @@ import pytest
 
 from pytest_qualify.checks import fail, require, sizing
 from pytest_qualify.graders import Verdict
-from pytest_qualify.client.endpoint import EndpointError
+from pytest_qualify.client.errors import EndpointError
 from pytest_qualify.evidence.answers import answers_to, timed_answers
 from pytest_qualify.hooks import state_of
 from pytest_qualify.evidence.metrics import MetricsParseError, delta, parse

@@ -22,7 +22,7 @@ import pytest
 
 from pytest_qualify.server import liveness
 from pytest_qualify.checks import fail, require
-from pytest_qualify.client.endpoint import EndpointError, RequestTimeout, ServerGone, error_message
+from pytest_qualify.client.errors import EndpointError, error_message, RequestTimeout, ServerGone
 from pytest_qualify.tasks.corpus import load_manifest, malformed_part, media_part, user_message
 from pytest_qualify.graders import Verdict
 from pytest_qualify.graders.media import grade_count, grade_event_call, grade_item, grade_limit_refusal, grade_refusal

@@ -42,7 +42,7 @@ def _still_up(http) -> bool:  # type: ignore[no-untyped-def]
 
 
 def _answered(client, messages, profile, what: str, kind: str) -> None:  # type: ignore[no-untyped-def]
-    from pytest_qualify.client.endpoint import EndpointError, error_message
+    from pytest_qualify.client.errors import EndpointError, error_message
 
     try:
         answer = client.chat(messages, max_tokens=profile.limits.answer_tokens, temperature=0)

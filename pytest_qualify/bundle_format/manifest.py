@@ -1,6 +1,6 @@
-"""``SHA256SUMS``: a file's digest and the re-check of a bundle against its manifest. A room of its
-own, below the writers, because a reader of an earlier bundle (``promotion.py``, holding a
-post-promotion check to a qualified run) needs it without importing the evidence writers.
+"""The bundle's file names and ``SHA256SUMS``: a file's digest and the re-check of a bundle against
+its manifest. On the ground floor, because a reader of an earlier bundle (``bundle_format/earlier.py``
+for the promoted run and the self-test) needs it without importing the evidence writers.
 No pytest here.
 """
 
@@ -10,6 +10,10 @@ import hashlib
 from pathlib import Path
 
 MANIFEST = "SHA256SUMS"
+SUMMARY = "summary.json"
+JUNIT = "junit.xml"
+REPORT = "report.md"
+SELFTEST_FILE = "selftest.json"
 
 
 def sha256_file(path: Path) -> str:

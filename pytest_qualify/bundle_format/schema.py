@@ -1,6 +1,7 @@
 """The ``summary.json`` schema: its id and version, and validation against
-``schemas/summary.schema.json``. Below the writers, so that a reader of an earlier summary (the
-baseline) validates it without importing the summary builder. No pytest here.
+``schemas/summary.schema.json``; the self-test's ``selftest.json`` schema id. On the ground floor,
+so that a reader of an earlier summary (the baseline, the promoted run) validates it without
+importing the summary builder. No pytest here.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from importlib import resources
 from typing import Any
 
 SCHEMA_ID = "pytest-qualify/summary"
+SELFTEST_SCHEMA_ID = "pytest-qualify/selftest"  # selftest.json (selftest/engine.py writes it)
 # 2: INCOMPLETE verdicts, latency SLO rows, Wilson intervals, baseline flips. A version-1 summary
 # still validates (a baseline from before the change stays usable).
 SCHEMA_VERSION = 2

@@ -13,9 +13,9 @@ from typing import Any
 from typing import TYPE_CHECKING
 
 from pytest_qualify.evidence.metrics import Snapshot, delta
-from pytest_qualify.bundle_format.schema import SCHEMA_ID, SCHEMA_VERSION, SummaryError, schema, validate  # noqa: F401 - re-exported
+from pytest_qualify.bundle_format.schema import SCHEMA_ID, SCHEMA_VERSION
 from pytest_qualify.redaction import redact_command, safe_url
-from pytest_qualify.client.timing import percentile, spread
+from pytest_qualify.stats import percentile, spread
 
 if TYPE_CHECKING:
     from pytest_qualify.evidence.session import CaseRecord

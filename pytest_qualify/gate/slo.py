@@ -23,7 +23,7 @@ from typing import Any
 
 from dataclasses import dataclass
 
-from pytest_qualify.client.timing import percentile
+from pytest_qualify.stats import percentile
 
 CONTEXT_MODULE = "context"
 

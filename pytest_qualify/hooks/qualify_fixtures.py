@@ -18,7 +18,8 @@ from pytest_qualify.profiles import Profile
 from pytest_qualify.run import RunState
 
 if TYPE_CHECKING:
-    from pytest_qualify.client.endpoint import Answer, QualifyClient
+    from pytest_qualify.client.answer import Answer
+    from pytest_qualify.client.endpoint import QualifyClient
 
 
 def _state(request: pytest.FixtureRequest) -> RunState:

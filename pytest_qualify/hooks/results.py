@@ -121,7 +121,7 @@ def _write_corpus_table(tr: Any, state: RunState) -> None:
         if r.module == "multimodal" and "corpus_kind" in r.properties
     ]
     if rows:
-        from pytest_qualify.tasks.corpus import kind_table
+        from pytest_qualify.tasks.kind_table import kind_table
 
         tr.write_line("")
         for line in kind_table(rows):

@@ -8,12 +8,9 @@ streamed deltas; ``response_format``; ``cache_salt`` and a block prefix cache re
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import json
 import os
 import socket
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -21,89 +18,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from pytest_qualify.profiles import Profile
-from pytest_qualify.reference import SIMULATED_LABEL, oracle, tokenizer
+from pytest_qualify.reference import SIMULATED_LABEL, oracle, shaping, tokenizer
 from pytest_qualify.reference.faults import Faults
+from pytest_qualify.reference.state import ReferenceState
 from pytest_qualify.reference.validation import (
     hostile_class, overwindow, parse_json_body, validate_budget, validate_chat,
 )
 
 VERSION = "0.1.0-reference (SIMULATED, not vLLM)"
-CACHE_BLOCK = 16
-CONTENT_PIECE_TOKENS = 4
-
-
-class Metrics:
-    """vLLM-named Prometheus metrics, so evidence code parses the same names on both."""
-
-    def __init__(self, model: str) -> None:
-        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-
-        self.registry = CollectorRegistry()
-        labels = ["model_name"]
-        buckets = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0)
-        self.ttft = Histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", labels, registry=self.registry, buckets=buckets)
-        self.e2e = Histogram("vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", labels, registry=self.registry, buckets=buckets)
-        self.prompt = Counter("vllm:prompt_tokens", "Number of prefill tokens processed.", labels, registry=self.registry)
-        self.generation = Counter("vllm:generation_tokens", "Number of generation tokens processed.", labels, registry=self.registry)
-        self.cache_queries = Counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.", labels, registry=self.registry)
-        self.cache_hits = Counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", labels, registry=self.registry)
-        self.success = Counter("vllm:request_success", "Count of successfully processed requests.", labels, registry=self.registry)
-        self.running = Gauge("vllm:num_requests_running", "Number of requests in model execution batches.", labels, registry=self.registry)
-        self.model = model
-
-    def text(self) -> bytes:
-        from prometheus_client import generate_latest
-
-        return generate_latest(self.registry)
-
-
-class PrefixCache:
-    """Block-hash prefix cache; the salt is part of the first block's hash, as in vLLM."""
-
-    def __init__(self, ignore_salt: bool) -> None:
-        self.blocks: set[bytes] = set()
-        self.ignore_salt = ignore_salt
-        self.lock = threading.Lock()
-
-    def lookup_and_insert(self, token_ids: list[int], salt: str | None) -> int:
-        h = hashlib.sha256(b"" if self.ignore_salt or not salt else salt.encode())
-        cached, still_hit = 0, True
-        with self.lock:
-            for start in range(0, len(token_ids) - CACHE_BLOCK + 1, CACHE_BLOCK):
-                h.update(json.dumps(token_ids[start : start + CACHE_BLOCK]).encode())
-                key = h.copy().digest()
-                if still_hit and key in self.blocks:
-                    cached += CACHE_BLOCK
-                else:
-                    still_hit = False
-                    self.blocks.add(key)
-        return cached
-
-
-class ReferenceState:
-    def __init__(self, profile: Profile, faults: Faults, api_key: str | None, prefill_tok_s: float, decode_tok_s: float) -> None:
-        self.profile = profile
-        self.faults = faults
-        self.api_key = api_key
-        self.prefill_tok_s = prefill_tok_s
-        self.decode_tok_s = decode_tok_s
-        self.ctx = oracle.OracleContext(profile, faults)
-        self.metrics = Metrics(profile.deployment.served_name)
-        self.cache = PrefixCache("ignore_cache_salt" in faults)
-        self.chat_requests = 0
-        self.lock = threading.Lock()
-        # The result_cache fault's response cache: request body without its cache_salt -> answer.
-        self.results: dict[str, tuple[Any, ...]] = {}
-
-
-def _media_tokens(req: oracle.ChatRequest) -> dict[str, int] | None:
-    """Prompt tokens per kind of media, as vLLM reports them (``null`` for a text-only prompt)."""
-    counts: dict[str, int] = {}
-    for part in req.media_parts():
-        kind = {"image_url": "image", "video_url": "video"}.get(str(part.get("type")))
-        if kind:
-            counts[kind] = counts.get(kind, 0) + (tokenizer.IMAGE_TOKENS if kind == "image" else tokenizer.VIDEO_TOKENS)
-    return counts or None
 
 
 def error_body(status: int, message: str, err_type: str = "BadRequestError", param: str | None = None) -> dict[str, Any]:
@@ -146,10 +68,7 @@ class Handler(BaseHTTPRequestHandler):
         return parse_json_body(raw)
 
     def _version(self) -> str:
-        faults = self.state.faults
-        if "engine_swap_after" in faults and self.state.chat_requests >= faults.number("engine_swap_after", 1):
-            return VERSION.replace("reference", "reference-swapped")
-        return faults.arg("engine_version", VERSION)
+        return self.state.effects.version(VERSION, self.state.chat_requests)
 
     # -- routes --------------------------------------------------------------------------------
 
@@ -158,7 +77,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         profile = self.state.profile
         if self.path == "/health":
-            if "health_500" in self.state.faults:
+            if self.state.effects.health_fails():
                 self._error(500, "health check failed", "InternalServerError")
             else:
                 self.send_response(200)
@@ -167,7 +86,7 @@ class Handler(BaseHTTPRequestHandler):
         elif self.path == "/version":
             self._send_json(200, {"version": self._version(), "simulated": True})
         elif self.path == "/v1/models":
-            wrong = "wrong_identity" in self.state.faults
+            wrong = self.state.effects.wrong_identity()
             root = profile.deployment.model + ("-other" if wrong else "")
             window = profile.limits.window_tokens // (2 if wrong else 1)
             self._send_json(200, {"object": "list", "data": [{
@@ -197,8 +116,7 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 self._error(404, f"not found: {self.path}", "NotFoundError")
         except oracle.Rejection as rej:
-            kind = hostile_class(rej)
-            if kind is not None and kind == self.state.faults.arg("hostile_500"):
+            if self.state.effects.answers_500(hostile_class(rej)):
                 self._error(500, "Internal Server Error", "InternalServerError")
             else:
                 self._error(rej.status, rej.message, rej.err_type, getattr(rej, "param", None))
@@ -240,39 +158,36 @@ class Handler(BaseHTTPRequestHandler):
         with st.lock:
             st.chat_requests += 1
             n = st.chat_requests
-        if "die_after" in st.faults and n > st.faults.number("die_after", 1):
+        faults = st.effects
+        arrival = faults.arrival(n)
+        if arrival.exit:
             print(f"fault die_after: exiting after {n - 1} chat requests", flush=True)
             os._exit(3)
-        if "hang_after" in st.faults and n > st.faults.number("hang_after", 1):
+        if arrival.hang:
             time.sleep(3600)
-        if "drop_connection" in st.faults and n == st.faults.number("drop_connection", 1):
+        if arrival.drop:
             print(f"fault drop_connection: closing chat request {n} without an answer", flush=True)
             self.close_connection = True
             self.connection.shutdown(socket.SHUT_RDWR)
             return
-        if "slow" in st.faults:
-            time.sleep(st.faults.number("slow", 1.0))
+        time.sleep(arrival.delay_s)
 
         req = oracle.ChatRequest(body)
         window = st.profile.limits.window_tokens
         text, media = tokenizer.render_chat(req.messages, req.tools or None)
         prompt_ids = tokenizer.ids(text) + [0] * media
         prompt_tokens = len(prompt_ids)
-        if prompt_tokens > window and "overwindow_accept" not in st.faults:
-            if "overwindow_500" in st.faults:
+        if prompt_tokens > window and faults.over_window() != "accept":
+            if faults.over_window() == "500":
                 raise oracle.Rejection(500, "Internal Server Error", "InternalServerError")
             raise overwindow(window, prompt_tokens)
         if prompt_tokens <= window:
             validate_budget(body, prompt_tokens, window)
         oracle.admit(req, st.ctx)
-        reply = oracle.answer(req, st.ctx)
-        if "answer_swap_after" in st.faults and n > st.faults.number("answer_swap_after", 1) and reply.content:
-            reply = dataclasses.replace(reply, content=reply.content.upper())
-        if "pad_answer" in st.faults and reply.content:
-            reply = dataclasses.replace(reply, content=reply.content + " " * 1000)
+        reply = faults.reply(oracle.answer(req, st.ctx), n)
         result_key = json.dumps({k: v for k, v in body.items() if k not in ("cache_salt", "stream", "stream_options")},
                                 sort_keys=True)
-        cached_result = st.results.get(result_key) if "result_cache" in st.faults else None
+        cached_result = st.results.get(result_key) if faults.result_cache() else None
 
         cached = st.cache.lookup_and_insert(prompt_ids, body.get("cache_salt"))
         if reply.cached_tokens is not None:
@@ -281,27 +196,25 @@ class Handler(BaseHTTPRequestHandler):
         st.metrics.cache_hits.labels(st.metrics.model).inc(cached)
         max_tokens = body.get("max_tokens") or body.get("max_completion_tokens") or max(1, window - prompt_tokens)
         max_tokens = min(max_tokens, max(1, window - prompt_tokens))
-        content, calls, finish = _shape(reply, max_tokens)
+        content, calls, finish = shaping.shape(reply, max_tokens)
         cut = finish == "length"
-        if cut and calls and req.stream and "cut_call_tool_calls" in st.faults:
-            finish = "tool_calls"
-        completion_tokens = max_tokens if cut else _completion_tokens(content, calls, reply.reasoning)
+        finish = faults.finish(finish, calls, req.stream)
+        completion_tokens = max_tokens if cut else shaping.completion_tokens(content, calls, reply.reasoning)
         usage = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": cached, "multimodal_tokens": _media_tokens(req)},
+            "prompt_tokens_details": {"cached_tokens": cached, "multimodal_tokens": shaping.media_tokens(req)},
         }
         if cached_result is not None:
             content, calls, finish, usage = cached_result
-        elif "result_cache" in st.faults:
+        elif faults.result_cache():
             st.results[result_key] = (content, calls, finish, usage)
-        if req.stream and "stream_usage_off" in st.faults:
-            usage = {**usage, "completion_tokens": usage["completion_tokens"] + 1}
+        usage = faults.usage(usage, req.stream)
         if st.prefill_tok_s > 0 and cached_result is None:
             time.sleep(max(0, prompt_tokens - cached) / st.prefill_tok_s)
-        if req.stream and "latency" in st.faults:
-            time.sleep(st.faults.number("latency", 1.0))  # a slow prefill; _stream slows the decode
+        if req.stream:
+            time.sleep(faults.stream_latency_s())  # a slow prefill; _stream slows the decode
         ttft = time.perf_counter() - t0
 
         def record() -> None:
@@ -340,7 +253,7 @@ class Handler(BaseHTTPRequestHandler):
                 reasoning: str | None, finish: str, usage: dict[str, Any], record: Callable[[], None],
                 from_result_cache: bool = False) -> None:
         st = self.state
-        faults = st.faults
+        faults = st.effects
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -362,106 +275,49 @@ class Handler(BaseHTTPRequestHandler):
 
         def stall() -> None:
             # Once per stream, after its first content or tool-call chunk.
-            if "stream_stall" in faults and not stalled:
+            stall_s = faults.stall_s()
+            if stall_s is not None and not stalled:
                 stalled.append(True)
-                time.sleep(faults.number("stream_stall", 3600.0))
+                time.sleep(stall_s)
 
         send([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
-        if "latency" in st.faults:
-            time.sleep(st.faults.number("latency", 1.0))
+        time.sleep(faults.stream_latency_s())
         if reasoning:
-            for piece in _pieces(reasoning):
+            for piece in shaping.pieces(reasoning):
                 send([{"index": 0, "delta": {"reasoning_content": piece}, "finish_reason": None}])
-        pieces = list(content or "") if "stream_char_deltas" in faults else _pieces(content or "")
-        if "stream_drops_tail" in faults and pieces:
-            pieces = [x for x in pieces[:-1] + [pieces[-1][:-1]] if x]
-        late: list[dict[str, Any]] = []  # stream_after_finish: the last piece, held back
-        if "stream_after_finish" in faults and pieces and not calls:
-            late.append({"content": pieces.pop()})
+        # late: deltas held back until after the finish chunk (stream_after_finish)
+        pieces, late = faults.content_pieces(shaping.pieces(content or ""), content or "", bool(calls))
         for piece in pieces:
-            pause(CONTENT_PIECE_TOKENS)
+            pause(shaping.CONTENT_PIECE_TOKENS)
             send([{"index": 0, "delta": {"content": piece}, "finish_reason": None}])
             stall()
         for i, (name, args) in enumerate(calls):
-            first: dict[str, Any] = {"index": i, "id": f"call_{i}_{uuid.uuid4().hex[:8]}", "type": "function",
-                                     "function": {"name": name, "arguments": ""}}
-            if "stream_tool_delta_bare" in faults:
-                first = {"index": i, "function": {"name": name, "arguments": ""}}
+            first = faults.first_tool_delta(i, f"call_{i}_{uuid.uuid4().hex[:8]}", name)
             send([{"index": 0, "delta": {"tool_calls": [first]}, "finish_reason": None}])
             stall()
-            if "tool_name_repeated_in_stream" in st.faults:  # declared in oracle_tools.FAULTS
+            if faults.name_repeated():
                 send([{"index": 0, "delta": {"tool_calls": [{"index": i, "function": {"name": name}}]}, "finish_reason": None}])
-            index = i + 1 if "stream_tool_index" in faults else i
-            arg_pieces = _pieces(args)
-            if "stream_after_finish" in faults and i == len(calls) - 1 and len(arg_pieces) > 1:
-                late.append({"tool_calls": [{"index": index, "function": {"arguments": arg_pieces.pop()}}]})
+            index = faults.tool_index(i)
+            arg_pieces = shaping.pieces(args)
+            held = faults.late_argument(arg_pieces, i == len(calls) - 1)
+            if held is not None:
+                late.append({"tool_calls": [{"index": index, "function": {"arguments": held}}]})
             for piece in arg_pieces:
-                pause(CONTENT_PIECE_TOKENS)
+                pause(shaping.CONTENT_PIECE_TOKENS)
                 send([{"index": 0, "delta": {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}, "finish_reason": None}])
         record()
-        send([{"index": 0, "delta": {}, "finish_reason": finish}])
-        if "stream_two_finish" in faults:
+        for _ in range(faults.finish_chunks()):
             send([{"index": 0, "delta": {}, "finish_reason": finish}])
         for delta in late:
             send([{"index": 0, "delta": delta, "finish_reason": None}])
         asked = bool((body.get("stream_options") or {}).get("include_usage"))
-        if (asked and "stream_usage_missing" not in faults) or (not asked and "stream_usage_unasked" in faults):
+        if faults.sends_usage(asked):
             send([], {"usage": usage})
-        if "stream_no_done" in faults:
+        if not faults.sends_done():
             self.close_connection = True  # the body ends with the connection: no [DONE]
             return
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
-
-
-def _pieces(text: str) -> list[str]:
-    """Split text into stream deltas of a few tokens, keeping every character."""
-    toks = list(tokenizer.TOKEN_RE.finditer(text))
-    if not toks:
-        return [text] if text else []
-    cuts = [toks[i].start() for i in range(0, len(toks), CONTENT_PIECE_TOKENS)][1:]
-    out, prev = [], 0
-    for cut in cuts:
-        out.append(text[prev:cut])
-        prev = cut
-    out.append(text[prev:])
-    return out
-
-
-def _cut(text: str, tokens: int) -> str:
-    """The text's first ``tokens`` tokens."""
-    toks = list(tokenizer.TOKEN_RE.finditer(text))
-    return text[: toks[tokens - 1].end()] if tokens > 0 and toks else ""
-
-
-def _shape(reply: oracle.Reply, max_tokens: int) -> tuple[str | None, list[tuple[str, str]], str]:
-    """Apply the token budget: an answer longer than ``max_tokens`` is cut, finish ``length``;
-    tool calls too (the call in progress keeps the arguments generated so far, later ones go)."""
-    calls = [(n, a if isinstance(a, str) else json.dumps(a)) for n, a in reply.tool_calls]
-    content = reply.content
-    finish = reply.finish_reason or ("tool_calls" if calls else "stop")
-    if content is not None and tokenizer.count(content) > max_tokens:
-        content = _cut(content, max_tokens)
-        finish = "length"
-    if calls and _completion_tokens(None, calls, None) > max_tokens:
-        left, kept = max_tokens, []
-        for name, args in calls:
-            need = tokenizer.count(name) + tokenizer.count(args)
-            if need <= left:
-                kept.append((name, args))
-                left -= need
-                continue
-            if left > tokenizer.count(name):
-                kept.append((name, _cut(args, left - tokenizer.count(name))))
-            break
-        calls, finish = kept, "length"
-    return content, calls, finish
-
-
-def _completion_tokens(content: str | None, calls: list[tuple[str, str]], reasoning: str | None) -> int:
-    n = tokenizer.count(content or "") + tokenizer.count(reasoning or "")
-    n += sum(tokenizer.count(name) + tokenizer.count(args) for name, args in calls)
-    return max(1, n + 1)  # the end-of-sequence token counts, as it does on a real server
 
 
 def serve(host: str, port: int, profile: Profile, faults: Faults, api_key: str | None = None,

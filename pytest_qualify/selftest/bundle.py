@@ -12,7 +12,7 @@ from typing import Any
 
 from pytest_qualify.evidence.bundle import write_manifest, write_text
 from pytest_qualify.evidence.provenance import write_selftest_statement
-from pytest_qualify.selftest.engine import SELFTEST_FILE
+from pytest_qualify.bundle_format.manifest import SELFTEST_FILE
 
 
 def write_selftest_bundle(run_dir: Path, data: Mapping[str, Any]) -> Path:

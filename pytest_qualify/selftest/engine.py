@@ -14,7 +14,6 @@ and a qualification can require one (``--qualify-require-selftest``). No pytest 
 from __future__ import annotations
 
 import json
-import os
 import platform
 import subprocess
 import sys
@@ -30,10 +29,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from pytest_qualify.bundle_format.earlier import EarlierRunError, read_earlier, verify_bundle
+from pytest_qualify.bundle_format.manifest import SELFTEST_FILE
+from pytest_qualify.bundle_format.schema import SELFTEST_SCHEMA_ID
 from pytest_qualify.settings import SelftestRequirement
 
-SELFTEST_FILE = "selftest.json"
-SCHEMA = "pytest-qualify/selftest"
 CONFORMING = "(conforming)"
 WHOLE_PROTOCOL = "(every module)"
 # Two runs at a time: the machine this runs on may have only two cores, and each run is a pytest
@@ -240,7 +240,7 @@ def record(profile: Mapping[str, Any], outcomes: Sequence[Outcome], left_out: Se
     caught_modules = sorted({o.case.module for o in outcomes if o.ok and o.case.fault is not None})
     passed = bool(outcomes) and all(o.ok for o in outcomes)
     return {
-        "schema": SCHEMA,
+        "schema": SELFTEST_SCHEMA_ID,
         "schema_version": 1,
         "run_id": run_id,
         "verdict": "PASS" if passed else "FAIL",
@@ -299,17 +299,12 @@ class Accepted:
 
 def _check(path: Path, req: SelftestRequirement, plugin_version: str, modules: Sequence[str], now: float) -> Accepted:
     """The self-test at ``path`` if it may back this run, else SelftestError saying why."""
-    from pytest_qualify.bundle_format.manifest import MANIFEST, sha256_file, verify_manifest
-
     label = f"self-test {path}"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise SelftestError(f"{label}: cannot be read ({exc.strerror or exc})") from None
-    except ValueError as exc:
-        raise SelftestError(f"{label}: not JSON ({exc})") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise SelftestError(f"{label}: not a pytest-qualify selftest.json")
+        earlier = read_earlier(path, label, SELFTEST_SCHEMA_ID)
+    except EarlierRunError as exc:
+        raise SelftestError(str(exc)) from None
+    data = earlier.data
     if data.get("verdict") != "PASS":
         raise SelftestError(f"{label}: its verdict is {data.get('verdict')!r}: the gate did not prove itself")
     version = str((data.get("versions") or {}).get("pytest-qualify"))
@@ -327,10 +322,12 @@ def _check(path: Path, req: SelftestRequirement, plugin_version: str, modules: S
     if missing:
         raise SelftestError(f"{label}: it did not show this run's module(s) {', '.join(missing)} catching a fault "
                             f"(it proved {', '.join(proven) or 'none'})")
-    if not (path.parent / MANIFEST).is_file() or verify_manifest(path.parent):
-        raise SelftestError(f"{label}: its bundle does not verify against {MANIFEST}")
+    try:
+        verify_bundle(earlier, label)
+    except EarlierRunError as exc:
+        raise SelftestError(str(exc)) from None
     return Accepted(str(path), str(data.get("run_id")), str(data["finished_at"]), age,
-                    str((data.get("profile") or {}).get("name")), version, sha256_file(path), proven)
+                    str((data.get("profile") or {}).get("name")), version, earlier.sha256, proven)
 
 
 def find(req: SelftestRequirement, evidence_dir: Path, plugin_version: str, modules: Sequence[str],

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from pytest_qualify.client.endpoint import StreamIdle, _chunks_with_idle_limit, _Deadline
+from pytest_qualify.client.errors import StreamIdle
+from pytest_qualify.client.stream import Deadline, chunks_with_idle_limit
 
 
 def _stream(gaps_s: list[float]):
@@ -21,7 +22,7 @@ def test_silence_after_the_first_chunk_fails_within_the_idle_limit():
     t0 = time.perf_counter()
     got = []
     with pytest.raises(StreamIdle) as err:
-        for chunk in _chunks_with_idle_limit(_stream([0.0, 0.0, 30.0]), 0.3, t0 + 60, t0):
+        for chunk in chunks_with_idle_limit(_stream([0.0, 0.0, 30.0]), 0.3, t0 + 60, t0):
             got.append(chunk)
     elapsed = time.perf_counter() - t0
     assert len(got) == 2 and 0.3 <= elapsed < 2.0
@@ -30,7 +31,7 @@ def test_silence_after_the_first_chunk_fails_within_the_idle_limit():
 
 def test_a_long_wait_for_the_first_chunk_is_the_prefill_not_a_stall():
     t0 = time.perf_counter()
-    got = list(_chunks_with_idle_limit(_stream([0.5, 0.05, 0.05]), 0.3, t0 + 60, t0))
+    got = list(chunks_with_idle_limit(_stream([0.5, 0.05, 0.05]), 0.3, t0 + 60, t0))
     assert len(got) == 3
 
 
@@ -38,8 +39,8 @@ def test_the_request_budget_bounds_a_trickling_stream():
     t0 = time.perf_counter()
     # Never idle long enough for the idle limit (5 s): only the request budget (1 s) can end it,
     # well before the 5 s the whole trickle takes (a loaded machine may stretch each 0.1 s sleep).
-    with pytest.raises(_Deadline):
-        list(_chunks_with_idle_limit(_stream([0.1] * 50), 5.0, t0 + 1.0, t0))
+    with pytest.raises(Deadline):
+        list(chunks_with_idle_limit(_stream([0.1] * 50), 5.0, t0 + 1.0, t0))
     assert time.perf_counter() - t0 < 4.5
 
 
@@ -50,7 +51,7 @@ def test_a_reader_error_reaches_the_caller():
 
     t0 = time.perf_counter()
     with pytest.raises(ConnectionResetError):
-        list(_chunks_with_idle_limit(broken(), 5.0, t0 + 60, t0))
+        list(chunks_with_idle_limit(broken(), 5.0, t0 + 60, t0))
 
 
 # -- the real SDK over a scripted SSE body: what the wire carries, not what a fake iterator yields --

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_qualify.client.timing import Timeline, percentile, request_metrics, spread
+from pytest_qualify.client.timing import Timeline, request_metrics
+from pytest_qualify.stats import percentile, spread
 
 
 def timeline(events: list[tuple[float, bool, bool]], end_s: float) -> Timeline:

@@ -5,7 +5,6 @@ end of the session runs (tests/conftest.py) accepts serial launches and rejects 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import subprocess
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from .. import real_vllm
+from ..helpers import pytester_run, run_pytest
 
 HOLD_S = 1.0
 # A child that takes a launch slot, holds it HOLD_S, and releases it (writing its log line).
@@ -68,7 +68,7 @@ def readme_test_command() -> str:
     """The README's second command, which .ci/run runs exactly."""
     readme = (ROOT / "README.md").read_text()
     commands = [line for line in readme.split("```bash\n", 1)[1].split("```", 1)[0].splitlines() if line.strip()]
-    assert len(commands) == 2 and commands[1].startswith("pip install -e '.[test]'"), commands
+    assert len(commands) == 2 and commands[1].startswith("pip install -c .ci/constraints.txt -e '.[test]'"), commands
     assert commands[1] in (ROOT / ".ci" / "run").read_text().splitlines()
     return commands[1]
 
@@ -78,13 +78,13 @@ def test_real_vllm_tests_run_in_a_serial_step_of_their_own():
     assert steps == ['pytest -n 3 -m "not real_vllm"', "pytest -p no:xdist -m real_vllm"], steps
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("step", [0, 1])
 def test_each_pytest_step_collects_tests(step):
     """pytest exits 5 when a step selects nothing; both steps must collect (and together, all)."""
     argv = shlex.split([s.strip() for s in readme_test_command().split("&&") if s.strip().startswith("pytest")][step])
-    argv = [a for a in argv[1:] if a not in ("-n", "3")] + ["--collect-only", "-q", "-p", "no:cacheprovider"]
-    done = subprocess.run([sys.executable, "-m", "pytest", *argv], cwd=ROOT, capture_output=True, text=True,
-                          env={k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")})
+    argv = [a for a in argv[1:] if a not in ("-n", "3")] + ["--collect-only", "-q"]
+    done = run_pytest(*argv, cwd=ROOT)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     match = re.search(r"(\d+)/\d+ tests collected", done.stdout)
     assert match and int(match.group(1)) > 0, done.stdout[-500:]
@@ -129,7 +129,7 @@ def test_the_session_ends_with_the_launch_check(pytester, monkeypatch, overlap):
     pytester.makeconftest(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n"
                           "from tests.conftest import pytest_configure, pytest_sessionfinish, pytest_terminal_summary\n")
     pytester.makepyfile(test_launches=SESSION_TESTS)
-    result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider")
+    result = pytester_run(pytester, "-n", "2")
     if overlap:
         assert result.ret == 1
         result.stdout.fnmatch_lines(["*real vLLM launches OVERLAPPED (1 pair(s)): x [[]100.0, 200.0] and y*"])

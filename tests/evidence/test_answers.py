@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pytest_qualify.evidence.answers import HELD_TITLE, append, answers_to, held_to_the_end, request_key, timed_answers
 from pytest_qualify.graders.integrity import RecordedAnswer, parsed_calls
-from pytest_qualify.client.endpoint import ToolCall
+from pytest_qualify.client.answer import ToolCall
 
 MESSAGES = [{"role": "user", "content": "Which planet is largest?"}]
 KEY = request_key(MESSAGES, {"max_tokens": 64, "temperature": 0, "cache_salt": "a", "stream": True})

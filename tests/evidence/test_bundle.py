@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 
 from pytest_qualify.gate import decide as gate
+from pytest_qualify.bundle_format.manifest import verify_manifest
 from pytest_qualify.evidence import bundle, junit, report
 from pytest_qualify.evidence.metrics import parse
 from pytest_qualify.evidence.session import CaseRecord
-from pytest_qualify.evidence.summary import SummaryError, build_summary, validate
+from pytest_qualify.bundle_format.schema import SummaryError, validate
+from pytest_qualify.evidence.summary import build_summary
 from pytest_qualify.gate.waivers import Waiver, WaiverSet
 from pytest_qualify.profiles import load_profile, module_registry
 from pytest_qualify.redaction import redact_command
@@ -59,7 +61,7 @@ def run():
     waivers = WaiverSet((Waiver("test_image[img07]", "caption ambiguity, ticket MM-12", __import__("datetime").date(2099, 1, 1), 1),
                          Waiver("test_gone[*]", "renamed", __import__("datetime").date(2099, 1, 1), 2)),
                         profile.waivable_modules, "waivers.toml")
-    from pytest_qualify.evidence.verdict import candidates
+    from pytest_qualify.gate.waivers import candidates
 
     waivers.observe(candidates(results))
     verdict = gate.evaluate(results, module_registry(), ("smoke", "context", "multimodal"),
@@ -214,12 +216,12 @@ def test_bundle_is_complete_redacted_and_verifiable(run, tmp_path):
     for path in d.iterdir():
         assert SECRET.encode() not in path.read_bytes(), path.name
     validate(json.loads((d / "summary.json").read_text()))
-    assert bundle.verify_manifest(d) == []
+    assert verify_manifest(d) == []
     if shutil.which("sha256sum"):
         ok = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=d, capture_output=True, text=True)
         assert ok.returncode == 0, ok.stdout + ok.stderr
     (d / "report.md").write_text("# PASS\n")
-    assert bundle.verify_manifest(d) == ["report.md: checksum mismatch"]
+    assert verify_manifest(d) == ["report.md: checksum mismatch"]
     if shutil.which("sha256sum"):
         assert subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=d, capture_output=True).returncode != 0
 

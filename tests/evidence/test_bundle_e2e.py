@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_qualify.evidence.bundle import verify_manifest
+from pytest_qualify.bundle_format.manifest import verify_manifest
 from pytest_qualify.evidence.junit import PROTOCOL_PROPERTIES, all_testcases_have
-from pytest_qualify.evidence.summary import validate
+from pytest_qualify.bundle_format.schema import validate
 
 SECRET = "qualify-e2e-secret-7f3a9c"
 

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from ..helpers import SMOKE, write_profile
+from ..helpers import SMOKE, pytester_run, write_profile
 from pytest_qualify.gate import decide as gate
 from pytest_qualify.evidence import job_summary, junit
 from pytest_qualify.evidence.session import CaseRecord
 from pytest_qualify.stats import flips, stats_section, wilson
-from pytest_qualify.evidence.summary import build_summary, validate
+from pytest_qualify.bundle_format.schema import validate
+from pytest_qualify.evidence.summary import build_summary
 from pytest_qualify.server.lifecycle import free_port
 from pytest_qualify.profiles import load_profile, module_registry
 
@@ -147,8 +148,7 @@ def test_job_summary_is_written_only_where_github_says(tmp_path):
 
 
 def run(pytester: pytest.Pytester, tmp_path: Path, *args: str, profile: str | None = None) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", f"--qualify={profile or write_profile(tmp_path)}",
+    return pytester_run(pytester, f"--qualify={profile or write_profile(tmp_path)}",
         "--qualify-evidence", str(tmp_path / "ev"), *args,
     )
 
@@ -241,8 +241,7 @@ def test_baseline_lists_per_item_flips(pytester, tmp_path):
                 SMOKE, profile=profile)
     assert first.ret == pytest.ExitCode.TESTS_FAILED
     baseline = bundle_of(tmp_path) / "summary.json"
-    second = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", f"--qualify={profile}", "--qualify-evidence", str(tmp_path / "ev2"),
+    second = pytester_run(pytester, f"--qualify={profile}", "--qualify-evidence", str(tmp_path / "ev2"),
         "--qualify-endpoint", "reference", "--qualify-baseline", str(baseline), SMOKE,
     )
     assert second.ret == 0, second.stdout.str()[-2000:]
@@ -254,7 +253,7 @@ def test_baseline_lists_per_item_flips(pytester, tmp_path):
 
 
 def test_summary_schema_2_requires_the_new_sections_and_a_version_1_baseline_still_validates():
-    from pytest_qualify.evidence.summary import SummaryError
+    from pytest_qualify.bundle_format.schema import SummaryError
 
     summary, _ = synthetic_summary()
     assert summary["schema_version"] == 2

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ..helpers import SMOKE, write_profile
+from ..helpers import SMOKE, pytester_run, write_profile
 from ..fake_vllm import fake_command
 from pytest_qualify.evidence.provenance import (
     PREDICATE_TYPE, PROVENANCE_FILE, STATEMENT_TYPE, check_statement, predicate, subjects,
@@ -49,8 +49,7 @@ def test_launch_mode_statement_binds_the_bundle_to_the_deployment(pytester, tmp_
     hf = "hf_" + secrets.token_hex(12)
     monkeypatch.setenv("QUALIFY_API_KEY", key)
     profile = write_profile(tmp_path)
-    result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", f"--qualify={profile}", "--qualify-evidence", str(tmp_path / "ev"),
+    result = pytester_run(pytester, f"--qualify={profile}", "--qualify-evidence", str(tmp_path / "ev"),
         "--qualify-serve-command", fake_command("--hf-token", hf, "--served-model-name", "{served_name}"), SMOKE,
     )
     out = result.stdout.str()
@@ -85,8 +84,7 @@ def test_launch_mode_statement_binds_the_bundle_to_the_deployment(pytester, tmp_
 
 
 def test_a_failed_startup_still_gets_its_statement(pytester, tmp_path):
-    result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", f"--qualify={write_profile(tmp_path)}", "--qualify-evidence", str(tmp_path / "ev"),
+    result = pytester_run(pytester, f"--qualify={write_profile(tmp_path)}", "--qualify-evidence", str(tmp_path / "ev"),
         "--qualify-serve-command", fake_command("--exit-during-startup", "3"), SMOKE,
     )
     assert result.ret == pytest.ExitCode.INTERRUPTED

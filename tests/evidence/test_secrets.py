@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ..helpers import write_profile
+from ..helpers import pytester_run, write_profile
 from ..fake_vllm import answers_health, fake_command, wait_for
 from pytest_qualify.server.lifecycle import free_port
 
@@ -137,5 +137,5 @@ def test_key_comes_from_the_named_environment_variable_only(pytester, qualify_py
     monkeypatch.delenv("QUALIFY_API_KEY", raising=False)
     result = qualify_pytest("-rA", "--qualify-api-key-env", "UNSET_KEY_VAR")
     assert result.ret == 0
-    help_text = pytester.runpytest_subprocess("--help").stdout.str()
+    help_text = pytester_run(pytester, "--help").stdout.str()
     assert "--qualify-api-key-env" in help_text and "--qualify-api-key=" not in help_text

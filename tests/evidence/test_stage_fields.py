@@ -10,7 +10,8 @@ from pathlib import Path
 from pytest_qualify.gate import decide as gate
 from pytest_qualify.evidence import junit, report
 from pytest_qualify.evidence.bundle import write_manifest
-from pytest_qualify.evidence.summary import build_summary, stage_fields, validate
+from pytest_qualify.bundle_format.schema import validate
+from pytest_qualify.evidence.summary import build_summary, stage_fields
 from pytest_qualify.promotion.identity import Identity
 from pytest_qualify.profiles import load_profile, module_registry
 from pytest_qualify.promotion.promoted import load_promoted

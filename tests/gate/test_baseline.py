@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from ..helpers import write_profile
+from ..helpers import pytester_run, write_profile
 from pytest_qualify.gate.baseline import BaselineError, check_comparable, compare, delta_pct, load_baseline, render_rows
-from pytest_qualify.evidence.summary import validate
+from pytest_qualify.bundle_format.schema import validate
 
 
 def spread(median: float) -> dict:
@@ -152,7 +152,7 @@ def test_regression_against_a_baseline_fails_the_gate(pytester, tmp_path):
     pytester.makepyfile(test_chatty=CHATTY)
 
     def run(evidence: str, *args: str) -> pytest.RunResult:
-        return pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--qualify={profile}", "--qualify-endpoint",
+        return pytester_run(pytester, f"--qualify={profile}", "--qualify-endpoint",
                                              "reference", "--qualify-evidence", str(tmp_path / evidence),
                                              *args, "test_chatty.py")
 
@@ -197,7 +197,7 @@ def test_regression_against_a_baseline_fails_the_gate(pytester, tmp_path):
 
 
 def test_fail_on_regression_needs_a_baseline(pytester):
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--qualify=small", "--qualify-endpoint",
+    result = pytester_run(pytester, "--qualify=small", "--qualify-endpoint",
                                            "reference", "--qualify-fail-on-regression", "10")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--qualify-fail-on-regression needs --qualify-baseline" in result.stderr.str()

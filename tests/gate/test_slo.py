@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from ..helpers import pytester_run
+
 from pytest_qualify.gate.slo import check_rows, evaluate_slo
-from pytest_qualify.evidence.summary import validate
+from pytest_qualify.bundle_format.schema import validate
 from pytest_qualify.gate.decide import FAIL, INCOMPLETE, PASS, evaluate
 from pytest_qualify.profiles import LaneSlo, ProfileError, Slo, builtin_profiles, load_profile, module_registry
 
@@ -134,7 +136,7 @@ def slo_profile(directory: Path) -> Path:
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--qualify={slo_profile(pytester.path)}",
+    return pytester_run(pytester, f"--qualify={slo_profile(pytester.path)}",
                                          "--qualify-endpoint", "reference", "--qualify-evidence",
                                          str(pytester.path / "ev"), *args)
 

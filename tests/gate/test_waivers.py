@@ -12,7 +12,7 @@ import pytest
 
 from ..helpers import QualifyPytest
 from pytest_qualify.gate import decide as gate
-from pytest_qualify.evidence.summary import validate
+from pytest_qualify.bundle_format.schema import validate
 from pytest_qualify.gate.waivers import (
     Candidate, Waiver, WaiverError, WaiverSet, hard_module_conflicts, item_ids, load_waivers, without_repetition,
 )

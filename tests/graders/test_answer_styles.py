@@ -24,7 +24,7 @@ import pytest
 
 from ..helpers import Styles
 from pytest_qualify.tasks import fixture_data
-from pytest_qualify.client.endpoint import Answer
+from pytest_qualify.client.answer import Answer
 from pytest_qualify.graders import Verdict
 from pytest_qualify.graders.contract import is_format_failure
 from pytest_qualify.graders.finish import check_finish

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_qualify.client.endpoint import Answer, ToolCall
+from pytest_qualify.client.answer import Answer, ToolCall
 from pytest_qualify.graders.finish import check_finish
 
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_qualify.client.endpoint import StreamShape, ToolCall, ToolDelta
+from pytest_qualify.client.answer import StreamShape, ToolCall, ToolDelta
 from pytest_qualify.graders.integrity import (
     MEASURABLE_S, RecordedAnswer, check_cut_call, check_length_band, check_no_result_cache, check_same_answers, too_fast,
     check_stream_shape, check_tool_deltas, compare_stream_plain, parsed_calls,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from pytest_qualify.client.endpoint import ToolCall
+from pytest_qualify.client.answer import ToolCall
 from pytest_qualify.tasks.fixture_data import tool_fixtures
 from pytest_qualify.graders.contract import is_format_failure
 from pytest_qualify.graders.tools import (

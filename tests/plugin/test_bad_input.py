@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ..helpers import write_profile
+from ..helpers import pytester_run, write_profile
 from ..fake_vllm import fake_command
 from pytest_qualify.hooks.collection import suites_dir
 from pytest_qualify.profiles import builtin_profiles
@@ -19,8 +19,8 @@ SMOKE = str(suites_dir() / "test_smoke.py")
 
 def usage_error(pytester: pytest.Pytester, tmp_path: Path, *args: str, evidence: Path | None = None) -> str:
     """Run pytest, expect a usage error, return what it said."""
-    result = pytester.runpytest_subprocess(
-        "--qualify-evidence", str(evidence or tmp_path / "ev"), "-p", "no:cacheprovider", *args, SMOKE,
+    result = pytester_run(pytester,
+        "--qualify-evidence", str(evidence or tmp_path / "ev"), *args, SMOKE,
     )
     text = result.stderr.str() + result.stdout.str()
     assert result.ret == pytest.ExitCode.USAGE_ERROR, text

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_qualify.checks import fail, require, sizing
-from pytest_qualify.client.endpoint import EndpointError
+from pytest_qualify.client.errors import EndpointError
 from pytest_qualify.graders import Verdict
 from pytest_qualify.tasks.haystack import SizingError
 

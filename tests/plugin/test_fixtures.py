@@ -9,9 +9,11 @@ from pathlib import Path
 
 from pytest_qualify.profiles import builtin_profiles
 
+from ..helpers import pytester_run
+
 FAKES = """
     import pytest
-    from pytest_qualify.client.endpoint import Answer
+    from pytest_qualify.client.answer import Answer
     from pytest_qualify.profiles import load_profile
     from pytest_qualify.client.timing import Timeline
 
@@ -67,7 +69,7 @@ def test_ask_uses_the_profiles_one_budget_a_fixed_seed_and_the_items_salt(pytest
             props = dict(request.node.user_properties)
             assert props["finish_check"] == "ok" and props["requests"] == 1 and props["completion_tokens"] == 2
     """))
-    pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=3)
+    pytester_run(pytester).assert_outcomes(passed=3)
 
 
 def test_recorder_checks_the_finish_state_of_every_answer(pytester):
@@ -75,7 +77,7 @@ def test_recorder_checks_the_finish_state_of_every_answer(pytester):
     # reason, and the outcome is recorded as properties.
     pytester.makepyfile(test_probe=textwrap.dedent("""
         import pytest
-        from pytest_qualify.client.endpoint import Answer, ToolCall
+        from pytest_qualify.client.answer import Answer, ToolCall
         from pytest_qualify.client.timing import Timeline
 
         def make(content, finish, calls=()):
@@ -99,7 +101,7 @@ def test_recorder_checks_the_finish_state_of_every_answer(pytester):
             qualify_record.answer(make(None, "tool_calls", (ToolCall("f", "{}"),)))
     """))
     junit = pytester.path / "probe.xml"
-    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", f"--junitxml={junit}")
+    result = pytester_run(pytester, f"--junitxml={junit}")
     result.assert_outcomes(passed=2, failed=3)
     cases = {tc.get("name"): tc for tc in ET.parse(junit).getroot().iter("testcase")}
     props = {name: {p.get("name"): p.get("value") for p in tc.iter("property")} for name, tc in cases.items()}
@@ -132,7 +134,7 @@ def test_a_modules_own_grade_runs_before_the_finish_check(pytester):
         def test_without_grade_the_finish_check_decides(qualify_ask):
             qualify_ask("Capital of France?")
     """))
-    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result = pytester_run(pytester)
     result.assert_outcomes(failed=3)
     result.stdout.fnmatch_lines([
         "*_ test_own_reason_first _*", "reasoning leaked into the content",
@@ -145,7 +147,7 @@ def test_recorder_holds_every_streamed_answer_to_the_stream_contract(pytester):
     # The integrity module's cheap checks run inside every module: a streamed answer whose chunks
     # break the contract fails with the rule it broke; a conforming one records "ok".
     pytester.makepyfile(test_stream=textwrap.dedent("""
-        from pytest_qualify.client.endpoint import Answer, StreamShape
+        from pytest_qualify.client.answer import Answer, StreamShape
         from pytest_qualify.client.timing import Timeline
 
         def make(**shape):
@@ -164,7 +166,7 @@ def test_recorder_holds_every_streamed_answer_to_the_stream_contract(pytester):
             qualify_record.answer(make(content_deltas=5))
     """))
     junit = pytester.path / "stream.xml"
-    pytester.runpytest_inprocess("-p", "no:cacheprovider", f"--junitxml={junit}").assert_outcomes(passed=1, failed=2)
+    pytester_run(pytester, f"--junitxml={junit}").assert_outcomes(passed=1, failed=2)
     cases = {tc.get("name"): tc for tc in ET.parse(junit).getroot().iter("testcase")}
     assert {p.get("name"): p.get("value") for p in cases["test_ok"].iter("property")}["stream_check"] == "ok"
     assert "stream contract: 2 chunks carried a finish_reason" in cases["test_two_finish_chunks"].find("failure").get("message")

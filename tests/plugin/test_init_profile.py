@@ -16,9 +16,11 @@ from typing import Any
 import pytest
 
 from pytest_qualify import init_profile
-from pytest_qualify.client.endpoint import EndpointError
+from pytest_qualify.client.errors import EndpointError
 from pytest_qualify.server.lifecycle import free_port
 from pytest_qualify.profiles import load_profile
+
+from ..helpers import run_pytest
 
 
 @pytest.mark.parametrize("window, lanes", [
@@ -184,14 +186,14 @@ def test_init_writes_a_valid_profile_equal_to_the_reference_servers_settings(ref
     assert f"window_tokens = {expected.limits.window_tokens}  # probed: GET /v1/models max_model_len" in text
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("reference", ["small"], indirect=True)
 def test_the_written_profile_refuses_to_launch_and_says_why(reference, tmp_path):
     out = tmp_path / "probed.toml"
     assert _init(reference, out).returncode == 0
     assert _init(reference, out).returncode == 2  # never overwrites without --force
-    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--qualify={out}",
-                          "--qualify-evidence", str(tmp_path / "ev"), "-k", "test_health"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    run = run_pytest(f"--qualify={out}", "--qualify-evidence", str(tmp_path / "ev"), "-k", "test_health",
+                     cwd=tmp_path, timeout=300)
     assert run.returncode == 2, run.stdout  # never judged: INCOMPLETE
     assert "cannot say how it was launched" in run.stdout + run.stderr
 

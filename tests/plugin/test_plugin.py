@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from ..helpers import write_profile
+from ..helpers import pytester_run, write_profile
 from pytest_qualify.hooks.collection import suites_dir
 
 SMOKE = str(suites_dir() / "test_smoke.py")
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--qualify-evidence", str(pytester.path / "ev"), *args)
+    return pytester_run(pytester, "--qualify-evidence", str(pytester.path / "ev"), *args)
 
 
 def test_import_is_cheap():
@@ -26,16 +26,16 @@ def test_import_is_cheap():
 
 
 def test_inert_without_qualify(pytester):
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", str(suites_dir()))
+    result = pytester_run(pytester, str(suites_dir()))
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
     assert "qualification gate" not in result.stdout.str()
     assert not (pytester.path / "qualify-evidence").exists()
 
 
 def test_markers_and_profiles_are_listed(pytester):
-    markers = pytester.runpytest_subprocess("--markers").stdout.str()
+    markers = pytester_run(pytester, "--markers").stdout.str()
     assert "qualify_repeat(count)" in markers and "qualify_module(id)" in markers
-    listing = pytester.runpytest_subprocess("--qualify-profiles")
+    listing = pytester_run(pytester, "--qualify-profiles")
     assert listing.ret == 0
     listing.stdout.fnmatch_lines(["262k *Agents-A1 FP8*", "small *"])
 

@@ -7,17 +7,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from ..helpers import write_profile
+from ..helpers import run_pytest, write_profile
 from pytest_qualify.selftest import engine
 from pytest_qualify.settings import SelftestRequirement
 from pytest_qualify.selftest.bundle import write_selftest_bundle
-from pytest_qualify.evidence.bundle import verify_manifest
+from pytest_qualify.bundle_format.manifest import verify_manifest
 from pytest_qualify.evidence.provenance import SELFTEST_PREDICATE_TYPE, check_statement
 from pytest_qualify.reference.faults import SERVER_FAULTS
 from pytest_qualify.reference.oracle import known_faults
@@ -146,7 +145,7 @@ def test_a_tampered_selftest_bundle_is_refused(tmp_path):
     data = json.loads(path.read_text())
     data["runs"] = [{"fault": "x", "ok": True}]
     path.write_text(json.dumps(data))
-    with pytest.raises(engine.SelftestError, match="does not verify against SHA256SUMS"):
+    with pytest.raises(engine.SelftestError, match="the bundle does not match its SHA256SUMS"):
         engine.find(SelftestRequirement(7, path), tmp_path, "9.9", ["smoke"])
 
 
@@ -166,10 +165,10 @@ def test_a_bad_requirement_says_the_shape(text):
 
 
 def _pytest(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=900)
+    return run_pytest(*args, cwd=cwd, timeout=900)
 
 
+@pytest.mark.e2e
 def test_the_selftest_catches_every_fault_its_profile_sees_and_a_qualification_can_require_it(tmp_path):
     profile = write_profile(tmp_path, ("smoke",), name="selftest-smoke.toml")
     evidence = tmp_path / "ev"

@@ -28,6 +28,8 @@ from pytest_qualify.gate.decide import EXIT_CODES, INCOMPLETE
 from pytest_qualify.server.lifecycle import free_port
 from pytest_qualify.profiles import load_profile
 
+from ..helpers import run_pytest
+
 DOC = Path(__file__).resolve().parents[2] / "docs" / "ci.md"
 BLOCK_RE = re.compile(r"<!-- ci-docs: (?P<name>\S+)(?: (?P<arg>\S+))? -->\n```(?P<lang>\w+)\n(?P<body>.*?)```", re.S)
 
@@ -78,16 +80,15 @@ def yaml_value(yaml_text: str, key: str) -> str:
     return m[1].strip().strip('"')
 
 
-def pytest_argv(command: str) -> list[str]:
+def pytest_args(command: str) -> list[str]:
+    """A documented ``pytest ...`` command's arguments, to run as an inner pytest."""
     argv = shlex.split(command)
     assert argv[0] == "pytest", command
-    return [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *argv[1:]]
+    return argv[1:]
 
 
 def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("QUALIFY_", "PYTEST_", "GITHUB_"))}
-    env.update(extra)
-    return env
+    return dict(extra)  # over the outer environment less its QUALIFY_*, PYTEST_* and GITHUB_* (run_pytest)
 
 
 def bundle_dir(root: Path) -> Path:
@@ -95,6 +96,7 @@ def bundle_dir(root: Path) -> Path:
     return run
 
 
+@pytest.mark.e2e
 def test_github_workflow_runs_as_written(tmp_path):
     wf = blocks()["github-workflow"].body
     commands = run_commands(wf)
@@ -105,8 +107,7 @@ def test_github_workflow_runs_as_written(tmp_path):
     step = tmp_path / "step-summary.md"
     env = env_for(tmp_path, GITHUB_STEP_SUMMARY=str(step), HF_HUB_OFFLINE=yaml_value(wf, "HF_HUB_OFFLINE"))
     # The GPU runner launches vLLM; here the launch is the reference server's.
-    done = subprocess.run(pytest_argv(qualify) + ["--qualify-endpoint", "reference"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=900)
+    done = run_pytest(*pytest_args(qualify), "--qualify-endpoint", "reference", cwd=tmp_path, env=env, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert done.stdout.splitlines()[-1].startswith("QUALIFICATION: PASS (exit 0)")
     upload = yaml_value(wf, "path")
@@ -157,6 +158,7 @@ def router(tmp_path):
         proc.wait(timeout=30)
 
 
+@pytest.mark.e2e
 def test_gitlab_job_runs_as_written(tmp_path, router):
     job = blocks()["gitlab-job"].body
     assert yaml_list(job, "before_script") == ["pip install -e ."]
@@ -165,7 +167,7 @@ def test_gitlab_job_runs_as_written(tmp_path, router):
     assert yaml_value(job, "QUALIFY_ENDPOINT").startswith("https://")
     url, key = router
     env = env_for(tmp_path, QUALIFY_ENDPOINT=url, QUALIFY_API_KEY=key)
-    done = subprocess.run(pytest_argv(command), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    done = run_pytest(*pytest_args(command), cwd=tmp_path, env=env, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert yaml_value(job, "when") == "always"
     assert yaml_list(job, "paths") == ["qualify-evidence/"] and (tmp_path / "qualify-evidence").is_dir()
@@ -180,6 +182,7 @@ def test_gitlab_job_runs_as_written(tmp_path, router):
         assert key.encode() not in path.read_bytes(), f"the API key leaked into {path.name}"
 
 
+@pytest.mark.e2e
 def test_matrix_gives_each_deployment_its_own_job_and_bundle(tmp_path):
     found = blocks()
     matrix = found["matrix"].body
@@ -196,8 +199,7 @@ def test_matrix_gives_each_deployment_its_own_job_and_bundle(tmp_path):
     for entry in entries:
         command = re.sub(r"\$\{\{ matrix\.(\w+) \}\}", lambda m: entry[m[1]], template)
         # Collection resolves the profile and the options without a server.
-        done = subprocess.run(pytest_argv(command) + ["--collect-only", "-q"], cwd=tmp_path, env=env_for(tmp_path),
-                              capture_output=True, text=True, timeout=300)
+        done = run_pytest(*pytest_args(command), "--collect-only", "-q", cwd=tmp_path, env=env_for(tmp_path), timeout=300)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
         assert re.search(r"^\d+ tests collected", done.stdout, re.M) or "tests collected" in done.stdout
         evidence_dirs.add(shlex.split(command)[shlex.split(command).index("--qualify-evidence") + 1])

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
+
+from ..helpers import start_pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 MAIN_JOB = ("--qualify=262k", "--repeat", "3", "--qualify-endpoint", "reference")
@@ -38,6 +40,7 @@ def decided(summary: dict[str, Any]) -> dict[str, Any]:
     return {"keys": sorted(summary), "items": items, "target": target, **rest}
 
 
+@pytest.mark.e2e
 def test_the_main_job_writes_the_same_summary_with_and_without_it(tmp_path):
     runs = {}
     for name in ("with", "without"):
@@ -46,10 +49,8 @@ def test_the_main_job_writes_the_same_summary_with_and_without_it(tmp_path):
         shutil.copy(ROOT / "pyproject.toml", checkout)
         if name == "with":
             shutil.copy(ROOT / "conftest.py", checkout)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "QUALIFY_", "GITHUB_"))}
-        argv = [sys.executable, "-m", "pytest", *MAIN_JOB, "--qualify-evidence", str(checkout / "ev"),
-                "-p", "no:cacheprovider", "--trace-config"]
-        runs[name] = subprocess.Popen(argv, cwd=checkout, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        runs[name] = start_pytest(*MAIN_JOB, "--qualify-evidence", str(checkout / "ev"), "--trace-config",
+                                  cwd=checkout, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     out = {name: proc.communicate(timeout=900)[0] for name, proc in runs.items()}
     assert [runs[n].returncode for n in ("with", "without")] == [0, 0], {n: o[-2000:] for n, o in out.items()}
     assert f"from '{tmp_path / 'with' / 'conftest.py'}'" in out["with"]  # it was loaded

@@ -11,18 +11,18 @@ haystack would only add minutes. The 262k profile's own stage table is checked i
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from pytest_qualify.evidence.bundle import verify_manifest
-from pytest_qualify.evidence.summary import validate
+from pytest_qualify.bundle_format.manifest import verify_manifest
+from pytest_qualify.bundle_format.schema import validate
 
-from ..helpers import write_profile
+from ..helpers import run_pytest, write_profile
+
+pytestmark = pytest.mark.e2e
 
 USAGE_ERROR = 4
 # Preflight's and post-promotion's modules, and window: the module only the full stage runs.
@@ -56,11 +56,8 @@ def qualify(profile: Path, where: Path, *args: str) -> Run:
     where.mkdir(parents=True, exist_ok=True)
     evidence = where / "ev"
     before = set(evidence.iterdir()) if evidence.is_dir() else set()
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--qualify={profile}", "--qualify-endpoint",
-         "reference", "--qualify-evidence", str(evidence), *args],
-        cwd=where, capture_output=True, text=True, timeout=600,
-    )
+    proc = run_pytest(f"--qualify={profile}", "--qualify-endpoint", "reference", "--qualify-evidence", str(evidence),
+                      *args, cwd=where, timeout=600)
     new = sorted(set(evidence.iterdir()) - before) if evidence.is_dir() else []
     return Run(proc.returncode, proc.stdout + proc.stderr, new[0] if new else None)
 

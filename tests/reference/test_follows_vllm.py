@@ -14,7 +14,8 @@ import pytest
 from pytest_qualify.tasks.corpus import load_manifest, malformed_part, media_part
 from pytest_qualify.profiles import load_profile
 from pytest_qualify.reference.faults import Faults
-from pytest_qualify.reference.handler import Handler, ReferenceState
+from pytest_qualify.reference.handler import Handler
+from pytest_qualify.reference.state import ReferenceState
 
 MANIFEST = load_manifest()
 

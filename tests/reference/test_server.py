@@ -13,7 +13,8 @@ import pytest
 
 from pytest_qualify.profiles import load_profile
 from pytest_qualify.reference.faults import FaultError, Faults
-from pytest_qualify.reference.handler import Handler, ReferenceState
+from pytest_qualify.reference.handler import Handler
+from pytest_qualify.reference.state import ReferenceState
 from pytest_qualify.tasks.fixture_data import smoke_questions
 
 PROFILE = load_profile("small")

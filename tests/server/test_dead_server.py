@@ -6,7 +6,6 @@ connection with the server still up is not taken for a death."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -16,7 +15,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ..helpers import SMOKE, QualifyPytest, write_profile
+from ..helpers import QualifyPytest, SMOKE, start_pytest, write_profile
 from ..fake_vllm import answers_health, pid_gone, wait_for
 from pytest_qualify.server.lifecycle import free_port
 DEATH = "server died during {root}test_smoke.py::test_short_answer[rep2of3-q1]: server process (pid {pid}) exited with code 3"
@@ -85,15 +84,14 @@ def test_death_under_xdist_each_worker_fails_fast_with_the_same_reason(qualify_p
             assert float(case.get("time") or 0) < AT_ONCE_S, f"{name} did not fail at once"
 
 
+@pytest.mark.e2e
 def test_run_ends_within_seconds_of_the_death(tmp_path):
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     out_path = tmp_path / "out.txt"
     with open(out_path, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--qualify={write_profile(tmp_path)}",
-             "--qualify-endpoint", "reference", "--qualify-reference-fault", "die_after=2", "--repeat", "3",
-             "--qualify-evidence", str(tmp_path / "ev"), SMOKE],
-            cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, env=env,
+        proc = start_pytest(
+            f"--qualify={write_profile(tmp_path)}", "--qualify-endpoint", "reference", "--qualify-reference-fault",
+            "die_after=2", "--repeat", "3", "--qualify-evidence", str(tmp_path / "ev"), SMOKE,
+            cwd=tmp_path, env={"PYTHONUNBUFFERED": "1"}, stdout=out, stderr=subprocess.STDOUT,
         )
     try:
         assert wait_for(lambda: "server ready at" in out_path.read_text(), 60)
@@ -212,7 +210,11 @@ def test_client_limit_comes_from_the_prompt_size_unless_the_caller_gives_one():
     from dataclasses import replace
     from http.server import ThreadingHTTPServer
 
-    from pytest_qualify.client.endpoint import QualifyClient, RequestTimeout, estimate_prompt_tokens
+    from pytest_qualify.client.endpoint import QualifyClient
+
+    from pytest_qualify.client.errors import RequestTimeout
+
+    from pytest_qualify.client.estimate import estimate_prompt_tokens
     from pytest_qualify.profiles import load_profile
     from pytest_qualify.reference import handler as reference
     from pytest_qualify.reference.faults import Faults

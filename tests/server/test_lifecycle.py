@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ..helpers import write_profile
+from ..helpers import pytester_run, write_profile
 from ..fake_vllm import HERE, event_pid, fake_command, pid_gone, read_events, wait_for
 from pytest_qualify.server.lifecycle import (
     LaunchSpec,
@@ -48,9 +48,9 @@ def launch(pytester: pytest.Pytester, tmp_path: Path, *switches: str, args: tupl
     with pytest.MonkeyPatch.context() as mp:
         for key, value in (env or {}).items():
             mp.setenv(key, value)
-        return pytester.runpytest_subprocess(
+        return pytester_run(pytester,
             f"--qualify={write_profile(tmp_path)}", "--qualify-serve-command", fake_command(*switches),
-            "--qualify-evidence", str(tmp_path / "ev"), "-p", "no:cacheprovider", *args, SMOKE,
+            "--qualify-evidence", str(tmp_path / "ev"), *args, SMOKE,
         )
 
 

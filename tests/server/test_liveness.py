@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from pytest_qualify.server import liveness
-from pytest_qualify.client.endpoint import Answer, EndpointError, RequestTimeout, ServerGone
+from pytest_qualify.client.answer import Answer
+from pytest_qualify.client.errors import EndpointError, RequestTimeout, ServerGone
 from pytest_qualify.profiles import load_profile
 
 PROFILE = load_profile("262k")

@@ -8,13 +8,14 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from ..helpers import write_profile
+from ..helpers import start_pytest, write_profile
+
+pytestmark = pytest.mark.e2e
 from ..fake_vllm import event_pid, fake_command, pid_gone, read_events, wait_for
 from pytest_qualify.server.lifecycle import group_alive
 from pytest_qualify.hooks.collection import suites_dir
@@ -29,11 +30,10 @@ class PytestRun:
     def __init__(self, tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.out_path = tmp_path / "pytest-output.txt"
         self.events = tmp_path / "events"
-        full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "FAKE_VLLM_EVENTS": str(self.events), **(env or {})}
+        full_env = {"PYTHONUNBUFFERED": "1", "FAKE_VLLM_EVENTS": str(self.events), **(env or {})}
         with open(self.out_path, "wb") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v",
-                 "--qualify-evidence", str(tmp_path / "ev"), *args, SMOKE],
+            self.proc = start_pytest(
+                "-v", "--qualify-evidence", str(tmp_path / "ev"), *args, SMOKE,
                 cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, env=full_env,
                 start_new_session=True, preexec_fn=_default_signal_handling,
             )

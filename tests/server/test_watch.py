@@ -14,7 +14,7 @@ import httpx
 import openai
 import pytest
 
-from pytest_qualify.client.endpoint import AuthRejected, EndpointError, RequestTimeout, ServerGone
+from pytest_qualify.client.errors import AuthRejected, EndpointError, RequestTimeout, ServerGone
 from pytest_qualify.hooks.watch import (
     DEATH_FILE, LOG_SECTION, STARTUP_LOG_SECTION, _attach_log_tail, _harness_reason, fail_if_server_gone, split_death,
 )

@@ -48,7 +48,8 @@ def run(qualify_pytest: QualifyPytest, prof: str, *args: str, faults: tuple[str,
             failure = tc.find("error")
         outcome = "failed" if failure is not None else ("skipped" if tc.find("skipped") is not None else "passed")
         props = {p.get("name"): p.get("value") for p in tc.iter("property")}
-        message = failure.get("message", "").removeprefix("Failed: ") if failure is not None else ""
+        # The element text too: pytest 9.2 shortens a long ``message`` attribute.
+        message = ((failure.get("message") or "") + "\n" + (failure.text or "")).removeprefix("Failed: ") if failure is not None else ""
         cases.append(Case(tc.get("name"), outcome, message, props))
     return result, cases
 

@@ -18,7 +18,7 @@ import pytest
 
 from pytest_qualify.evidence.answers import HELD_TITLE
 
-from ..helpers import QualifyPytest, suite, write_profile
+from ..helpers import QualifyPytest, junit_failures, suite, write_profile
 
 TITLE = "Integrity: stream = plain, judged = answering, no result cache"
 
@@ -32,15 +32,8 @@ def _profile(directory: Path, modules: list[str], idle_s: float | None = None) -
 
 
 def _failures(qualify_pytest: QualifyPytest) -> dict[str, str]:
-    """Failed items' ids (``test_x[rep1of1-...]``) and their messages, from JUnit."""
-    out = {}
-    for name, case in qualify_pytest.cases().items():
-        failure = case.find("failure")
-        if failure is None:
-            failure = case.find("error")
-        if failure is not None:
-            out[name.split("::")[-1]] = failure.get("message", "")
-    return out
+    """Failed items' ids (``test_x[rep1of1-...]``) and their full failure text, from JUnit."""
+    return junit_failures(qualify_pytest.junit)
 
 
 def _messages(failures: dict[str, str], test: str) -> str:

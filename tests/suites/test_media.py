@@ -175,10 +175,10 @@ def test_requests_without_media_are_not_answered_here():
 
 def test_reference_reports_media_tokens_per_kind_like_vllm():
     from pytest_qualify.reference import tokenizer
-    from pytest_qualify.reference.handler import _media_tokens
+    from pytest_qualify.reference.shaping import media_tokens
 
     images = [media_part(n) for n in MANIFEST.files_of_kind("image")[:2]]
     video = [media_part(MANIFEST.files_of_kind("video")[0])]
-    assert _media_tokens(_request(images + video + [{"type": "text", "text": "x"}])) == {
+    assert media_tokens(_request(images + video + [{"type": "text", "text": "x"}])) == {
         "image": 2 * tokenizer.IMAGE_TOKENS, "video": tokenizer.VIDEO_TOKENS}
-    assert _media_tokens(_request([{"type": "text", "text": "no media"}])) is None  # vLLM: null
+    assert media_tokens(_request([{"type": "text", "text": "no media"}])) is None  # vLLM: null

@@ -15,8 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_qualify.tasks import corpus
-from pytest_qualify.tasks.corpus import decode_image, decode_video, decoded_file, frame_count, load_manifest, mime_of
+from pytest_qualify.tasks import corpus, media_render
+from pytest_qualify.tasks.corpus import load_manifest, mime_of
+from pytest_qualify.tasks.kind_table import kind_table
+from pytest_qualify.tasks.media_decode import decode_image, decode_video, decoded_file
+from pytest_qualify.tasks.media_render import frame_count
 from pytest_qualify.graders.contract import is_format_failure
 from pytest_qualify.graders.media import grade_item
 
@@ -30,7 +33,7 @@ GENERATION_SECONDS_LIMIT = 20.0  # a few seconds on one core; the margin is for 
 def regenerated(tmp_path_factory) -> tuple[Path, float]:
     out = tmp_path_factory.mktemp("corpus")
     t0 = time.perf_counter()
-    corpus.generate(MANIFEST, out)
+    media_render.generate(MANIFEST, out)
     return out, time.perf_counter() - t0
 
 
@@ -180,10 +183,10 @@ def test_regenerated_file_decodes_like_the_committed_one(regenerated, name):
 def test_generation_is_a_pure_function_of_the_manifest(regenerated, tmp_path):
     out, _ = regenerated
     name = "video-13.mp4"
-    corpus.generate_file(name, MANIFEST.files[name], MANIFEST.colours, tmp_path)
+    media_render.generate_file(name, MANIFEST.files[name], MANIFEST.colours, tmp_path)
     assert _decode(tmp_path / name).fingerprint == _decode(out / name).fingerprint
     changed = {**MANIFEST.files[name], "background": "black"}
-    corpus.generate_file(name, changed, MANIFEST.colours, tmp_path)
+    media_render.generate_file(name, changed, MANIFEST.colours, tmp_path)
     assert _decode(tmp_path / name).fingerprint != _decode(out / name).fingerprint
 
 
@@ -326,7 +329,7 @@ def test_user_message_puts_media_before_the_prompt():
 
 def test_kind_table_counts_items_pass_k_and_attempts():
     rows = [("video", "v1", True), ("video", "v1", False), ("video", "v2", True), ("image", "i1", True), ("mixed", "m1", True)]
-    lines = corpus.kind_table(rows)
+    lines = kind_table(rows)
     assert lines[2].split("|") == ["images      ", " 1/1          ", " 1/1"]
     assert "1/2" in lines[4] and "2/3" in lines[4]  # videos: v1 failed once, so it does not count
     assert lines[-1].startswith("total") and "3/4" in lines[-1] and "4/5" in lines[-1]
