@@ -166,21 +166,15 @@ FAIL_FAULT = "drop_needle"
 
 def reference_bundle(workdir: Path, faults: tuple[str, ...] = (), repeat: int = 2) -> Path:
     """A ``--qualify`` run against the reference server in a subprocess; its one evidence bundle."""
-    import sys
-
-    from pytest_qualify.hooks.collection import suites_dir
-
-    from .helpers import write_profile
+    from .helpers import run_pytest, suite, write_profile
 
     workdir.mkdir(parents=True, exist_ok=True)
     profile = write_profile(workdir, REPORT_MODULES, name="report-html.toml")
     evidence = workdir / "ev"
-    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", f"--qualify={profile}",
-            "--qualify-endpoint", "reference", "--qualify-evidence", str(evidence), "--repeat", str(repeat),
-            *[arg for fault in faults for arg in ("--qualify-reference-fault", fault)],
-            *[str(suites_dir() / f"test_{m}.py") for m in REPORT_MODULES]]
-    env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
-    done = subprocess.run(argv, cwd=workdir, capture_output=True, text=True, timeout=600, env=env)
+    done = run_pytest("-q", f"--qualify={profile}", "--qualify-endpoint", "reference", "--qualify-evidence",
+                      str(evidence), "--repeat", str(repeat),
+                      *[arg for fault in faults for arg in ("--qualify-reference-fault", fault)],
+                      *suite(*REPORT_MODULES), cwd=workdir, timeout=600)
     expected = 1 if faults else 0
     if done.returncode != expected:
         raise RuntimeError(f"the reference run exited {done.returncode}, not {expected}:\n{done.stdout[-4000:]}\n{done.stderr[-2000:]}")

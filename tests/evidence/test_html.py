@@ -56,6 +56,7 @@ def _failed_lane_item(run_dir: Path) -> dict:
 # -- the bundle ------------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("which", ["fail_bundle", "pass_bundle"])
 def test_every_bundle_has_the_page_and_its_data(which, request):
     run_dir: Path = request.getfixturevalue(which)
@@ -75,6 +76,7 @@ def test_every_bundle_has_the_page_and_its_data(which, request):
     assert sorted(r["key"] for r in asked) == sorted(j["key"] for j in journal) and asked
 
 
+@pytest.mark.e2e
 def test_a_failed_lane_items_whole_story_is_in_the_transcripts(fail_bundle):
     item = _failed_lane_item(fail_bundle)
     story = transcripts.by_item(transcripts.read(fail_bundle))[item["nodeid"]]
@@ -97,6 +99,7 @@ def test_a_failed_lane_items_whole_story_is_in_the_transcripts(fail_bundle):
     assert item["failure_kind"] == "fact"
 
 
+@pytest.mark.e2e
 def test_the_page_rebuilds_byte_for_byte_from_the_bundle(fail_bundle, tmp_path):
     copy = tmp_path / "bundle"
     shutil.copytree(fail_bundle, copy)
@@ -112,6 +115,7 @@ def test_the_page_rebuilds_byte_for_byte_from_the_bundle(fail_bundle, tmp_path):
     assert done.returncode == 2 and "not an evidence bundle" in done.stderr
 
 
+@pytest.mark.e2e
 def test_a_secret_in_a_request_never_reaches_the_transcripts_or_the_page(fail_bundle, tmp_path):
     copy = tmp_path / "bundle"
     shutil.copytree(fail_bundle, copy)
@@ -175,6 +179,7 @@ def _check_screenshot(path: Path) -> None:
     assert sum(1 for n in histogram if n) > 40  # text, badges and borders: many shades, not a flat fill
 
 
+@pytest.mark.e2e
 def test_fail_report_in_a_browser(fail_bundle, browser, tmp_path):
     item = _failed_lane_item(fail_bundle)
     story = transcripts.by_item(transcripts.read(fail_bundle))[item["nodeid"]]
@@ -206,6 +211,7 @@ def test_fail_report_in_a_browser(fail_bundle, browser, tmp_path):
     _check_screenshot(tmp_path / "fail.png")
 
 
+@pytest.mark.e2e
 def test_pass_report_in_a_browser(pass_bundle, browser, tmp_path):
     summary = _summary(pass_bundle)
     with browser_page() as page:
@@ -227,6 +233,7 @@ def test_pass_report_in_a_browser(pass_bundle, browser, tmp_path):
     _check_screenshot(tmp_path / "pass.png")
 
 
+@pytest.mark.e2e
 def test_what_the_server_said_is_shown_as_text_never_run(fail_bundle, browser, tmp_path):
     copy = tmp_path / "bundle"
     shutil.copytree(fail_bundle, copy)
