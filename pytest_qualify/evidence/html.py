@@ -58,7 +58,7 @@ details>summary::before{content:"\\25B8";display:inline-block;width:1em;color:va
 .gate .head{background:var(--soft);font-weight:600;border-top:0}
 .gate>details.failing>summary{background:var(--failbg)}
 .items{padding:4px 10px 10px 28px;border-top:1px solid var(--line);background:#fcfcfd}
-details.item{border:1px solid var(--line);border-radius:6px;margin:5px 0;background:var(--bg)}
+details.item{border:1px solid var(--line);border-radius:6px;margin:5px 0;background:var(--bg);scroll-margin-top:96px}
 details.item>summary{padding:4px 8px}details.item.failed>summary{background:var(--failbg)}
 details.item>.body{padding:4px 12px 10px;border-top:1px solid var(--line)}
 .asked{border-left:3px solid var(--line);padding-left:10px;margin:10px 0}
