@@ -79,7 +79,7 @@ class Endpoint:
 
 
 @dataclass(frozen=True)
-class Reply:
+class ProbeReply:
     status: int
     body: Any
 
@@ -97,13 +97,13 @@ class Reply:
         return " ".join(error_message(self.body).split())
 
 
-def _post(ep: Endpoint, body: Mapping[str, Any]) -> Reply:
+def _post(ep: Endpoint, body: Mapping[str, Any]) -> ProbeReply:
     from pytest_qualify.client.errors import EndpointError
 
     try:
-        return Reply(200, ep.post_json("/v1/chat/completions", body))
+        return ProbeReply(200, ep.post_json("/v1/chat/completions", body))
     except EndpointError as exc:
-        return Reply(exc.status, exc.body)
+        return ProbeReply(exc.status, exc.body)
 
 
 def _quote(text: str, limit: int = 120) -> str:

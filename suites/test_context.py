@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_qualify.checks import fail, require, sizing
+from pytest_qualify.evidence.answers import TIMED
 from pytest_qualify.graders.needle import grade_needle
 from pytest_qualify.tasks.haystack import lane_plan, size_lane
 from pytest_qualify.hooks import state_of
@@ -43,7 +44,7 @@ def test_context_retrieval(lane, qualify_client, qualify_ask, qualify_profile, q
 
     needles = {f"{'target' if n.target else 'distractor'} {n.key}": n.value for n in (plan.target, *plan.distractors)}
     answer = qualify_ask(sized.messages, stream=True, timeout_s=qualify_profile.timeouts.for_prompt(lane.prompt_tokens),
-                         marks=needles)
+                         journal_role=TIMED, marks=needles)
 
     prompt_tokens = answer.prompt_tokens
     if prompt_tokens is None:

@@ -56,7 +56,7 @@ def _answered(client, messages, profile, what: str, kind: str) -> None:  # type:
 def test_hostile_requests_refused(kind, qualify_client, qualify_http, qualify_profile, qualify_run, qualify_record,
                                   request):
     profile = qualify_profile
-    target = hostile.Target(profile.deployment.served_name, profile.limits.window_tokens)
+    target = hostile.RequestTarget(profile.deployment.served_name, profile.limits.window_tokens)
     control = [{"role": "user", "content": hostile.data()["base"]["prompts"][0]}]
     _answered(qualify_client, control, profile, "the valid control request before the hostile ones", kind)
 

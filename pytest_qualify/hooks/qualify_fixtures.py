@@ -108,40 +108,22 @@ class Recorder:
             self.finish(answer, tool_turn)
 
     def finish(self, answer: Answer, tool_turn: bool = False) -> None:
-        """The shared visible-answer / finish-state check (graders/finish.py), run on every recorded
-        answer: records ``finish_reason`` and ``finish_check`` ("ok" or why it failed) and fails the
-        test on a bad finish. ``tool_turn``: the turn offered tools, so ``tool_calls`` may end it."""
-        from pytest_qualify.graders.finish import check_finish
-
-        verdict = check_finish(answer, expect_tool=tool_turn)
-        # One pair per item: a failing check fails the test at once, so "ok" means every answer so far.
-        props = self._item.user_properties
-        props[:] = [(k, v) for k, v in props if k not in ("finish_reason", "finish_check")]
-        self.props(finish_reason=answer.finish_reason, finish_check="ok" if verdict.ok else verdict.reason)
-        if not verdict.ok:
-            pytest.fail(f"finish state: {verdict.reason}", pytrace=False)
-        self.contract(answer)
-
-    def contract(self, answer: Answer) -> None:
-        """The integrity rules cheap enough for every answer (graders/integrity.py): a streamed
-        answer's chunk structure, and the visible length within the profile's band for the module.
-        Records ``stream_check`` / ``length_chars`` and fails the test on a breach."""
-        from pytest_qualify.graders.integrity import check_length_band, check_stream_shape
+        """The checks every recorded answer goes through (``graders/answer_checks.py``, one pure
+        function): records what they found (``finish_reason``, ``finish_check``, ``stream_check``,
+        ``length_chars``) and fails the test on the first failure. ``tool_turn``: the turn offered
+        tools, so ``tool_calls`` may end it."""
+        from pytest_qualify.graders.answer_checks import FINISH_PROPERTIES, check_answer
         from pytest_qualify.run import module_of
 
-        if answer.stream is not None:
-            usage_tokens = answer.completion_tokens if answer.usage else None
-            verdict = check_stream_shape(answer.stream, usage_tokens, answer.finish_reason)
-            self.props(stream_check="ok" if verdict.ok else verdict.reason)
-            if not verdict.ok:
-                pytest.fail(f"stream contract: {verdict.reason}", pytrace=False)
         module = module_of(self._item)
         band = self._profile.integrity.band(module) if self._profile is not None and module else None
-        if band is not None and not answer.tool_calls:
-            verdict = check_length_band(answer.content, band.min_chars, band.max_chars, band.module)
-            self.props(length_chars=len(answer.content or ""))
-            if not verdict.ok:
-                pytest.fail(f"length band: {verdict.reason}", pytrace=False)
+        checks = check_answer(answer, tool_turn=tool_turn, band=band)
+        # One finish pair per item: a failing check fails the test at once, so "ok" means every answer so far.
+        props = self._item.user_properties
+        props[:] = [(k, v) for k, v in props if k not in FINISH_PROPERTIES]
+        props.extend(checks.properties)
+        if checks.failure is not None:
+            pytest.fail(checks.failure, pytrace=False)
 
 
 @pytest.fixture
@@ -153,7 +135,7 @@ def qualify_record(request: pytest.FixtureRequest) -> Recorder:
 class Ask(Protocol):
     def __call__(self, prompt: str | list[dict[str, Any]], *, tool_turn: bool = False, salt_suffix: str = "",
                  grade: Callable[[Answer], None] | None = None, check_finish: bool = True,
-                 marks: Mapping[str, str] | None = None, **params: Any) -> Answer: ...
+                 journal_role: str = "answer", marks: Mapping[str, str] | None = None, **params: Any) -> Answer: ...
 
     # The answer journal's key of a request asked this way (evidence/answers.py).
     key: Callable[..., str]
@@ -174,10 +156,12 @@ def qualify_ask(request: pytest.FixtureRequest, qualify_client: QualifyClient, q
     or contract check at all (the integrity module compares answers whatever their finish state).
 
     Every answer is also kept in the run's answer journal (evidence/answers.py), keyed by its
-    request, for the integrity module's comparison of answers to the same request, and with its
-    request in the run's transcripts (evidence/transcripts.py, what report.html shows), as are the
-    slots the item's contract reads. ``marks``: strings whose place in a long prompt the transcript
-    states (a lane's needles), never sent.
+    request and saying its role (``journal_role``, one of ``answers.ROLES``: the integrity
+    module's held samples and re-asks, the context module's timed answers), for the integrity
+    module's comparison of answers to the same request; and with its request in the run's
+    transcripts (evidence/transcripts.py, what report.html shows), as are the slots the item's
+    contract reads. ``marks``: strings whose place in a long prompt the transcript states (a lane's
+    needles), never sent.
     """
 
     def protocol_request(prompt: str | list[dict[str, Any]], salt_suffix: str,
@@ -193,7 +177,7 @@ def qualify_ask(request: pytest.FixtureRequest, qualify_client: QualifyClient, q
         return answers.request_key(*protocol_request(prompt, "", params))
 
     def ask(prompt: str | list[dict[str, Any]], *, tool_turn: bool = False, salt_suffix: str = "",
-            grade: Callable[[Answer], None] | None = None, check_finish: bool = True,
+            grade: Callable[[Answer], None] | None = None, check_finish: bool = True, journal_role: str = "answer",
             marks: Mapping[str, str] | None = None, **params: Any) -> Answer:
         from pytest_qualify.evidence import answers, transcripts
         from pytest_qualify.graders.integrity import RecordedAnswer, parsed_calls
@@ -211,7 +195,7 @@ def qualify_ask(request: pytest.FixtureRequest, qualify_client: QualifyClient, q
         if run is not None:  # a run's journal; a test that fakes the client has none
             answers.append(run.run_dir, key, RecordedAnswer(
                 asker, answer.streamed, answer.content, parsed_calls(answer.tool_calls), answer.finish_reason),
-                salt=request.get("cache_salt"))
+                salt=request.get("cache_salt"), role=journal_role)
             transcripts.append(run.run_dir, transcripts.asked_record(nodeid, key, messages, sent, answer, marks=marks),
                                run.secrets)
         if not check_finish:

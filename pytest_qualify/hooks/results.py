@@ -1,6 +1,6 @@
 """The gate's pytest side: every protocol report folded into the run's item results (on the
 controller, so xdist workers' reports count), the run-level problems pytest knows of, the exit
-status, and the gate's table in the terminal. The evaluation itself is ``gate.py`` (no pytest)."""
+status, and the gate's table in the terminal. The decision itself is ``gate/decide.py`` (no pytest)."""
 
 from __future__ import annotations
 
@@ -9,17 +9,16 @@ from typing import Any
 import pytest
 
 from pytest_qualify.gate import decide as gate_mod
-from pytest_qualify.checks import REASON_KEY
-from pytest_qualify.hooks.collection import REPETITION_KEY
-from pytest_qualify.run import MODULE_KEY, RunState
+from pytest_qualify.run import RunState
 from pytest_qualify.settings import REFERENCE
+from pytest_qualify import properties
 
 
 def reason_of(report: pytest.TestReport) -> str:
     """One line saying why a protocol test did not pass: the test's own reason when it recorded
     one, else the failure's message."""
     for key, value in report.user_properties:
-        if key == REASON_KEY:
+        if key == properties.REASON:
             return str(value)
     if report.skipped and isinstance(report.longrepr, tuple):
         return f"skipped: {report.longrepr[2]}"
@@ -34,7 +33,7 @@ def reason_of(report: pytest.TestReport) -> str:
 def run_problems(session: pytest.Session, state: RunState, exitstatus: int) -> tuple[list[str], list[str]]:
     """What makes the whole run unable to pass, whatever its items did, as (problems, incomplete):
     problems fail the deployment (it died); incomplete leave it unjudged (it never answered, the
-    run was cut short or left part of the protocol out). gate.py decides what each makes of it."""
+    run was cut short or left part of the protocol out). ``gate/decide.py`` decides what each makes of it."""
     problems: list[str] = []
     incomplete: list[str] = []
     if state.startup_error:
@@ -136,7 +135,7 @@ class GateCollector:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props = dict(report.user_properties)
-        module = props.get(MODULE_KEY)
+        module = props.get(properties.MODULE)
         if module is None:
             return
         results = self.state.results
@@ -146,7 +145,7 @@ class GateCollector:
                 nodeid=report.nodeid,
                 module=module,
                 item=str(props.get("item", report.nodeid)),
-                repetition=int(props.get(REPETITION_KEY, 1)),
+                repetition=int(props.get(properties.REPETITION, 1)),
                 repetitions=int(props.get("repetitions", 1)),
                 lane=props.get("lane"),
             )

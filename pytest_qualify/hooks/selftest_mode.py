@@ -1,8 +1,8 @@
 """The gate self-test's pytest side: ``--qualify-selftest`` runs it instead of a qualification
 (from ``pytest_cmdline_main``: no server of its own, no collection), and
 ``--qualify-require-selftest`` finds the self-test a qualification needs before any server starts
-and names it in ``summary.json`` (under ``extra``) and ``report.md``. The logic is in
-``selftest.py`` (no pytest there)."""
+and names it in ``summary.json`` (under ``extra``) and ``report.md``. The logic is in the
+``selftest/`` room (no pytest there)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def run_selftest(config: pytest.Config, settings: Settings) -> int:
     print(f"qualify self-test: profile {profile.name}; {len(cases)} runs against the reference server "
           f"(1 conforming, {len(cases) - 1} faults), {jobs} at a time; {len(left_out)} fault(s) not run", flush=True)
 
-    def progress(o: engine.Outcome) -> None:
+    def progress(o: engine.CaseOutcome) -> None:
         print(f"  {o.case.label:<32} {o.case.module:<16} {o.verdict:<10} {'ok' if o.ok else 'WRONG'}"
               f"  {o.time_s:.1f} s", flush=True)
 

@@ -1,7 +1,7 @@
 """The promotion stage's pytest side: the stage (and the promoted run) resolved at configure, the
 header line, and the served identity read at the start and again at the end of the run. The steps
-(``steps.py``) and the collection call these; the logic is in ``stages.py``, ``identity.py``,
-``promotion.py`` and ``stage_run.py`` (no pytest there)."""
+(``steps.py``) and the collection call these; the logic is in ``promotion/``: ``stages.py``,
+``identity.py``, ``promoted.py`` and ``stage_run.py`` (no pytest there)."""
 
 from __future__ import annotations
 

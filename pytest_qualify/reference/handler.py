@@ -21,6 +21,7 @@ from pytest_qualify.profiles import Profile
 from pytest_qualify.reference import SIMULATED_LABEL, oracle, shaping, tokenizer
 from pytest_qualify.reference.faults import Faults
 from pytest_qualify.reference.state import ReferenceState
+from pytest_qualify.request_key import request_key
 from pytest_qualify.reference.validation import (
     hostile_class, overwindow, parse_json_body, validate_budget, validate_chat,
 )
@@ -185,8 +186,7 @@ class Handler(BaseHTTPRequestHandler):
             validate_budget(body, prompt_tokens, window)
         oracle.admit(req, st.ctx)
         reply = faults.reply(oracle.answer(req, st.ctx), n)
-        result_key = json.dumps({k: v for k, v in body.items() if k not in ("cache_salt", "stream", "stream_options")},
-                                sort_keys=True)
+        result_key = request_key(body)
         cached_result = st.results.get(result_key) if faults.result_cache() else None
 
         cached = st.cache.lookup_and_insert(prompt_ids, body.get("cache_salt"))

@@ -1,7 +1,8 @@
 """The gate self-test's bundle: ``selftest.json``, its in-toto statement and ``SHA256SUMS``.
 
-An evidence writer like the others: the self-test's runs and their judgement are pure
-(``pytest_qualify/selftest.py``); this only renders them into files."""
+Written with the evidence writers' own tools (``evidence/bundle.py``, ``evidence/provenance.py``):
+the self-test's runs and their judgement are pure (``selftest/engine.py``); this only renders
+them into files."""
 
 from __future__ import annotations
 

@@ -81,7 +81,7 @@ class Case:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class CaseOutcome:
     case: Case
     ok: bool
     verdict: str  # the run's verdict: PASS, FAIL, INCOMPLETE, or ERROR when it wrote none
@@ -185,7 +185,7 @@ def _short(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def run_case(case: Case, profile: str, suites: Path, env: Mapping[str, str], workdir: Path) -> Outcome:
+def run_case(case: Case, profile: str, suites: Path, env: Mapping[str, str], workdir: Path) -> CaseOutcome:
     """Run one case in its own folder and judge it."""
     folder = Path(tempfile.mkdtemp(prefix="case-", dir=workdir))
     evidence = folder / "ev"
@@ -195,7 +195,7 @@ def run_case(case: Case, profile: str, suites: Path, env: Mapping[str, str], wor
                               capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
         code = proc.returncode
     except subprocess.TimeoutExpired:
-        return Outcome(case, False, "ERROR", -1, f"the run did not end within {RUN_TIMEOUT_S:g} s", time.monotonic() - start)
+        return CaseOutcome(case, False, "ERROR", -1, f"the run did not end within {RUN_TIMEOUT_S:g} s", time.monotonic() - start)
     elapsed = time.monotonic() - start
     summaries = sorted(evidence.glob("*/summary.json"))
     summary = json.loads(summaries[-1].read_text()) if summaries else None
@@ -203,11 +203,11 @@ def run_case(case: Case, profile: str, suites: Path, env: Mapping[str, str], wor
     if summary is None:
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or [""]
         reason = _short(f"{reason}: {tail[0]}")
-    return Outcome(case, ok, verdict, code, reason, elapsed)
+    return CaseOutcome(case, ok, verdict, code, reason, elapsed)
 
 
-def run_all(cases: Sequence[Case], runner: Callable[[Case], Outcome], jobs: int = DEFAULT_JOBS,
-            progress: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+def run_all(cases: Sequence[Case], runner: Callable[[Case], CaseOutcome], jobs: int = DEFAULT_JOBS,
+            progress: Callable[[CaseOutcome], None] | None = None) -> list[CaseOutcome]:
     """Every case, ``jobs`` at a time, in the table's order."""
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures = [pool.submit(runner, case) for case in cases]
@@ -234,7 +234,7 @@ def versions() -> dict[str, str]:
             "pytest": version("pytest"), "openai": version("openai")}
 
 
-def record(profile: Mapping[str, Any], outcomes: Sequence[Outcome], left_out: Sequence[tuple[FaultRow, str]],
+def record(profile: Mapping[str, Any], outcomes: Sequence[CaseOutcome], left_out: Sequence[tuple[FaultRow, str]],
            started: float, finished: float, run_id: str, jobs: int) -> dict[str, Any]:
     """``selftest.json``."""
     caught_modules = sorted({o.case.module for o in outcomes if o.ok and o.case.fault is not None})
@@ -260,7 +260,7 @@ def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def render_table(outcomes: Sequence[Outcome], left_out: Sequence[tuple[FaultRow, str]]) -> list[str]:
+def render_table(outcomes: Sequence[CaseOutcome], left_out: Sequence[tuple[FaultRow, str]]) -> list[str]:
     """fault | expected module | verdict | reason | time, aligned for the terminal."""
     rows = [("fault", "expected module", "verdict", "time", "reason")]
     for o in outcomes:

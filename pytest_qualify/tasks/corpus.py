@@ -107,7 +107,7 @@ class MalformedCase:
 
 
 @dataclass(frozen=True)
-class ToolCase:
+class MediaToolCase:
     item: str
     prompt: str
     event: str
@@ -127,7 +127,7 @@ class Manifest:
     corpus_dir: str
     admission: Mapping[str, str]
     malformed: tuple[MalformedCase, ...]
-    tool_case: ToolCase
+    tool_case: MediaToolCase
     stream_item: str
 
     def item(self, item_id: str) -> Item:
@@ -176,7 +176,7 @@ def parse_manifest(data: Mapping[str, Any]) -> Manifest:
         corpus_dir=data.get("corpus_dir", "corpus"),
         admission=dict(data["admission"]),
         malformed=tuple(MalformedCase(m["id"], m["part"], m["mime"], dict(m["payload"])) for m in data["malformed"]),
-        tool_case=ToolCase(tc["item"], tc["prompt"], tc["event"], float(tc["tolerance_s"]), tc["function"]),
+        tool_case=MediaToolCase(tc["item"], tc["prompt"], tc["event"], float(tc["tolerance_s"]), tc["function"]),
         stream_item=data["stream_case"]["item"],
     )
     for ref in (manifest.tool_case.item, manifest.stream_item):

@@ -19,11 +19,11 @@ from pytest_qualify.evidence import bundle, junit, report
 from pytest_qualify.evidence.metrics import parse
 from pytest_qualify.evidence.session import CaseRecord
 from pytest_qualify.bundle_format.schema import SummaryError, validate
-from pytest_qualify.evidence.summary import build_summary
 from pytest_qualify.gate.waivers import Waiver, WaiverSet
 from pytest_qualify.profiles import load_profile, module_registry
 from pytest_qualify.redaction import redact_command
 from pytest_qualify.client.timing import Timeline, request_metrics
+from ..judging import judge, summary_of
 
 SECRET = "sk-test-very-secret-0123456789"
 
@@ -61,17 +61,13 @@ def run():
     waivers = WaiverSet((Waiver("test_image[img07]", "caption ambiguity, ticket MM-12", __import__("datetime").date(2099, 1, 1), 1),
                          Waiver("test_gone[*]", "renamed", __import__("datetime").date(2099, 1, 1), 2)),
                         profile.waivable_modules, "waivers.toml")
-    from pytest_qualify.gate.waivers import candidates
-
-    waivers.observe(candidates(results))
-    verdict = gate.evaluate(results, module_registry(), ("smoke", "context", "multimodal"),
-                            waiver_for=waivers.waiver_for)
+    verdict = judge(results, module_registry(), ("smoke", "context", "multimodal"), waivers=waivers)
     cases = {r.nodeid: CaseRecord(r.nodeid, 0.5, "call" if not r.passed else "", f"E   {r.reason}\n{SECRET}")
              for r in results}
     start = parse("vllm:time_to_first_token_seconds_count 0\nvllm:time_to_first_token_seconds_sum 0\n")
     end = parse("vllm:time_to_first_token_seconds_count 6\nvllm:time_to_first_token_seconds_sum 1.2\n"
                 "vllm:prefix_cache_hits_total 16\n")
-    summary = build_summary(
+    summary = summary_of(
         run={"id": "20260101T000000Z-abcdef", "started_at": "2026-01-01T00:00:00+00:00",
              "finished_at": "2026-01-01T00:01:00+00:00", "duration_s": 60.0, "repeat": 3, "workers": 0,
              "tool_version": "0.1.0"},
@@ -81,7 +77,7 @@ def run():
                 "startup_error": None, "died": None},
         profile=profile, verdict=verdict, results=results, cases=cases,
         snapshots={"start": start, "end": end}, metrics_errors={}, metrics_files=["metrics-end.prom", "metrics-start.prom"],
-        waivers=waivers.as_dict(), baseline=None, artifacts={"plot": None, "notes": []},
+        artifacts={"plot": None, "notes": []},
     )
     return summary, cases, verdict
 

@@ -17,9 +17,9 @@ from pytest_qualify.evidence import job_summary, junit
 from pytest_qualify.evidence.session import CaseRecord
 from pytest_qualify.stats import flips, stats_section, wilson
 from pytest_qualify.bundle_format.schema import validate
-from pytest_qualify.evidence.summary import build_summary
 from pytest_qualify.server.lifecycle import free_port
 from pytest_qualify.profiles import load_profile, module_registry
+from ..judging import judge, summary_of
 
 
 # -- Wilson intervals and flips --------------------------------------------------------------------
@@ -85,16 +85,16 @@ def synthetic_summary(n_failures: int = 2) -> tuple[dict, dict]:
         r = gate.ItemResult(f"suites/test_tools.py::test_case[rep1of1-c{i}]", "tools", f"test_case[c{i}]", 1, 1)
         r.record("call", "failed", f"case c{i}: wrong_value: city " + "x" * 300)
         results.append(r)
-    verdict = gate.evaluate(results, module_registry(), ("context",))
+    verdict = judge(results, module_registry(), ("context",))
     cases = {r.nodeid: CaseRecord(r.nodeid, 0.5, "call", 1, "E   AssertionError: long traceback") for r in results
              if not r.passed}
-    summary = build_summary(
+    summary = summary_of(
         run={"id": "run-1", "started_at": "2026-01-01T00:00:00+00:00", "finished_at": "2026-01-01T00:01:00+00:00",
              "duration_s": 60.0, "repeat": 2, "workers": 0, "tool_version": "0.1.0"},
         target={"mode": "reference", "simulated": True, "base_url": None, "launch_command": None,
                 "engine_version": "x", "models": [], "startup_error": None, "died": None},
         profile=profile, verdict=verdict, results=results, cases=cases, snapshots={}, metrics_errors={},
-        metrics_files=[], waivers=None, baseline=None, artifacts={"plot": None, "notes": []},
+        metrics_files=[], artifacts={"plot": None, "notes": []},
     )
     validate(summary)
     return summary, cases

@@ -11,11 +11,12 @@ from pytest_qualify.gate import decide as gate
 from pytest_qualify.evidence import junit, report
 from pytest_qualify.evidence.bundle import write_manifest
 from pytest_qualify.bundle_format.schema import validate
-from pytest_qualify.evidence.summary import build_summary, stage_fields
+from pytest_qualify.evidence.summary import stage_fields
 from pytest_qualify.promotion.identity import Identity
 from pytest_qualify.profiles import load_profile, module_registry
 from pytest_qualify.promotion.promoted import load_promoted
 from pytest_qualify.promotion.stage_run import StageRun
+from ..judging import judge, summary_of
 
 PROFILE = load_profile("262k")
 LIVE = Identity("agents-a1-fp8-mm-262k", "InternScience/Agents-A1-FP8", 262144, "0.23.1rc1.dev1327+gf25953cc5")
@@ -30,8 +31,8 @@ def _summary(stage_name: str, start: Identity = LIVE, end: Identity = LIVE, prom
         results.append(r)
     run = StageRun(stage, promoted=promoted, start=start, end=end)
     problems = run.problems_at_end()
-    verdict = gate.evaluate(results, module_registry(), stage.modules, run_problems=problems, stage=stage)
-    return build_summary(
+    verdict = judge(results, module_registry(), stage.modules, run_problems=problems, stage=stage)
+    return summary_of(
         run={"id": f"run-{stage_name}", "started_at": "2026-07-29T10:00:00+00:00",
              "finished_at": "2026-07-29T10:01:00+00:00", "duration_s": 60.0, "repeat": 1, "workers": 0,
              "tool_version": "0.1.0"},
@@ -40,7 +41,7 @@ def _summary(stage_name: str, start: Identity = LIVE, end: Identity = LIVE, prom
                                                                    "max_model_len": 262144}],
                 "startup_error": None, "died": None},
         profile=PROFILE, verdict=verdict, results=results, cases={}, snapshots={}, metrics_errors={},
-        metrics_files=[], waivers=None, baseline=None, artifacts={"plot": None, "notes": []},
+        metrics_files=[], artifacts={"plot": None, "notes": []},
         **stage_fields(run, verdict),
     )
 

@@ -14,8 +14,9 @@ from ..helpers import pytester_run
 
 from pytest_qualify.gate.slo import check_rows, evaluate_slo
 from pytest_qualify.bundle_format.schema import validate
-from pytest_qualify.gate.decide import FAIL, INCOMPLETE, PASS, evaluate
+from pytest_qualify.gate.decide import FAIL, INCOMPLETE, PASS
 from pytest_qualify.profiles import LaneSlo, ProfileError, Slo, builtin_profiles, load_profile, module_registry
+from ..judging import judge
 
 
 def small_text() -> str:
@@ -111,9 +112,9 @@ def test_a_limit_with_nothing_measured_leaves_the_run_incomplete_never_passed():
     from pytest_qualify.gate.decide import ItemResult
 
     ok = ItemResult("suites/test_context.py::test_lane[1K]", "context", "test_lane[1K]", 1, 1, "1K")
-    assert evaluate([ok], module_registry(), ["context"], checks=check_rows(rows)).verdict == INCOMPLETE
+    assert judge([ok], module_registry(), ["context"], checks=check_rows(rows)).verdict == INCOMPLETE
     measured_only = [r for r in rows if r["measured"] is not None]
-    assert evaluate([ok], module_registry(), ["context"], checks=check_rows(measured_only)).verdict == PASS
+    assert judge([ok], module_registry(), ["context"], checks=check_rows(measured_only)).verdict == PASS
 
 
 def test_no_slo_no_rows():

@@ -17,6 +17,7 @@ from pytest_qualify.gate.waivers import (
     Candidate, Waiver, WaiverError, WaiverSet, hard_module_conflicts, item_ids, load_waivers, without_repetition,
 )
 from pytest_qualify.profiles import module_registry
+from ..judging import judge
 
 TODAY = dt.date(2026, 7, 29)
 
@@ -131,7 +132,7 @@ def test_gate_counts_a_waived_failure_and_lists_it():
     ws = WaiverSet((w("test_x[v7]"),), ("multimodal",))
     results = [result("a.py::test_x[rep1of1-v7]", "multimodal", "test_x[v7]"),
                result("a.py::test_x[rep1of1-v1]", "multimodal", "test_x[v1]", "passed")]
-    verdict = gate.evaluate(results, module_registry(), ("multimodal",), waiver_for=ws.waiver_for)
+    verdict = judge(results, module_registry(), ("multimodal",), waivers=ws)
     assert verdict.passed
     assert [r.item for r in verdict.waived] == ["test_x[v7]"]
     assert verdict.rows[0].result == "1/2 (1 waived)"

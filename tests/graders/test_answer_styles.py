@@ -8,7 +8,7 @@ one that accepts a near miss lets a broken one through. Each reply is graded by 
 suite makes, on the suite's own fixture data and contract.
 
 The multimodal, media admission, diff and triage sections below are kept as they were; they move to
-tests/test_answer_styles_structured.py, and the corpus check here covers the contract modules.
+tests/graders/test_answer_styles_structured.py, and the corpus check here covers the contract modules.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from ..helpers import Styles
 from pytest_qualify.tasks import fixture_data
 from pytest_qualify.client.answer import Answer
 from pytest_qualify.graders import Verdict
-from pytest_qualify.graders.contract import is_format_failure
 from pytest_qualify.graders.finish import check_finish
 from pytest_qualify.graders.json_output import check_json_answer
 from pytest_qualify.graders.needle import grade_needle
@@ -485,7 +484,7 @@ INTEGRITY = Styles(
 
 
 CORPUS = (SMOKE, JSON, CONTEXT, WINDOW, TOOL_STYLES, RECALL, REASONING, FINISH, ROBUSTNESS, INTEGRITY)
-# The structured modules' corpus lives in tests/test_answer_styles_structured.py.
+# The structured modules' corpus lives in tests/graders/test_answer_styles_structured.py.
 STRUCTURED = ("multimodal", "media_admission", "diff", "triage")
 CORRECT = [(s, a) for s in CORPUS for a in s.correct]
 NEAR_MISSES = [(s, a, why) for s in CORPUS for a, why in s.near_misses]
@@ -515,4 +514,4 @@ def test_near_miss_fails_with_its_reason(styles, answer, why):
     assert not verdict.ok, f"accepted: {verdict.reason}"
     assert why in verdict.reason, verdict.reason
     # A near miss marked as a format failure is one, and a wrong value is never called one.
-    assert is_format_failure(verdict.reason) is why.startswith(FORMAT), verdict.reason
+    assert verdict.is_format is why.startswith(FORMAT), verdict.reason

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from pytest_qualify.graders.contract import (
-    Accept, Contract, FormatError, block_slot, compare, grade, is_format_failure, json_slot, line_slot, reply_slot,
+    Accept, Contract, FormatError, block_slot, compare, grade, json_slot, line_slot, reply_slot,
 )
 
 PARIS = Contract("reply", Accept(("Paris",)), value_hint="one word")
@@ -43,7 +43,7 @@ def test_whole_reply_tolerates_formatting_noise(reply):
 def test_whole_reply_rejects_anything_but_the_value(reply, fmt):
     verdict = grade(reply, PARIS)
     assert not verdict.ok
-    assert is_format_failure(verdict.reason) is fmt, verdict.reason
+    assert verdict.is_format is fmt, verdict.reason
 
 
 @pytest.mark.parametrize("reply", [
@@ -72,7 +72,7 @@ def test_answer_line_reads_only_the_last_line(reply):
 def test_answer_line_rejections(reply, fmt):
     verdict = grade(reply, SUM)
     assert not verdict.ok
-    assert is_format_failure(verdict.reason) is fmt, verdict.reason
+    assert verdict.is_format is fmt, verdict.reason
 
 
 def test_json_slot_fields_are_graded_each_in_its_own_field():
@@ -81,7 +81,7 @@ def test_json_slot_fields_are_graded_each_in_its_own_field():
     assert grade("```json\n" + good + "\n```", HOTELS).ok
     assert grade("Here you go:\n" + good, HOTELS).ok
     swapped = grade('{"my_hotel": "Hotel Aurelia", "sister_hotel": "Hotel Aurora"}', HOTELS)
-    assert not swapped.ok and not is_format_failure(swapped.reason)
+    assert not swapped.ok and not swapped.is_format
     assert "my_hotel" in swapped.reason and "sister_hotel" in swapped.reason
 
 
@@ -95,7 +95,7 @@ def test_json_slot_fields_are_graded_each_in_its_own_field():
 ])
 def test_json_slot_format_failures(reply):
     verdict = grade(reply, HOTELS)
-    assert not verdict.ok and is_format_failure(verdict.reason), verdict.reason
+    assert not verdict.ok and verdict.is_format, verdict.reason
 
 
 def test_number_rules_are_data():
@@ -217,7 +217,7 @@ def test_a_question_states_its_contract_and_grades_only_its_slot():
     assert "<" not in q.prompt  # no placeholder for a model to copy
     assert q.grade("12 + 30 = 42, not 43.\nANSWER: 42").ok
     assert not q.grade("12 + 30 = 42. Wait, no: 43.").ok
-    assert is_format_failure(q.grade("12 + 30 = 42. Wait, no: 43.").reason)
+    assert q.grade("12 + 30 = 42. Wait, no: 43.").is_format
 
 
 # -- line ends, whitespace, hedges and struck-out values (found by writing replies to the prompts) -----
@@ -255,7 +255,7 @@ def test_line_ends_and_trailing_whitespace_never_change_a_verdict(case, line_end
     reply, contract = case
     plain, noisy = grade(reply, contract), grade(_rewritten(reply, line_end, trailing), contract)
     assert noisy.ok == plain.ok, (noisy.reason, plain.reason)
-    assert is_format_failure(noisy.reason) == is_format_failure(plain.reason), (noisy.reason, plain.reason)
+    assert noisy.is_format == plain.is_format, (noisy.reason, plain.reason)
 
 
 @given(_VALUE, st.sampled_from(["~{}", "~~{}~~", "{}?", "~ {}", "{} (or {}x)", "{}, {}x"]))
@@ -323,3 +323,21 @@ def test_invisible_characters_and_fullwidth_labels_are_noise():
     assert grade("ANSWER\uff1a42", SUM).ok
     assert not grade("ANSWER\uff1a43", SUM).ok
     assert not grade("ANSWER: 42\nANSWER\uff1a43", SUM).ok  # still two answer lines
+
+
+def test_a_format_failure_travels_as_a_field_and_keeps_its_words():
+    # The kind is the verdict's field; the reason still says "format:" for the reader.
+    missing = grade("no answer line here", SUM)
+    assert missing.kind == "format" and missing.is_format and missing.reason.startswith("format: ")
+    wrong = grade("ANSWER: 41", SUM)
+    assert not wrong.ok and wrong.kind == "fact" and not wrong.is_format
+    assert grade("ANSWER: 42", SUM).kind is None
+    # Rewording (naming the case) keeps the kind; a reason that merely mentions "format:" is no kind.
+    assert missing.reworded(f"case 3: {missing.reason}").kind == "format"
+    from pytest_qualify.graders import Verdict
+
+    assert Verdict.reject("the model said 'format: none'").kind == "fact"
+    assert Verdict.all_failed([wrong, missing]).kind == "format"
+    assert Verdict.all_failed([wrong, wrong]).kind == "fact"
+    with pytest.raises(ValueError):
+        Verdict(False, "x", "typo")

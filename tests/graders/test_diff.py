@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_qualify.tasks.fixture_data import diff_cases
-from pytest_qualify.graders.contract import FormatError, is_format_failure
+from pytest_qualify.graders.contract import FormatError
 from pytest_qualify.graders.diff import (
     apply_diff, diff_slot, first_difference, grade_diff_answer, same_file, strip_level,
 )
@@ -91,7 +91,7 @@ def test_git_headers_are_part_of_the_diff():
 ])
 def test_prose_around_the_diff_is_a_format_failure(wrap, why):
     verdict = grade_diff_answer(wrap(make_diff(PY)), PY.source, PY.path, PY.expected)
-    assert not verdict.ok and is_format_failure(verdict.reason) and why in verdict.reason, verdict.reason
+    assert not verdict.ok and verdict.is_format and why in verdict.reason, verdict.reason
 
 
 def test_blank_context_lines_without_their_space_are_kept():
@@ -154,7 +154,7 @@ def test_diff_of_another_file_fails():
 ])
 def test_answers_without_a_diff(content, why):
     verdict = grade_diff_answer(content, PY.source, PY.path, PY.expected)
-    assert not verdict.ok and is_format_failure(verdict.reason) and why in verdict.reason, verdict.reason
+    assert not verdict.ok and verdict.is_format and why in verdict.reason, verdict.reason
 
 
 def test_the_same_file_patched_twice_is_for_git_to_refuse():
@@ -167,7 +167,7 @@ def test_a_hunk_that_ends_early_goes_to_git_not_to_the_format_check():
     bad = re.sub(r"^@@ -(\d+),(\d+) \+(\d+),(\d+)", lambda m: f"@@ -{m.group(1)},{int(m.group(2)) - 2} +{m.group(3)},{m.group(4)}",
                  make_diff(PY), count=1, flags=re.M)
     verdict = grade_diff_answer(bad, PY.source, PY.path, PY.expected)
-    assert not verdict.ok and not is_format_failure(verdict.reason) and "git apply" in verdict.reason, verdict.reason
+    assert not verdict.ok and not verdict.is_format and "git apply" in verdict.reason, verdict.reason
 
 
 def test_same_file_ignores_only_trailing_whitespace():

@@ -15,7 +15,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_qualify.tasks.corpus import load_manifest
-from pytest_qualify.graders.contract import is_format_failure
 from pytest_qualify.graders.media import (
     grade_count,
     grade_event_call,
@@ -50,7 +49,7 @@ def test_three_red_circles_with_their_rows_in_a_preamble_are_accepted():
 def test_squares_and_flashes_swapped_into_each_others_field_are_rejected():
     # "2 squares, 5 flashes" (truth: 5 squares, 2 flashes) was accepted: both numbers were present.
     verdict = _grade(MIXED, {"black_squares": 2, "white_flashes": 5})
-    assert not verdict.ok and not is_format_failure(verdict.reason)
+    assert not verdict.ok and not verdict.is_format
     assert "field 'black_squares' is '2', expected '5'" in verdict.reason
     assert "field 'white_flashes' is '5', expected '2'" in verdict.reason
 
@@ -71,7 +70,7 @@ def test_an_interval_within_the_tolerance_is_accepted(start, end):
 ])
 def test_a_hedged_or_wrong_interval_is_a_miss(start, end, why):
     verdict = _grade(EVENT, {"event": "alert", "start_s": start, "end_s": end})
-    assert not verdict.ok and why in verdict.reason and not is_format_failure(verdict.reason), verdict.reason
+    assert not verdict.ok and why in verdict.reason and not verdict.is_format, verdict.reason
 
 
 def test_an_exact_interval_cannot_fail_for_a_missing_word_any_more():
@@ -81,7 +80,7 @@ def test_an_exact_interval_cannot_fail_for_a_missing_word_any_more():
     assert _grade(EVENT, {"start_s": 2, "end_s": 3, "event": "ALERT"}).ok
     # ... and one without the event field is told so as a format failure, not as a wrong fact.
     verdict = _grade(EVENT, {"start_s": 2, "end_s": 3})
-    assert is_format_failure(verdict.reason) and "'event' is a required property" in verdict.reason
+    assert verdict.is_format and "'event' is a required property" in verdict.reason
     # Nothing outside the object is read: the interval in a preamble neither helps nor hurts.
     assert _grade(EVENT, 'Banner visible 2-3 s:\n{"event": "alert", "start_s": 2, "end_s": 3}').ok
     assert not _grade(EVENT, "The banner shows ALERT from 2 to 3 seconds.").ok
@@ -122,7 +121,7 @@ def test_count_forms_accepted(reply):
 ])
 def test_count_near_misses_rejected(reply, why, fmt):
     verdict = _grade(CIRCLES, reply)
-    assert not verdict.ok and why in verdict.reason and is_format_failure(verdict.reason) == fmt, verdict.reason
+    assert not verdict.ok and why in verdict.reason and verdict.is_format == fmt, verdict.reason
     assert verdict.reason.startswith("item image-01: ")
 
 
@@ -154,7 +153,7 @@ def test_prop_any_key_order_and_whitespace_is_accepted(item, data):
 def test_prop_swapped_fields_are_a_miss(item):
     a, b = list(item.answer)
     verdict = _grade(item, {a: item.answer[b], b: item.answer[a]})
-    assert not verdict.ok and not is_format_failure(verdict.reason)
+    assert not verdict.ok and not verdict.is_format
 
 
 @PROPERTY
@@ -168,7 +167,7 @@ def test_prop_interval_tolerance(start, end):
 @given(st.text(max_size=3).filter(lambda s: not s.strip()))
 def test_prop_blank_answers_are_format_failures(blank):
     verdict = _grade(EVENT, blank)
-    assert not verdict.ok and is_format_failure(verdict.reason)
+    assert not verdict.ok and verdict.is_format
 
 
 # -- the count at the media limit: the whole reply is the number ---------------------------------------

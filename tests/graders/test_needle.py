@@ -7,7 +7,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_qualify.graders.contract import is_format_failure
 from pytest_qualify.graders.needle import grade_needle
 from pytest_qualify.tasks.haystack import needle_spec
 
@@ -45,13 +44,13 @@ def test_rejects_anything_but_the_value(answer, why):
     verdict = grade(answer)
     assert not verdict.ok and why in verdict.reason
     assert "4417236" in verdict.reason and "'amber'" in verdict.reason
-    assert not is_format_failure(verdict.reason)
+    assert not verdict.is_format
 
 
 @pytest.mark.parametrize("answer", [None, "", "   \n\t", "4417236\n\nIt is in the third paragraph."])
 def test_no_single_value_is_a_format_failure(answer):
     verdict = grade(answer)
-    assert not verdict.ok and is_format_failure(verdict.reason), verdict.reason
+    assert not verdict.ok and verdict.is_format, verdict.reason
 
 
 CODE = next(t for t in needle_spec().templates if t.kind == "code").contract("QXT-4821")

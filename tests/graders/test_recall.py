@@ -10,7 +10,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_qualify.tasks.fixture_data import recall_fixtures
-from pytest_qualify.graders.contract import is_format_failure
 from pytest_qualify.graders.recall import grade_recall
 
 FIXTURES = recall_fixtures()
@@ -37,7 +36,7 @@ def test_each_conversation_states_its_contract_and_passes_its_truth(conv):
 def test_each_near_miss_in_its_field_is_a_named_miss(conv):
     for name, value in conv.near_misses.items():
         verdict = grade(conv, {**conv.truth, name: value})
-        assert not verdict.ok and not is_format_failure(verdict.reason)
+        assert not verdict.ok and not verdict.is_format
         assert f"field {name!r} holds the near-miss value" in verdict.reason
 
 
@@ -45,7 +44,7 @@ def test_the_issue_examples():
     # Swapped attribution: my sister's hotel given as mine, in prose or in the fields.
     prose = "Your sister is at the Hotel Aurelia and you're at the Hotel Aurora, booking KX7-42Q, budget 2,350 euros."
     verdict = grade(TRIP, prose)
-    assert not verdict.ok and is_format_failure(verdict.reason)
+    assert not verdict.ok and verdict.is_format
     swapped = {**TRIP.truth, "my_hotel": "Hotel Aurora", "sister_hotel": "Hotel Aurelia"}
     verdict = grade(TRIP, swapped)
     assert not verdict.ok and "field 'my_hotel' is 'Hotel Aurora'" in verdict.reason
@@ -74,7 +73,7 @@ def test_accepted_forms_are_the_fixture_data(value):
 def test_misses_and_format_failures(value, why, fmt):
     verdict = grade(LAB, value)
     assert not verdict.ok and why in verdict.reason
-    assert is_format_failure(verdict.reason) is fmt, verdict.reason
+    assert verdict.is_format is fmt, verdict.reason
 
 
 @given(st.integers(min_value=-200, max_value=200))

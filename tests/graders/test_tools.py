@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 
 from pytest_qualify.client.answer import ToolCall
 from pytest_qualify.tasks.fixture_data import tool_fixtures
-from pytest_qualify.graders.contract import is_format_failure
 from pytest_qualify.graders.tools import (
     ExpectedCall, RawCall, call_in_text, canonical_arguments, grade_call, grade_calls, grade_no_call,
     grade_stream_shape, normalize_string, same_calls,
@@ -172,8 +171,8 @@ def test_no_calls_but_a_call_written_as_text():
     content = 'I will look that up.\n```json\n{"name": "get_weather", "arguments": {"city": "Lisbon"}}\n```'
     verdict = grade_calls([], (WEATHER,), SCHEMAS, content)
     assert not verdict.ok and "wrong_count" in verdict.reason and "written as text" in verdict.reason
-    assert is_format_failure(verdict.reason)  # the call is in the wrong channel: the contract's form, not a fact
-    assert not is_format_failure(grade_calls([], (WEATHER,), SCHEMAS, "It is sunny in Lisbon.").reason)
+    assert verdict.is_format  # the call is in the wrong channel: the contract's form, not a fact
+    assert not grade_calls([], (WEATHER,), SCHEMAS, "It is sunny in Lisbon.").is_format
     assert call_in_text('<tool_call>{"name": "f", "arguments": "{}"}</tool_call>') == RawCall("f", "{}")
     assert call_in_text('{"function": {"name": "g", "parameters": {"a": 1}}}') == RawCall("g", '{"a": 1}')
     assert call_in_text("The answer is {not json}.") is None

@@ -10,7 +10,6 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from pytest_qualify.tasks.fixture_data import triage_incidents
-from pytest_qualify.graders.contract import is_format_failure
 from pytest_qualify.graders.triage import evidence_lines, grade_triage
 
 # Examples are judged by their outcome only: a loaded CI machine must not fail a slow one.
@@ -116,7 +115,7 @@ def test_accepted(content):
 ])
 def test_misses(answer, why):
     verdict = grade_triage(as_json(answer), POOL)
-    assert not verdict.ok and why in verdict.reason and not is_format_failure(verdict.reason), verdict.reason
+    assert not verdict.ok and why in verdict.reason and not verdict.is_format, verdict.reason
 
 
 @pytest.mark.parametrize("content, why", [
@@ -131,7 +130,7 @@ def test_misses(answer, why):
 ])
 def test_format_failures(content, why):
     verdict = grade_triage(content, POOL)
-    assert not verdict.ok and is_format_failure(verdict.reason) and why in verdict.reason, verdict.reason
+    assert not verdict.ok and verdict.is_format and why in verdict.reason, verdict.reason
 
 
 def test_every_miss_is_named():
@@ -154,7 +153,7 @@ def test_property_truncated_json_is_a_format_failure(incident, cut):
     text = json.dumps(truth(incident))
     prefix = text[: cut % len(text)]  # every proper prefix, including the empty one
     verdict = grade_triage(prefix, incident)
-    assert not verdict.ok and is_format_failure(verdict.reason)
+    assert not verdict.ok and verdict.is_format
 
 
 @given(incident=st.sampled_from(INCIDENTS), data=st.data())

@@ -18,7 +18,8 @@ PACKAGE = Path(pytest_qualify.__file__).parent
 
 # Bottom up. A room may import its own floor and the floors below it, never one above.
 FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("ground", ("__init__", "datafile", "redaction", "repetition", "stats", "bundle_format")),
+    ("ground", ("__init__", "datafile", "redaction", "repetition", "properties", "request_key", "stats",
+                "bundle_format")),
     ("promotion", ("promotion",)),
     ("configuration", ("profiles", "settings")),
     ("pure rooms", ("graders", "tasks", "client", "gate")),

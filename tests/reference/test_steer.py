@@ -22,6 +22,8 @@ from pytest_qualify.reference.steer import (
     kept_for_cut, raised_max_tokens, regex_escape, render_tool_calls, request_key, steered_body, text_constraint,
 )
 
+from ..judging import judge
+
 DIFF = "--- a/app.py\n+++ b/app.py\n@@ -1,2 +1,2 @@\n-x = (1 + 2) * 3\n+x = [1, 2]\n \tdone = True\n"
 
 
@@ -301,12 +303,12 @@ def _item(outcome: str) -> gate_mod.ItemResult:
 def test_void_answers_make_failed_items_incomplete_but_a_dead_server_still_fails():
     modules = module_registry()
     void = ["steering: request 2 ...: forced answer did not hold"]
-    verdict = gate_mod.evaluate([_item("failed")], modules, ["smoke"], answers_void=void)
+    verdict = judge([_item("failed")], modules, ["smoke"], answers_void=void)
     assert verdict.verdict == gate_mod.INCOMPLETE and verdict.incomplete == tuple(void)
-    assert gate_mod.evaluate([_item("passed")], modules, ["smoke"], answers_void=void).verdict == gate_mod.INCOMPLETE
-    died = gate_mod.evaluate([_item("failed")], modules, ["smoke"], answers_void=void, run_problems=["server died"])
+    assert judge([_item("passed")], modules, ["smoke"], answers_void=void).verdict == gate_mod.INCOMPLETE
+    died = judge([_item("failed")], modules, ["smoke"], answers_void=void, run_problems=["server died"])
     assert died.verdict == gate_mod.FAIL
-    assert gate_mod.evaluate([_item("failed")], modules, ["smoke"]).verdict == gate_mod.FAIL
+    assert judge([_item("failed")], modules, ["smoke"]).verdict == gate_mod.FAIL
 
 
 # -- the launch path, end to end, with the fake vLLM (the oracles' answers, no constraint applied) ---

@@ -25,7 +25,7 @@ from pytest_qualify.reference.validation import HOSTILE_CLASSES, validate_chat
 
 ROBUSTNESS = str(suites_dir() / "test_robustness.py")
 PROFILE = load_profile("small")
-TARGET = hostile.Target(PROFILE.deployment.served_name, PROFILE.limits.window_tokens)
+TARGET = hostile.RequestTarget(PROFILE.deployment.served_name, PROFILE.limits.window_tokens)
 SETTINGS = settings(max_examples=60, suppress_health_check=list(HealthCheck))
 
 

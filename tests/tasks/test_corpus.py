@@ -20,7 +20,6 @@ from pytest_qualify.tasks.corpus import load_manifest, mime_of
 from pytest_qualify.tasks.kind_table import kind_table
 from pytest_qualify.tasks.media_decode import decode_image, decode_video, decoded_file
 from pytest_qualify.tasks.media_render import frame_count
-from pytest_qualify.graders.contract import is_format_failure
 from pytest_qualify.graders.media import grade_item
 
 MANIFEST = load_manifest()
@@ -149,9 +148,9 @@ def test_each_field_is_load_bearing(item):
     # A wrong value in any one field is a miss; any one field left out is a format failure.
     for name, value in item.answer.items():
         wrong = _grade(item, json.dumps({**item.answer, name: _wrong(value)}))
-        assert not wrong.ok and not is_format_failure(wrong.reason) and f"field {name!r}" in wrong.reason, (item.id, name)
+        assert not wrong.ok and not wrong.is_format and f"field {name!r}" in wrong.reason, (item.id, name)
         missing = _grade(item, json.dumps({k: v for k, v in item.answer.items() if k != name}))
-        assert not missing.ok and is_format_failure(missing.reason) and name in missing.reason, (item.id, name)
+        assert not missing.ok and missing.is_format and name in missing.reason, (item.id, name)
 
 
 # -- regeneration: deterministic, quick, equal to the committed files --------------------------------
