@@ -1,7 +1,7 @@
 """What the test files share: a profile builder, the protocol suite files, the one way an inner pytest
-starts (:func:`pytest_command`, run by :func:`run_pytest`, :func:`start_pytest` and
-:class:`QualifyPytest`), and JUnit read back by element text. Test files import it (``from .helpers import write_profile``), never
-``conftest``: a relative import of the ``tests`` package works under every ``--import-mode``,
+starts (:func:`pytest_command`, run by :func:`run_pytest`, :func:`start_pytest`, :func:`pytester_run`
+and :class:`QualifyPytest`), and JUnit read back by element text. Test files import it
+(``from ..helpers import write_profile``), never ``conftest``: a relative import of the ``tests`` package works under every ``--import-mode``,
 including ``importlib``, which puts nothing on ``sys.path``. The fixtures that wrap these helpers
 (``profile_file``, ``qualify_pytest``) stay in ``tests/conftest.py``.
 """
@@ -173,7 +173,7 @@ class QualifyPytest:
         return {f"{c.get('classname')}::{c.get('name')}": c for c in root.iter("testcase")}
 
 
-# -- the answer-style corpus (tests/test_answer_styles.py, tests/test_answer_styles_structured.py) --
+# -- the answer-style corpus (tests/graders/test_answer_styles.py, tests/graders/test_answer_styles_structured.py) --
 
 
 @dataclass(frozen=True)

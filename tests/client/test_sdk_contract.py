@@ -1,8 +1,8 @@
 """The one private attribute of the openai SDK the client relies on, held to the installed SDK.
 
 The SDK's ``Stream`` ends its iteration on ``data: [DONE]`` and on a closed connection alike, so the
-client (``pytest_qualify/client/endpoint.py``, ``_watch_for_done``) wraps the stream's private
-``_iter_events`` to see the ``[DONE]`` event pass. Held for openai 1.40 (pyproject's lowest, run by
+client (``pytest_qualify/client/stream.py``, ``watch_for_done``) wraps the stream's private
+``_iter_events`` to see the ``[DONE]`` event pass. Held for openai 1.55.3 (pyproject's lowest, run by
 .ci/versions-lane) through 3.57 (.ci/constraints.txt). If a release renames the attribute or stops
 reading its events through it, the client reports ``done`` as unknown (None) and the integrity
 module's "ends with [DONE]" rule cannot judge: these tests fail first, naming the SDK version.
@@ -21,7 +21,7 @@ def test_the_sdk_stream_has_the_private_iter_events_the_client_wraps():
     events = getattr(openai.Stream, "_iter_events", None)
     assert callable(events), (
         f"{SDK}: openai.Stream._iter_events is gone; the client's [DONE] watch "
-        "(pytest_qualify/client/endpoint.py, _watch_for_done) no longer sees the end of a stream")
+        "(pytest_qualify/client/stream.py, watch_for_done) no longer sees the end of a stream")
 
 
 def test_the_sdk_reads_its_events_through_it_and_the_watch_sees_done():

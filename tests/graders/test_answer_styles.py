@@ -8,7 +8,7 @@ one that accepts a near miss lets a broken one through. Each reply is graded by 
 suite makes, on the suite's own fixture data and contract.
 
 The multimodal, media admission, diff and triage sections below are kept as they were; they move to
-tests/test_answer_styles_structured.py, and the corpus check here covers the contract modules.
+tests/graders/test_answer_styles_structured.py, and the corpus check here covers the contract modules.
 """
 
 from __future__ import annotations
@@ -484,7 +484,7 @@ INTEGRITY = Styles(
 
 
 CORPUS = (SMOKE, JSON, CONTEXT, WINDOW, TOOL_STYLES, RECALL, REASONING, FINISH, ROBUSTNESS, INTEGRITY)
-# The structured modules' corpus lives in tests/test_answer_styles_structured.py.
+# The structured modules' corpus lives in tests/graders/test_answer_styles_structured.py.
 STRUCTURED = ("multimodal", "media_admission", "diff", "triage")
 CORRECT = [(s, a) for s in CORPUS for a in s.correct]
 NEAR_MISSES = [(s, a, why) for s in CORPUS for a, why in s.near_misses]

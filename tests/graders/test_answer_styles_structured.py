@@ -4,7 +4,7 @@ under the answer contract: per module, correct replies written the way capable m
 strings, a unit after seconds) that must pass, and near misses (a wrong value in a field, a hedge in
 a field, swapped fields, a missing field, two JSON objects, prose instead of the contract) that must
 fail for the stated reason. Each reply is graded by the same call its suite makes, on the suite's
-own data. (The other modules' corpus lives in tests/test_answer_styles.py.)
+own data. (The other modules' corpus lives in tests/graders/test_answer_styles.py.)
 """
 
 from __future__ import annotations

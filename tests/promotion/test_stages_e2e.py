@@ -6,7 +6,7 @@ The runs use the small profile cut to the modules the stages name (``STAGE_MODUL
 tested is the stage path (selection, identity at both ends, the promoted-run link, the verdict word,
 exit status, xdist hand-over), which is the same on a 4,096-token window as on 262,144; a 240K
 haystack would only add minutes. The 262k profile's own stage table is checked in process
-(``tests/test_stages.py``)."""
+(``tests/promotion/test_stages.py``)."""
 
 from __future__ import annotations
 
