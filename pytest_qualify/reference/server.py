@@ -23,6 +23,7 @@ from typing import Any
 from pytest_qualify.profiles import Profile
 from pytest_qualify.reference import SIMULATED_LABEL, oracle, tokenizer
 from pytest_qualify.reference.faults import Faults
+from pytest_qualify.reference.scheduler import Scheduler
 from pytest_qualify.reference.validation import (
     hostile_class, overwindow, parse_json_body, validate_budget, validate_chat,
 )
@@ -90,6 +91,7 @@ class ReferenceState:
         self.ctx = oracle.OracleContext(profile, faults)
         self.metrics = Metrics(profile.deployment.served_name)
         self.cache = PrefixCache("ignore_cache_salt" in faults)
+        self.scheduler = Scheduler(profile.limits.max_num_seqs, faults, self.metrics)
         self.chat_requests = 0
         self.lock = threading.Lock()
         # The result_cache fault's response cache: request body without its cache_salt -> answer.
@@ -193,7 +195,8 @@ class Handler(BaseHTTPRequestHandler):
             if self.path == "/tokenize":
                 self._tokenize(body)
             elif self.path == "/v1/chat/completions":
-                self._chat(body)
+                with self.state.scheduler.seat(self):  # the queue and the batch (scheduler.py)
+                    self._chat(body)
             else:
                 self._error(404, f"not found: {self.path}", "NotFoundError")
         except oracle.Rejection as rej:
@@ -320,8 +323,8 @@ class Handler(BaseHTTPRequestHandler):
         if req.stream:
             self._stream(rid, body, content, calls, reply.reasoning, finish, usage, record, cached_result is not None)
         else:
-            if st.decode_tok_s > 0 and cached_result is None:
-                time.sleep(completion_tokens / st.decode_tok_s)
+            if cached_result is None:
+                st.scheduler.decode(completion_tokens, st.decode_tok_s)
             record()
             message: dict[str, Any] = {"role": "assistant", "content": content, "tool_calls": [
                 {"id": f"call_{i}_{uuid.uuid4().hex[:8]}", "type": "function", "function": {"name": name, "arguments": args}}
@@ -355,8 +358,8 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
 
         def pause(tokens: int) -> None:
-            if st.decode_tok_s > 0 and not from_result_cache:
-                time.sleep(tokens / st.decode_tok_s)
+            if not from_result_cache:
+                st.scheduler.decode(tokens, st.decode_tok_s)
 
         stalled = []
 

@@ -1,0 +1,213 @@
+"""Protocol module 13 — load: the protocol's own items at the deployment's production concurrency,
+every answer graded, with latency figures measured on a fixed output length (MLPerf Inference's
+Server scenario: accuracy must hold in the performance run itself).
+
+Per repetition, the profile's ``[load]`` levels in order (the first is concurrency 1). At each
+level, that many clients (one connection each, released together) send the level's requests: the
+mix — the short-answer, tool-call, recall and JSON items, each asked exactly as its own module asks
+it and graded by that module's grader (graders/load.py) — and the decode probes, streamed with
+``max_tokens = min_tokens = N`` and ``ignore_eos`` so each decodes exactly N tokens.
+
+- A wrong answer, an HTTP error, a dropped or timed-out request fails the row with the level, the
+  request and the reason. Queueing is allowed: a request may wait, never be lost or corrupted.
+- Each item's answer under load is held to its answer at concurrency 1 (same request, temperature
+  0): a difference is a batch-variance finding counted per level; it fails when the grader also
+  fails the answer, and always where the profile declares the deployment batch-invariant.
+- Per level: TTFT, TPOT and ITL p50/p95/p99 over the probes, request throughput and output tok/s,
+  the server's mean queue time (``vllm:request_queue_time_seconds`` from ``/metrics``), goodput
+  (probes inside the profile's TTFT and TPOT limits); ``[slo.load]`` can gate on any of them.
+- A level proves it ran at its concurrency: as many requests in flight at once as the level names.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from pytest_qualify.checks import fail
+from pytest_qualify.client.endpoint import EndpointError, RequestTimeout, ServerGone, error_message
+from pytest_qualify.graders.load import (
+    ProbeTiming, check_probe_length, grade_item, held_to_first, level_figures, recorded,
+)
+from pytest_qualify.hooks.server import make_client
+from pytest_qualify.tasks.load import LoadItem, Probe, level_plan, load_items
+
+pytestmark = pytest.mark.qualify_module("load")
+
+# How many of a repetition's problems the failure names in full (the count says the rest).
+SHOWN = 12
+
+
+@dataclass
+class Sent:
+    """One request of a level: the job, and what came back (an answer, or why there was none)."""
+
+    index: int
+    job: LoadItem | Probe
+    answer: Any = None
+    error: str = ""
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, EndpointError):
+        return f"HTTP {exc.status}: {error_message(exc.body)}"
+    if isinstance(exc, RequestTimeout):
+        return f"timed out: {exc}"
+    if isinstance(exc, ServerGone):
+        return f"dropped (no answer): {exc}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _jobs(plan: list[LoadItem], probe: Probe, probes: int) -> list[LoadItem | Probe]:
+    """The mix with the probes spread evenly through it, so the probes see the level's load."""
+    jobs: list[LoadItem | Probe] = list(plan)
+    step = max(1, (len(plan) + probes) // probes)
+    for n in range(probes):
+        jobs.insert(min(len(jobs), n * step + step // 2), probe)
+    return jobs
+
+
+def _queue_reading(client: Any) -> dict[str, float] | None:
+    from pytest_qualify.evidence.metrics import MetricsParseError, parse
+
+    try:
+        snap = parse(client.metrics_text())
+    except (MetricsParseError, EndpointError, ServerGone, RequestTimeout):
+        return None
+    total, count = snap.get("request_queue_time_seconds_sum"), snap.get("request_queue_time_seconds_count")
+    return None if total is None or count is None else {"sum": total, "count": count}
+
+
+def _run_level(run: Any, level: int, jobs: list[LoadItem | Probe], budget: int, salt: str) -> tuple[list[Sent], float, int]:
+    """Send the level's jobs from ``level`` clients released together; each takes the next job when
+    its last one is answered. Returns what came back, the level's wall time and the most requests
+    that were in flight at once."""
+    sent = [Sent(i, job) for i, job in enumerate(jobs)]
+    lock = threading.Lock()
+    state = {"next": 0, "in_flight": 0, "max": 0}
+    start = threading.Barrier(level + 1)
+
+    def worker() -> None:
+        client = make_client(run)
+        try:
+            start.wait()
+            while True:
+                with lock:
+                    if state["next"] >= len(sent):
+                        return
+                    one = sent[state["next"]]
+                    state["next"] += 1
+                    state["in_flight"] += 1
+                    state["max"] = max(state["max"], state["in_flight"])
+                request = {"max_tokens": budget, "temperature": 0, "seed": 1,
+                           "cache_salt": f"{salt}-c{level}-{one.index}", **one.job.params}
+                stream = bool(request.pop("stream", False))
+                try:
+                    one.answer = client.chat(list(one.job.messages), stream=stream, **request)
+                except Exception as exc:  # every request's fate is judged below, none is lost
+                    one.error = _why(exc)
+                finally:
+                    with lock:
+                        state["in_flight"] -= 1
+        finally:
+            client.close()
+
+    threads = [threading.Thread(target=worker, name=f"load-c{level}-{n}", daemon=True) for n in range(level)]
+    for t in threads:
+        t.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    return sent, time.perf_counter() - t0, state["max"]
+
+
+def test_load(qualify_run, qualify_profile, qualify_client, qualify_salt, qualify_record, qualify_repetition):
+    rules = qualify_profile.load
+    where = f"repetition {qualify_repetition}"
+    if rules is None:
+        fail(where, f"profile {qualify_profile.name} has no [load] table, so no concurrency level is declared")
+    items = load_items(rules.mix)
+    plan = level_plan(items, rules.requests_per_level)
+    probe = Probe(rules.probe_tokens)
+    budget = qualify_profile.limits.answer_budget_tokens
+    first: dict[str, Any] = {}
+    problems: list[str] = []
+    findings: list[str] = []
+    props: dict[str, Any] = {"load_levels": ",".join(map(str, rules.levels)), "load_probe_tokens": rules.probe_tokens,
+                             "load_batch_invariant": rules.batch_invariant}
+    variance_total = 0
+    for level in rules.levels:
+        tag = f"c={level}"
+        before = _queue_reading(qualify_client)
+        sent, wall_s, in_flight = _run_level(qualify_run, level, _jobs(plan, probe, rules.probes_per_level), budget,
+                                             qualify_salt)
+        after = _queue_reading(qualify_client)
+        probes: list[ProbeTiming] = []
+        failed = variance = output_tokens = completed = 0
+        for one in sent:
+            what = "decode probe" if isinstance(one.job, Probe) else one.job.key
+            at = f"{tag}, request {one.index + 1} ({what})"
+            if one.error:
+                failed += 1
+                problems.append(f"{at}: {one.error}")
+                continue
+            answer = one.answer
+            completed += 1
+            output_tokens += answer.completion_tokens or 0
+            if isinstance(one.job, Probe):
+                length = check_probe_length(answer.completion_tokens, probe.tokens)
+                timeline = answer.timeline
+                if not length:
+                    failed += 1
+                    problems.append(f"{at}: {length.reason}")
+                elif timeline is not None and timeline.ttft_s is not None and timeline.e2e_s is not None:
+                    probes.append(ProbeTiming(timeline.ttft_s, timeline.e2e_s, answer.completion_tokens,
+                                              tuple(timeline.inter_chunk_s)))
+                continue
+            item = one.job
+            verdict = grade_item(item, answer)
+            now = recorded(answer, f"load {tag} request {one.index + 1}")
+            held = None
+            if level == rules.levels[0]:
+                first.setdefault(item.key, now)
+            elif item.key in first:
+                held = held_to_first(now, first[item.key])
+                if not held:
+                    variance += 1
+                    findings.append(f"{at}: differs from its answer at c={rules.levels[0]}: {held.reason}")
+            if not verdict:
+                failed += 1
+                also = " (and differs from its answer at concurrency 1)" if held is not None and not held else ""
+                problems.append(f"{at}: {verdict.reason}{also}")
+            elif held is not None and not held and rules.batch_invariant:
+                failed += 1
+                problems.append(f"{at}: the profile declares the deployment batch-invariant, and the answer "
+                                f"differs from its answer at c={rules.levels[0]}: {held.reason}")
+        if in_flight < level:
+            problems.append(f"{tag}: at most {in_flight} requests were in flight at once, so concurrency {level} "
+                            "was not reached")
+        queue = None
+        if after is not None:
+            # No series before the server's first observation: its sum and count were 0.
+            before = before or {"sum": 0.0, "count": 0.0}
+            queue = {"sum": after["sum"] - before["sum"], "count": after["count"] - before["count"]}
+        figures = level_figures(probes, completed, output_tokens, wall_s, rules.goodput_ttft_s_max,
+                                rules.goodput_tpot_s_max, queue)
+        variance_total += variance
+        props.update({f"load_c{level}_requests": len(sent), f"load_c{level}_failed": failed,
+                      f"load_c{level}_batch_variance": variance, f"load_c{level}_in_flight_max": in_flight,
+                      f"load_c{level}_probes": len(probes), f"load_c{level}_wall_s": round(wall_s, 6)})
+        props.update({f"load_c{level}_{k}": (round(v, 6) if isinstance(v, float) else v)
+                      for k, v in figures.items() if v is not None})
+    props["load_batch_variance"] = variance_total
+    if findings:
+        props["load_batch_variance_findings"] = " | ".join(findings[:SHOWN])
+    qualify_record.props(**props)
+    if problems:
+        more = f" (and {len(problems) - SHOWN} more)" if len(problems) > SHOWN else ""
+        fail(where, f"{len(problems)} problem(s) under load: " + " | ".join(problems[:SHOWN]) + more)
