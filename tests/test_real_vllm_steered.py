@@ -228,11 +228,13 @@ def test_load_module_grades_every_answer_at_each_level(server_262k: Served, prof
     # the engine, the decode probes passed through unsteered and decoding exactly 16 tokens each
     # (vLLM's min_tokens and ignore_eos); at concurrency 2 the second request waits in vLLM's queue.
     cwd = tmp_path_factory.mktemp("steer-262k-load")
-    run = steered_run(server_262k, cwd, profile_262k, "-k", "test_load", timeout_s=1800.0)
+    profile = profile_copy(cwd, "262k-cpu-steered", modules=("load",), name="262k-cpu-steered-load")
+    run = steered_run(server_262k, cwd, profile, timeout_s=1800.0)
     data = summary(run.evidence)
-    assert data["verdict"]["result"] == "PASS", (data["verdict"], run.output[-3000:])
     (item,) = items(data, "load")
     props = item["properties"]
+    print("load figures on real vLLM:", json.dumps({k: v for k, v in props.items() if k.startswith("load_")}))
+    assert data["verdict"]["result"] == "PASS", (data["verdict"], item["reason"], run.output[-3000:])
     for level in (1, 2):
         assert props[f"load_c{level}_failed"] == 0 and props[f"load_c{level}_probes"] == 2, props
         assert props[f"load_c{level}_in_flight_max"] == level, props
@@ -242,7 +244,6 @@ def test_load_module_grades_every_answer_at_each_level(server_262k: Served, prof
     rows = _steer_rows(cwd / STEER_LOG)
     assert sum(1 for r in rows if not r["forced"] and "ignore_eos" in r["reason"]) == 4, rows[:5]
     assert incomplete_reasons(cwd / STEER_LOG) == []
-    print("load figures on real vLLM:", json.dumps({k: v for k, v in props.items() if k.startswith("load_")}))
 
 
 def test_the_engine_honours_a_callers_enable_thinking_when_nothing_strips_it(
