@@ -21,54 +21,22 @@ it and graded by that module's grader (graders/load.py) — and the decode probe
 
 from __future__ import annotations
 
-import threading
-import time
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from pytest_qualify.checks import fail
-from pytest_qualify.client.endpoint import EndpointError, RequestTimeout, ServerGone, error_message
+from pytest_qualify.client.endpoint import EndpointError, RequestTimeout, ServerGone
 from pytest_qualify.graders.load import (
     ProbeTiming, check_probe_length, grade_item, held_to_first, level_figures, recorded,
 )
 from pytest_qualify.hooks.server import make_client
-from pytest_qualify.tasks.load import LoadItem, Probe, level_plan, load_items
+from pytest_qualify.tasks.load import Probe, level_plan, load_items, send_level, spread_probes
 
 pytestmark = pytest.mark.qualify_module("load")
 
 # How many of a repetition's problems the failure names in full (the count says the rest).
 SHOWN = 12
-
-
-@dataclass
-class Sent:
-    """One request of a level: the job, and what came back (an answer, or why there was none)."""
-
-    index: int
-    job: LoadItem | Probe
-    answer: Any = None
-    error: str = ""
-
-
-def _why(exc: BaseException) -> str:
-    if isinstance(exc, EndpointError):
-        return f"HTTP {exc.status}: {error_message(exc.body)}"
-    if isinstance(exc, RequestTimeout):
-        return f"timed out: {exc}"
-    if isinstance(exc, ServerGone):
-        return f"dropped (no answer): {exc}"
-    return f"{type(exc).__name__}: {exc}"
-
-
-def _jobs(plan: list[LoadItem], probe: Probe, probes: int) -> list[LoadItem | Probe]:
-    """The mix with the probes spread evenly through it, so the probes see the level's load."""
-    jobs: list[LoadItem | Probe] = list(plan)
-    step = max(1, (len(plan) + probes) // probes)
-    for n in range(probes):
-        jobs.insert(min(len(jobs), n * step + step // 2), probe)
-    return jobs
 
 
 def _queue_reading(client: Any) -> dict[str, float] | None:
@@ -80,50 +48,6 @@ def _queue_reading(client: Any) -> dict[str, float] | None:
         return None
     total, count = snap.get("request_queue_time_seconds_sum"), snap.get("request_queue_time_seconds_count")
     return None if total is None or count is None else {"sum": total, "count": count}
-
-
-def _run_level(run: Any, level: int, jobs: list[LoadItem | Probe], budget: int, salt: str) -> tuple[list[Sent], float, int]:
-    """Send the level's jobs from ``level`` clients released together; each takes the next job when
-    its last one is answered. Returns what came back, the level's wall time and the most requests
-    that were in flight at once."""
-    sent = [Sent(i, job) for i, job in enumerate(jobs)]
-    lock = threading.Lock()
-    state = {"next": 0, "in_flight": 0, "max": 0}
-    start = threading.Barrier(level + 1)
-
-    def worker() -> None:
-        client = make_client(run)
-        try:
-            start.wait()
-            while True:
-                with lock:
-                    if state["next"] >= len(sent):
-                        return
-                    one = sent[state["next"]]
-                    state["next"] += 1
-                    state["in_flight"] += 1
-                    state["max"] = max(state["max"], state["in_flight"])
-                request = {"max_tokens": budget, "temperature": 0, "seed": 1,
-                           "cache_salt": f"{salt}-c{level}-{one.index}", **one.job.params}
-                stream = bool(request.pop("stream", False))
-                try:
-                    one.answer = client.chat(list(one.job.messages), stream=stream, **request)
-                except Exception as exc:  # every request's fate is judged below, none is lost
-                    one.error = _why(exc)
-                finally:
-                    with lock:
-                        state["in_flight"] -= 1
-        finally:
-            client.close()
-
-    threads = [threading.Thread(target=worker, name=f"load-c{level}-{n}", daemon=True) for n in range(level)]
-    for t in threads:
-        t.start()
-    start.wait()
-    t0 = time.perf_counter()
-    for t in threads:
-        t.join()
-    return sent, time.perf_counter() - t0, state["max"]
 
 
 def test_load(qualify_run, qualify_profile, qualify_client, qualify_salt, qualify_record, qualify_repetition):
@@ -144,8 +68,8 @@ def test_load(qualify_run, qualify_profile, qualify_client, qualify_salt, qualif
     for level in rules.levels:
         tag = f"c={level}"
         before = _queue_reading(qualify_client)
-        sent, wall_s, in_flight = _run_level(qualify_run, level, _jobs(plan, probe, rules.probes_per_level), budget,
-                                             qualify_salt)
+        sent, wall_s, in_flight = send_level(lambda: make_client(qualify_run), level,
+                                             spread_probes(plan, probe, rules.probes_per_level), budget, qualify_salt)
         after = _queue_reading(qualify_client)
         probes: list[ProbeTiming] = []
         failed = variance = output_tokens = completed = 0

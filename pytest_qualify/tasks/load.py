@@ -1,5 +1,6 @@
 """The load module's requests: the protocol's own items (short answers, tool calls, recall, JSON),
-each built exactly as its own module asks it, and the decode probe. Data in, requests out; the
+each built exactly as its own module asks it, the decode probe, and the sender of one concurrency
+level (its outcome per request: an answer, or why there was none). Data in, requests out; the
 grading of each item is ``graders/load.py``, which calls that module's own grader.
 
 The mix interleaves the modules (one item of each in turn), so every level sends the same requests
@@ -8,12 +9,15 @@ in the same order and each item's answer under load has its answer at concurrenc
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from itertools import zip_longest
 from typing import Any
 
+from pytest_qualify.client.endpoint import EndpointError, RequestTimeout, ServerGone, error_message
 from pytest_qualify.tasks.fixture_data import (
     json_task_prompt, json_tasks, read_toml, recall_fixtures, smoke_questions, tool_fixtures,
 )
@@ -92,3 +96,81 @@ class Probe:
         # vLLM's extra sampling parameters: no end of sequence before N tokens, and none at all.
         return {"max_tokens": self.tokens, "min_tokens": self.tokens, "ignore_eos": True, "stream": True,
                 "stream_options": {"include_usage": True}}
+
+
+# -- sending a level ------------------------------------------------------------------------------
+
+
+@dataclass
+class Sent:
+    """One request of a level: the job, and what came back (an answer, or why there was none)."""
+
+    index: int
+    job: LoadItem | Probe
+    answer: Any = None
+    error: str = ""
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, EndpointError):
+        return f"HTTP {exc.status}: {error_message(exc.body)}"
+    if isinstance(exc, RequestTimeout):
+        return f"timed out: {exc}"
+    if isinstance(exc, ServerGone):
+        return f"dropped (no answer): {exc}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def spread_probes(plan: list[LoadItem], probe: Probe, probes: int) -> list[LoadItem | Probe]:
+    """The mix with the probes spread evenly through it, so the probes see the level's load."""
+    jobs: list[LoadItem | Probe] = list(plan)
+    step = max(1, (len(plan) + probes) // probes)
+    for n in range(probes):
+        jobs.insert(min(len(jobs), n * step + step // 2), probe)
+    return jobs
+
+
+def send_level(new_client: Callable[[], Any], level: int, jobs: list[LoadItem | Probe], budget: int,
+               salt: str) -> tuple[list[Sent], float, int]:
+    """Send the level's jobs from ``level`` clients (``new_client()`` each: one connection per client)
+    released together; each takes the next job when its last one is answered. Returns what came
+    back (every job, with its answer or why there was none), the level's wall time and the most
+    requests that were in flight at once."""
+    sent = [Sent(i, job) for i, job in enumerate(jobs)]
+    lock = threading.Lock()
+    state = {"next": 0, "in_flight": 0, "max": 0}
+    start = threading.Barrier(level + 1)
+
+    def worker() -> None:
+        client = new_client()
+        try:
+            start.wait()
+            while True:
+                with lock:
+                    if state["next"] >= len(sent):
+                        return
+                    one = sent[state["next"]]
+                    state["next"] += 1
+                    state["in_flight"] += 1
+                    state["max"] = max(state["max"], state["in_flight"])
+                request = {"max_tokens": budget, "temperature": 0, "seed": 1,
+                           "cache_salt": f"{salt}-c{level}-{one.index}", **one.job.params}
+                stream = bool(request.pop("stream", False))
+                try:
+                    one.answer = client.chat(list(one.job.messages), stream=stream, **request)
+                except Exception as exc:  # every request's fate is judged below, none is lost
+                    one.error = _why(exc)
+                finally:
+                    with lock:
+                        state["in_flight"] -= 1
+        finally:
+            client.close()
+
+    threads = [threading.Thread(target=worker, name=f"load-c{level}-{n}", daemon=True) for n in range(level)]
+    for t in threads:
+        t.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    return sent, time.perf_counter() - t0, state["max"]
