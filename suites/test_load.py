@@ -28,7 +28,7 @@ import pytest
 from pytest_qualify.checks import fail
 from pytest_qualify.client.endpoint import EndpointError, RequestTimeout, ServerGone
 from pytest_qualify.graders.load import (
-    ProbeTiming, check_probe_length, grade_item, held_to_first, level_figures, recorded,
+    ProbeTiming, check_probe, grade_item, held_to_first, level_figures, recorded,
 )
 from pytest_qualify.hooks.server import make_client
 from pytest_qualify.tasks.load import Probe, level_plan, load_items, send_level, spread_probes
@@ -84,7 +84,7 @@ def test_load(qualify_run, qualify_profile, qualify_client, qualify_salt, qualif
             completed += 1
             output_tokens += answer.completion_tokens or 0
             if isinstance(one.job, Probe):
-                length = check_probe_length(answer.completion_tokens, probe.tokens)
+                length = check_probe(answer, probe.tokens)
                 timeline = answer.timeline
                 if not length:
                     failed += 1

@@ -103,3 +103,28 @@ def test_level_figures_follow_vllm_bench():
     assert f["goodput"] == 0.5  # the second probe's TTFT is over the limit
     none = level_figures([], completed=0, output_tokens=0, wall_s=1.0)
     assert none["ttft_s_p50"] is None and none["goodput"] is None and none["queue_time_s_mean"] is None
+
+
+def test_a_probe_must_end_length_and_hold_the_stream_contract():
+    from pytest_qualify.client.endpoint import StreamShape
+
+    from pytest_qualify.graders.load import check_probe
+
+    def probe_answer(finish: str, finish_chunks: int = 1, tokens: int = 16) -> Answer:
+        shape = StreamShape(chunks=6, content_deltas=4, finish_chunks=finish_chunks, usage_chunks=1, usage_asked=True,
+                            tool_deltas=())
+        return Answer(content="1 2 3", reasoning=None, tool_calls=(), finish_reason=finish,
+                      usage={"completion_tokens": tokens}, streamed=True, stream=shape)
+
+    assert check_probe(probe_answer("length"), 16).ok
+    stopped = check_probe(probe_answer("stop"), 16)
+    assert not stopped.ok and "not 'length'" in stopped.reason
+    two = check_probe(probe_answer("length", finish_chunks=2), 16)
+    assert not two.ok and two.reason.startswith("stream contract:")
+    assert not check_probe(probe_answer("length", tokens=15), 16).ok
+
+
+def test_the_streamed_tool_cases_are_in_the_mix_streamed():
+    streamed = [i for i in ITEMS if i.id.endswith("@stream")]
+    assert streamed and all(i.module == "tools" and i.params["stream"] is True for i in streamed)
+    assert any(i.id.endswith("@stream") for i in level_plan(ITEMS, 12))  # the small profiles send one

@@ -29,13 +29,20 @@ def grade_item(item: Any, answer: Any) -> Verdict:
     finish = check_finish(answer, expect_tool=item.tool_turn)
     if not finish:
         return Verdict.reject(f"finish state: {finish.reason}")
+    shape = stream_contract(answer)
+    if not shape:
+        return shape
     case = item.case
     if item.module == "smoke":
         return case.grade(answer.content)
     if item.module == "tools":
-        from pytest_qualify.graders.tools import grade_calls
+        from pytest_qualify.graders.tools import grade_calls, grade_stream_shape
         from pytest_qualify.tasks.fixture_data import tool_fixtures
 
+        if answer.streamed:
+            named = grade_stream_shape(answer.tool_name_deltas, answer.finish_reason)
+            if not named:
+                return named
         return grade_calls(answer.tool_calls, case.calls, tool_fixtures().schemas, answer.content)
     if item.module == "recall":
         from pytest_qualify.graders.recall import grade_recall
@@ -47,6 +54,19 @@ def grade_item(item: Any, answer: Any) -> Verdict:
         return check_json_answer(answer.content, case["schema"], case["expected"],
                                  unordered=case.get("unordered", ()), accepted=case.get("accepted", {}))
     raise ValueError(f"no grader for load item module {item.module!r}")
+
+
+def stream_contract(answer: Any) -> Verdict:
+    """A streamed answer's chunk structure, as every streamed answer of the protocol is held to it
+    (graders/integrity.py: one finish chunk, usage exactly when asked, no more deltas than tokens,
+    tool-call deltas that start with id, type and name). A plain answer has none to judge."""
+    from pytest_qualify.graders.integrity import check_stream_shape
+
+    if getattr(answer, "stream", None) is None:
+        return Verdict.accept("not streamed")
+    verdict = check_stream_shape(answer.stream, answer.completion_tokens if answer.usage else None,
+                                 answer.finish_reason)
+    return verdict if verdict.ok else Verdict.reject(f"stream contract: {verdict.reason}")
 
 
 def recorded(answer: Any, who: str) -> RecordedAnswer:
@@ -74,6 +94,19 @@ class ProbeTiming:
         if self.output_tokens < 2 or self.e2e_s <= self.ttft_s:
             return None
         return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
+
+
+def check_probe(answer: Any, asked: int) -> Verdict:
+    """A decode probe's answer: its stream holds the stream contract, it ends ``length`` (it asked
+    for no end of sequence) and it decoded exactly the N tokens it asked for."""
+    shape = stream_contract(answer)
+    if not shape:
+        return shape
+    length = check_probe_length(answer.completion_tokens, asked)
+    if length and answer.finish_reason != "length":
+        return Verdict.reject(f"decode probe asked for exactly {asked} tokens with ignore_eos and its finish_reason "
+                              f"is {answer.finish_reason!r}, not 'length'")
+    return length
 
 
 def check_probe_length(output_tokens: int | None, asked: int) -> Verdict:

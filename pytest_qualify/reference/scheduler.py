@@ -53,8 +53,10 @@ def current_seat() -> Seat | None:
 
 
 class Scheduler:
-    def __init__(self, max_num_seqs: int, faults: Any, metrics: Any = None) -> None:
+    def __init__(self, max_num_seqs: int, faults: Any, metrics: Any = None, top_level: int = 2) -> None:
         self.max_num_seqs = max(1, int(max_num_seqs))
+        # The load faults' N when the switch has no =N: the profile's highest load level.
+        self.top_level = top_level
         self.faults = faults
         self._cond = threading.Condition()
         self._waiting: deque[Seat] = deque()
@@ -80,9 +82,9 @@ class Scheduler:
         from pytest_qualify.reference.oracle import Rejection
 
         faults = self.faults
-        if "load_500_at" in faults and in_flight >= faults.number("load_500_at", 2):
+        if "load_500_at" in faults and in_flight >= faults.number("load_500_at", self.top_level):
             raise Rejection(500, "Internal Server Error", "InternalServerError")
-        if "load_drop_at" in faults and in_flight >= faults.number("load_drop_at", 2):
+        if "load_drop_at" in faults and in_flight >= faults.number("load_drop_at", self.top_level):
             print(f"fault load_drop_at: closing a chat request met by {in_flight - 1} others in flight", flush=True)
             handler.close_connection = True
             handler.connection.shutdown(socket.SHUT_RDWR)

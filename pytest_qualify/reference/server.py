@@ -91,7 +91,8 @@ class ReferenceState:
         self.ctx = oracle.OracleContext(profile, faults)
         self.metrics = Metrics(profile.deployment.served_name)
         self.cache = PrefixCache("ignore_cache_salt" in faults)
-        self.scheduler = Scheduler(profile.limits.max_num_seqs, faults, self.metrics)
+        self.scheduler = Scheduler(profile.limits.max_num_seqs, faults, self.metrics,
+                                   profile.load.levels[-1] if profile.load else 2)
         self.chat_requests = 0
         self.lock = threading.Lock()
         # The result_cache fault's response cache: request body without its cache_salt -> answer.

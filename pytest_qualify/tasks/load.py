@@ -48,8 +48,16 @@ def _smoke() -> list[LoadItem]:
 def _tools() -> list[LoadItem]:
     fx = tool_fixtures()
     offered = {"tools": list(fx.tools), "tool_choice": "auto"}
-    return [LoadItem("tools", c.id, ({"role": "system", "content": fx.system}, {"role": "user", "content": c.prompt}),
-                     offered, True, c) for c in fx.cases + fx.parallel]
+
+    def messages(case: Any) -> tuple[Mapping[str, Any], ...]:
+        return ({"role": "system", "content": fx.system}, {"role": "user", "content": case.prompt})
+
+    plain = [LoadItem("tools", c.id, messages(c), offered, True, c) for c in fx.cases + fx.parallel]
+    # The cases the tools module also streams, streamed here too: the streamed path under load.
+    streamed = [LoadItem("tools", f"{case.id}@stream", messages(case), {**offered, "stream": True}, True, case)
+                for case in map(fx.tool_case, fx.streaming)]
+    # Each streamed case right after the plain ones it follows in the module, so a short level has both.
+    return [plain[0], *streamed, *plain[1:]]
 
 
 def _recall() -> list[LoadItem]:
