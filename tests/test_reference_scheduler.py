@@ -109,3 +109,22 @@ def test_length_controls_decode_exactly_the_asked_tokens(server, controls):
     plain = httpx.post(f"{server}/v1/chat/completions", json={**body, "ignore_eos": False, "min_tokens": 0},
                        timeout=30).json()
     assert plain["usage"]["completion_tokens"] < 24 and plain["choices"][0]["finish_reason"] == "stop"
+
+
+def test_a_request_given_up_on_leaves_the_batch_for_the_next_in_line():
+    # stream_stall: the client abandons a silent stream and vLLM aborts it; the engine serves the next.
+    scheduler = Scheduler(1, Faults())
+    log: list = []
+
+    def stalled() -> None:
+        with scheduler.seat(SimpleNamespace()):
+            scheduler.release_current()
+            time.sleep(0.3)
+
+    t = threading.Thread(target=stalled)
+    t.start()
+    time.sleep(0.02)
+    t0 = time.perf_counter()
+    _hold(scheduler, 0.0, log, "next")
+    assert time.perf_counter() - t0 < 0.2  # not behind the stalled one's 0.3 s
+    t.join()

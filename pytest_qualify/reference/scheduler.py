@@ -114,10 +114,21 @@ class Scheduler:
             yield seat
         finally:
             _local.seat = None
-            with self._cond:
+            self._leave(seat)
+
+    def _leave(self, seat: Seat) -> None:
+        with self._cond:
+            if seat in self._running:
                 self._running.remove(seat)
                 self._gauges()
                 self._cond.notify_all()
+
+    def release_current(self) -> None:
+        """This thread's request leaves the batch before it ends: a stream the client gives up on
+        (vLLM aborts a request whose client is gone, and its place goes to the next in line)."""
+        seat = current_seat()
+        if seat is not None:
+            self._leave(seat)
 
     def step_s(self, rate_tok_s: float) -> float:
         """One decode step's time at the current batch size (a single sequence: 1 / rate)."""

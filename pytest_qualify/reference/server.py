@@ -368,6 +368,7 @@ class Handler(BaseHTTPRequestHandler):
             # Once per stream, after its first content or tool-call chunk.
             if "stream_stall" in faults and not stalled:
                 stalled.append(True)
+                st.scheduler.release_current()  # the client gives up on it and vLLM aborts it
                 time.sleep(faults.number("stream_stall", 3600.0))
 
         send([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
