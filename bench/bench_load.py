@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from pytest_qualify.graders.load import grade_item
-    from pytest_qualify.hooks.server import make_client
+    from pytest_qualify.hooks.server_session import make_client
     from pytest_qualify.profiles import load_profile
     from pytest_qualify.settings import Settings
     from pytest_qualify.tasks.load import Probe, level_plan, load_items, send_level, spread_probes

@@ -26,11 +26,11 @@ from typing import Any
 import pytest
 
 from pytest_qualify.checks import fail
-from pytest_qualify.client.endpoint import EndpointError, RequestTimeout, ServerGone
+from pytest_qualify.client.errors import EndpointError, RequestTimeout, ServerGone
 from pytest_qualify.graders.load import (
     ProbeTiming, check_probe, grade_item, held_to_first, level_figures, recorded,
 )
-from pytest_qualify.hooks.server import make_client
+from pytest_qualify.hooks.server_session import make_client
 from pytest_qualify.tasks.load import Probe, level_plan, load_items, send_level, spread_probes
 
 pytestmark = pytest.mark.qualify_module("load")

@@ -17,7 +17,7 @@ from functools import cache
 from itertools import zip_longest
 from typing import Any
 
-from pytest_qualify.client.endpoint import EndpointError, RequestTimeout, ServerGone, error_message
+from pytest_qualify.client.errors import EndpointError, RequestTimeout, ServerGone, error_message
 from pytest_qualify.tasks.fixture_data import (
     json_task_prompt, json_tasks, read_toml, recall_fixtures, smoke_questions, tool_fixtures,
 )
