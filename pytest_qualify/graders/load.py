@@ -37,13 +37,12 @@ def grade_item(item: Any, answer: Any) -> Verdict:
         return case.grade(answer.content)
     if item.module == "tools":
         from pytest_qualify.graders.tools import grade_calls, grade_stream_shape
-        from pytest_qualify.tasks.fixture_data import tool_fixtures
 
         if answer.streamed:
             named = grade_stream_shape(answer.tool_name_deltas, answer.finish_reason)
             if not named:
                 return named
-        return grade_calls(answer.tool_calls, case.calls, tool_fixtures().schemas, answer.content)
+        return grade_calls(answer.tool_calls, case.calls, item.schemas, answer.content)
     if item.module == "recall":
         from pytest_qualify.graders.recall import grade_recall
 

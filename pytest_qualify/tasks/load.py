@@ -35,6 +35,7 @@ class LoadItem:
     params: Mapping[str, Any] = field(default_factory=dict)
     tool_turn: bool = False
     case: Any = None
+    schemas: Mapping[str, Any] = field(default_factory=dict)  # a tool turn's tool schemas, for its grader
 
     @property
     def key(self) -> str:
@@ -52,9 +53,10 @@ def _tools() -> list[LoadItem]:
     def messages(case: Any) -> tuple[Mapping[str, Any], ...]:
         return ({"role": "system", "content": fx.system}, {"role": "user", "content": case.prompt})
 
-    plain = [LoadItem("tools", c.id, messages(c), offered, True, c) for c in fx.cases + fx.parallel]
+    plain = [LoadItem("tools", c.id, messages(c), offered, True, c, fx.schemas) for c in fx.cases + fx.parallel]
     # The cases the tools module also streams, streamed here too: the streamed path under load.
-    streamed = [LoadItem("tools", f"{case.id}@stream", messages(case), {**offered, "stream": True}, True, case)
+    streamed = [LoadItem("tools", f"{case.id}@stream", messages(case), {**offered, "stream": True}, True, case,
+                         fx.schemas)
                 for case in map(fx.tool_case, fx.streaming)]
     # Each streamed case right after the plain ones it follows in the module, so a short level has both.
     return [plain[0], *streamed, *plain[1:]]
