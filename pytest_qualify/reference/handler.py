@@ -221,6 +221,7 @@ class Handler(BaseHTTPRequestHandler):
         def record() -> None:
             # Recorded when the request finishes, before its last bytes reach the client: a
             # /metrics scrape made right after the answer always counts it.
+            st.scheduler.release_current()  # the engine is done with it: its place is free
             if cached_result is not None:
                 return  # a response cache answered: the engine never saw the request
             m = st.metrics

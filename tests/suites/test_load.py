@@ -30,7 +30,9 @@ def _load_props(qualify_pytest: QualifyPytest) -> list[dict]:
 
 
 def _failure(qualify_pytest: QualifyPytest) -> str:
-    messages = [c.find("failure").get("message", "") for c in qualify_pytest.cases().values()
+    # The element's text: the message attribute may be shortened (pytest 9.2), the text never is.
+    messages = [(c.find("failure").text or "") + c.find("failure").get("message", "")
+                for c in qualify_pytest.cases().values()
                 if c.find("failure") is not None and "test_load" in c.get("name", "")]
     assert messages, "no failed load test case in JUnit"
     return "\n".join(messages)
