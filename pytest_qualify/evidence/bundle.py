@@ -54,13 +54,28 @@ def metrics_files(run_dir: Path) -> list[str]:
     return sorted(p.name for p in run_dir.glob("metrics-*.prom"))
 
 
+def plot_marks(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """What the plot draws beside the points, from the summary: the window's edge, the TTFT SLO
+    limits (per lane and run-wide), the load levels and their ``[slo.load]`` latency limits."""
+    limits, load_limits = [], []
+    for row in summary.get("slo") or []:
+        if row.get("scope", "").startswith("lane ") and row.get("metric") == "ttft_s":
+            limits.append({"lane": row["scope"][len("lane "):], "ttft_s": row["limit"]})
+        elif row.get("name") == "run:ttft_s_p95":
+            limits.append({"lane": None, "ttft_s": row["limit"], "label": f"SLO TTFT p95 <= {row['limit']:g} s"})
+        elif row.get("scope") == "load" and row.get("bound") == "max":
+            load_limits.append({"metric": row["metric"], "limit": row["limit"]})
+    return {"window_tokens": (summary.get("profile") or {}).get("limits", {}).get("window_tokens"),
+            "limits": limits, "load": summary["timing"].get("load"), "load_limits": load_limits}
+
+
 def make_plot(summary: dict[str, Any], run_dir: Path) -> None:
     """Draw the TTFT plot into the bundle, or note in the summary why there is none."""
     notes = summary["artifacts"].setdefault("notes", [])
     try:
         plot_ttft(summary["timing"]["points"], run_dir / PLOT_FILE,
                   f"{summary['profile']['deployment']['served_name']} — TTFT against prompt tokens",
-                  summary["simulated"])
+                  summary["simulated"], **plot_marks(summary))
         summary["artifacts"]["plot"] = PLOT_FILE
     except PlotUnavailable as exc:
         summary["artifacts"]["plot"] = None
