@@ -31,6 +31,9 @@ class Hostile:
     kind: str
     note: str
     body: bytes
+    # A prompt over the window: the engine tokenizes all of it before refusing it, so its cost grows
+    # with the window (seconds each at 262,144); a class sends only a few (``over_window_examples``).
+    over_window: bool = False
 
     @property
     def prompt_tokens_estimate(self) -> int:
@@ -304,7 +307,8 @@ def oversized(target: Target) -> st.SearchStrategy[Hostile]:
             body["messages"].insert(0, {"role": "system", "content": text})
         else:
             body["messages"][0]["content"] = text + "\n" + body["messages"][0]["content"]
-        return _example("oversized", f"{where} message of {count:,} words, {factor:.2f}x the {target.window_tokens:,}-token window", body)
+        note = f"{where} message of {count:,} words, {factor:.2f}x the {target.window_tokens:,}-token window"
+        return Hostile("oversized", note, _encode(body), over_window=True)
 
     def long_model(variant: tuple[int, bool, int], chars: int) -> Hostile:
         body = base_body(target, variant)
@@ -363,6 +367,11 @@ def strategy(kind: str, target: Target) -> st.SearchStrategy[Hostile]:
     return STRATEGIES[kind](target)
 
 
+def over_window_examples() -> int:
+    """How many over-window prompts one class sends at most (``fixtures/robustness.toml``)."""
+    return int(data()["oversized"]["over_window_examples"])
+
+
 def examples_per_class(total: int, kinds: int) -> int:
     """The profile's budget is per run: spread over the classes, rounding up."""
     return max(1, -(-total // kinds))
@@ -390,14 +399,18 @@ def examples(kind: str, target: Target, count: int) -> tuple[Hostile, ...]:
     seen: set[bytes] = set()
     chosen: list[Hostile] = []
     send = chosen.append
+    over_window_room = [over_window_examples()]
 
-    # Generated values repeat now and then; draw more than needed and send each body once.
+    # Generated values repeat now and then; draw more than needed and send each body once. A prompt
+    # over the window proves its point in a few examples (each costs the engine a whole window's
+    # tokenizing): past ``over_window_examples`` the class's budget goes to its other examples.
     @settings(max_examples=count * 4, derandomize=True, database=None, deadline=None,
               phases=[Phase.generate], suppress_health_check=list(HealthCheck))
     @given(strategy(kind, target))
     def explore(example: Hostile) -> None:
-        if len(seen) >= count or example.body in seen:
+        if len(seen) >= count or example.body in seen or (example.over_window and over_window_room[0] <= 0):
             return
+        over_window_room[0] -= example.over_window
         seen.add(example.body)
         send(example)
 
