@@ -101,9 +101,12 @@ def main(argv: list[str] | None = None) -> int:
     base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--repeat", str(args.repeat),
             "--qualify-evidence", str(evidence)]
     env = dict(os.environ)
+    from pytest_qualify.hooks.collection import suites_dir
+
+    suites = str(suites_dir())  # the installed plugin's suites (a checkout's own when it is installed editable)
     if args.launch:
         print(f"== run wall vs engine busy: --qualify={args.launch} --repeat {args.repeat}, launch mode ==")
-        proc, wall = run_pytest(base + [f"--qualify={args.launch}", *args.pytest_args, str(ROOT / "suites")], evidence, env)
+        proc, wall = run_pytest(base + [f"--qualify={args.launch}", *args.pytest_args, suites], evidence, env)
     else:
         from bench_harness import reference_server
 
@@ -113,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{args.prefill_tok_s:,.0f} prefill / {args.decode_tok_s:,.0f} decode tok/s ==")
         with reference_server(args.profile, evidence / "reference-server.log", env_rates) as (url, _pid):
             proc, wall = run_pytest(base + [f"--qualify={args.profile}", "--qualify-endpoint", url, *args.pytest_args,
-                                            str(ROOT / "suites")], evidence, env)
+                                            suites], evidence, env)
     runs = [p for p in evidence.iterdir() if p.is_dir() and (p / "summary.json").is_file()]
     if len(runs) != 1:
         print(proc.stdout[-4000:] + proc.stderr[-2000:])

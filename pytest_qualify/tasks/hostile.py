@@ -393,7 +393,8 @@ def examples(kind: str, target: Target, count: int) -> tuple[Hostile, ...]:
     """The ``count`` distinct examples :func:`collect` sends, drawn once a process: derandomized, so
     every repetition (and every run) draws the same ones, and drawing them again costs only time.
     (Hypothesis seeds a derandomized run from the test function's source: ``explore`` keeps its
-    text, so the examples are the ones every earlier run sent.)"""
+    text, so the examples are the ones every earlier run sent.) Drawing stops once ``count`` are
+    chosen: the draws after them could only be dropped."""
     from hypothesis import HealthCheck, Phase, given, settings
 
     seen: set[bytes] = set()
@@ -408,11 +409,20 @@ def examples(kind: str, target: Target, count: int) -> tuple[Hostile, ...]:
               phases=[Phase.generate], suppress_health_check=list(HealthCheck))
     @given(strategy(kind, target))
     def explore(example: Hostile) -> None:
-        if len(seen) >= count or example.body in seen or (example.over_window and over_window_room[0] <= 0):
+        if len(seen) >= count:
+            raise _Enough
+        if example.body in seen or (example.over_window and over_window_room[0] <= 0):
             return
         over_window_room[0] -= example.over_window
         seen.add(example.body)
         send(example)
 
-    explore()
+    try:
+        explore()
+    except _Enough:
+        pass
     return tuple(chosen)
+
+
+class _Enough(Exception):
+    """Raised inside the draw once the class has its examples (hypothesis has no early stop)."""
