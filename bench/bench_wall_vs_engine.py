@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_harness beside it
 # tiny-qwen3 v2 on one H200, vLLM 0.26.0 (docs/real-vllm.md, "Qualifying on a GPU"): the 240K lane's
 # 245,744 prompt tokens in 1.14 s of server TTFT; decode at bs 1 from the lanes' e2e less TTFT.
 GPU_PREFILL_TOK_S = 216_000.0

@@ -37,7 +37,9 @@ from pytest_qualify.graders.integrity import (
     RecordedAnswer, check_cut_call, check_length_band, check_no_result_cache, check_same_answers, too_fast,
     check_stream_shape, compare_stream_plain, parsed_calls,
 )
-from pytest_qualify.tasks.haystack import Haystack, haystack_seed, lane_plan, plan_haystack, size_lane, size_to_tokens
+from pytest_qualify.tasks.haystack import (
+    Haystack, haystack_seed, lane_plan, plan_haystack, size_lane, size_to_tokens, unit_rate,
+)
 
 pytestmark = pytest.mark.qualify_module("integrity")
 
@@ -186,7 +188,8 @@ def test_no_result_cache(qualify_client, qualify_ask, qualify_profile, qualify_r
         plan = plan_haystack(haystack_seed(qualify_run.run_id, "integrity", name, qualify_repetition), 0.5)
         with sizing(where, "the cache probe"):
             return size_to_tokens(Haystack(plan).build, qualify_client.count_chat_tokens, size,
-                                  tolerance=max(limits.lane_tolerance_tokens // 2, 8), max_calls=6).messages
+                                  tolerance=max(limits.lane_tolerance_tokens // 2, 8), max_calls=6,
+                                  rate=unit_rate(qualify_client.base_url)).messages
 
     prompts = [probe("a"), probe("b")]
     timeout_s = qualify_profile.timeouts.for_prompt(size)
