@@ -33,10 +33,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_harness beside it
-# tiny-qwen3 v2 on one H200, vLLM 0.26.0 (docs/real-vllm.md, "Qualifying on a GPU"): the 240K lane's
-# 245,744 prompt tokens in 1.14 s of server TTFT; decode at bs 1 from the lanes' e2e less TTFT.
-GPU_PREFILL_TOK_S = 216_000.0
-GPU_DECODE_TOK_S = 1_000.0
+# tiny-qwen3 v2 on one H200, vLLM 0.26.0 (docs/real-vllm.md, "Qualifying on a GPU"): prefill from the
+# lanes' server TTFT (245,760 tokens in 1.36 s, 32,736 in 0.18 s), decode the steered run's client p50.
+GPU_PREFILL_TOK_S = 180_000.0
+GPU_DECODE_TOK_S = 370.0
 GOAL = 1.5
 READY_RE = re.compile(r"server ready at \S+ after ([0-9.]+) s")
 

@@ -281,3 +281,23 @@ def test_bad_integrity_rules_are_named(tmp_path, edit, field, words):
     with pytest.raises(ProfileError) as err:
         load_profile(str(path))
     assert field in str(err.value) and words in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("gpu, cpu", [("262k-gpu", "262k-cpu"), ("262k-gpu-steered", "262k-cpu-steered")])
+def test_gpu_profiles_are_the_cpu_recipe_less_what_is_cpu_only_with_a_kv_cap(monkeypatch, gpu, cpu):
+    monkeypatch.setenv("QUALIFY_VLLM_VENV", "/v")
+    monkeypatch.setenv("QUALIFY_MODELS", "/m")
+    g, c = load_profile(gpu), load_profile(cpu)
+    assert (g.limits, g.thinking, g.steer, g.required_modules) == (c.limits, c.thinking, c.steer, c.required_modules)
+    assert g.deployment.model == c.deployment.model == "/m/tiny-qwen3"
+    assert g.deployment.engine == "vLLM 0.26.0"  # as the engine check reads it (/version says 0.26.0)
+    assert list(g.serve.command) == ["vllm", "serve", "{model}"]
+    args = list(g.serve.args)
+    # The KV cap: start-up bounded by loading, not by a block pool sized to 0.92 of the GPU (1 GiB of
+    # fp8 KV for one layer of one 64-wide KV head is 8,388,608 tokens, 32 windows).
+    cap = int(args[args.index("--kv-cache-memory-bytes") + 1])
+    assert cap == 2**30 and cap // (2 * 64) >= 32 * g.limits.window_tokens
+    assert "--gpu-memory-utilization" not in args
+    cpu_only = {"--dtype", "float32", "--enforce-eager"}
+    assert [a for a in c.serve.args if a not in cpu_only] == args[:args.index("--kv-cache-memory-bytes")]
+    assert not [k for k, _value in g.serve.env if k.startswith("VLLM_CPU")]
