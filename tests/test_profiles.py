@@ -301,3 +301,27 @@ def test_gpu_profiles_are_the_cpu_recipe_less_what_is_cpu_only_with_a_kv_cap(mon
     cpu_only = {"--dtype", "float32", "--enforce-eager"}
     assert [a for a in c.serve.args if a not in cpu_only] == args[:args.index("--kv-cache-memory-bytes")]
     assert not [k for k, _value in g.serve.env if k.startswith("VLLM_CPU")]
+
+
+def test_the_two_gpu_profile_is_the_gpu_steered_recipe_over_two_workers(monkeypatch):
+    monkeypatch.setenv("QUALIFY_MODELS", "/m")
+    tp, one = load_profile("262k-gpu-tp2-steered"), load_profile("262k-gpu-steered")
+    assert (tp.limits, tp.thinking, tp.steer, tp.required_modules, tp.timeouts) == (
+        one.limits, one.thinking, one.steer, one.required_modules, one.timeouts)
+    assert tp.deployment.model == "/m/tiny-qwen3-tp2" and tp.deployment.engine == one.deployment.engine
+    args = list(tp.serve.args)
+    assert args[args.index("--tensor-parallel-size") + 1] == "2"
+    assert [a for a in args if a not in ("--tensor-parallel-size", "2")] == list(one.serve.args)
+    # The model's heads divide by the tensor-parallel size (the builder's two-head variant).
+    import importlib.util, sys
+    from pathlib import Path
+    spec = importlib.util.spec_from_file_location("build_tiny_qwen", Path(__file__).parent.parent / ".ci/build_tiny_qwen.py")
+    builder = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(Path(spec.origin).parent))
+    try:
+        spec.loader.exec_module(builder)
+    finally:
+        sys.path.pop(0)
+    heads = builder.QWEN3_BUILD_HEADS["qwen3-tp2"]
+    assert heads % 2 == 0 and builder.BUILDS["qwen3-tp2"]["weights_sha256"]
+    assert builder.QWEN3_BUILD_HEADS["qwen3"] == builder.QWEN3_HEADS == 1  # tiny-qwen3 v2 unchanged
