@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_qualify.checks import fail, require, sizing
+from pytest_qualify.evidence.answers import TIMED
 from pytest_qualify.graders.needle import grade_needle
 from pytest_qualify.tasks.haystack import lane_plan, size_lane, unit_rate
 from pytest_qualify.hooks import state_of
@@ -42,7 +43,8 @@ def test_context_retrieval(lane, qualify_client, qualify_ask, qualify_profile, q
                           teach=unit_rate(qualify_client.base_url))
     qualify_record.props(tokenize_calls=sized.calls, sized_prompt_tokens=sized.tokens)
 
-    answer = qualify_ask(sized.messages, stream=True, timeout_s=qualify_profile.timeouts.for_prompt(lane.prompt_tokens))
+    answer = qualify_ask(sized.messages, stream=True, timeout_s=qualify_profile.timeouts.for_prompt(lane.prompt_tokens),
+                         journal_role=TIMED)
 
     prompt_tokens = answer.prompt_tokens
     if prompt_tokens is None:

@@ -29,8 +29,9 @@ import pytest
 from pytest_qualify import engines
 from pytest_qualify.checks import fail, require, sizing
 from pytest_qualify.graders import Verdict
-from pytest_qualify.client.endpoint import EndpointError
-from pytest_qualify.evidence.answers import answers_to, timed_answers
+from pytest_qualify.client.errors import EndpointError
+from pytest_qualify.evidence.answers import HELD, REASKED, answers_to, timed_answers
+from pytest_qualify.graders.contract import measured_span
 from pytest_qualify.hooks import state_of
 from pytest_qualify.evidence.metrics import MetricsParseError, delta, parse
 from pytest_qualify.tasks.fixture_data import integrity_samples
@@ -90,8 +91,10 @@ def test_stream_matches_plain(sample, qualify_ask, qualify_profile, qualify_reco
     ]
     band = qualify_profile.integrity.band(sample.module)
     if band is not None and not plain.tool_calls:
-        qualify_record.props(length_chars=len(plain.content or ""))
-        checks.append(("", check_length_band(plain.content, band.min_chars, band.max_chars, sample.module)))
+        # Measured on what the sample's contract reads as the answer, never on invited working.
+        measured, what = measured_span(plain.content, sample.contract) if sample.contract else (plain.content or "", "visible answer")
+        qualify_record.props(length_chars=len(measured), length_measured=what)
+        checks.append(("", check_length_band(measured, band.min_chars, band.max_chars, sample.module, what=what)))
     _require_all(where, checks)
 
 
@@ -137,9 +140,10 @@ def test_answer_held_through_run(sample, qualify_ask, qualify_run, qualify_recor
     if not earlier:
         # First in the run to ask it (an xdist worker, a -k selection): ask it the timing path's
         # way first, so the answer is always held to another.
-        qualify_ask(messages, check_finish=False, stream=True, salt_suffix="-held-first", **sample.params)
+        qualify_ask(messages, check_finish=False, stream=True, salt_suffix="-held-first", journal_role=HELD,
+                    **sample.params)
         earlier = answers_to(qualify_run.run_dir, key)
-    answer = qualify_ask(messages, check_finish=False, salt_suffix="-held", **sample.params)
+    answer = qualify_ask(messages, check_finish=False, salt_suffix="-held", journal_role=HELD, **sample.params)
     now = RecordedAnswer("now", False, answer.content, parsed_calls(answer.tool_calls), answer.finish_reason)
     require(check_same_answers(now, earlier), where)
 
@@ -176,16 +180,17 @@ def test_timed_answer_held(lane, qualify_client, qualify_ask, qualify_profile, q
         # salt and its cold prefill; the run-end row holds the lane's answer when it comes, and says
         # so when it never does.
         salt = qualify_salt + "-timed"
-        own = qualify_ask(messages, check_finish=False, stream=True, cache_salt=salt, timeout_s=timeout_s)
+        own = qualify_ask(messages, check_finish=False, stream=True, cache_salt=salt, timeout_s=timeout_s,
+                          journal_role=REASKED)
         earlier = [RecordedAnswer("this item's own stream", True, own.content, parsed_calls(own.tool_calls),
                                   own.finish_reason)]
         source = "this item's own stream (the lane's timed answer is held at the end of the run)"
     qualify_record.props(haystack_seed=plan.seed, sized_prompt_tokens=sized.tokens, timed_answer_from=source)
-    answer = qualify_ask(messages, check_finish=False, cache_salt=salt, timeout_s=timeout_s)
+    answer = qualify_ask(messages, check_finish=False, cache_salt=salt, timeout_s=timeout_s, journal_role=REASKED)
     now = RecordedAnswer("now", False, answer.content, parsed_calls(answer.tool_calls), answer.finish_reason)
     verdict = check_same_answers(now, earlier)
     if not verdict.ok:
-        verdict = Verdict.reject(f"the timed request asked again without streaming answers otherwise: {verdict.reason}")
+        verdict = verdict.reworded(f"the timed request asked again without streaming answers otherwise: {verdict.reason}")
     require(verdict, where)
 
 
