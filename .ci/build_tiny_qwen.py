@@ -7,7 +7,7 @@ deployment's own paths:
     template that places ``<|vision_start|><|image_pad|><|vision_end|>`` (``<|video_pad|>``) for
     each image (video) part and renders hermes-style tools. For the multimodal profile.
   * ``tiny-qwen3`` -- ``Qwen3ForCausalLM``: text hidden 128, one layer of one head (head_dim 64,
-    one KV head), a 262,144-token window, a qwen3-style template that honours ``enable_thinking`` and renders tools the way the
+    one KV head; ``qwen3-tp2``: two heads and two KV heads, for ``--tensor-parallel-size 2``), a 262,144-token window, a qwen3-style template that honours ``enable_thinking`` and renders tools the way the
     ``qwen3_coder`` parser reads them. For the 262k-shaped profile.
 
 Both use the Qwen2.5 tokenizer held in the GGUF that ``build_cpu_model.py`` assembles and
@@ -43,7 +43,12 @@ BUILDS = {
            "weights_sha256": "12ddd1bf970a4494dcf945e1ddcbc6369c27390af82196e8c3ff54561614e6b7"},
     "qwen3": {"id": "tiny-qwen3/v2",
               "weights_sha256": "0150e0072ef118f2df7a415944c8219e7992ed29fc653baadd6c63e45fbc5d90"},
+    # tiny-qwen3 with two heads and two KV heads: tensor parallelism over 2 GPUs splits the heads.
+    "qwen3-tp2": {"id": "tiny-qwen3-tp2/v1",
+                  "weights_sha256": "a512b11f072bb97eed81a4a9602493006a83d4b2921bdb8b07c8ac9547fdd11d"},
 }
+# Attention heads (= KV heads) per Qwen3 build: --tensor-parallel-size must divide both.
+QWEN3_BUILD_HEADS = {"qwen3": 1, "qwen3-tp2": 2}
 
 TEXT_HIDDEN = 128
 TEXT_HEADS = 2
@@ -288,14 +293,14 @@ def build_vl(tok, tmp: Path) -> None:  # type: ignore[no-untyped-def]
     GenerationConfig(bos_token_id=pad, eos_token_id=[eos, pad], pad_token_id=pad).save_pretrained(tmp)
 
 
-def build_qwen3(tok, tmp: Path) -> None:  # type: ignore[no-untyped-def]
+def build_qwen3(tok, tmp: Path, heads: int = QWEN3_HEADS) -> None:  # type: ignore[no-untyped-def]
     import torch
     from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
 
     tok.chat_template = QWEN3_TEMPLATE
     tok.model_max_length = QWEN3_WINDOW
     text = text_config_kwargs(tok, QWEN3_WINDOW)
-    text.update(num_hidden_layers=QWEN3_LAYERS, num_attention_heads=QWEN3_HEADS, num_key_value_heads=QWEN3_HEADS)
+    text.update(num_hidden_layers=QWEN3_LAYERS, num_attention_heads=heads, num_key_value_heads=heads)
     cfg = Qwen3Config(head_dim=TEXT_HEAD_DIM, rope_parameters={"rope_type": "default", "rope_theta": 5000000.0},
                       **text)
     model = Qwen3ForCausalLM(cfg).to(torch.float32).eval()
@@ -323,14 +328,13 @@ def check_vl(path: Path) -> None:
     log("check ok: image and video placeholders render")
 
 
-def check_qwen3(path: Path) -> None:
+def check_qwen3(path: Path, heads: int = QWEN3_HEADS) -> None:
     """Reload from disk: thinking off adds the empty think block, on does not; tools render."""
     from transformers import AutoConfig, AutoTokenizer
 
     cfg = AutoConfig.from_pretrained(path)
     assert cfg.max_position_embeddings == QWEN3_WINDOW and cfg.head_dim == TEXT_HEAD_DIM
-    assert (cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads) == (QWEN3_LAYERS, QWEN3_HEADS,
-                                                                                         QWEN3_HEADS)
+    assert (cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads) == (QWEN3_LAYERS, heads, heads)
     tok = AutoTokenizer.from_pretrained(path)
     msgs = [{"role": "user", "content": "hi"}]
     off = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True, enable_thinking=False)
@@ -367,7 +371,8 @@ def up_to_date(out: Path, build: dict[str, str]) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("kind", choices=sorted(BUILDS), help="vl: tiny-qwen2.5-vl; qwen3: tiny-qwen3")
+    ap.add_argument("kind", choices=sorted(BUILDS),
+                    help="vl: tiny-qwen2.5-vl; qwen3: tiny-qwen3; qwen3-tp2: tiny-qwen3 with two heads")
     ap.add_argument("--out", required=True, type=Path, help="output model directory")
     ap.add_argument("--gguf-dir", required=True, type=Path, help="where build_cpu_model.py keeps the GGUF")
     ap.add_argument("--force", action="store_true", help="rebuild even if up to date")
@@ -383,11 +388,15 @@ def main(argv: list[str] | None = None) -> int:
         ensure_gguf(gguf)
     except ChecksumError:
         return 3
-    tok = load_tokenizer(gguf, QWEN3_TOKENS if args.kind == "qwen3" else [])
+    tok = load_tokenizer(gguf, [] if args.kind == "vl" else QWEN3_TOKENS)
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    (build_vl if args.kind == "vl" else build_qwen3)(tok, tmp)
-    (check_vl if args.kind == "vl" else check_qwen3)(tmp)
+    if args.kind == "vl":
+        build_vl(tok, tmp)
+        check_vl(tmp)
+    else:
+        build_qwen3(tok, tmp, QWEN3_BUILD_HEADS[args.kind])
+        check_qwen3(tmp, QWEN3_BUILD_HEADS[args.kind])
     files = {p.name: sha256_of(p) for p in sorted(tmp.iterdir()) if p.is_file()}
     weights = files["model.safetensors"]
     if build["weights_sha256"] and weights != build["weights_sha256"]:

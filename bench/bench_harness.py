@@ -33,14 +33,15 @@ ZERO_LATENCY = {"QUALIFY_REFERENCE_PREFILL_TOK_S": "0", "QUALIFY_REFERENCE_DECOD
 
 
 @contextlib.contextmanager
-def reference_server(profile: str, log_path: Path) -> Iterator[tuple[str, int]]:
-    """The reference server with zero added latency, started here so its CPU time can be read."""
+def reference_server(profile: str, log_path: Path, rates: dict[str, str] | None = None) -> Iterator[tuple[str, int]]:
+    """The reference server, started here so its CPU time can be read: with zero added latency, or at
+    ``rates`` (``QUALIFY_REFERENCE_PREFILL_TOK_S`` / ``QUALIFY_REFERENCE_DECODE_TOK_S``)."""
     from pytest_qualify.server.lifecycle import free_port
 
     port = free_port()
     with open(log_path, "wb") as log:
         server = subprocess.Popen([sys.executable, "-m", "pytest_qualify.reference", "--port", str(port), "--profile", profile],
-                                  env={**os.environ, **ZERO_LATENCY}, stdout=log, stderr=subprocess.STDOUT)
+                                  env={**os.environ, **(ZERO_LATENCY if rates is None else rates)}, stdout=log, stderr=subprocess.STDOUT)
         try:
             base = f"http://127.0.0.1:{port}"
             deadline = time.monotonic() + 60

@@ -14,7 +14,7 @@ import pytest
 from pytest_qualify.checks import fail, require, sizing
 from pytest_qualify.evidence.answers import TIMED
 from pytest_qualify.graders.needle import grade_needle
-from pytest_qualify.tasks.haystack import lane_plan, size_lane
+from pytest_qualify.tasks.haystack import lane_plan, size_lane, unit_rate
 from pytest_qualify.hooks import state_of
 
 pytestmark = pytest.mark.qualify_module("context")
@@ -39,11 +39,13 @@ def test_context_retrieval(lane, qualify_client, qualify_ask, qualify_profile, q
     )
     tolerance = limits.lane_tolerance_tokens
     with sizing(where, "the lane"):
-        sized = size_lane(plan, qualify_client.count_chat_tokens, lane.prompt_tokens, tolerance)
+        sized = size_lane(plan, qualify_client.count_chat_tokens, lane.prompt_tokens, tolerance,
+                          teach=unit_rate(qualify_client.base_url))
     qualify_record.props(tokenize_calls=sized.calls, sized_prompt_tokens=sized.tokens)
 
+    needles = {f"{'target' if n.target else 'distractor'} {n.key}": n.value for n in (plan.target, *plan.distractors)}
     answer = qualify_ask(sized.messages, stream=True, timeout_s=qualify_profile.timeouts.for_prompt(lane.prompt_tokens),
-                         journal_role=TIMED)
+                         journal_role=TIMED, marks=needles)
 
     prompt_tokens = answer.prompt_tokens
     if prompt_tokens is None:

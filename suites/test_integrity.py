@@ -26,6 +26,7 @@ import time
 
 import pytest
 
+from pytest_qualify import engines
 from pytest_qualify.checks import fail, require, sizing
 from pytest_qualify.graders import Verdict
 from pytest_qualify.client.errors import EndpointError
@@ -38,7 +39,9 @@ from pytest_qualify.graders.integrity import (
     RecordedAnswer, check_cut_call, check_length_band, check_no_result_cache, check_same_answers, too_fast,
     check_stream_shape, compare_stream_plain, parsed_calls,
 )
-from pytest_qualify.tasks.haystack import Haystack, haystack_seed, lane_plan, plan_haystack, size_lane, size_to_tokens
+from pytest_qualify.tasks.haystack import (
+    Haystack, haystack_seed, lane_plan, plan_haystack, size_lane, size_to_tokens, unit_rate,
+)
 
 pytestmark = pytest.mark.qualify_module("integrity")
 
@@ -96,7 +99,7 @@ def test_stream_matches_plain(sample, qualify_ask, qualify_profile, qualify_reco
 
 
 @pytest.mark.parametrize("sample", TOOL_SAMPLES, ids=[s.id for s in TOOL_SAMPLES])
-def test_cut_tool_call_says_length(sample, qualify_ask, qualify_record, qualify_repetition):
+def test_cut_tool_call_says_length(sample, qualify_ask, qualify_client, qualify_record, qualify_repetition):
     where = f"sample {sample.id}, repetition {qualify_repetition}"
     messages = list(sample.messages)
     uncut = qualify_ask(messages, check_finish=False, salt_suffix="-uncut", **sample.params)
@@ -114,7 +117,17 @@ def test_cut_tool_call_says_length(sample, qualify_ask, qualify_record, qualify_
         if cut.stream is not None:
             checks.append((how, check_stream_shape(cut.stream, _usage_tokens(cut), cut.finish_reason)))
         checks.append((how, check_cut_call(cut.finish_reason, max_tokens, tokens)))
+    if any(not verdict.ok for _how, verdict in checks):
+        # The engine's own behaviour, as its version's row in engines.toml tells it (or that it has none).
+        checks.append(("engine", Verdict.reject(engines.cut_call_note(_version(qualify_client)))))
     _require_all(where, checks)
+
+
+def _version(client) -> str | None:  # type: ignore[no-untyped-def]
+    try:
+        return client.version()
+    except Exception:  # noqa: BLE001 - the reason is still written when /version fails
+        return None
 
 
 @pytest.mark.parametrize("sample", SAMPLES, ids=[s.id for s in SAMPLES])
@@ -191,7 +204,8 @@ def test_no_result_cache(qualify_client, qualify_ask, qualify_profile, qualify_r
         plan = plan_haystack(haystack_seed(qualify_run.run_id, "integrity", name, qualify_repetition), 0.5)
         with sizing(where, "the cache probe"):
             return size_to_tokens(Haystack(plan).build, qualify_client.count_chat_tokens, size,
-                                  tolerance=max(limits.lane_tolerance_tokens // 2, 8), max_calls=6).messages
+                                  tolerance=max(limits.lane_tolerance_tokens // 2, 8), max_calls=6,
+                                  rate=unit_rate(qualify_client.base_url)).messages
 
     prompts = [probe("a"), probe("b")]
     timeout_s = qualify_profile.timeouts.for_prompt(size)

@@ -18,7 +18,7 @@ from pytest_qualify.checks import fail, require, sizing
 from pytest_qualify.client.errors import EndpointError, error_message
 from pytest_qualify.graders.window import check_overwindow_refusal
 from pytest_qualify.tasks.haystack import (
-    Haystack, Sized, SizingError, haystack_seed, pad_to_tokens, plan_haystack, size_to_tokens,
+    Haystack, Sized, SizingError, haystack_seed, pad_to_tokens, plan_haystack, size_to_tokens, unit_rate,
 )
 
 pytestmark = pytest.mark.qualify_module("window")
@@ -37,7 +37,8 @@ def _sized_prompt(client, run_id: str, label: str, repetition: int, target: int,
     build = Haystack(plan).build
     with sizing(where):
         try:
-            return size_to_tokens(build, client.count_chat_tokens, target, side=side, max_calls=MAX_TOKENIZE_CALLS)
+            return size_to_tokens(build, client.count_chat_tokens, target, side=side, max_calls=MAX_TOKENIZE_CALLS,
+                                  rate=unit_rate(client.base_url))
         except SizingError as exc:
             if exc.closest is not None and abs(exc.closest.tokens - target) <= SLACK_TOKENS:
                 return exc.closest

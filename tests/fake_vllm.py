@@ -11,12 +11,17 @@ or from ``FAKE_VLLM_ARGS`` (so one profile serves many tests)::
     --ignore-sigterm S         on SIGTERM, keep running S more seconds
     --spawn-child              start a child process of its own (like vLLM's EngineCore) that
                                ignores SIGTERM, so only a kill of the whole group removes it
+    --workers N                as vLLM's multiprocessing executor (``--tensor-parallel-size N``):
+                               an engine process (multiprocessing, spawn) that starts N daemon
+                               worker processes; all of them ignore SIGINT and SIGTERM and none
+                               watches its parent, and the leader dies on SIGTERM without them
     --fault NAME[=ARG]         a reference-server fault (e.g. slow=30)
 
 Once listening it answers like the reference server (whose request handling it reuses), with the
 identity taken from its command line; with ``VLLM_API_KEY`` set it requires that key, and logs
 it (as a careless server might). ``FAKE_VLLM_LAUNCH_LOG`` names a file that gets one line per
-start; ``FAKE_VLLM_EVENTS`` a file of events (``leader PID``, ``child PID``, ``chat``, ``sigterm``).
+start; ``FAKE_VLLM_EVENTS`` a file of events (``leader PID``, ``child PID``, ``engine PID``, ``worker PID``,
+``chat``, ``sigterm``).
 """
 
 from __future__ import annotations
@@ -53,6 +58,43 @@ def _engine_core() -> int:
         time.sleep(1)
 
 
+def _stubborn() -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+
+
+def _tp_worker(events: str | None) -> None:
+    _stubborn()
+    if events:
+        os.environ["FAKE_VLLM_EVENTS"] = events
+    _event(f"worker {os.getpid()}")
+    while True:
+        time.sleep(1)
+
+
+def _tp_engine(workers: int, events: str | None) -> None:
+    import multiprocessing
+
+    _stubborn()
+    if events:
+        os.environ["FAKE_VLLM_EVENTS"] = events
+    _event(f"engine {os.getpid()}")
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_tp_worker, args=(events,), daemon=True, name=f"VllmWorker-{rank}")
+             for rank in range(workers)]
+    for proc in procs:
+        proc.start()
+    while True:
+        time.sleep(1)
+
+
+def _start_tp_engine(workers: int) -> None:
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    ctx.Process(target=_tp_engine, args=(workers, os.environ.get("FAKE_VLLM_EVENTS")), name="EngineCore").start()
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--engine-core"]:
         return _engine_core()
@@ -70,6 +112,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--report-max-model-len", type=int, default=None)
     parser.add_argument("--ignore-sigterm", type=float, default=0.0)
     parser.add_argument("--spawn-child", action="store_true")
+    parser.add_argument("--workers", type=int, default=0)
     parser.add_argument("--fault", action="append", default=[])
     args, _ignored = parser.parse_known_args(argv + shlex.split(os.environ.get("FAKE_VLLM_ARGS", "")))
     model = args.model_flag or args.model
@@ -90,6 +133,8 @@ def main(argv: list[str]) -> int:
 
     if args.spawn_child:
         subprocess.Popen([sys.executable, str(HERE), "--engine-core"], stdin=subprocess.DEVNULL)
+    if args.workers:
+        _start_tp_engine(args.workers)
 
     flags = {"max_model_len": args.max_model_len}
     if os.environ.get("VLLM_API_KEY"):

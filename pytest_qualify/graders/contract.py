@@ -41,6 +41,7 @@ import json
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -569,6 +570,17 @@ class Question:
         return self.contract.grade(content)
 
 
+# The slots read while one protocol item runs, kept as its evidence (evidence/transcripts.py): the
+# pytest side sets a list around the item; for every other caller it is None and grading has no effect.
+SLOTS_READ: ContextVar[list[dict[str, Any]] | None] = ContextVar("slots_read", default=None)
+
+
+def _read(name: str, slot: Any, format_error: str | None) -> None:
+    seen = SLOTS_READ.get()
+    if seen is not None:
+        seen.append({"name": name, "slot": slot, "format_error": format_error})
+
+
 def slot_of(content: str | None, contract: Contract) -> "str | dict[str, Any]":
     """The slot's raw value under the contract (a string, or the JSON object); FormatError otherwise."""
     if contract.form == "reply":
@@ -583,7 +595,9 @@ def grade(content: str | None, contract: Contract, name: str = "answer") -> Verd
     try:
         slot = slot_of(content, contract)
     except FormatError as exc:
+        _read(name, None, str(exc))
         return format_failure(str(exc))
+    _read(name, slot, None)
     if isinstance(slot, dict):
         return grade_fields(slot, contract.fields)
     assert contract.accept is not None

@@ -6,7 +6,7 @@ protocol fixture fails with how to run it."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
@@ -139,7 +139,8 @@ def qualify_record(request: pytest.FixtureRequest) -> Recorder:
 class Ask(Protocol):
     def __call__(self, prompt: str | list[dict[str, Any]], *, tool_turn: bool = False, salt_suffix: str = "",
                  grade: Callable[[Answer], None] | None = None, check_finish: bool = True,
-                 journal_role: str = "answer", contract: Contract | None = None, **params: Any) -> Answer: ...
+                 journal_role: str = "answer", contract: Contract | None = None,
+                 marks: Mapping[str, str] | None = None, **params: Any) -> Answer: ...
 
     # The answer journal's key of a request asked this way (evidence/answers.py).
     key: Callable[..., str]
@@ -147,7 +148,7 @@ class Ask(Protocol):
 
 @pytest.fixture
 def qualify_ask(request: pytest.FixtureRequest, qualify_client: QualifyClient, qualify_profile: Profile,
-                qualify_record: Recorder, qualify_salt: str) -> Ask:
+                qualify_record: Recorder, qualify_salt: str) -> Iterator[Ask]:
     """One protocol question, asked the protocol's way: the profile's answer budget
     (``limits.answer_budget_tokens``), temperature 0, a fixed seed, this item's cache salt; the
     answer is recorded (and its finish state checked). ``params`` override or add request fields.
@@ -164,7 +165,10 @@ def qualify_ask(request: pytest.FixtureRequest, qualify_client: QualifyClient, q
     Every answer is also kept in the run's answer journal (evidence/answers.py), keyed by its
     request and saying its role (``journal_role``, one of ``answers.ROLES``: the integrity
     module's held samples and re-asks, the context module's timed answers), for the integrity
-    module's comparison of answers to the same request.
+    module's comparison of answers to the same request; and with its request in the run's
+    transcripts (evidence/transcripts.py, what report.html shows), as are the slots the item's
+    contract reads. ``marks``: strings whose place in a long prompt the transcript states (a lane's
+    needles), never sent.
     """
 
     def protocol_request(prompt: str | list[dict[str, Any]], salt_suffix: str,
@@ -181,16 +185,26 @@ def qualify_ask(request: pytest.FixtureRequest, qualify_client: QualifyClient, q
 
     def ask(prompt: str | list[dict[str, Any]], *, tool_turn: bool = False, salt_suffix: str = "",
             grade: Callable[[Answer], None] | None = None, check_finish: bool = True, journal_role: str = "answer",
-            contract: Contract | None = None, **params: Any) -> Answer:
-        from pytest_qualify.evidence import answers
+            contract: Contract | None = None, marks: Mapping[str, str] | None = None, **params: Any) -> Answer:
+        from pytest_qualify.evidence import answers, transcripts
         from pytest_qualify.graders.integrity import RecordedAnswer, parsed_calls
 
         messages, request = protocol_request(prompt, salt_suffix, params)
-        answer = qualify_client.chat(messages, **request)
+        key = answers.request_key(messages, request)
+        sent = {"model": getattr(qualify_client, "model", None), **request}
+        try:
+            answer = qualify_client.chat(messages, **request)
+        except Exception as exc:  # the request stays in the story; the failure is the test's to report
+            if run is not None:
+                transcripts.append(run.run_dir, transcripts.asked_record(
+                    nodeid, key, messages, sent, error=f"{type(exc).__name__}: {exc}", marks=marks), run.secrets)
+            raise
         if run is not None:  # a run's journal; a test that fakes the client has none
-            answers.append(run.run_dir, answers.request_key(messages, request), RecordedAnswer(
+            answers.append(run.run_dir, key, RecordedAnswer(
                 asker, answer.streamed, answer.content, parsed_calls(answer.tool_calls), answer.finish_reason),
                 salt=request.get("cache_salt"), role=journal_role)
+            transcripts.append(run.run_dir, transcripts.asked_record(nodeid, key, messages, sent, answer, marks=marks),
+                               run.secrets)
         if not check_finish:
             qualify_record.answer(answer, tool_turn=tool_turn, check_finish=False)
             return answer
@@ -200,7 +214,19 @@ def qualify_ask(request: pytest.FixtureRequest, qualify_client: QualifyClient, q
             qualify_record.finish(answer, tool_turn, contract=contract)
         return answer
 
+    from pytest_qualify.graders.contract import SLOTS_READ
+
     ask.key = key  # type: ignore[attr-defined]
-    asker = request.node.nodeid.split("::", 1)[-1]
+    nodeid = request.node.nodeid
+    asker = nodeid.split("::", 1)[-1]
     run = state_of(request.config)
-    return ask
+    slots: list[dict[str, Any]] = []
+    token = SLOTS_READ.set(slots)
+    try:
+        yield ask
+    finally:
+        SLOTS_READ.reset(token)
+        if run is not None and slots:
+            from pytest_qualify.evidence import transcripts
+
+            transcripts.append(run.run_dir, transcripts.slots_record(nodeid, slots), run.secrets)

@@ -38,8 +38,9 @@ def hostile_class(rejection: Rejection) -> str | None:
 
 
 def parse_json_body(raw: bytes) -> Any:
+    """The body as JSON; an empty body is not JSON (malformed), the literal ``null`` is (a wrong type)."""
     try:
-        return json.loads(raw or b"null")
+        return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise Invalid("malformed_json", f"invalid JSON body: {exc}") from None
 

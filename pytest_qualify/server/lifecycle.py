@@ -15,6 +15,7 @@ import shlex
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -113,6 +114,35 @@ def _child_setup(parent_pid: int) -> Callable[[], None]:
     return setup
 
 
+# The guard: a process of its own session that outlives a pytest killed by SIGKILL. It reads a pipe
+# only pytest can write to; at its end (pytest closed it, or died by any signal) it stops the
+# server's process group as ``ServerProcess.stop`` does. The kernel's parent-death signal reaches the
+# server's leader alone; a tree whose leader dies on SIGTERM without its workers (engine processes,
+# tensor-parallel workers that ignore SIGTERM) would otherwise outlive the run.
+_GUARD = """
+import os, signal, sys, time
+pgid, grace = int(sys.argv[1]), float(sys.argv[2])
+for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(sig, signal.SIG_IGN)
+sys.stdin.buffer.read()
+def alive():
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+if alive():
+    os.killpg(pgid, signal.SIGTERM)
+    end = time.monotonic() + grace
+    while alive() and time.monotonic() < end:
+        time.sleep(0.1)
+    if alive():
+        os.killpg(pgid, signal.SIGKILL)
+"""
+
+
 class ServerProcess:
     """One launched server process group."""
 
@@ -121,6 +151,8 @@ class ServerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.started_at: float | None = None
         self.ready_s: float | None = None
+        self.guard: subprocess.Popen[bytes] | None = None
+        self._guard_pipe: int | None = None
 
     @property
     def pid(self) -> int | None:
@@ -157,8 +189,35 @@ class ServerProcess:
         finally:
             log.close()
         self.started_at = time.monotonic()
+        self._start_guard(self.proc.pid)
         # Safety net for an exit that skips the plugin's teardown (an error inside pytest itself).
         atexit.register(self.stop)
+
+    def _start_guard(self, pgid: int) -> None:
+        """The guard of this server's group (``_GUARD``); the pipe's write end stays in this process
+        only (not inheritable, opened after the server started)."""
+        read, write = os.pipe()
+        try:
+            self.guard = subprocess.Popen(
+                [sys.executable, "-c", _GUARD, str(pgid), str(self.spec.term_grace_s)], stdin=read,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        except OSError:
+            os.close(write)
+            return
+        finally:
+            os.close(read)
+        self._guard_pipe = write
+
+    def _release_guard(self) -> None:
+        """After the group is gone: the guard finds nothing to stop and exits."""
+        if self._guard_pipe is not None:
+            os.close(self._guard_pipe)
+            self._guard_pipe = None
+        if self.guard is not None:
+            try:
+                self.guard.wait(timeout=KILL_WAIT_S)
+            except subprocess.TimeoutExpired:
+                self.guard.kill()
 
     def _failure(self, what: str) -> StartupError:
         return StartupError(
@@ -236,6 +295,7 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 pass
             wait_group_gone(pgid, KILL_WAIT_S)
+            self._release_guard()
         if interrupted is not None:
             raise interrupted
         return proc.returncode

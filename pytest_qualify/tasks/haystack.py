@@ -318,6 +318,42 @@ class SizingError(ValueError):
         self.closest = closest
 
 
+@dataclass
+class UnitRate:
+    """Tokens per filler unit as one server counts them, learned from every sizing against it: the
+    next sizing's first guess, so a prompt the size of the window is found in two ``/tokenize``
+    calls rather than four. Only a guess: every size is measured. A sizing whose result must not
+    depend on what was sized before (a lane, rebuilt by the integrity module) takes none."""
+
+    tokens_per_unit: float | None = None
+    overhead: float = 0.0  # tokens at zero units (system line, template, question), once two sizes are known
+    _points: list[tuple[int, int]] = field(default_factory=list, repr=False)
+
+    def learn(self, units: int, tokens: int) -> None:
+        if units <= 0 or tokens <= 0:
+            return
+        self._points = sorted({*self._points, (units, tokens)})
+        (u0, t0), (u1, t1) = self._points[0], self._points[-1]
+        if u1 - u0 >= 1000:  # a line through the smallest and largest prompt measured
+            self.tokens_per_unit = (t1 - t0) / (u1 - u0)
+            self.overhead = t0 - self.tokens_per_unit * u0
+        else:
+            self.tokens_per_unit, self.overhead = tokens / units, 0.0
+
+    def guess(self, target: int) -> int | None:
+        if not self.tokens_per_unit or self.tokens_per_unit <= 0:
+            return None
+        return max(1, round((target - self.overhead) / self.tokens_per_unit))
+
+
+_RATES: dict[str, UnitRate] = {}
+
+
+def unit_rate(server: str) -> UnitRate:
+    """The rate learned for one server (its base URL) in this process."""
+    return _RATES.setdefault(server, UnitRate())
+
+
 def size_to_tokens(
     build: Callable[[int], Messages],
     count: Callable[[Messages], int],
@@ -328,6 +364,7 @@ def size_to_tokens(
     max_calls: int = 6,
     units_guess: int | None = None,
     tokens_per_unit: float = 1.2,
+    rate: UnitRate | None = None,
 ) -> Sized:
     """Find a unit count whose prompt counts ``target`` tokens (within ``tolerance``; ``side`` keeps
     it at or below / at or above the target), in a few calls of ``count``.
@@ -335,6 +372,7 @@ def size_to_tokens(
     Token count grows almost linearly with filler units, so a proportional first step and secant
     steps after it land within a handful of calls even for a 240K-token prompt; once two measured
     unit counts one apart bracket the target, no unit count can hit it and the search stops.
+    ``rate``: the server's learned tokens per unit, used for the first guess and updated.
     """
     if target <= 0:
         raise ValueError(f"target must be positive, got {target}")
@@ -346,11 +384,15 @@ def size_to_tokens(
     def result(n: int) -> Sized:
         return Sized(n, seen[n], len(seen), built[n], target)
 
-    n = max(1, units_guess if units_guess is not None else round(target / tokens_per_unit))
+    learned = rate.guess(target) if rate is not None and units_guess is None else None
+    slope_known = rate.tokens_per_unit if learned is not None and rate is not None else None
+    n = max(1, units_guess if units_guess is not None else learned or round(target / tokens_per_unit))
     while True:
         messages = build(n)
         seen[n] = count(messages)
         built[n] = messages
+        if rate is not None:
+            rate.learn(n, seen[n])
         if low <= seen[n] <= high:
             return result(n)
         under = [k for k, c in seen.items() if c < target]
@@ -365,6 +407,8 @@ def size_to_tokens(
         elif len(seen) >= 2:
             a, b = sorted(seen, key=lambda k: abs(seen[k] - target))[:2]
             slope = (seen[a] - seen[b]) / (a - b)
+        elif slope_known:
+            slope = slope_known  # the server's learned tokens per unit
         else:
             slope = seen[n] / n  # proportional: the fixed overhead is small next to the filler
         if slope <= 0:
@@ -405,12 +449,17 @@ def lane_plan(run_id: str, lane_names: Sequence[str], lane: str, repetition: int
     return plan_haystack(seed, depth_for(list(lane_names).index(lane), repetition, needle_spec().depths))
 
 
-def size_lane(plan: HaystackPlan, count: Callable[[Messages], int], prompt_tokens: int, tolerance: int) -> Sized:
+def size_lane(plan: HaystackPlan, count: Callable[[Messages], int], prompt_tokens: int, tolerance: int,
+               teach: UnitRate | None = None) -> Sized:
     """The lane's prompt sized in the server's tokens: deterministic in the plan and the server's
-    counts, so sizing the same plan twice gives the same messages. Half the lane's tolerance: the
-    chat request may count a few template tokens more than ``/tokenize``."""
-    return size_to_tokens(Haystack(plan).build, count, prompt_tokens, tolerance=tolerance // 2,
-                          max_calls=LANE_TOKENIZE_CALLS)
+    counts, so sizing the same plan twice gives the same messages (no learned rate steers it; it
+    only ``teach``es one, for the sizings after it). Half the lane's tolerance: the chat request may
+    count a few template tokens more than ``/tokenize``."""
+    sized = size_to_tokens(Haystack(plan).build, count, prompt_tokens, tolerance=tolerance // 2,
+                           max_calls=LANE_TOKENIZE_CALLS)
+    if teach is not None:
+        teach.learn(sized.units, sized.tokens)
+    return sized
 
 
 # One token in every vocabulary seen (byte-level BPE, SentencePiece), but always measured, never assumed.

@@ -31,6 +31,9 @@ class Hostile:
     kind: str
     note: str
     body: bytes
+    # A prompt over the window: the engine tokenizes all of it before refusing it, so its cost grows
+    # with the window (seconds each at 262,144); a class sends only a few (``over_window_examples``).
+    over_window: bool = False
 
     @property
     def prompt_tokens_estimate(self) -> int:
@@ -304,7 +307,8 @@ def oversized(target: RequestTarget) -> st.SearchStrategy[Hostile]:
             body["messages"].insert(0, {"role": "system", "content": text})
         else:
             body["messages"][0]["content"] = text + "\n" + body["messages"][0]["content"]
-        return _example("oversized", f"{where} message of {count:,} words, {factor:.2f}x the {target.window_tokens:,}-token window", body)
+        note = f"{where} message of {count:,} words, {factor:.2f}x the {target.window_tokens:,}-token window"
+        return Hostile("oversized", note, _encode(body), over_window=True)
 
     def long_model(variant: tuple[int, bool, int], chars: int) -> Hostile:
         body = base_body(target, variant)
@@ -363,6 +367,11 @@ def strategy(kind: str, target: RequestTarget) -> st.SearchStrategy[Hostile]:
     return STRATEGIES[kind](target)
 
 
+def over_window_examples() -> int:
+    """How many over-window prompts one class sends at most (``fixtures/robustness.toml``)."""
+    return int(data()["oversized"]["over_window_examples"])
+
+
 def examples_per_class(total: int, kinds: int) -> int:
     """The profile's budget is per run: spread over the classes, rounding up."""
     return max(1, -(-total // kinds))
@@ -384,22 +393,36 @@ def examples(kind: str, target: RequestTarget, count: int) -> tuple[Hostile, ...
     """The ``count`` distinct examples :func:`collect` sends, drawn once a process: derandomized, so
     every repetition (and every run) draws the same ones, and drawing them again costs only time.
     (Hypothesis seeds a derandomized run from the test function's source: ``explore`` keeps its
-    text, so the examples are the ones every earlier run sent.)"""
+    text, so the examples are the ones every earlier run sent.) Drawing stops once ``count`` are
+    chosen: the draws after them could only be dropped."""
     from hypothesis import HealthCheck, Phase, given, settings
 
     seen: set[bytes] = set()
     chosen: list[Hostile] = []
     send = chosen.append
+    over_window_room = [over_window_examples()]
 
-    # Generated values repeat now and then; draw more than needed and send each body once.
+    # Generated values repeat now and then; draw more than needed and send each body once. A prompt
+    # over the window proves its point in a few examples (each costs the engine a whole window's
+    # tokenizing): past ``over_window_examples`` the class's budget goes to its other examples.
     @settings(max_examples=count * 4, derandomize=True, database=None, deadline=None,
               phases=[Phase.generate], suppress_health_check=list(HealthCheck))
     @given(strategy(kind, target))
     def explore(example: Hostile) -> None:
-        if len(seen) >= count or example.body in seen:
+        if len(seen) >= count:
+            raise _Enough
+        if example.body in seen or (example.over_window and over_window_room[0] <= 0):
             return
+        over_window_room[0] -= example.over_window
         seen.add(example.body)
         send(example)
 
-    explore()
+    try:
+        explore()
+    except _Enough:
+        pass
     return tuple(chosen)
+
+
+class _Enough(Exception):
+    """Raised inside the draw once the class has its examples (hypothesis has no early stop)."""

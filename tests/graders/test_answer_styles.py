@@ -614,7 +614,50 @@ MODEL_STYLES: list[tuple[Styles, Any, str | None]] = [
 ]
 
 
-CORPUS = (SMOKE, JSON, CONTEXT, WINDOW, TOOL_STYLES, RECALL, REASONING, FINISH, ROBUSTNESS, INTEGRITY)
+# -- load: the mix's answers graded by graders/load.py grade_item, which must give each the verdict
+# its own module gives it (the smoke, JSON and recall corpora above, routed through the load grader).
+
+def _load_items() -> dict[tuple[str, str], Any]:
+    from pytest_qualify.profiles import LOAD_MIX
+    from pytest_qualify.tasks.load import load_items
+
+    return {(item.module, item.id): item for item in load_items(LOAD_MIX)}
+
+
+LOAD_ITEMS = _load_items()
+_LOAD_ROUTES = {"smoke": SMOKE, "json": JSON, "recall": RECALL}
+
+
+def _load(answer: tuple[str, tuple[str, Any]]) -> Verdict:
+    from pytest_qualify.graders.load import grade_item
+
+    module, (item_id, content) = answer
+    item = LOAD_ITEMS[(module, item_id)]
+    text = content if isinstance(content, str) else json.dumps(content)
+    return grade_item(item, Answer(text, None, (), "stop", {"completion_tokens": 5}, False))
+
+
+LOAD = Styles(
+    "load", _load,
+    correct=[(m, a) for m, styles in _LOAD_ROUTES.items() for a in styles.correct if (m, a[0]) in LOAD_ITEMS],
+    # An empty reply fails the finish state before any grader, under load as in its module.
+    near_misses=[((m, a), why) for m, styles in _LOAD_ROUTES.items() for a, why in styles.near_misses
+                 if (m, a[0]) in LOAD_ITEMS and a[1] != ""] + [(("smoke", ("capital", "")), "finish state: ")],
+)
+
+
+def test_the_load_grader_gives_every_routed_reply_its_own_modules_verdict():
+    # Under load an answer is graded exactly as in its module: same verdict, same reason.
+    for module, styles in _LOAD_ROUTES.items():
+        routed = [a for a in list(styles.correct) + [a for a, _ in styles.near_misses]
+                  if (module, a[0]) in LOAD_ITEMS and a[1] != ""]
+        assert routed, module
+        for reply in routed:
+            own, under_load = styles.grade(reply), _load((module, reply))
+            assert (own.ok, own.reason) == (under_load.ok, under_load.reason), (module, reply)
+
+
+CORPUS = (SMOKE, JSON, CONTEXT, WINDOW, TOOL_STYLES, RECALL, REASONING, FINISH, ROBUSTNESS, INTEGRITY, LOAD)
 # The structured modules' corpus lives in tests/graders/test_answer_styles_structured.py.
 STRUCTURED = ("multimodal", "media_admission", "diff", "triage")
 CORRECT = [(s, a) for s in CORPUS for a in s.correct] + [(s, a) for s, a, why in MODEL_STYLES if why is None]

@@ -215,7 +215,7 @@ def test_the_length_band_measures_what_the_contract_reads_never_invited_working(
             qualify_ask(WORKING + "\\nANSWER: 5 pm", grade=lambda answer: None)
             assert "length_chars" not in dict(request.node.user_properties)
     """))
-    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result = pytester_run(pytester)
     result.assert_outcomes(passed=2, failed=2)
     result.stdout.fnmatch_lines([
         "*_ test_padding_after_the_answer_line _*",

@@ -281,3 +281,81 @@ def test_bad_integrity_rules_are_named(tmp_path, edit, field, words):
     with pytest.raises(ProfileError) as err:
         load_profile(str(path))
     assert field in str(err.value) and words in str(err.value), str(err.value)
+
+
+def test_load_rules_in_the_built_in_profiles():
+    for name in ("small", "small-slo", "262k"):
+        profile = load_profile(name)
+        assert "load" in profile.required_modules and profile.load is not None, name
+        assert profile.load.levels[0] == 1 and profile.load.levels[-1] > profile.limits.max_num_seqs, name
+    big = load_profile("262k").load
+    assert big.requests_per_level >= 31 and big.probe_tokens == 128 and not big.batch_invariant
+    assert dict(load_profile("small-slo").slo.load) == {"ttft_s_p95_max": 1.5, "tpot_s_p95_max": 0.05,
+                                                         "goodput_min": 0.75}
+    assert load_profile("tiny-cpu").load is None
+
+
+@pytest.mark.parametrize("edit, field, words", [
+    (("levels = [1, 2, 4]", "levels = [2, 4]"), "load.levels", "must rise from 1"),
+    (("levels = [1, 2, 4]", "levels = [1, 4, 2]"), "load.levels", "must rise from 1"),
+    (("levels = [1, 2, 4]", "levels = [1, 2, 64]"), "load.requests_per_level", "cannot keep 64 in flight"),
+    (('mix = ["smoke", "tools", "recall", "json"]', 'mix = ["smoke", "diff"]'), "load.mix", "is not one of"),
+    (("tpot_s_max = 0.05", "tpot_s_max = 0"), "load.goodput.tpot_s_max", "less than or equal to the minimum"),
+])
+def test_bad_load_rules_are_named(tmp_path, edit, field, words):
+    text = _small_text()
+    assert edit[0] in text
+    path = _write(tmp_path, text.replace(edit[0], edit[1], 1))
+    with pytest.raises(ProfileError) as err:
+        load_profile(str(path))
+    assert field in str(err.value) and words in str(err.value), str(err.value)
+
+
+def test_an_unknown_slo_load_figure_is_named(tmp_path):
+    path = _write(tmp_path, _small_text() + "\n[slo.load]\nttft_s_p90_max = 1.0\n")
+    with pytest.raises(ProfileError, match=r"slo\.load"):
+        load_profile(str(path))
+
+
+@pytest.mark.parametrize("gpu, cpu", [("262k-gpu", "262k-cpu"), ("262k-gpu-steered", "262k-cpu-steered")])
+def test_gpu_profiles_are_the_cpu_recipe_less_what_is_cpu_only_with_a_kv_cap(monkeypatch, gpu, cpu):
+    monkeypatch.setenv("QUALIFY_VLLM_VENV", "/v")
+    monkeypatch.setenv("QUALIFY_MODELS", "/m")
+    g, c = load_profile(gpu), load_profile(cpu)
+    assert (g.limits, g.thinking, g.steer, g.required_modules) == (c.limits, c.thinking, c.steer, c.required_modules)
+    assert g.deployment.model == c.deployment.model == "/m/tiny-qwen3"
+    assert g.deployment.engine == "vLLM 0.26.0"  # as the engine check reads it (/version says 0.26.0)
+    assert list(g.serve.command) == ["vllm", "serve", "{model}"]
+    args = list(g.serve.args)
+    # The KV cap: start-up bounded by loading, not by a block pool sized to 0.92 of the GPU (1 GiB of
+    # fp8 KV for one layer of one 64-wide KV head is 8,388,608 tokens, 32 windows).
+    cap = int(args[args.index("--kv-cache-memory-bytes") + 1])
+    assert cap == 2**30 and cap // (2 * 64) >= 32 * g.limits.window_tokens
+    assert "--gpu-memory-utilization" not in args
+    cpu_only = {"--dtype", "float32", "--enforce-eager"}
+    assert [a for a in c.serve.args if a not in cpu_only] == args[:args.index("--kv-cache-memory-bytes")]
+    assert not [k for k, _value in g.serve.env if k.startswith("VLLM_CPU")]
+
+
+def test_the_two_gpu_profile_is_the_gpu_steered_recipe_over_two_workers(monkeypatch):
+    monkeypatch.setenv("QUALIFY_MODELS", "/m")
+    tp, one = load_profile("262k-gpu-tp2-steered"), load_profile("262k-gpu-steered")
+    assert (tp.limits, tp.thinking, tp.steer, tp.required_modules, tp.timeouts) == (
+        one.limits, one.thinking, one.steer, one.required_modules, one.timeouts)
+    assert tp.deployment.model == "/m/tiny-qwen3-tp2" and tp.deployment.engine == one.deployment.engine
+    args = list(tp.serve.args)
+    assert args[args.index("--tensor-parallel-size") + 1] == "2"
+    assert [a for a in args if a not in ("--tensor-parallel-size", "2")] == list(one.serve.args)
+    # The model's heads divide by the tensor-parallel size (the builder's two-head variant).
+    import importlib.util, sys
+    from pathlib import Path
+    spec = importlib.util.spec_from_file_location("build_tiny_qwen", Path(__file__).resolve().parents[2] / ".ci/build_tiny_qwen.py")
+    builder = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(Path(spec.origin).parent))
+    try:
+        spec.loader.exec_module(builder)
+    finally:
+        sys.path.pop(0)
+    heads = builder.QWEN3_BUILD_HEADS["qwen3-tp2"]
+    assert heads % 2 == 0 and builder.BUILDS["qwen3-tp2"]["weights_sha256"]
+    assert builder.QWEN3_BUILD_HEADS["qwen3"] == builder.QWEN3_HEADS == 1  # tiny-qwen3 v2 unchanged

@@ -19,7 +19,7 @@ PACKAGE = Path(pytest_qualify.__file__).parent
 # Bottom up. A room may import its own floor and the floors below it, never one above.
 FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ground", ("__init__", "datafile", "redaction", "repetition", "properties", "request_key", "stats",
-                "bundle_format")),
+                "bundle_format", "engines")),
     ("promotion", ("promotion",)),
     ("configuration", ("profiles", "settings")),
     ("pure rooms", ("graders", "tasks", "client", "gate")),
@@ -33,6 +33,7 @@ PYTEST_SIDE = ("pytest_qualify.plugin", "pytest_qualify.hooks", "pytest_qualify.
 # The evidence writers: they render a decision; nothing below them in their room may import one.
 WRITERS = tuple(f"pytest_qualify.evidence.{m}" for m in (
     "summary", "report", "junit", "bundle", "job_summary", "terminal", "provenance", "plot", "verdict", "session",
+    "html",
 ))
 
 

@@ -52,6 +52,15 @@ class PytestRun:
             self.proc.wait()
             pytest.fail(f"pytest did not exit within {EXIT_AFTER_SIGNAL_S:g} s of the signal:\n{self.output()}")
 
+    def wait_exit_after(self, timeout_s: float) -> int:
+        """The exit status of a run left to end on its own."""
+        try:
+            return self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            pytest.fail(f"pytest did not end within {timeout_s:g} s:\n{self.output()}")
+
     def wait_for_output(self, pattern: str, timeout_s: float = 60.0) -> re.Match[str]:
         assert wait_for(lambda: re.search(pattern, self.output()) is not None, timeout_s), (
             f"never saw {pattern!r} in:\n{self.output()}")
@@ -169,3 +178,53 @@ def test_sigint_during_a_test_under_xdist(run_pytest, tmp_path):
     run.send(signal.SIGINT)
     run.wait_exit()
     assert_fake_tree_gone(run)
+
+
+# -- a tensor-parallel launch: workers forked the way vLLM's multiprocessing executor forks them --------
+
+TP_WORKERS = 2
+TREE_GONE_S = 40.0  # the guard's polite wait (the profile's term grace), then SIGKILL of the group
+
+
+def tp_tree(run: PytestRun) -> list[int]:
+    """The leader, the engine process and every worker, once all have reported."""
+    assert wait_for(lambda: sum(line.startswith("worker ") for line in read_events(run.events)) == TP_WORKERS, 60), (
+        f"the fake's workers never all started; events {read_events(run.events)}; output:\n{run.output()}")
+    events = read_events(run.events)
+    pids = [int(line.split()[1]) for line in events if line.split()[0] in ("leader", "engine", "worker")]
+    assert len(pids) == 2 + TP_WORKERS, events
+    assert all(not pid_gone(pid) for pid in pids), events
+    return pids
+
+
+def assert_tp_tree_gone(run: PytestRun, pids: list[int], within_s: float) -> None:
+    leader = pids[0]
+    gone = wait_for(lambda: all(pid_gone(pid) for pid in pids) and not group_alive(leader), within_s, poll_s=0.2)
+    left = [pid for pid in pids if not pid_gone(pid)]
+    assert gone, f"still running {within_s:g} s later: {left} of {pids} (events {read_events(run.events)})"
+
+
+def test_tensor_parallel_workers_are_gone_after_teardown(run_pytest, tmp_path):
+    run = run_pytest(*launch_args(tmp_path, "--workers", str(TP_WORKERS)))
+    pids = tp_tree(run)
+    code = run.wait_exit_after(120.0)
+    assert code in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), run.output()
+    assert_tp_tree_gone(run, pids, 5.0)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+def test_tensor_parallel_workers_are_gone_after_a_signal_to_pytest(run_pytest, tmp_path, sig):
+    # Workers that ignore SIGINT and SIGTERM and never look at their parent, a leader that dies on
+    # SIGTERM without them: after SIGINT the plugin's teardown kills the group; after SIGKILL of
+    # pytest (no teardown at all) the guard does, once pytest's end closes its pipe.
+    run = run_pytest(*launch_args(tmp_path, "--workers", str(TP_WORKERS), "--fault", "slow=120"))
+    pids = tp_tree(run)
+    run.wait_for_event("chat")  # a short-answer test is waiting for its answer
+    run.send(sig)
+    code = run.wait_exit()
+    if sig == signal.SIGINT:
+        assert code == pytest.ExitCode.INTERRUPTED, run.output()
+        assert_tp_tree_gone(run, pids, 5.0)
+    else:
+        assert code == -signal.SIGKILL
+        assert_tp_tree_gone(run, pids, TREE_GONE_S)

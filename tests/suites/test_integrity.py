@@ -100,6 +100,9 @@ def test_stream_shape_faults_are_each_caught(qualify_pytest):
     cut = _messages(failures, "test_cut_tool_call_says_length")
     assert "streamed: a tool call cut at max_tokens" in cut and "ended with finish_reason 'tool_calls', expected 'length'" in cut
     assert "not streamed: a tool call cut" not in cut  # the plain path ends 'length' as it must
+    # The reason names the engine and the upstream report; the reference's version has no row.
+    assert "engine: engine 0.1.0-reference (SIMULATED, not vLLM): not yet characterised in pytest_qualify/engines.toml" in cut
+    assert "vLLM issues #53269 and #58228, PR #46303" in cut
     assert "cached prompt tokens under a fresh cache_salt" in _messages(failures, "test_no_result_cache")
     # timed_answer_differs: the lane's timed answer (streamed, right) against its plain re-ask (a near
     # miss), both shown; the context grader saw only the right one. The run-end row holds it too.

@@ -112,6 +112,19 @@ def test_examples_are_the_same_on_every_run():
     assert first == second and len(set(first)) == 10
 
 
+def test_an_over_window_message_is_sent_only_a_few_times_and_is_over_the_window():
+    # Each costs the engine a whole window's tokenizing before the refusal: a few prove the point.
+    chosen = hostile.examples("oversized", TARGET, 23)
+    over = [e for e in chosen if e.over_window]
+    assert 1 <= len(over) <= hostile.over_window_examples() == 2
+    assert len(chosen) == 23  # the rest of the class's share: names the engine refuses unread
+    for example in over:
+        words = max(len(m["content"].split()) for m in json.loads(example.body)["messages"])
+        assert words >= TARGET.window_tokens, example.note
+    assert not any(e.over_window for kind in HOSTILE_CLASSES if kind != "oversized"
+                   for e in hostile.examples(kind, TARGET, 23))
+
+
 def test_every_class_yields_its_share_of_a_200_request_budget():
     per_class = hostile.examples_per_class(200, len(HOSTILE_CLASSES))
     total = sum(hostile.collect(kind, TARGET, per_class, lambda e: None) for kind in HOSTILE_CLASSES)

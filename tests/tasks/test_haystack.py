@@ -23,6 +23,8 @@ from pytest_qualify.tasks.haystack import (
     render_messages,
     size_lane,
     size_to_tokens,
+    unit_rate,
+    UnitRate,
 )
 from pytest_qualify.reference import tokenizer
 from pytest_qualify.reference.oracle import ChatRequest
@@ -256,3 +258,40 @@ def test_padding_that_adds_no_token_fails_with_the_closest():
     with pytest.raises(SizingError) as again:
         pad_to_tokens(build, count, 4097, exc.value.closest, max_calls=4)
     assert "exactly 4097 tokens" in str(again.value) and again.value.closest.tokens == 4095
+
+
+def test_a_learned_rate_finds_the_window_brackets_prompts_in_fewer_calls():
+    # The bracket's prompts (exact, one side of the target) after the lanes and the fitting prompt
+    # taught the server's rate: fewer /tokenize calls over three runs, each prompt measured to the token.
+    cold_calls = warm_calls = 0
+    for run in ("run", "r2", "r3"):
+        rate, count = UnitRate(), Counter(per_word=bpe_like, overhead=40)
+        small = size_lane(lane_plan(run, ["32K", "128K"], "32K", 1), count, 32_768, 256, teach=rate)
+        assert rate.tokens_per_unit == small.tokens / small.units and rate.overhead == 0  # one size: proportional
+        size_lane(lane_plan(run, ["32K", "128K"], "128K", 1), count, 131_072, 256, teach=rate)
+        assert 0 < rate.overhead < 400  # two sizes: the line through them (the fake adds 40, and the template)
+        fit = size_to_tokens(Haystack(plan_haystack(haystack_seed(run, "fit"), 0.5)).build, count, 262_144 - 256,
+                             side="below", max_calls=10, rate=rate)
+        assert fit.exact
+        over = Haystack(plan_haystack(haystack_seed(run, "over"), 0.5)).build
+        cold = size_to_tokens(over, Counter(per_word=bpe_like, overhead=40), 262_145, side="above", max_calls=10)
+        count.calls = 0
+        warm = size_to_tokens(over, count, 262_145, side="above", max_calls=10, rate=rate)
+        assert cold.exact and warm.exact and count.calls == warm.calls
+        cold_calls, warm_calls = cold_calls + cold.calls, warm_calls + warm.calls
+    assert warm_calls < cold_calls, (warm_calls, cold_calls)
+
+
+def test_a_lane_is_sized_the_same_whatever_was_learned_before():
+    # size_lane only teaches: the integrity module rebuilds the lane's request and must get the same one.
+    plan = lane_plan("run", ["32K"], "32K", 1)
+    first = size_lane(plan, Counter(per_word=bpe_like), 32_768, 256)
+    skewed = UnitRate(tokens_per_unit=0.3)
+    again = size_lane(plan, Counter(per_word=bpe_like), 32_768, 256, teach=skewed)
+    assert (again.units, again.tokens, again.messages) == (first.units, first.tokens, first.messages)
+    assert skewed.guess(first.tokens) is not None and skewed.tokens_per_unit != 0.3
+
+
+def test_rates_are_kept_per_server():
+    assert unit_rate("http://a:1") is unit_rate("http://a:1")
+    assert unit_rate("http://a:1") is not unit_rate("http://b:1")

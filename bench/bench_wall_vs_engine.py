@@ -1,0 +1,133 @@
+"""What the harness adds to the engine's time: one qualification run's wall time against the time the
+engine was busy answering it (its own ``vllm:e2e_request_latency_seconds`` sum between the run's
+first and last ``/metrics`` scrape), measured in the same run.
+
+Two ways to run it:
+
+- ``python bench/bench_wall_vs_engine.py`` (CPU): the 262k protocol (``--profile 262k``) against the
+  reference server simulating a GPU's speeds (``--prefill-tok-s`` / ``--decode-tok-s``, default the
+  rates measured for tiny-qwen3 on one H200 with vLLM 0.26.0, docs/real-vllm.md). The reference
+  server is started here, before the clock starts.
+- ``python bench/bench_wall_vs_engine.py --launch 262k-gpu-steered`` (on a GPU machine): launch mode,
+  the plugin starts vLLM; the start-up (the "server ready ... after N s" line) is reported apart and
+  left out of the ratio.
+
+Prints the run's wall time, the engine's busy time and their ratio (goal for the tiny model: <= 1.5),
+the seconds per module (JUnit item durations: where the rest of the time goes), and per lane the
+client's and the server's time to first token and end to end. ``--evidence DIR`` keeps the bundle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_harness beside it
+# tiny-qwen3 v2 on one H200, vLLM 0.26.0 (docs/real-vllm.md, "Qualifying on a GPU"): prefill from the
+# lanes' server TTFT (245,760 tokens in 1.36 s, 32,736 in 0.18 s), decode the steered run's client p50.
+GPU_PREFILL_TOK_S = 180_000.0
+GPU_DECODE_TOK_S = 370.0
+GOAL = 1.5
+READY_RE = re.compile(r"server ready at \S+ after ([0-9.]+) s")
+
+
+def _fmt(value: object, spec: str = ".3f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def run_pytest(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[subprocess.CompletedProcess, float]:
+    print("$ " + shlex.join(argv), flush=True)
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, env=env)
+    return proc, time.perf_counter() - t0
+
+
+def report(summary: dict, wall_s: float, start_s: float | None, output: str) -> float | None:
+    run = summary["server_metrics"]["run"] or {}
+    busy = run.get("e2e_sum_s")
+    qualify_s = wall_s - (start_s or 0.0)
+    v = summary["verdict"]
+    print(f"verdict {v['result']}; {len(summary['items'])} items; {run.get('e2e_count') or 0:.0f} requests the engine answered")
+    for f in v["failures"][:6]:
+        print(f"  - {f['module']}: {f['item']}: {f['reason'][:150]}")
+    print(f"pytest wall time                  {wall_s:9.2f} s")
+    if start_s is not None:
+        print(f"  server start (left out)         {start_s:9.2f} s")
+    print(f"run wall time                     {qualify_s:9.2f} s")
+    print(f"engine busy (e2e latency sum)     {_fmt(busy, '9.2f')} s")
+    ratio = qualify_s / busy if busy else None
+    print(f"run wall / engine busy            {_fmt(ratio, '9.2f')}x   (goal <= {GOAL}x)")
+    per_module: dict[str, float] = collections.defaultdict(float)
+    for item in summary["items"]:
+        per_module[item["module"]] += item.get("duration_s") or 0.0
+    print("seconds per module: " + ", ".join(f"{m} {s:.1f}" for m, s in sorted(per_module.items(), key=lambda x: -x[1])))
+    lanes = (summary.get("timing") or {}).get("lanes") or []
+    if lanes:
+        print(f"{'lane':>5} {'prompt':>8} {'ttft_s':>7} {'server':>7} {'client/server':>13} {'e2e_s':>7}   (medians)")
+    for lane in lanes:
+        med = {k: (lane.get(k) or {}).get("median") for k in ("prompt_tokens", "ttft_s", "server_ttft_s",
+                                                               "ttft_client_server_ratio", "e2e_s")}
+        print(f"{lane['lane']:>5} {_fmt(med['prompt_tokens'], '8.0f')} {_fmt(med['ttft_s'], '7.3f')} "
+              f"{_fmt(med['server_ttft_s'], '7.3f')} {_fmt(med['ttft_client_server_ratio'], '13.2f')} "
+              f"{_fmt(med['e2e_s'], '7.3f')}")
+    last = [line for line in output.splitlines() if "QUALIFICATION" in line]
+    if last:
+        print(last[-1])
+    return ratio
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--profile", default="262k", help="attach mode: the profile the reference server serves")
+    ap.add_argument("--launch", metavar="PROFILE", help="launch mode on a GPU machine: the plugin starts this profile's vLLM")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--prefill-tok-s", type=float, default=GPU_PREFILL_TOK_S)
+    ap.add_argument("--decode-tok-s", type=float, default=GPU_DECODE_TOK_S)
+    ap.add_argument("--evidence", type=Path, default=None, help="where the bundle goes (default: a temporary folder)")
+    ap.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
+    args = ap.parse_args(argv)
+    evidence = (args.evidence or Path(tempfile.mkdtemp(prefix="bench-wall-"))).resolve()
+    evidence.mkdir(parents=True, exist_ok=True)
+    base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--repeat", str(args.repeat),
+            "--qualify-evidence", str(evidence)]
+    env = dict(os.environ)
+    from pytest_qualify.hooks.collection import suites_dir
+
+    suites = str(suites_dir())  # the installed plugin's suites (a checkout's own when it is installed editable)
+    if args.launch:
+        print(f"== run wall vs engine busy: --qualify={args.launch} --repeat {args.repeat}, launch mode ==")
+        proc, wall = run_pytest(base + [f"--qualify={args.launch}", *args.pytest_args, suites], evidence, env)
+    else:
+        from bench_harness import reference_server
+
+        env_rates = {"QUALIFY_REFERENCE_PREFILL_TOK_S": str(args.prefill_tok_s),
+                     "QUALIFY_REFERENCE_DECODE_TOK_S": str(args.decode_tok_s)}
+        print(f"== run wall vs engine busy: --qualify={args.profile} --repeat {args.repeat}, reference server at "
+              f"{args.prefill_tok_s:,.0f} prefill / {args.decode_tok_s:,.0f} decode tok/s ==")
+        with reference_server(args.profile, evidence / "reference-server.log", env_rates) as (url, _pid):
+            proc, wall = run_pytest(base + [f"--qualify={args.profile}", "--qualify-endpoint", url, *args.pytest_args,
+                                            suites], evidence, env)
+    runs = [p for p in evidence.iterdir() if p.is_dir() and (p / "summary.json").is_file()]
+    if len(runs) != 1:
+        print(proc.stdout[-4000:] + proc.stderr[-2000:])
+        print(f"no single summary.json under {evidence}")
+        return 2
+    ready = READY_RE.search(proc.stdout)
+    ratio = report(json.loads((runs[0] / "summary.json").read_text()), wall, float(ready.group(1)) if ready else None,
+                   proc.stdout)
+    print(f"pytest exit {proc.returncode}; evidence {runs[0]}")
+    return 0 if ratio is not None else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

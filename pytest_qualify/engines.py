@@ -1,0 +1,113 @@
+"""The engine's own behaviour, per engine version (``engines.toml``): what a vLLM build does where the
+contract or another build says otherwise, so that a module's failure names the behaviour it met and
+the tests against a real engine expect what the engine in front of them does. A version in no row is
+not yet characterised: :func:`behaviour` raises :class:`NotCharacterised`, and a reason says so.
+
+No pytest, no sockets: callers hand in what ``/version`` said.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+TABLE = "pytest_qualify/engines.toml"
+# "0.26.0", "vLLM 0.26.0", "v0.32.0+cpu", "0.23.1rc1.dev1327+gf25953cc5": the release, as /version or
+# a profile's ``engine`` writes it (the first X.Y.Z, with what PEP 440 reads after it).
+_VERSION_RE = re.compile(r"(?<![\w.])v?(\d+\.\d+\.\d+(?:[.\-+]?(?:rc|dev|post|a|b)\d*)*(?:\+[\w.]+)?)")
+
+
+class NotCharacterised(LookupError):
+    """The engine version is in no row of the table."""
+
+
+@dataclass(frozen=True)
+class EngineBehaviour:
+    version: str  # the version asked about
+    versions: str  # the row's range
+    characterised: str
+    cut_tool_call_finish: Mapping[str, str]  # "streamed" / "plain" -> finish_reason
+    cut_tool_call_upstream: str
+    window_counts_max_tokens: bool
+    prefix_cache_block_tokens: int
+    tiny_qwen3_thinking_fails: str
+    image_as_video_status: int
+
+    def cut_call_note(self) -> str:
+        """What the engine does with a cut tool call, for a failure's reason."""
+        ends = self.cut_tool_call_finish
+        how = (f"{ends['streamed']!r} streamed and not streamed" if ends["streamed"] == ends["plain"]
+               else f"{ends['streamed']!r} streamed, {ends['plain']!r} not streamed")
+        return (f"vLLM {self.version} ends a tool call cut by max_tokens {how}: the engine's own behaviour "
+                f"(upstream: {self.cut_tool_call_upstream})")
+
+
+def engine_version(text: str | None) -> str | None:
+    """The version in what ``/version`` or a profile's ``engine`` says (``"vLLM 0.26.0"`` -> ``"0.26.0"``)."""
+    m = _VERSION_RE.search(text or "")
+    if not m:
+        return None
+    try:
+        return str(Version(m.group(1)))
+    except InvalidVersion:
+        return None
+
+
+@cache
+def rows() -> tuple[Mapping[str, Any], ...]:
+    data = tomllib.loads(resources.files("pytest_qualify").joinpath("engines.toml").read_text(encoding="utf-8"))
+    table = tuple(data["vllm"])
+    for row in table:
+        SpecifierSet(row["versions"])  # a bad range fails here, naming nothing else
+    return table
+
+
+def _row(version: str) -> Mapping[str, Any] | None:
+    v = Version(version)
+    hits = [row for row in rows() if SpecifierSet(row["versions"]).contains(v, prereleases=True)]
+    if len(hits) > 1:
+        raise ValueError(f"{TABLE}: version {version} is in {len(hits)} rows ({', '.join(r['versions'] for r in hits)})")
+    return hits[0] if hits else None
+
+
+def known(text: str | None) -> EngineBehaviour | None:
+    """The row for this engine version, or None (no version, or not characterised)."""
+    version = engine_version(text)
+    row = _row(version) if version else None
+    if row is None or version is None:
+        return None
+    return EngineBehaviour(
+        version=version, versions=row["versions"], characterised=row["characterised"],
+        cut_tool_call_finish=dict(row["cut_tool_call_finish"]), cut_tool_call_upstream=row["cut_tool_call_upstream"],
+        window_counts_max_tokens=bool(row["window_counts_max_tokens"]),
+        prefix_cache_block_tokens=int(row["prefix_cache_block_tokens"]),
+        tiny_qwen3_thinking_fails=str(row["tiny_qwen3_thinking_fails"]),
+        image_as_video_status=int(row["image_as_video_status"]),
+    )
+
+
+def behaviour(text: str | None) -> EngineBehaviour:
+    """The row for this engine version; :class:`NotCharacterised` when it has none."""
+    found = known(text)
+    if found is None:
+        ranges = ", ".join(row["versions"] for row in rows())
+        raise NotCharacterised(f"engine version {text!r} is not yet characterised in {TABLE} (rows: {ranges}); "
+                               "run the real-engine tests on it and add its row")
+    return found
+
+
+def cut_call_note(text: str | None) -> str:
+    """A cut tool call's failure, told with the engine's row, or saying that it has none."""
+    found = known(text)
+    if found is not None:
+        return found.cut_call_note()
+    return (f"engine {text or 'version unknown'}: not yet characterised in {TABLE} "
+            f"(known engine behaviour: vLLM issues #53269 and #58228, PR #46303)")
