@@ -150,8 +150,12 @@ def _describe(reading: Mapping[str, Any]) -> str:
     return Identity.from_dict(reading).describe()
 
 
-def _clean(text: Any) -> str:
+def clean(text: Any) -> str:
+    """Text XML 1.0 can carry (a model's answer may hold control characters)."""
     return _ILLEGAL_XML.sub("\ufffd", str(text))
+
+
+_clean = clean
 
 
 def _classname_and_name(nodeid: str) -> tuple[str, str]:

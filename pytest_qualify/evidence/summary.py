@@ -269,7 +269,12 @@ def protocol_section(required: Sequence[str], protocol_modules: Iterable[str]) -
     reads "protocol v3 less integrity" wherever its verdict is shown, never as the whole protocol."""
     modules = list(protocol_modules)
     left_out = [m for m in modules if m not in required]
-    label = f"protocol v{PROTOCOL_VERSION}" + (f" less {', '.join(left_out)}" if left_out else "")
+    label = f"protocol v{PROTOCOL_VERSION}"
+    if len(left_out) > 3:  # most of it left out: say what is in
+        kept = [m for m in modules if m not in left_out]
+        label += f" subset: {', '.join(kept) or 'no module'} ({len(kept)} of {len(modules)} modules)"
+    elif left_out:
+        label += f" less {', '.join(left_out)}"
     return {"version": PROTOCOL_VERSION, "modules": modules, "left_out": left_out, "label": label}
 
 
