@@ -98,6 +98,12 @@ class QualifyPytest:
     def summary(self) -> dict[str, Any]:
         return json.loads((self.run_dir() / "summary.json").read_text())
 
+    def item_properties(self) -> dict[str, dict[str, str]]:
+        """Each protocol item's figures by its test name (``test_x[rep1of1-...]``), as text, from
+        summary.json: the figures an xunit2 JUnit file no longer carries as testcase properties."""
+        return {i["nodeid"].split("::")[-1]: {k: "" if v is None else str(v) for k, v in i["properties"].items()}
+                for i in self.summary()["items"]}
+
     def cases(self) -> dict[str, ET.Element]:
         """pytest's own JUnit test cases by ``classname::name``."""
         root = ET.parse(self.junit).getroot()
