@@ -97,10 +97,10 @@ def write_gate_table(tr: Any, state: RunState) -> None:
     from pytest_qualify.profiles import module_registry
 
     protocol = protocol_section(state.profile.required_modules, module_registry())
-    if protocol["left_out"]:
-        title += f" ({protocol['label']})"
     if state.settings.mode == REFERENCE:
         title += " (SIMULATED reference server, not vLLM)"
+    if protocol["left_out"]:
+        title += f" ({protocol['label']})"
     tr.write_sep("=", title)
     for line in gate_mod.render_table(state.verdict):
         tr.write_line(line)
