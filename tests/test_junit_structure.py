@@ -147,7 +147,7 @@ SLO_ITEMS = [{"module": "context", "lane": "1K", "properties": {"ttft_s": 3.0}}]
      INCOMPLETE, {"server_startup_failed": ("error", "qualify.not_judged")}),
     # a reason the gate does not know by name (another producer's): named by its words, still red
     (dict(problems=("engine version held to /version: declared 0.23.1, served 0.26.0",)),
-     FAIL, {"engine_version_held_to_per_version": ("failure", "qualify.run")}),
+     FAIL, {"engine_version_held_to": ("failure", "qualify.run")}),
 ])
 def test_every_kind_of_reason_is_a_gate_case_named_after_its_row(record, verdict, rows):
     results = (item(),)
@@ -199,6 +199,8 @@ def test_a_verdict_without_a_reason_or_a_failure_still_reads_red():
 def test_row_names_are_stable_words():
     assert row_name("SLO 32K lane TTFT", whole=True) == "slo_32k_lane_ttft"
     assert row_name("server startup failed: 401 Unauthorized") == "server_startup_failed"
+    assert row_name("server died during suites/test_smoke.py::test_x[rep2of3]: exit 3") == "server_died_during"
+    assert row_name("SLO decode tok/s p50", whole=True) == "slo_decode_tok_per_s_p50"
     assert row_name("!!!") == "run"
 
 

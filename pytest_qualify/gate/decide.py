@@ -134,10 +134,19 @@ class Finding:
 
 
 def row_name(text: str, *, whole: bool = False) -> str:
-    """A reason's or a row title's stable name: lower-case words joined by ``_`` (a reason is named by
-    what stands before its first colon: "server startup failed: ..." is ``server_startup_failed``)."""
-    head = text if whole else text.split(":", 1)[0]
-    words = re.findall(r"[a-z0-9]+", head.lower().replace("/", " per "))
+    """A reason's or a row title's stable name: lower-case words joined by ``_``. A row title is
+    named whole ("SLO 1K lane TTFT" is ``slo_1k_lane_ttft``); a reason by its leading plain words,
+    up to its first colon or the first word that is a path, an id or a figure ("server died during
+    suites/test_smoke.py::...: ..." is ``server_died_during``), so the name stays what the reason is,
+    not which item or figure it met."""
+    if whole:
+        words = re.findall(r"[a-z0-9]+", text.lower().replace("/", " per "))
+    else:
+        words = []
+        for word in text.split(":", 1)[0].split():
+            if not re.fullmatch(r"[A-Za-z][A-Za-z0-9-]*,?", word):
+                break
+            words.append(word.rstrip(",").lower().replace("-", "_"))
     return "_".join(words)[:60].strip("_") or "run"
 
 

@@ -84,13 +84,25 @@ def scrape(state: RunState, name: str, client: Any = None) -> Snapshot | str:
         return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
 
 
-def _xunit2_cases(xml: Any) -> None:
+def _xunit2_cases(xml: Any, summary: Mapping[str, Any]) -> None:
     """Each finished test case of pytest's writer without ``<properties>`` (xunit2 has none: the
-    figures go to ``system-out``), and with a ``type`` and a one-line message on a failure or error."""
-    from pytest_qualify.evidence.junit import message
+    figures go to ``system-out``), with a ``type`` and a one-line message on a failure or error, and
+    a failed item the gate waived shown as the bundle's junit.xml shows it: passed, with its waiver
+    and its failure in ``system-out`` (a waived corpus item must not turn a PASS red)."""
+    from pytest_qualify.evidence.junit import _classname_and_name, message
 
+    waived = {_classname_and_name(f["nodeid"]): f["waiver"] for f in summary["verdict"]["waived"]}
     for reporter in xml.node_reporters_ordered:
         case = reporter.to_xml()  # a finished reporter returns the same element every time
+        waiver = waived.get((case.get("classname"), case.get("name")))
+        for node in case.findall("failure") if waiver else ():
+            case.remove(node)
+            xml.stats["failure"] -= 1  # pytest counts a case by its outcome: this one now passed
+            xml.stats["passed"] += 1
+            out = case.find("system-out")
+            if out is None:
+                out = ET.SubElement(case, "system-out")
+            out.text = f"WAIVED: {waiver}\n{node.get('message') or ''}\n\n{node.text or ''}\n" + (out.text or "")
         for props in case.findall("properties"):
             case.remove(props)
             text = "\n".join(f"{p.get('name')}: {p.get('value')}" for p in props if p.get("value") not in (None, ""))
@@ -167,7 +179,7 @@ class EvidenceHooks:
         for name, value in suite_properties(self.ev.summary):
             xml.add_global_property(name, redact(value, secrets))
         try:
-            _xunit2_cases(xml)
+            _xunit2_cases(xml, self.ev.summary)
             _add_gate_cases(xml, self.ev.summary, secrets)
         except (AttributeError, TypeError):  # pytest's writer changed: the bundle's junit.xml is the record
             pass
