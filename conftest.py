@@ -6,7 +6,7 @@ as scripts), the docs, the media corpus and the CI scripts. The tests' own fixtu
 in ``tests/`` (``tests/conftest.py``, ``tests/helpers.py``); ``bench/`` imports none of them.
 
 A qualification run from a checkout loads this file too, so it must not change one: it defines no
-hook, fixture, option or plugin (``tests/test_repo_conftest.py`` compares a run's summary with and
+hook, fixture, option or plugin (``tests/project/test_repo_conftest.py`` compares a run's summary with and
 without it).
 """
 

@@ -8,17 +8,10 @@ from typing import NoReturn
 
 import pytest
 
-from pytest_qualify.client.endpoint import EndpointError, error_message
+from pytest_qualify.client.errors import EndpointError, error_message
 from pytest_qualify.graders import Verdict
 from pytest_qualify.tasks.haystack import SizingError
 
-REASON_KEY = "reason"
-# What kind of failure a grader's verdict was: "format" (the answer did not follow its contract:
-# its slot is missing or malformed) or "fact" (it did, and the slot is wrong). A failure that no
-# verdict judged (a timeout, a sizing failure, a dead server) has no kind; the evidence counts it
-# as "other". The kind travels as the item's user property, not re-read from the reason.
-FAILURE_KIND_KEY = "failure_kind"
-FORMAT, FACT, OTHER = "format", "fact", "other"
 
 
 def fail(where: str, reason: str) -> NoReturn:
@@ -28,13 +21,11 @@ def fail(where: str, reason: str) -> NoReturn:
 
 def require(verdict: Verdict, where: str = "") -> None:
     """Fail the current test with ``where: reason`` unless the verdict accepts; the failure carries
-    its kind (a reason that starts ``format:`` is a format failure, any other a wrong fact)."""
+    its kind, the verdict's ``kind`` field (format or fact)."""
     if not verdict.ok:
-        from pytest_qualify.graders.contract import is_format_failure
-
         # pytest's own failure, as fail() raises it, with the kind on it for hooks/evidence.py.
         failure = pytest.fail.Exception(f"{where}: {verdict.reason}" if where else verdict.reason, pytrace=False)
-        failure.failure_kind = FORMAT if is_format_failure(verdict.reason) else FACT  # type: ignore[attr-defined]
+        failure.failure_kind = verdict.kind  # type: ignore[attr-defined]
         raise failure
 
 

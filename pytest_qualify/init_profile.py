@@ -79,7 +79,7 @@ class Endpoint:
 
 
 @dataclass(frozen=True)
-class Reply:
+class ProbeReply:
     status: int
     body: Any
 
@@ -92,18 +92,18 @@ class Reply:
 
     @property
     def error(self) -> str:
-        from pytest_qualify.client.endpoint import error_message
+        from pytest_qualify.client.errors import error_message
 
         return " ".join(error_message(self.body).split())
 
 
-def _post(ep: Endpoint, body: Mapping[str, Any]) -> Reply:
-    from pytest_qualify.client.endpoint import EndpointError
+def _post(ep: Endpoint, body: Mapping[str, Any]) -> ProbeReply:
+    from pytest_qualify.client.errors import EndpointError
 
     try:
-        return Reply(200, ep.post_json("/v1/chat/completions", body))
+        return ProbeReply(200, ep.post_json("/v1/chat/completions", body))
     except EndpointError as exc:
-        return Reply(exc.status, exc.body)
+        return ProbeReply(exc.status, exc.body)
 
 
 def _quote(text: str, limit: int = 120) -> str:

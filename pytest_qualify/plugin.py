@@ -4,10 +4,10 @@ Each concern lives in ``pytest_qualify/hooks/``, in a module named for it:
 
 - ``collection`` — the protocol suites, repetition, modules outside the profile deselected
 - ``xdist``      — handing the controller's one server to xdist workers
-- ``server``     — the session's one server: start, identity, stop
+- ``server_session`` — the session's one server: start, identity, stop
 - ``watch``      — a dead, hung or refusing server, seen from each protocol test
-- ``fixtures``   — ``qualify_ask`` and the other fixtures a protocol test uses
-- ``gate``       — reports folded into item results, run-level problems, exit status, the table
+- ``qualify_fixtures`` — ``qualify_ask`` and the other fixtures a protocol test uses
+- ``results``    — reports folded into item results, run-level problems, exit status, the table
 - ``evidence``   — waivers and baseline, /metrics scrapes, JUnit properties
 - ``stage``      — the promotion stage: its modules and lanes, the served identity at both ends
 - ``steps``      — the order of the run's start and end steps, written once
@@ -25,7 +25,8 @@ import uuid
 import pytest
 
 from pytest_qualify.hooks import STATE_KEY, state_of
-from pytest_qualify.hooks import collection, evidence, fixtures, gate, hookspec, server, stage, steps, watch, xdist
+from pytest_qualify.hooks import (collection, evidence, hookspec, qualify_fixtures, results, server_session, stage, steps,
+                                  watch, xdist)
 from pytest_qualify.hooks.collection import suites_dir
 from pytest_qualify.profiles import ProfileError, builtin_profiles, load_profile
 from pytest_qualify.run import RunState
@@ -69,7 +70,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         return 0
     settings = _settings(config)
     if settings.active and settings.selftest:
-        from pytest_qualify.hooks.selftest import run_selftest
+        from pytest_qualify.hooks.selftest_mode import run_selftest
 
         return run_selftest(config, settings)
     return None
@@ -130,7 +131,7 @@ def pytest_configure(config: pytest.Config) -> None:
     pm = config.pluginmanager
     # Without --qualify these two still serve: the suites stay inert, a protocol fixture explains itself.
     pm.register(collection.Collection(), "qualify-collection")
-    pm.register(fixtures, "qualify-fixtures")
+    pm.register(qualify_fixtures, "qualify-fixtures")
     if not settings.active:
         return
     if pm.hasplugin("rerunfailures") and (config.getoption("reruns", 0) or 0) > 0:
@@ -140,7 +141,7 @@ def pytest_configure(config: pytest.Config) -> None:
     state = _run_state(config, settings)
     stage.configure(state)
     if settings.require_selftest and not state.is_worker:
-        from pytest_qualify.hooks.selftest import RequiredSelftest
+        from pytest_qualify.hooks.selftest_mode import RequiredSelftest
 
         pm.register(RequiredSelftest.find(state), "qualify-required-selftest")
     config.stash[STATE_KEY] = state
@@ -158,11 +159,11 @@ def pytest_configure(config: pytest.Config) -> None:
     evidence_hooks = evidence.EvidenceHooks(state, ev)
     pm.register(evidence_hooks, "qualify-evidence")
     if not state.is_worker:
-        pm.register(gate.GateCollector(state), "qualify-gate")
+        pm.register(results.GateCollector(state), "qualify-gate")
         pm.register(xdist.XdistHandover(), "qualify-xdist")
-        server_session = server.ServerSession(config, state)
-        pm.register(steps.RunSteps(config, state, ev, server_session, evidence_hooks), "qualify-steps")
-        server.install_sigterm_handler()
+        session = server_session.ServerSession(config, state)
+        pm.register(steps.RunSteps(config, state, ev, session, evidence_hooks), "qualify-steps")
+        server_session.install_sigterm_handler()
     server_watch = watch.ServerWatch(state)
     config.stash[watch.WATCH_KEY] = server_watch
     pm.register(server_watch, "qualify-server-watch")

@@ -14,13 +14,13 @@ from pytest_qualify.gate import decide as gate_mod
 from pytest_qualify.profiles import Profile
 from pytest_qualify.redaction import secrets_from_env
 from pytest_qualify.settings import Settings
+from pytest_qualify import properties
 
 if TYPE_CHECKING:  # heavy or circular at run time; only for the types
     from pytest_qualify.client.endpoint import QualifyClient
     from pytest_qualify.promotion.stage_run import StageRun
     from pytest_qualify.server.target import Target
 
-MODULE_KEY = "qualify_module"
 
 
 @dataclass
@@ -57,5 +57,5 @@ class RunState:
 
 def module_of(item_or_def: Any) -> str | None:
     """The protocol module a test item (or its definition) is marked with, or None."""
-    marker = item_or_def.get_closest_marker(MODULE_KEY)
+    marker = item_or_def.get_closest_marker(properties.MODULE)
     return marker.args[0] if marker and marker.args else None

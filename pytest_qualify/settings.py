@@ -193,11 +193,9 @@ def resolve(
 
     require_selftest = values["qualify_require_selftest"]
     if require_selftest:
-        from pytest_qualify.selftest import Requirement, SelftestError
-
         try:
-            Requirement.parse(require_selftest)
-        except SelftestError as exc:
+            SelftestRequirement.parse(require_selftest)
+        except ValueError as exc:
             raise SettingsError(f"{sources['qualify_require_selftest']}: {exc}") from None
 
     command = values["qualify_serve_command"]
@@ -218,3 +216,23 @@ def resolve(
         selftest=(values["qualify_selftest"] or "").strip().lower() in ("1", "true", "yes", "on"),
         require_selftest=require_selftest,
     )
+
+
+@dataclass(frozen=True)
+class SelftestRequirement:
+    """``--qualify-require-selftest DAYS`` (the newest self-test in the evidence folder) or
+    ``DAYS:PATH`` (that ``selftest.json`` or its bundle folder)."""
+
+    max_age_days: float
+    path: Path | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> "SelftestRequirement":
+        days_text, _, path = text.partition(":")
+        try:
+            days = float(days_text)
+        except ValueError:
+            raise ValueError(f"expected DAYS or DAYS:PATH (e.g. 7 or 7:qualify-evidence/<run id>), got {text!r}") from None
+        if days <= 0:
+            raise ValueError(f"expected a number of days above 0, got {days_text!r}")
+        return cls(days, Path(path).expanduser() if path else None)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_qualify.checks import fail, require, sizing
+from pytest_qualify.evidence.answers import TIMED
 from pytest_qualify.graders.needle import grade_needle
 from pytest_qualify.tasks.haystack import lane_plan, size_lane
 from pytest_qualify.hooks import state_of
@@ -41,7 +42,8 @@ def test_context_retrieval(lane, qualify_client, qualify_ask, qualify_profile, q
         sized = size_lane(plan, qualify_client.count_chat_tokens, lane.prompt_tokens, tolerance)
     qualify_record.props(tokenize_calls=sized.calls, sized_prompt_tokens=sized.tokens)
 
-    answer = qualify_ask(sized.messages, stream=True, timeout_s=qualify_profile.timeouts.for_prompt(lane.prompt_tokens))
+    answer = qualify_ask(sized.messages, stream=True, timeout_s=qualify_profile.timeouts.for_prompt(lane.prompt_tokens),
+                         journal_role=TIMED)
 
     prompt_tokens = answer.prompt_tokens
     if prompt_tokens is None:

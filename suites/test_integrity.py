@@ -28,8 +28,8 @@ import pytest
 
 from pytest_qualify.checks import fail, require, sizing
 from pytest_qualify.graders import Verdict
-from pytest_qualify.client.endpoint import EndpointError
-from pytest_qualify.evidence.answers import answers_to, timed_answers
+from pytest_qualify.client.errors import EndpointError
+from pytest_qualify.evidence.answers import HELD, REASKED, answers_to, timed_answers
 from pytest_qualify.hooks import state_of
 from pytest_qualify.evidence.metrics import MetricsParseError, delta, parse
 from pytest_qualify.tasks.fixture_data import integrity_samples
@@ -124,9 +124,10 @@ def test_answer_held_through_run(sample, qualify_ask, qualify_run, qualify_recor
     if not earlier:
         # First in the run to ask it (an xdist worker, a -k selection): ask it the timing path's
         # way first, so the answer is always held to another.
-        qualify_ask(messages, check_finish=False, stream=True, salt_suffix="-held-first", **sample.params)
+        qualify_ask(messages, check_finish=False, stream=True, salt_suffix="-held-first", journal_role=HELD,
+                    **sample.params)
         earlier = answers_to(qualify_run.run_dir, key)
-    answer = qualify_ask(messages, check_finish=False, salt_suffix="-held", **sample.params)
+    answer = qualify_ask(messages, check_finish=False, salt_suffix="-held", journal_role=HELD, **sample.params)
     now = RecordedAnswer("now", False, answer.content, parsed_calls(answer.tool_calls), answer.finish_reason)
     require(check_same_answers(now, earlier), where)
 
@@ -163,16 +164,17 @@ def test_timed_answer_held(lane, qualify_client, qualify_ask, qualify_profile, q
         # salt and its cold prefill; the run-end row holds the lane's answer when it comes, and says
         # so when it never does.
         salt = qualify_salt + "-timed"
-        own = qualify_ask(messages, check_finish=False, stream=True, cache_salt=salt, timeout_s=timeout_s)
+        own = qualify_ask(messages, check_finish=False, stream=True, cache_salt=salt, timeout_s=timeout_s,
+                          journal_role=REASKED)
         earlier = [RecordedAnswer("this item's own stream", True, own.content, parsed_calls(own.tool_calls),
                                   own.finish_reason)]
         source = "this item's own stream (the lane's timed answer is held at the end of the run)"
     qualify_record.props(haystack_seed=plan.seed, sized_prompt_tokens=sized.tokens, timed_answer_from=source)
-    answer = qualify_ask(messages, check_finish=False, cache_salt=salt, timeout_s=timeout_s)
+    answer = qualify_ask(messages, check_finish=False, cache_salt=salt, timeout_s=timeout_s, journal_role=REASKED)
     now = RecordedAnswer("now", False, answer.content, parsed_calls(answer.tool_calls), answer.finish_reason)
     verdict = check_same_answers(now, earlier)
     if not verdict.ok:
-        verdict = Verdict.reject(f"the timed request asked again without streaming answers otherwise: {verdict.reason}")
+        verdict = verdict.reworded(f"the timed request asked again without streaming answers otherwise: {verdict.reason}")
     require(verdict, where)
 
 

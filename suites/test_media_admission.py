@@ -22,7 +22,7 @@ import pytest
 
 from pytest_qualify.server import liveness
 from pytest_qualify.checks import fail, require
-from pytest_qualify.client.endpoint import EndpointError, RequestTimeout, ServerGone, error_message
+from pytest_qualify.client.errors import EndpointError, error_message, RequestTimeout, ServerGone
 from pytest_qualify.tasks.corpus import load_manifest, malformed_part, media_part, user_message
 from pytest_qualify.graders import Verdict
 from pytest_qualify.graders.media import grade_count, grade_event_call, grade_item, grade_limit_refusal, grade_refusal
@@ -66,7 +66,7 @@ def _engine_said(client, verdict: Verdict, status: int | None) -> Verdict:
         engine = client.version() or "version unknown"
     except Exception as exc:  # the reason must still be written when /version fails too
         engine = f"version unknown: {type(exc).__name__}"
-    return Verdict.reject(f"{verdict.reason} — the engine's own behaviour (engine {engine}), not the harness's")
+    return verdict.reworded(f"{verdict.reason} — the engine's own behaviour (engine {engine}), not the harness's")
 
 
 def _refused_then_serving(client, profile, record, case: str, verdict: Verdict) -> None:
@@ -141,7 +141,7 @@ def test_streaming_with_video(qualify_ask, qualify_record):
         answer = qualify_ask(user_message(item.files, item.request), stream=stream,
                              salt_suffix="-stream" if stream else "-whole")
         verdict = grade_item(item.id, answer.content, item.contract, finish_reason=answer.finish_reason)
-        verdicts.append(Verdict(verdict.ok, ("streamed: " if stream else "not streamed: ") + verdict.reason))
+        verdicts.append(verdict.reworded(("streamed: " if stream else "not streamed: ") + verdict.reason))
     failed = [v.reason for v in verdicts if not v.ok]
     if failed:
         fail("", "; ".join(failed))

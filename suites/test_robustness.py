@@ -42,7 +42,7 @@ def _still_up(http) -> bool:  # type: ignore[no-untyped-def]
 
 
 def _answered(client, messages, profile, what: str, kind: str) -> None:  # type: ignore[no-untyped-def]
-    from pytest_qualify.client.endpoint import EndpointError, error_message
+    from pytest_qualify.client.errors import EndpointError, error_message
 
     try:
         answer = client.chat(messages, max_tokens=profile.limits.answer_tokens, temperature=0)
@@ -56,7 +56,7 @@ def _answered(client, messages, profile, what: str, kind: str) -> None:  # type:
 def test_hostile_requests_refused(kind, qualify_client, qualify_http, qualify_profile, qualify_run, qualify_record,
                                   request):
     profile = qualify_profile
-    target = hostile.Target(profile.deployment.served_name, profile.limits.window_tokens)
+    target = hostile.RequestTarget(profile.deployment.served_name, profile.limits.window_tokens)
     control = [{"role": "user", "content": hostile.data()["base"]["prompts"][0]}]
     _answered(qualify_client, control, profile, "the valid control request before the hostile ones", kind)
 

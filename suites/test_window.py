@@ -15,7 +15,7 @@ import pytest
 
 from pytest_qualify.server import liveness
 from pytest_qualify.checks import fail, require, sizing
-from pytest_qualify.client.endpoint import EndpointError, error_message
+from pytest_qualify.client.errors import EndpointError, error_message
 from pytest_qualify.graders.window import check_overwindow_refusal
 from pytest_qualify.tasks.haystack import (
     Haystack, Sized, SizingError, haystack_seed, pad_to_tokens, plan_haystack, size_to_tokens,

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import settings
 
 from . import real_vllm
+from . import helpers
 from .helpers import QualifyPytest, write_profile
 
 pytest_plugins = ["pytester"]
@@ -60,6 +61,21 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         session.config.stash[_LAUNCH_CHECK] = (
             f"real vLLM launches: {len(launches)}, one at a time (none overlapped; {busy:.0f} s of vLLM; "
             f"log {real_vllm.launch_log_path()})")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Marker ``e2e`` on every test that asks for ``pytester`` (its only use here is an inner run);
+    the others that run one say so themselves, and :func:`pytest_runtest_setup` holds them to it."""
+    for item in items:
+        if "pytester" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before the test's fixtures (module-scoped ones too): whether it may start an inner pytest
+    (:func:`tests.helpers.run_pytest` and the others fail at once in a test without ``e2e``)."""
+    helpers.E2E_ALLOWED["current"] = item.get_closest_marker("e2e") is not None
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

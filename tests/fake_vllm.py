@@ -109,7 +109,7 @@ def main(argv: list[str]) -> int:
     from dataclasses import replace
 
     from pytest_qualify.profiles import load_profile
-    from pytest_qualify.reference import server
+    from pytest_qualify.reference import handler
     from pytest_qualify.reference.faults import Faults
 
     base = load_profile("small")
@@ -119,16 +119,16 @@ def main(argv: list[str]) -> int:
                            served_name=args.served_model_name or model),
         limits=replace(base.limits, window_tokens=args.report_max_model_len or args.max_model_len),
     )
-    original_chat = server.Handler._chat
+    original_chat = handler.Handler._chat
 
-    def chat(self: server.Handler, body: object) -> None:
+    def chat(self: handler.Handler, body: object) -> None:
         _event("chat")
         original_chat(self, body)
 
-    server.Handler._chat = chat  # type: ignore[method-assign]
+    handler.Handler._chat = chat  # type: ignore[method-assign]
     _log(f"Starting vLLM API server on http://{args.host}:{args.port}")
-    server.serve(args.host, args.port, profile, Faults.parse(args.fault),
-                 api_key=os.environ.get("VLLM_API_KEY") or None)
+    handler.serve(args.host, args.port, profile, Faults.parse(args.fault),
+                  api_key=os.environ.get("VLLM_API_KEY") or None)
     return 0
 
 

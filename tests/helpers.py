@@ -1,6 +1,7 @@
-"""What the test files share: a profile builder, the protocol suite files, and a pytester runner for
-``--qualify`` runs. Test files import it (``from .helpers import write_profile``), never
-``conftest``: a relative import of the ``tests`` package works under every ``--import-mode``,
+"""What the test files share: a profile builder, the protocol suite files, the one way an inner pytest
+starts (:func:`pytest_command`, run by :func:`run_pytest`, :func:`start_pytest`, :func:`pytester_run`
+and :class:`QualifyPytest`), and JUnit read back by element text. Test files import it
+(``from ..helpers import write_profile``), never ``conftest``: a relative import of the ``tests`` package works under every ``--import-mode``,
 including ``importlib``, which puts nothing on ``sys.path``. The fixtures that wrap these helpers
 (``profile_file``, ``qualify_pytest``) stay in ``tests/conftest.py``.
 """
@@ -8,9 +9,12 @@ including ``importlib``, which puts nothing on ``sys.path``. The fixtures that w
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,6 +64,71 @@ def write_profile(
     return path
 
 
+# -- inner pytest runs: one command line, one marker ------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Set by tests/conftest.py for the test being set up (before its fixtures, module-scoped ones
+# included): whether it carries the ``e2e`` marker. An inner run in a test without it fails at once,
+# so the fast loop (``-m "not e2e and not real_vllm"``) cannot keep one by an oversight.
+E2E_ALLOWED = {"current": True}
+
+
+class InnerRunOutsideE2E(AssertionError):
+    pass
+
+
+def _require_e2e() -> None:
+    if not E2E_ALLOWED["current"]:
+        raise InnerRunOutsideE2E("an inner pytest run in a test without the e2e marker: mark it "
+                                 "@pytest.mark.e2e (or the file, pytestmark = pytest.mark.e2e)")
+
+
+def pytest_command(*args: str, python: str | Path = sys.executable) -> list[str]:
+    """The command line of every inner pytest: this interpreter (or another venv's), ``-m pytest``,
+    no cache provider (a run must not write ``.pytest_cache`` into the folder it runs in)."""
+    return [str(python), "-m", "pytest", "-p", "no:cacheprovider", *args]
+
+
+def inner_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The outer environment less what would reach into an inner run's settings (``PYTEST_*``,
+    ``QUALIFY_*``, the CI job summary), plus ``env``."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "QUALIFY_", "GITHUB_"))}
+    return {**base, **(env or {})}
+
+
+def run_pytest(*args: str, cwd: Path, env: Mapping[str, str] | None = None, timeout: float = 900,
+               python: str | Path = sys.executable) -> subprocess.CompletedProcess[str]:
+    """An inner pytest to its end in ``cwd``, its output captured."""
+    _require_e2e()
+    return subprocess.run(pytest_command(*args, python=python), cwd=cwd, env=inner_env(env), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def start_pytest(*args: str, cwd: Path, env: Mapping[str, str] | None = None, **popen: Any) -> subprocess.Popen:
+    """An inner pytest left running (to be signalled, or run beside another)."""
+    _require_e2e()
+    return subprocess.Popen(pytest_command(*args), cwd=cwd, env=inner_env(env), **popen)
+
+
+def pytester_run(pytester: pytest.Pytester, *args: str, timeout: float | None = None) -> pytest.RunResult:
+    """An inner pytest in the pytester directory, for tests that read pytester's ``RunResult``."""
+    _require_e2e()
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=timeout)
+
+
+def junit_failures(junit: Path) -> dict[str, str]:
+    """Failed or errored test cases of a JUnit file by name (``test_x[rep1of1-...]``), each with its
+    full text: the element text, which pytest never shortens (pytest 9.2 truncates the ``message``
+    attribute: ``[truncated; full report in element text]``), after the message."""
+    out: dict[str, str] = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        for node in (case.find("failure"), case.find("error")):
+            if node is not None:
+                out[case.get("name", "")] = (node.get("message") or "") + "\n" + (node.text or "")
+    return out
+
+
 class QualifyPytest:
     """pytest with ``--qualify`` in a subprocess (pytester), against the reference server unless
     told otherwise; evidence and JUnit land in the pytester directory."""
@@ -81,14 +150,14 @@ class QualifyPytest:
         timeout: float | None = None,
     ) -> pytest.RunResult:
         argv = [f"--qualify={profile or write_profile(self.pytester.path, modules)}",
-                "--qualify-evidence", str(self.evidence), f"--junitxml={self.junit}", "-p", "no:cacheprovider"]
+                "--qualify-evidence", str(self.evidence), f"--junitxml={self.junit}"]
         if endpoint is not None:
             argv += ["--qualify-endpoint", endpoint]
         if repeat is not None:
             argv += ["--repeat", str(repeat)]
         for fault in faults:
             argv += ["--qualify-reference-fault", fault]
-        return self.pytester.runpytest_subprocess(*argv, *args, *suites, timeout=timeout)
+        return pytester_run(self.pytester, *argv, *args, *suites, timeout=timeout)
 
     def run_dir(self) -> Path:
         """The one run folder under the evidence directory."""
@@ -110,7 +179,7 @@ class QualifyPytest:
         return {f"{c.get('classname')}::{c.get('name')}": c for c in root.iter("testcase")}
 
 
-# -- the answer-style corpus (tests/test_answer_styles.py, tests/test_answer_styles_structured.py) --
+# -- the answer-style corpus (tests/graders/test_answer_styles.py, tests/graders/test_answer_styles_structured.py) --
 
 
 @dataclass(frozen=True)

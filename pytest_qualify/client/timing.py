@@ -1,4 +1,4 @@
-"""Client-observed request timing, with vLLM bench's definitions, and the statistics over it.
+"""Client-observed request timing, with vLLM bench's definitions (its statistics: ``stats.py``).
 
 TTFT is taken at the first chunk that carries ``choices`` — a role-only first chunk counts, as in
 ``vllm bench serve``; a usage-only chunk (``choices: []``) is not a token. Time to first *visible*
@@ -10,11 +10,11 @@ include network and HTTP time), never kernel measurements, and the evidence labe
 
 from __future__ import annotations
 
-import math
-import statistics
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from pytest_qualify.stats import percentile
 
 
 @dataclass
@@ -107,40 +107,3 @@ def request_metrics(timeline: Timeline | None, prompt_tokens: int | None, comple
         inter_chunk_p50_s=percentile(gaps, 50) if gaps else None,
         inter_chunk_max_s=max(gaps) if gaps else None,
     )
-
-
-# -- statistics ------------------------------------------------------------------------------------
-
-
-def percentile(values: Iterable[float], q: float) -> float:
-    """The q-th percentile with linear interpolation between closest ranks (numpy's default,
-    which ``vllm bench`` reports), so figures compare with vLLM's own benchmark output."""
-    data = sorted(values)
-    if not data:
-        raise ValueError("percentile of no values")
-    if not 0 <= q <= 100:
-        raise ValueError(f"percentile q must be within 0..100, got {q}")
-    pos = (len(data) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(data) - 1)
-    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
-
-
-@dataclass(frozen=True)
-class Spread:
-    """Median with min and max: how a lane's figure is reported over its repetitions."""
-
-    median: float
-    min: float
-    max: float
-    n: int
-
-    def as_dict(self) -> dict[str, float | int]:
-        return {"median": self.median, "min": self.min, "max": self.max, "n": self.n}
-
-
-def spread(values: Sequence[float]) -> Spread | None:
-    data = [v for v in values if v is not None]
-    if not data:
-        return None
-    return Spread(statistics.median(data), min(data), max(data), len(data))

@@ -10,7 +10,6 @@ run folder, so lines are appended under a file lock. No pytest here.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -18,30 +17,29 @@ from typing import Any
 
 from pytest_qualify.gate.slo import CheckRow
 from pytest_qualify.graders.integrity import RecordedAnswer, check_same_answers
+from pytest_qualify.request_key import request_key as key_of
 
 JOURNAL_FILE = "answers.jsonl"
-# The integrity module's test that holds an answer to the run's others: its requests are the
-# sampled ones the whole journal is held to at the end of the run.
-HELD_TEST = "test_answer_held_through_run["
 HELD_TITLE = "Integrity: sampled answers held to the end of the run"
-# The integrity module's re-ask of a context lane's timed request (TEST01 on the timing phase), and
-# the context module's test whose streamed answers are the timed ones.
-TIMED_TEST = "test_timed_answer_held["
-CONTEXT_TEST = "test_context_retrieval["
-# Fields two honest asks of the same request may differ in.
-NOT_IN_KEY = frozenset({"cache_salt", "stream", "stream_options", "timeout_s", "prompt_tokens_hint"})
-
-
+# Each journaled answer says its role (the asker passes it to ``qualify_ask``), so the run-end row
+# finds its answers by role, never by the name of the test that asked.
+ANSWER = "answer"  # any protocol answer
+HELD = "held"  # the integrity module's sample: the whole journal is held to its request at the end
+TIMED = "timed"  # the context module's timed, streamed lane answer
+REASKED = "reasked"  # the integrity module's re-ask of a timed request (TEST01 on the timing phase)
+ROLES = (ANSWER, HELD, TIMED, REASKED)
 def request_key(messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any]) -> str:
-    """A digest of the request's messages and every parameter that changes the answer."""
-    body = {"messages": list(messages), **{k: v for k, v in params.items() if k not in NOT_IN_KEY}}
-    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:32]
+    """The journal's key of a request asked with these messages and parameters (``request_key.py``
+    says what the same request is)."""
+    return key_of({"messages": list(messages), **params})
 
 
-def append(run_dir: Path, key: str, answer: RecordedAnswer, salt: str | None = None) -> None:
+def append(run_dir: Path, key: str, answer: RecordedAnswer, salt: str | None = None, role: str = ANSWER) -> None:
     """``salt``: the request's cache salt, kept so a later ask can be the very same request (the
-    timed re-ask); never part of the key."""
-    fields = {"key": key, **answer.as_dict(), **({"salt": salt} if salt is not None else {})}
+    timed re-ask); never part of the key. ``role``: one of ``ROLES``."""
+    if role not in ROLES:
+        raise ValueError(f"journal role {role!r}: expected one of {', '.join(ROLES)}")
+    fields = {"key": key, "role": role, **answer.as_dict(), **({"salt": salt} if salt is not None else {})}
     line = json.dumps(fields, ensure_ascii=False, default=str)
     with open(run_dir / JOURNAL_FILE, "a", encoding="utf-8") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
@@ -76,7 +74,7 @@ def timed_answers(run_dir: Path, key: str) -> list[tuple[RecordedAnswer, str | N
     """The context module's answers to this request (its timed, streamed ones), oldest first, each
     with the cache salt it was asked under."""
     return [(RecordedAnswer.from_dict(d), d.get("salt")) for d in _lines(run_dir)
-            if d.get("key") == key and str(d.get("test", "")).startswith(CONTEXT_TEST)]
+            if d.get("key") == key and d.get("role") == TIMED]
 
 
 def held_to_the_end(run_dir: Path) -> CheckRow | None:
@@ -93,11 +91,11 @@ def held_to_the_end(run_dir: Path) -> CheckRow | None:
     by_key: dict[Any, list[dict[str, Any]]] = {}
     for d in lines:
         by_key.setdefault(d.get("key"), []).append(d)
-    held = [d for d in lines if str(d.get("test", "")).startswith((HELD_TEST, TIMED_TEST))]
+    held = [d for d in lines if d.get("role") in (HELD, REASKED)]
     keys = list(dict.fromkeys(d["key"] for d in held))
     if not keys:
         return None
-    timed = {d["key"]: str(d["test"]) for d in held if str(d["test"]).startswith(TIMED_TEST)}
+    timed = {d["key"]: str(d.get("test", "")) for d in held if d.get("role") == REASKED}
     answers = 0
     for key in keys:
         asked = [RecordedAnswer.from_dict(d) for d in by_key[key]]
@@ -109,7 +107,7 @@ def held_to_the_end(run_dir: Path) -> CheckRow | None:
                                 False, f"{HELD_TITLE}: {later.test} (answer {n + 1} of {len(asked)} to the same "
                                        f"request): {verdict.reason}")
     unheld = [test for key, test in timed.items()
-              if not any(str(d.get("test", "")).startswith(CONTEXT_TEST) for d in by_key[key])]
+              if not any(d.get("role") == TIMED for d in by_key[key])]
     if unheld:
         return CheckRow(HELD_TITLE, None, "all equal", False,
                         f"{HELD_TITLE}: the timing phase was not held for {', '.join(sorted(unheld))}: the context "

@@ -17,15 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from pytest_qualify.evidence import junit, report
-from pytest_qualify.evidence.manifest import MANIFEST, sha256_file, verify_manifest  # noqa: F401 - re-exported
+from pytest_qualify.bundle_format.manifest import JUNIT, MANIFEST, REPORT, SUMMARY, sha256_file
 from pytest_qualify.evidence.metrics import Snapshot, parse
 from pytest_qualify.evidence.plot import PLOT_FILE, PlotUnavailable, plot_ttft
-from pytest_qualify.evidence.summary import validate
+from pytest_qualify.bundle_format.schema import validate
 from pytest_qualify.redaction import redact, redact_file
 
-JUNIT = "junit.xml"
-REPORT = "report.md"
-SUMMARY = "summary.json"
 
 
 def write_text(path: Path, text: str, secrets: Sequence[str]) -> Path:

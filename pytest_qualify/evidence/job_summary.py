@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_qualify.evidence.report import cell, table
-from pytest_qualify.evidence.stats import headline, interval_text
+from pytest_qualify.stats import headline, interval_text
 
 ENV = "GITHUB_STEP_SUMMARY"
 MAX_BYTES = 64 * 1024

@@ -36,6 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pytest_qualify.client.timing import TIMING_PROPERTIES, RequestMetrics
+from pytest_qualify.properties import FAILURE_KINDS
 
 PRIMARY_KEYS = frozenset(TIMING_PROPERTIES) | {"timing_source", "timing_request", "cached_tokens"}
 COUNT_KEYS = frozenset({"requests", "requests_e2e_s"})
@@ -112,7 +113,7 @@ def suite_properties(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     # Failed items by kind, run-wide and per module: format (the answer contract was not followed)
     # apart from fact (a wrong value in the slot) and other (nothing judged: a timeout, a refusal).
     kinds = [(g["module"], g["failures_by_kind"]) for g in summary.get("gate", ()) if g.get("failures_by_kind")]
-    for kind in ("format", "fact", "other"):
+    for kind in FAILURE_KINDS:
         props.append((f"{kind}_failures", str(sum(k[kind] for _, k in kinds))))
     props += [(f"failures_by_kind_{module}", f"format={k['format']} fact={k['fact']} other={k['other']}")
               for module, k in kinds if any(k.values())]

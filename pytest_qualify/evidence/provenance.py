@@ -22,7 +22,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_qualify.evidence.bundle import bundle_files, sha256_file
+from pytest_qualify.bundle_format.manifest import sha256_file
+from pytest_qualify.evidence.bundle import bundle_files
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://pytest-qualify/attestations/qualification/v1"  # named as the schemas' $id are

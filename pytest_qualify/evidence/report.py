@@ -214,7 +214,7 @@ def _evidence_strength(s: Mapping[str, Any]) -> list[str]:
     stats = s.get("stats")
     if not stats:
         return []
-    from pytest_qualify.evidence.stats import interval_text, percent
+    from pytest_qualify.stats import interval_text, percent
 
     rows = [(m["title"], f"{m['passed']}/{m['attempts']}", percent(m["pass_rate"]), interval_text(m))
             for m in stats["modules"]]

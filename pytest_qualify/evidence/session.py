@@ -8,6 +8,7 @@ from typing import Any
 
 from pytest_qualify.evidence.metrics import Snapshot
 from pytest_qualify.gate.waivers import WaiverSet
+from pytest_qualify import properties
 
 LONGREPR_CHARS = 4000  # enough for an operator to read, small enough for a JUnit file
 
@@ -54,7 +55,7 @@ class EvidenceCollector:
         self.state = state
 
     def pytest_runtest_logreport(self, report: Any) -> None:
-        if not any(k == "qualify_module" for k, _ in report.user_properties):
+        if not any(k == properties.MODULE for k, _ in report.user_properties):
             return
         case = self.state.cases.setdefault(report.nodeid, CaseRecord(report.nodeid))
         case.duration_s += float(getattr(report, "duration", 0.0) or 0.0)

@@ -13,13 +13,13 @@ from typing import Any
 from typing import TYPE_CHECKING
 
 from pytest_qualify.evidence.metrics import Snapshot, delta
-from pytest_qualify.evidence.schema import SCHEMA_ID, SCHEMA_VERSION, SummaryError, schema, validate  # noqa: F401 - re-exported
+from pytest_qualify.bundle_format.schema import SCHEMA_ID, SCHEMA_VERSION
 from pytest_qualify.redaction import redact_command, safe_url
-from pytest_qualify.client.timing import percentile, spread
+from pytest_qualify.stats import percentile, spread
 
 if TYPE_CHECKING:
     from pytest_qualify.evidence.session import CaseRecord
-    from pytest_qualify.gate.decide import GateVerdict, ItemResult
+    from pytest_qualify.gate.decide import Decision, GateVerdict, ItemResult
     from pytest_qualify.profiles import Profile
     from pytest_qualify.run import RunState
     from pytest_qualify.promotion.stage_run import StageRun
@@ -195,7 +195,8 @@ def server_metrics_section(snapshots: Mapping[str, Snapshot], errors: Mapping[st
 
 
 def gate_section(verdict: GateVerdict) -> list[dict[str, Any]]:
-    from pytest_qualify.gate.decide import FAILURE_KINDS, failure_kinds
+    from pytest_qualify.gate.decide import failure_kinds
+    from pytest_qualify.properties import FAILURE_KINDS
 
     # Failed items per kind (waived ones included: they failed too): format apart from fact.
     kinds = failure_kinds([*verdict.failures, *verdict.waived])
@@ -209,7 +210,7 @@ def checks_section(verdict: GateVerdict, slo: Sequence[Mapping[str, Any]]) -> li
     run. Written whether they passed or failed, so the evidence shows the row was decided."""
     slo_titles = {row["title"] for row in slo}
     return [{"title": c.title, "measured": c.measured, "limit": c.limit, "ok": c.ok, "reason": c.reason}
-            for c in getattr(verdict, "checks", ()) if c.title not in slo_titles]
+            for c in verdict.checks if c.title not in slo_titles]
 
 
 def verdict_section(verdict: GateVerdict) -> dict[str, Any]:
@@ -328,23 +329,18 @@ def facts_section(
 
 def render_summary(
     facts: Mapping[str, Any],
-    verdict: GateVerdict,
+    verdict: Decision,
     *,
     artifacts: Mapping[str, Any],
-    waivers: Mapping[str, Any] | None = None,
-    baseline: Mapping[str, Any] | None = None,
-    slo: Sequence[Mapping[str, Any]] = (),
     stage: Mapping[str, Any] | None = None,
     identity: Mapping[str, Any] | None = None,
     promoted: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """``summary.json`` from the facts and the gate's decision; judges nothing. A
-    :class:`gate.Decision` brings its own waivers, baseline and SLO rows."""
-    from pytest_qualify.evidence.stats import stats_section
+    """``summary.json`` from the facts and the gate's decision, which brings its own waivers,
+    baseline and SLO rows; judges nothing."""
+    from pytest_qualify.stats import stats_section
 
-    waivers = getattr(verdict, "waivers", None) if waivers is None else waivers
-    baseline = getattr(verdict, "baseline", None) if baseline is None else baseline
-    slo = getattr(verdict, "slo", ()) or slo
+    waivers, baseline, slo = verdict.waivers, verdict.baseline, verdict.slo
     judged = {r.nodeid: r.waiver for r in verdict.items if r.waiver}
     items = [{**i, "waiver": judged.get(i["nodeid"], i["waiver"])} for i in facts["items"]]
     titles = {row.module: row.title for row in verdict.rows}
@@ -374,32 +370,6 @@ def render_summary(
         "items": items,
         **extra,
     }
-
-
-def build_summary(
-    *,
-    run: Mapping[str, Any],
-    target: Mapping[str, Any],
-    profile: Profile,
-    verdict: GateVerdict,
-    results: Iterable[ItemResult],
-    cases: Mapping[str, CaseRecord],
-    snapshots: Mapping[str, Snapshot],
-    metrics_errors: Mapping[str, str],
-    metrics_files: Sequence[str],
-    waivers: Mapping[str, Any] | None,
-    baseline: Mapping[str, Any] | None,
-    artifacts: Mapping[str, Any],
-    slo: Sequence[Mapping[str, Any]] = (),
-    stage: Mapping[str, Any] | None = None,
-    identity: Mapping[str, Any] | None = None,
-    promoted: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """:func:`facts_section` and :func:`render_summary` in one call."""
-    facts = facts_section(run=run, target=target, profile=profile, results=results, cases=cases, snapshots=snapshots,
-                          metrics_errors=metrics_errors, metrics_files=metrics_files)
-    return render_summary(facts, verdict, artifacts=artifacts, waivers=waivers, baseline=baseline, slo=slo,
-                          stage=stage, identity=identity, promoted=promoted)
 
 
 def stage_section(stage: Any, verdict: Any) -> dict[str, Any]:

@@ -18,7 +18,7 @@ def terminal_lines(ev: EvidenceState) -> list[str]:
             lines.append(f"qualify: evidence bundle NOT written: {ev.bundle_error}")
         return lines
     if s.get("stats"):
-        from pytest_qualify.evidence.stats import headline
+        from pytest_qualify.stats import headline
 
         lines.append(headline(s["stats"]))
     t = s["timing"]

@@ -15,10 +15,9 @@ from pytest_qualify.gate import decide as gate
 from pytest_qualify.evidence import bundle
 from pytest_qualify.evidence.answers import held_to_the_end
 from pytest_qualify.evidence.session import EvidenceState
-from pytest_qualify.gate.waivers import candidates  # noqa: F401 - re-exported
 from pytest_qualify.evidence.provenance import provenance_section
 from pytest_qualify.evidence.summary import facts_section, iso, protocol_section, render_summary, stage_fields, target_section, tool_version
-from pytest_qualify.gate.decide import WAIVER_USAGE_ERROR, BaselineInput, Decision, RunRecord  # noqa: F401 - re-exported
+from pytest_qualify.gate.decide import BaselineInput, Decision, RunRecord
 from pytest_qualify.profiles import ModuleInfo
 from pytest_qualify.run import RunState
 from pytest_qualify.promotion.stage_run import StageRun

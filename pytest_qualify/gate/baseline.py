@@ -4,12 +4,12 @@ p50/p95, prefill p50, gate counts, with % deltas; regressions beyond a threshold
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_qualify.evidence.schema import SummaryError, validate
+from pytest_qualify.bundle_format.earlier import EarlierRunError, read_earlier
+from pytest_qualify.bundle_format.schema import SCHEMA_ID, SummaryError, validate
 
 DEFAULT_THRESHOLD_PCT = 10.0
 
@@ -19,18 +19,14 @@ class BaselineError(ValueError):
 
 
 def load_baseline(path: Path) -> dict[str, Any]:
+    label = f"baseline {path}"
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise BaselineError(f"baseline {path}: cannot be read ({exc.strerror or exc})") from None
-    except ValueError as exc:
-        raise BaselineError(f"baseline {path}: not JSON ({exc})") from None
-    if not isinstance(data, dict) or data.get("schema") != "pytest-qualify/summary":
-        raise BaselineError(f"baseline {path}: not a pytest-qualify summary.json")
-    try:
+        data = read_earlier(Path(path), label, SCHEMA_ID).data
         validate(data)
+    except EarlierRunError as exc:
+        raise BaselineError(str(exc)) from None
     except SummaryError as exc:
-        raise BaselineError(f"baseline {path}: {exc}") from None
+        raise BaselineError(f"{label}: {exc}") from None
     return data
 
 

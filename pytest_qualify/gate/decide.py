@@ -21,12 +21,11 @@ from typing import Any
 
 from pytest_qualify.gate.baseline import DEFAULT_THRESHOLD_PCT, compare
 from pytest_qualify.gate.slo import CheckRow, check_rows, evaluate_slo
-from pytest_qualify.evidence.stats import flips
+from pytest_qualify.stats import flips
 from pytest_qualify.gate.waivers import WaiverSet, candidates, hard_module_conflicts
 from pytest_qualify.profiles import ModuleInfo
 from pytest_qualify.promotion.stages import Stage
-
-__all__ = ["CheckRow"]  # re-exported: the SLO rows' type (evidence/slo.py) is a gate row
+from pytest_qualify.properties import FAILURE_KIND, FAILURE_KINDS, OTHER
 
 PASS = "PASS"
 FAIL = "FAIL"
@@ -74,7 +73,7 @@ class ItemResult:
         ``other`` (no verdict judged it: a timeout, a dead server ...); None when it did not fail."""
         if self.outcome not in ("failed", "rerun"):
             return None
-        return str(self.properties.get("failure_kind") or "other")
+        return str(self.properties.get(FAILURE_KIND) or OTHER)
 
     @property
     def where(self) -> str:
@@ -207,33 +206,6 @@ def _apply_waivers(
                 failures.append(r)
         items.append(r)
     return items, failures, waived
-
-
-def evaluate(
-    results: Iterable[ItemResult],
-    modules: Mapping[str, ModuleInfo],
-    required: Sequence[str],
-    *,
-    waiver_for: Callable[[ItemResult], str | None] | None = None,
-    run_problems: Sequence[str] = (),
-    incomplete: Sequence[str] = (),
-    checks: Sequence[CheckRow] = (),
-    target_unavailable: bool = False,
-    stage: Stage | None = None,
-    answers_void: Sequence[str] = (),
-) -> GateVerdict:
-    """Apply the hard 100% gate. ``waiver_for`` returns a waiver reason for a failed item of a
-    waivable module, or None; ``run_problems`` are run-level failures of the deployment (a dead
-    server, a regression); ``incomplete`` are reasons the run did not judge all of it (an
-    interruption, a partial selection); ``checks`` are limit rows (SLOs). ``target_unavailable``:
-    the endpoint never answered, so failed items judged nothing and the verdict is INCOMPLETE.
-    With a ``stage``, ``required`` is that stage's modules and the verdict line names the stage.
-    Pure: a waived item appears in the verdict as a copy carrying its waiver; ``results`` stay as
-    they were. (The end of a run calls :func:`decide`, which calls this once.)"""
-    items, failures, waived = _apply_waivers(results, modules, waiver_for)
-    rows, missing = _rows(items, modules, required, stage)
-    return _verdict(items, rows, failures, waived, [*run_problems], [*incomplete, *missing], checks,
-                    target_unavailable, stage, answers_void, named=_module_names(missing))
 
 
 def _unique_rows(findings: Sequence[Finding]) -> list[Finding]:
@@ -450,7 +422,6 @@ def render_table(verdict: GateVerdict) -> list[str]:
     return lines
 
 
-FAILURE_KINDS = ("format", "fact", "other")
 
 
 def failure_kinds(items: Iterable[ItemResult]) -> dict[str, dict[str, int]]:

@@ -1,7 +1,7 @@
 """Latency SLOs: the profile's ``[slo]`` limits checked against the run's client-observed figures.
 No pytest here.
 
-Each limit becomes one gate row (:class:`CheckRow`, which the gate re-exports as ``gate.CheckRow``) with the measured figure beside the limit:
+Each limit becomes one gate row (:class:`CheckRow`, the type of every run-level gate row) with the measured figure beside the limit:
 
 - per lane, ``ttft_s_max`` and ``e2e_s_max``: the *worst* repetition of the lane is measured,
   because the gate is pass^k — every repetition must hold the limit, as every repetition must
@@ -23,7 +23,7 @@ from typing import Any
 
 from dataclasses import dataclass
 
-from pytest_qualify.client.timing import percentile
+from pytest_qualify.stats import percentile
 
 CONTEXT_MODULE = "context"
 

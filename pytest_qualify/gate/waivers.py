@@ -171,7 +171,7 @@ class WaiverSet:
                     self.matched.setdefault(w.index, []).append(cand.nodeid)
 
     def waiver_for(self, result: Any) -> str | None:
-        """gate.evaluate's hook: the waiver reason for a failed item, or None."""
+        """decide's hook (gate/decide.py): the waiver reason for a failed item, or None."""
         # Only a failure can be waived: a skipped or interrupted item proves nothing either way.
         if result.module not in self.waivable_modules or result.outcome != "failed":
             return None

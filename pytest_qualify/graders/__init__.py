@@ -2,21 +2,56 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
+
+
+from pytest_qualify.properties import FACT, FORMAT
+
+# A failure's kind (properties.py): FORMAT, the reason then says so in words, starting
+# ``format:``; FACT otherwise. The kind travels as a field of the verdict: nothing re-reads it
+# from the reason.
 
 
 @dataclass(frozen=True)
 class Verdict:
     ok: bool
     reason: str = ""
+    kind: str | None = None  # a failure's kind (FORMAT or FACT; FACT unless said); None when ok
+
+    def __post_init__(self) -> None:
+        if self.ok:
+            object.__setattr__(self, "kind", None)
+        elif self.kind is None:
+            object.__setattr__(self, "kind", FACT)
+        elif self.kind not in (FORMAT, FACT):
+            raise ValueError(f"a verdict's kind is {FORMAT!r} or {FACT!r}, not {self.kind!r}")
 
     def __bool__(self) -> bool:
         return self.ok
+
+    @property
+    def is_format(self) -> bool:
+        return self.kind == FORMAT
 
     @classmethod
     def accept(cls, reason: str = "ok") -> "Verdict":
         return cls(True, reason)
 
     @classmethod
-    def reject(cls, reason: str) -> "Verdict":
-        return cls(False, reason)
+    def reject(cls, reason: str, kind: str = FACT) -> "Verdict":
+        return cls(False, reason, kind)
+
+    def reworded(self, reason: str) -> "Verdict":
+        """The same verdict (pass or fail, and its kind) with another reason, e.g. one that names
+        the case."""
+        return dataclasses.replace(self, reason=reason)
+
+    @classmethod
+    def all_failed(cls, verdicts: Iterable["Verdict"], separator: str = "; ") -> "Verdict":
+        """One failure from several (each must have failed): their reasons joined, a format
+        failure when any of them was one."""
+        failed = [v for v in verdicts if not v.ok]
+        kind = FORMAT if any(v.is_format for v in failed) else FACT
+        return cls.reject(separator.join(v.reason for v in failed), kind)

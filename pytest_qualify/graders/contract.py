@@ -33,10 +33,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from pytest_qualify.graders import Verdict
+from pytest_qualify.graders import FORMAT, Verdict
 
 FORMS = ("reply", "line", "json")
-FORMAT = "format"  # the first word of a format failure's reason
 
 
 class FormatError(ValueError):
@@ -44,12 +43,8 @@ class FormatError(ValueError):
 
 
 def format_failure(why: str) -> Verdict:
-    return Verdict.reject(f"{FORMAT}: {why}")
-
-
-def is_format_failure(reason: str) -> bool:
-    """Whether a failure reason (possibly behind ``where: ``) is a format failure."""
-    return reason.startswith(f"{FORMAT}:") or f": {FORMAT}: " in reason
+    """A format failure: its kind is the field, ``format:`` the first word of its reason."""
+    return Verdict.reject(f"{FORMAT}: {why}", FORMAT)
 
 
 # -- accepted forms and normalisation rules (data) --------------------------------------------------
@@ -442,12 +437,11 @@ def grade_fields(obj: Mapping[str, Any], fields: Mapping[str, Accept]) -> Verdic
     if missing:
         return format_failure(f"missing field(s) {', '.join(map(repr, missing))}")
     verdicts = [compare(obj[name], accept, f"field {name!r}") for name, accept in fields.items()]
-    formats = [v.reason for v in verdicts if not v.ok and is_format_failure(v.reason)]
+    formats = [v.reason for v in verdicts if v.is_format]
     if formats:
         return format_failure("; ".join(r.removeprefix(f"{FORMAT}: ") for r in formats))
-    misses = [v.reason for v in verdicts if not v.ok]
-    if misses:
-        return Verdict.reject("; ".join(misses))
+    if not all(verdicts):
+        return Verdict.all_failed(verdicts)
     return Verdict.accept(f"{len(fields)} field(s) as expected")
 
 

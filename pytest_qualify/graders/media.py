@@ -28,9 +28,7 @@ def grade_item(item_id: str, content: str | None, contract: Contract, *, finish_
     if finish_reason == "length":
         return Verdict.reject(f"item {item_id}: answer truncated (finish_reason 'length')")
     verdict = grade(content, contract)
-    if not verdict.ok:
-        return Verdict.reject(f"item {item_id}: {verdict.reason}")
-    return Verdict.accept(f"item {item_id}: {verdict.reason}")
+    return verdict.reworded(f"item {item_id}: {verdict.reason}")
 
 
 def count_contract(count: int) -> Contract:

@@ -64,4 +64,4 @@ def grade_recall(content: str | None, contract: Contract, near_misses: Mapping[s
             continue
         if compare(slot[name], replace(accept, forms=(str(value),)), name).ok:
             noted.append(f"field {name!r} holds the near-miss value {value!r} from another turn")
-    return Verdict.reject(verdict.reason + ("; " + "; ".join(noted) if noted else ""))
+    return verdict.reworded(verdict.reason + ("; " + "; ".join(noted) if noted else ""))

@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from pytest_qualify.graders import Verdict
+from pytest_qualify.graders import FORMAT, Verdict
 from pytest_qualify.graders.contract import Accept, Contract, Question
 from pytest_qualify.graders.text import json_objects, parse_number, tokens
 
@@ -365,8 +365,8 @@ def grade_calls(
             if in_text is not None:
                 # The call is there, in the wrong channel: the tool-call contract was not followed
                 # (a format failure), whatever its arguments say.
-                reason = (f"format: {reason}; the content holds a call written as text instead: "
-                          f"{in_text.name}({in_text.arguments})")
+                return Verdict.reject(f"{FORMAT}: {reason}; the content holds a call written as text instead: "
+                                      f"{in_text.name}({in_text.arguments})", FORMAT)
             elif content:
                 reason += f"; content {content.strip()[:100]!r}"
         return Verdict.reject(reason)
@@ -380,7 +380,7 @@ def grade_calls(
         if best is None or score > best[0]:
             best = (score, verdicts)
     assert best is not None
-    return Verdict.reject("; ".join(v.reason for v in best[1] if not v))
+    return Verdict.all_failed(best[1])
 
 
 def _likeness(call: CallLike, expected: ExpectedCall) -> float:

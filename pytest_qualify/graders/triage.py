@@ -121,7 +121,6 @@ def grade_triage(content: str | None, incident: Incident) -> Verdict:
         return format_failure(str(exc))
     verdicts = (grade_component(answer["component"], incident), grade_category(answer["category"], incident),
                 grade_evidence(answer["evidence_line"], incident))
-    misses = [v.reason for v in verdicts if not v.ok]
-    if misses:
-        return Verdict.reject("; ".join(misses))
+    if not all(verdicts):
+        return Verdict.all_failed(verdicts)
     return Verdict.accept(f"{incident.component}, {incident.category}, evidence matches; cause (recorded) {answer['cause']!r}")

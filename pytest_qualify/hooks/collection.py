@@ -15,9 +15,9 @@ from pytest_qualify.hooks.stage import stage_of
 from pytest_qualify.hooks.xdist import send_to_controller
 from pytest_qualify.profiles import Lane, module_registry
 from pytest_qualify.repetition import repetition_id, without_repetition
-from pytest_qualify.run import MODULE_KEY, module_of
+from pytest_qualify.run import module_of
+from pytest_qualify import properties
 
-REPETITION_KEY = "repetition"
 REPEAT_FIXTURE = "qualify_repetition"
 PROFILE_DESELECTED = pytest.StashKey[bool]()
 
@@ -97,9 +97,9 @@ class Collection:
                     state.deselected_modules.add(module)
                 drop.append(item)
                 continue
-            item.user_properties.append((MODULE_KEY, module))
+            item.user_properties.append((properties.MODULE, module))
             item.user_properties.append(("item", item_label(item)))
-            item.user_properties.append((REPETITION_KEY, params.get(REPEAT_FIXTURE, 1)))
+            item.user_properties.append((properties.REPETITION, params.get(REPEAT_FIXTURE, 1)))
             item.user_properties.append(("repetitions", repetitions_of(item, state.settings.repeat)))
             if lane_name is not None:
                 item.user_properties.append(("lane", lane_name))

@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from pytest_qualify.checks import FAILURE_KIND_KEY, REASON_KEY
 from pytest_qualify.evidence.metrics import Snapshot
 from pytest_qualify.evidence.session import EvidenceCollector, EvidenceState
-from pytest_qualify.hooks.collection import REPETITION_KEY, item_label
-from pytest_qualify.hooks.gate import reason_of
-from pytest_qualify.hooks.server import make_client
+from pytest_qualify.hooks.collection import item_label
+from pytest_qualify.hooks.results import reason_of
+from pytest_qualify.hooks.server_session import make_client
 from pytest_qualify.redaction import redact
-from pytest_qualify.run import MODULE_KEY, RunState, module_of
+from pytest_qualify.run import RunState, module_of
+from pytest_qualify import properties
 
 EVIDENCE_KEY = pytest.StashKey[EvidenceState]()
 
@@ -219,7 +219,7 @@ class EvidenceHooks:
             return (yield)
         from pytest_qualify.evidence.bundle import lane_metrics_name
 
-        label, rep = str(props.get("item", item.name)), int(props.get(REPETITION_KEY, 1))
+        label, rep = str(props.get("item", item.name)), int(props.get(properties.REPETITION, 1))
         before = scrape(state, lane_metrics_name(label, str(lane), rep, "before"), state.client)
         try:
             return (yield)
@@ -242,16 +242,16 @@ class EvidenceHooks:
         report = yield
         props = item.user_properties
         keys = {k for k, _ in props}
-        if MODULE_KEY in keys:
+        if properties.MODULE in keys:
             if "module" not in keys:
-                props.append(("module", dict(props)[MODULE_KEY]))
-            if report.failed and REASON_KEY not in keys:
-                props.append((REASON_KEY, ("" if report.when == "call" else f"[{report.when}] ") + reason_of(report)))
-            kind = getattr(call.excinfo.value, FAILURE_KIND_KEY, None) if call.excinfo is not None else None
-            if report.failed and kind and FAILURE_KIND_KEY not in keys:
+                props.append(("module", dict(props)[properties.MODULE]))
+            if report.failed and properties.REASON not in keys:
+                props.append((properties.REASON, ("" if report.when == "call" else f"[{report.when}] ") + reason_of(report)))
+            kind = getattr(call.excinfo.value, properties.FAILURE_KIND, None) if call.excinfo is not None else None
+            if report.failed and kind and properties.FAILURE_KIND not in keys:
                 # format | fact, as the verdict said (checks.require); the gate counts them apart.
-                props.append((FAILURE_KIND_KEY, kind))
-                report.user_properties.append((FAILURE_KIND_KEY, kind))
+                props.append((properties.FAILURE_KIND, kind))
+                report.user_properties.append((properties.FAILURE_KIND, kind))
             if report.when == "teardown":
                 # Every protocol name on every test case, empty where the item has no such value.
                 from pytest_qualify.evidence.junit import PROTOCOL_PROPERTIES

@@ -1,7 +1,7 @@
 """The promotion stage's pytest side: the stage (and the promoted run) resolved at configure, the
 header line, and the served identity read at the start and again at the end of the run. The steps
-(``steps.py``) and the collection call these; the logic is in ``stages.py``, ``identity.py``,
-``promotion.py`` and ``stage_run.py`` (no pytest there)."""
+(``steps.py``) and the collection call these; the logic is in ``promotion/``: ``stages.py``,
+``identity.py``, ``promoted.py`` and ``stage_run.py`` (no pytest there)."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ IDENTITY_READ_TIMEOUT_S = 15.0
 
 
 def read_live(state: RunState) -> Identity:
-    from pytest_qualify.hooks.server import make_client
+    from pytest_qualify.hooks.server_session import make_client
 
     served_name = state.profile.deployment.served_name
     models: Any = None

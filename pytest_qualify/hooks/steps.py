@@ -21,8 +21,8 @@ import pytest
 from pytest_qualify.evidence.session import EvidenceState
 from pytest_qualify.hooks.evidence import EvidenceHooks
 from pytest_qualify.hooks import stage
-from pytest_qualify.hooks.gate import exit_status, run_problems, steering_void, write_gate_table
-from pytest_qualify.hooks.server import ServerSession
+from pytest_qualify.hooks.results import exit_status, run_problems, steering_void, write_gate_table
+from pytest_qualify.hooks.server_session import ServerSession
 from pytest_qualify.profiles import module_registry
 from pytest_qualify.run import RunState
 

@@ -210,7 +210,7 @@ def _connection_failure(chain: list[BaseException]) -> str | None:
     """The refused, reset or unanswered connection in an exception chain, if there is one."""
     import sys
 
-    from pytest_qualify.client.endpoint import ServerGone
+    from pytest_qualify.client.errors import ServerGone
 
     httpx = sys.modules.get("httpx")
     openai = sys.modules.get("openai")
@@ -238,7 +238,7 @@ def _harness_reason(state: RunState, item: pytest.Item, exc: BaseException) -> s
     """One readable line for failures that are the server's state, not the test's assertion."""
     import sys
 
-    from pytest_qualify.client.endpoint import RequestTimeout
+    from pytest_qualify.client.errors import RequestTimeout
 
     chain = _chain(exc)
     lane = _lane_of(item)

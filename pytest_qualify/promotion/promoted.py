@@ -9,16 +9,14 @@ file), keeps the digests that link the two runs, and compares a live reading wit
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_qualify.evidence.manifest import verify_manifest
+from pytest_qualify.bundle_format.earlier import EarlierRunError, read_earlier, verify_bundle
+from pytest_qualify.bundle_format.schema import SCHEMA_ID
 from pytest_qualify.promotion.identity import Identity, differences
 
-SUMMARY_SCHEMA = "pytest-qualify/summary"
-MANIFEST = "SHA256SUMS"
 QUALIFYING_STAGE = "full"
 
 
@@ -66,15 +64,10 @@ def load_promoted(path_text: str) -> Promoted:
     path = Path(path_text).expanduser()
     label = f"promoted summary {path}"
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise PromotedError(f"{label}: cannot be read ({exc.strerror or exc})") from None
-    try:
-        summary = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise PromotedError(f"{label}: not JSON ({exc})") from None
-    if not isinstance(summary, dict) or summary.get("schema") != SUMMARY_SCHEMA:
-        raise PromotedError(f"{label}: not a pytest-qualify summary.json (field 'schema' is not {SUMMARY_SCHEMA!r})")
+        earlier = read_earlier(path, label, SCHEMA_ID)
+    except EarlierRunError as exc:
+        raise PromotedError(str(exc)) from None
+    summary = earlier.data
     try:
         run_id = str(summary["run"]["id"])
         result = summary["verdict"]["result"]
@@ -92,14 +85,10 @@ def load_promoted(path_text: str) -> Promoted:
     identity = _qualified_identity(summary)
     if identity.model_root is None or identity.window_tokens is None:
         raise PromotedError(f"{label}: run {run_id} recorded no served identity ({identity.describe()})")
-    manifest = path.parent / MANIFEST
-    if not manifest.is_file():
-        raise PromotedError(f"{label}: no {MANIFEST} beside it; name the summary.json inside the run's evidence bundle")
-    broken = verify_manifest(path.parent)
-    listed = path.name in manifest.read_text(encoding="utf-8")
-    if broken or not listed:
-        raise PromotedError(f"{label}: the bundle does not match its {MANIFEST} ("
-                            + ("; ".join(broken) if broken else f"{path.name} is not listed") + ")")
+    try:
+        manifest = verify_bundle(earlier, label)
+    except EarlierRunError as exc:
+        raise PromotedError(str(exc)) from None
     return Promoted(
         path=str(path),
         run_id=run_id,
@@ -107,8 +96,8 @@ def load_promoted(path_text: str) -> Promoted:
         simulated=bool(summary.get("simulated")),
         identity=identity,
         revision=str((profile.get("deployment") or {}).get("revision") or ""),
-        summary_sha256=hashlib.sha256(data).hexdigest(),
-        manifest_sha256=hashlib.sha256(manifest.read_bytes()).hexdigest(),
+        summary_sha256=earlier.sha256,
+        manifest_sha256=hashlib.sha256(manifest).hexdigest(),
     )
 
 

@@ -6,12 +6,24 @@ no sockets.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from pytest_qualify.promotion.identity import Identity, change_reason
-from pytest_qualify.profiles import Profile
 from pytest_qualify.promotion.promoted import Promoted, PromotedError, load_promoted, mismatches
-from pytest_qualify.promotion.stages import Stage
+from pytest_qualify.promotion.stages import Stage, select
+
+
+class StagedProfile(Protocol):
+    """What a stage plan reads of a profile (``profiles.Profile`` is one): promotion sits below
+    the profiles, so it names the two fields instead of importing the class."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def stages(self) -> Sequence[Stage]: ...
 
 
 class StageUsageError(ValueError):
@@ -52,10 +64,10 @@ class StageRun:
         return out
 
 
-def plan(profile: Profile, stage_name: str, promoted_path: str | None, *, simulated: bool, load: bool = True) -> StageRun:
+def plan(profile: StagedProfile, stage_name: str, promoted_path: str | None, *, simulated: bool, load: bool = True) -> StageRun:
     """The stage and (``load``: on the controller) the promoted run, or :class:`StageUsageError`."""
     try:
-        stage = profile.stage(stage_name)
+        stage = select(profile.stages, stage_name)
     except ValueError as exc:
         raise StageUsageError(f"--qualify-stage: profile {profile.name}: {exc}") from None
     promoted = None

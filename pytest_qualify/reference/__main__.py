@@ -11,7 +11,7 @@ import sys
 
 from pytest_qualify.profiles import ProfileError, load_profile
 from pytest_qualify.reference.faults import Faults, FaultError
-from pytest_qualify.reference.server import serve
+from pytest_qualify.reference.handler import serve
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,9 @@ from functools import cache
 from threading import Lock
 from typing import Any
 
-from pytest_qualify.tasks.corpus import MediaError, decode_data_url, decoded_file, load_manifest
+from pytest_qualify.tasks.corpus import MediaError, load_manifest
+
+from pytest_qualify.tasks.media_decode import decode_data_url, decoded_file
 from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Rejection, Reply
 
 PRIORITY = 50  # before generic oracles: only requests that carry media are answered here

@@ -33,6 +33,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from pytest_qualify.request_key import request_key as same_request
+
 TOOL_CALL_SYNTAXES = ("qwen3_coder", "hermes")
 STEER_LOG = "steer.jsonl"
 # A random-weight model spells a forced text in about twice its minimal token count (measured:
@@ -201,11 +203,9 @@ def raised_max_tokens(asked: int | None, need: int, room: int) -> int | None:
 
 
 def request_key(body: Mapping[str, Any]) -> str:
-    """The request without what two asks of the same answer may differ in (the limit, streaming,
-    the cache salt): the key under which the tokens vLLM spent on its forced answer are kept."""
-    kept = {k: v for k, v in body.items()
-            if k not in ("max_tokens", "max_completion_tokens", "stream", "stream_options", "cache_salt")}
-    return json.dumps(kept, sort_keys=True, default=str)
+    """The key under which the tokens vLLM spent on a request's forced answer are kept: the same
+    request (``request_key.py``) whatever its token limit."""
+    return same_request(body, without_limit=True)
 
 
 # -- what vLLM returned: pure ----------------------------------------------------------------------

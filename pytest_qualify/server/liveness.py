@@ -64,7 +64,7 @@ def default_question() -> Question:
 def check(client: Any, profile: Any, *, after: str, question: Question | None = None) -> Liveness:
     """``GET /health`` then one short chat request (``max_tokens`` = the profile's answer budget,
     the profile's request timeout). ``after`` names what came before, for the reason."""
-    from pytest_qualify.client.endpoint import EndpointError, RequestTimeout, ServerGone, error_message
+    from pytest_qualify.client.errors import EndpointError, error_message, RequestTimeout, ServerGone
     q = question or default_question()
     t0 = time.perf_counter()
 

@@ -53,7 +53,7 @@ class Hostile:
 
 
 @dataclass(frozen=True)
-class Target:
+class RequestTarget:
     """What a request needs to be valid apart from its one fault."""
 
     served_name: str
@@ -69,7 +69,7 @@ def classes() -> tuple[str, ...]:
     return tuple(data()["classes"]["order"])
 
 
-def base_body(target: Target, variant: tuple[int, bool, int] = (0, False, 0)) -> dict[str, Any]:
+def base_body(target: RequestTarget, variant: tuple[int, bool, int] = (0, False, 0)) -> dict[str, Any]:
     """The valid request a hostile example starts from. ``variant`` (prompt, stream, extra answer
     tokens) varies what is valid about it, so small classes of bad values still make many
     distinct requests."""
@@ -105,7 +105,7 @@ def _short(value: Any) -> str:
 # -- one strategy per class ------------------------------------------------------------------------
 
 
-def malformed_json(target: Target) -> st.SearchStrategy[Hostile]:
+def malformed_json(target: RequestTarget) -> st.SearchStrategy[Hostile]:
     pool = data()["malformed_json"]
 
     def truncated(variant: tuple[int, bool, int], fraction: float) -> Hostile:
@@ -140,7 +140,7 @@ def _parses(body: bytes) -> bool:
     return True
 
 
-def wrong_types(target: Target) -> st.SearchStrategy[Hostile]:
+def wrong_types(target: RequestTarget) -> st.SearchStrategy[Hostile]:
     pool = data()["wrong_types"]
 
     def field(name: str) -> st.SearchStrategy[Hostile]:
@@ -157,7 +157,7 @@ def wrong_types(target: Target) -> st.SearchStrategy[Hostile]:
     return st.one_of(*(field(name) for name in pool))
 
 
-def max_tokens(target: Target) -> st.SearchStrategy[Hostile]:
+def max_tokens(target: RequestTarget) -> st.SearchStrategy[Hostile]:
     pool = data()["max_tokens"]
 
     def build(variant: tuple[int, bool, int], name: str, value: Any) -> Hostile:
@@ -174,7 +174,7 @@ def max_tokens(target: Target) -> st.SearchStrategy[Hostile]:
     return st.builds(build, variants(), st.sampled_from(pool["fields"]), values)
 
 
-def roles(target: Target) -> st.SearchStrategy[Hostile]:
+def roles(target: RequestTarget) -> st.SearchStrategy[Hostile]:
     pool = data()["roles"]
 
     def build(variant: tuple[int, bool, int], value: Any, missing: bool, with_system: bool) -> Hostile:
@@ -201,7 +201,7 @@ def _valid_tool(name: str) -> dict[str, Any]:
     }}
 
 
-def tools(target: Target) -> st.SearchStrategy[Hostile]:
+def tools(target: RequestTarget) -> st.SearchStrategy[Hostile]:
     pool = data()["tools"]
     names = ("get_weather", "get_time", "get_population")
 
@@ -247,7 +247,7 @@ def tools(target: Target) -> st.SearchStrategy[Hostile]:
     ))
 
 
-def response_format(target: Target) -> st.SearchStrategy[Hostile]:
+def response_format(target: RequestTarget) -> st.SearchStrategy[Hostile]:
     pool = data()["response_format"]
     good_schema = {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]}
 
@@ -283,7 +283,7 @@ def response_format(target: Target) -> st.SearchStrategy[Hostile]:
     return st.one_of(*(st.builds(build, variants(), st.just(m), st.sampled_from(v)) for m, v in mutations.items()))
 
 
-def cache_salt(target: Target) -> st.SearchStrategy[Hostile]:
+def cache_salt(target: RequestTarget) -> st.SearchStrategy[Hostile]:
     def build(variant: tuple[int, bool, int], value: Any) -> Hostile:
         body = base_body(target, variant)
         body["cache_salt"] = value
@@ -292,7 +292,7 @@ def cache_salt(target: Target) -> st.SearchStrategy[Hostile]:
     return st.builds(build, variants(), st.sampled_from(data()["cache_salt"]["values"]))
 
 
-def oversized(target: Target) -> st.SearchStrategy[Hostile]:
+def oversized(target: RequestTarget) -> st.SearchStrategy[Hostile]:
     pool = data()["oversized"]
 
     def over_window(variant: tuple[int, bool, int], word: str, factor: float, where: str) -> Hostile:
@@ -318,7 +318,7 @@ def oversized(target: Target) -> st.SearchStrategy[Hostile]:
     )
 
 
-def media(target: Target) -> st.SearchStrategy[Hostile]:
+def media(target: RequestTarget) -> st.SearchStrategy[Hostile]:
     pool = data()["media"]
 
     def build(variant: tuple[int, bool, int], mutation: str, value: Any, part: str, first: bool) -> Hostile:
@@ -346,7 +346,7 @@ def media(target: Target) -> st.SearchStrategy[Hostile]:
     ))
 
 
-STRATEGIES: dict[str, Callable[[Target], st.SearchStrategy[Hostile]]] = {
+STRATEGIES: dict[str, Callable[[RequestTarget], st.SearchStrategy[Hostile]]] = {
     "malformed_json": malformed_json,
     "wrong_types": wrong_types,
     "max_tokens": max_tokens,
@@ -359,7 +359,7 @@ STRATEGIES: dict[str, Callable[[Target], st.SearchStrategy[Hostile]]] = {
 }
 
 
-def strategy(kind: str, target: Target) -> st.SearchStrategy[Hostile]:
+def strategy(kind: str, target: RequestTarget) -> st.SearchStrategy[Hostile]:
     return STRATEGIES[kind](target)
 
 
@@ -368,7 +368,7 @@ def examples_per_class(total: int, kinds: int) -> int:
     return max(1, -(-total // kinds))
 
 
-def collect(kind: str, target: Target, count: int, send: Callable[[Hostile], None]) -> int:
+def collect(kind: str, target: RequestTarget, count: int, send: Callable[[Hostile], None]) -> int:
     """Run ``send`` on ``count`` distinct examples of one class, the same ones on every run
     (derandomized, no example database, no shrinking: every request is sent once and judged by
     the caller). Returns how many were sent: fewer than ``count`` only when the class has fewer
@@ -380,7 +380,7 @@ def collect(kind: str, target: Target, count: int, send: Callable[[Hostile], Non
 
 
 @cache
-def examples(kind: str, target: Target, count: int) -> tuple[Hostile, ...]:
+def examples(kind: str, target: RequestTarget, count: int) -> tuple[Hostile, ...]:
     """The ``count`` distinct examples :func:`collect` sends, drawn once a process: derandomized, so
     every repetition (and every run) draws the same ones, and drawing them again costs only time.
     (Hypothesis seeds a derandomized run from the test function's source: ``explore`` keeps its

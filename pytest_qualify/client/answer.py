@@ -1,0 +1,205 @@
+"""An answer as the graders read it: visible content, any reasoning field, tool calls, finish
+reason, usage, its timeline and (streamed) the shape of its chunks. Nothing is stripped: stripping
+reasoning before grading would hide a leak. Built from a plain response (``from_response``) or
+from a stream's chunks (``StreamAssembly``). No I/O here."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_qualify.client.timing import Timeline
+
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    arguments: str  # the raw JSON text, exactly as the server sent it
+    id: str = ""
+
+    def parsed_arguments(self) -> Any:
+        return json.loads(self.arguments) if self.arguments else {}
+
+
+@dataclass(frozen=True)
+class ToolDelta:
+    """One ``delta.tool_calls`` entry as it came on the wire (for the delta rules of
+    graders/integrity.py): which fields it carried, not only what they add up to."""
+
+    index: int | None
+    id: str | None
+    type: str | None
+    name: str | None
+    arguments: str | None
+
+
+@dataclass(frozen=True)
+class StreamShape:
+    """How a streamed answer was cut into chunks: what the stream contract checks read."""
+
+    chunks: int  # chunks that carried a ``choices`` entry
+    content_deltas: int  # chunks whose delta carried non-empty content
+    finish_chunks: int  # chunks that carried a finish_reason
+    usage_chunks: int  # chunks that carried a (non-null) usage object
+    usage_asked: bool  # stream_options.include_usage was true
+    tool_deltas: tuple[ToolDelta, ...] = ()
+    output_after_finish: int = 0  # chunks after the finish chunk whose delta carried output
+    usage_before_finish: int = 0  # usage chunks that came before the finish chunk
+    done: bool | None = None  # the stream ended with ``data: [DONE]`` (None: not observable)
+
+
+@dataclass(frozen=True)
+class Answer:
+    content: str | None
+    reasoning: str | None
+    tool_calls: tuple[ToolCall, ...]
+    finish_reason: str | None
+    usage: Mapping[str, Any]
+    streamed: bool
+    timeline: Timeline | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict)
+    # Streaming only: how often each tool call's name appeared in the deltas.
+    tool_name_deltas: tuple[int, ...] = ()
+    # Visible markers seen anywhere in the stream (for leak checks).
+    reasoning_tokens: int | None = None
+    # Streaming only: the chunk structure (None for a non-streamed answer).
+    stream: StreamShape | None = None
+
+    @property
+    def prompt_tokens(self) -> int | None:
+        return self.usage.get("prompt_tokens")
+
+    @property
+    def completion_tokens(self) -> int | None:
+        return self.usage.get("completion_tokens")
+
+    @property
+    def cached_tokens(self) -> int | None:
+        details = self.usage.get("prompt_tokens_details") or {}
+        return details.get("cached_tokens")
+
+
+def as_dict(obj: Any) -> dict[str, Any]:
+    if obj is None:
+        return {}
+    if isinstance(obj, dict):
+        return obj
+    return obj.model_dump(exclude_none=False)
+
+
+def reasoning_of(d: Mapping[str, Any]) -> str | None:
+    parts = [d.get(name) for name in REASONING_FIELDS if d.get(name)]
+    # A server in the middle of the rename may send both names with the same text: it is one reasoning.
+    parts = [p for n, p in enumerate(parts) if p not in parts[:n]]
+    return "".join(parts) if parts else None
+
+
+def from_response(data: Mapping[str, Any], e2e_s: float) -> Answer:
+    """A plain (not streamed) response's answer."""
+    choice = (data.get("choices") or [{}])[0]
+    msg = choice.get("message") or {}
+    calls = tuple(
+        ToolCall(c["function"]["name"], c["function"].get("arguments") or "", c.get("id") or "")
+        for c in (msg.get("tool_calls") or [])
+    )
+    usage = data.get("usage") or {}
+    details = usage.get("completion_tokens_details") or {}
+    return Answer(
+        content=msg.get("content"),
+        reasoning=reasoning_of(msg),
+        tool_calls=calls,
+        finish_reason=choice.get("finish_reason"),
+        usage=usage,
+        streamed=False,
+        timeline=Timeline.single(e2e_s),
+        raw=data,
+        reasoning_tokens=details.get("reasoning_tokens"),
+    )
+
+
+class StreamAssembly:
+    """A streamed answer put together chunk by chunk. Each ``delta.tool_calls`` entry is kept once,
+    as the :class:`ToolDelta` it came as; the calls are added up from those at the end."""
+
+    def __init__(self, usage_asked: bool) -> None:
+        self.usage_asked = usage_asked
+        self.content: list[str] = []
+        self.reasoning: list[str] = []
+        self.tool_deltas: list[ToolDelta] = []
+        self.finish: str | None = None
+        self.usage: dict[str, Any] = {}
+        self.counts = {"content": 0, "finish": 0, "usage": 0, "after_finish": 0, "usage_early": 0}
+
+    def add(self, data: Mapping[str, Any], timeline: Timeline) -> None:
+        counts = self.counts
+        choices = data.get("choices") or []
+        visible = output = finished_here = False
+        for choice in choices:
+            delta = choice.get("delta") or {}
+            if delta.get("content"):
+                self.content.append(delta["content"])
+                counts["content"] += 1
+                visible = output = True
+            r = reasoning_of(delta)
+            if r:
+                self.reasoning.append(r)
+                output = True
+            for tc in delta.get("tool_calls") or []:
+                fn = tc.get("function") or {}
+                self.tool_deltas.append(ToolDelta(tc.get("index"), tc.get("id"), tc.get("type"), fn.get("name"),
+                                                  fn.get("arguments")))
+                visible = output = True
+            if choice.get("finish_reason"):
+                self.finish = choice["finish_reason"]
+                counts["finish"] += 1
+                finished_here = True
+        if output and counts["finish"] and not finished_here:
+            counts["after_finish"] += 1  # the finish chunk said the answer was over
+        if data.get("usage"):
+            self.usage = data["usage"]
+            counts["usage"] += 1
+            if not counts["finish"]:
+                counts["usage_early"] += 1
+        timeline.chunk(has_choices=bool(choices), visible=visible)
+
+    def calls(self) -> list[dict[str, Any]]:
+        """The tool calls added up from their deltas, by index: name, arguments, id, and how many
+        deltas carried the name."""
+        slots: dict[Any, dict[str, Any]] = {}
+        for d in self.tool_deltas:
+            slot = slots.setdefault(0 if d.index is None else d.index, {"name": "", "arguments": "", "id": "", "names": 0})
+            if d.name:
+                slot["name"] += d.name
+                slot["names"] += 1
+            if d.arguments:
+                slot["arguments"] += d.arguments
+            if d.id:
+                slot["id"] = d.id
+        return [slots[i] for i in sorted(slots)]
+
+    def answer(self, timeline: Timeline, done: bool | None) -> Answer:
+        counts = self.counts
+        ordered = self.calls()
+        details = self.usage.get("completion_tokens_details") or {}
+        shape = StreamShape(
+            chunks=len(timeline.chunk_s), content_deltas=counts["content"], finish_chunks=counts["finish"],
+            usage_chunks=counts["usage"], usage_asked=self.usage_asked,
+            tool_deltas=tuple(self.tool_deltas), output_after_finish=counts["after_finish"],
+            usage_before_finish=counts["usage_early"], done=done,
+        )
+        return Answer(
+            content="".join(self.content) if self.content else None,
+            reasoning="".join(self.reasoning) if self.reasoning else None,
+            tool_calls=tuple(ToolCall(c["name"], c["arguments"], c["id"]) for c in ordered),
+            finish_reason=self.finish,
+            usage=self.usage,
+            streamed=True,
+            timeline=timeline,
+            tool_name_deltas=tuple(c["names"] for c in ordered),
+            reasoning_tokens=details.get("reasoning_tokens"),
+            stream=shape,
+        )

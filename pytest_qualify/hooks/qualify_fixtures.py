@@ -1,0 +1,200 @@
+"""The fixtures a protocol test uses: the profile, the run, the client (failing at once when the
+server is gone), this item's cache salt, the recorder of evidence, and ``qualify_ask`` — one
+protocol question asked the protocol's way. Registered in every run; without ``--qualify`` a
+protocol fixture fails with how to run it."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol
+
+import pytest
+
+from pytest_qualify.hooks import state_of
+from pytest_qualify.hooks.server_session import make_client
+from pytest_qualify.hooks.watch import fail_if_server_gone
+from pytest_qualify.profiles import Profile
+from pytest_qualify.run import RunState
+
+if TYPE_CHECKING:
+    from pytest_qualify.client.answer import Answer
+    from pytest_qualify.client.endpoint import QualifyClient
+
+
+def _state(request: pytest.FixtureRequest) -> RunState:
+    state = state_of(request.config)
+    if state is None:
+        pytest.fail("this is a protocol test: run it with --qualify=PROFILE", pytrace=False)
+    return state
+
+
+@pytest.fixture(scope="session")
+def qualify_repetition(request: pytest.FixtureRequest) -> int:
+    """The repetition this item belongs to (1-based)."""
+    return getattr(request, "param", 1)
+
+
+@pytest.fixture(scope="session")
+def qualify_profile(request: pytest.FixtureRequest) -> Profile:
+    return _state(request).profile
+
+
+@pytest.fixture(scope="session")
+def qualify_run(request: pytest.FixtureRequest) -> RunState:
+    return _state(request)
+
+
+@pytest.fixture(scope="session")
+def _qualify_session_client(request: pytest.FixtureRequest) -> Iterator[QualifyClient]:
+    state = _state(request)
+    client = make_client(state)
+    state.client = client
+    if state.base_url and not state.startup_error:
+        client.warm_up()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def qualify_client(request: pytest.FixtureRequest, _qualify_session_client: QualifyClient) -> QualifyClient:
+    """The endpoint's client; fails at once when the server never started or has died."""
+    fail_if_server_gone(request.config, _state(request), request.node.nodeid)
+    return _qualify_session_client
+
+
+@pytest.fixture
+def qualify_openai(qualify_client: QualifyClient) -> Any:
+    """An ``openai.OpenAI`` client (max_retries=0, the profile's request timeout)."""
+    return qualify_client.openai
+
+
+@pytest.fixture
+def qualify_http(qualify_client: QualifyClient) -> Any:
+    """A raw ``httpx.Client`` on the endpoint, for /health, /tokenize, /metrics, /version."""
+    return qualify_client.http
+
+
+@pytest.fixture
+def qualify_salt(request: pytest.FixtureRequest) -> str:
+    """A cache salt unique to this item in this run: no request is served from another's cache."""
+    return f"{_state(request).run_id}-{uuid.uuid4().hex}"
+
+
+class Recorder:
+    """Adds evidence to the current item's JUnit properties (they survive xdist)."""
+
+    def __init__(self, item: pytest.Item, profile: Profile | None = None) -> None:
+        self._item = item
+        self._profile = profile
+
+    def props(self, **values: Any) -> None:
+        for key, value in values.items():
+            self._item.user_properties.append((key, value))
+
+    def answer(self, answer: Answer, tool_turn: bool = False, *, check_finish: bool = True) -> None:
+        """Record an answer's client-observed timing and token counts. An item that makes several
+        requests keeps the timing of its first streamed one (see evidence/junit.py). With
+        ``check_finish=False`` the caller runs :meth:`finish` itself, after its own grading."""
+        from pytest_qualify.evidence.junit import merge_answer_properties
+        from pytest_qualify.client.timing import request_metrics
+
+        metrics = request_metrics(answer.timeline, answer.prompt_tokens, answer.completion_tokens)
+        merge_answer_properties(self._item.user_properties, metrics, bool(answer.streamed), answer.cached_tokens)
+        # vLLM's own count of the prompt tokens each kind of media cost (--enable-prompt-tokens-details).
+        media = (answer.usage.get("prompt_tokens_details") or {}).get("multimodal_tokens") or {}
+        self.props(**{f"{kind}_prompt_tokens": int(n) for kind, n in sorted(media.items()) if n is not None})
+        if check_finish:
+            self.finish(answer, tool_turn)
+
+    def finish(self, answer: Answer, tool_turn: bool = False) -> None:
+        """The checks every recorded answer goes through (``graders/answer_checks.py``, one pure
+        function): records what they found (``finish_reason``, ``finish_check``, ``stream_check``,
+        ``length_chars``) and fails the test on the first failure. ``tool_turn``: the turn offered
+        tools, so ``tool_calls`` may end it."""
+        from pytest_qualify.graders.answer_checks import FINISH_PROPERTIES, check_answer
+        from pytest_qualify.run import module_of
+
+        module = module_of(self._item)
+        band = self._profile.integrity.band(module) if self._profile is not None and module else None
+        checks = check_answer(answer, tool_turn=tool_turn, band=band)
+        # One finish pair per item: a failing check fails the test at once, so "ok" means every answer so far.
+        props = self._item.user_properties
+        props[:] = [(k, v) for k, v in props if k not in FINISH_PROPERTIES]
+        props.extend(checks.properties)
+        if checks.failure is not None:
+            pytest.fail(checks.failure, pytrace=False)
+
+
+@pytest.fixture
+def qualify_record(request: pytest.FixtureRequest) -> Recorder:
+    state = state_of(request.config)
+    return Recorder(request.node, state.profile if state is not None else None)
+
+
+class Ask(Protocol):
+    def __call__(self, prompt: str | list[dict[str, Any]], *, tool_turn: bool = False, salt_suffix: str = "",
+                 grade: Callable[[Answer], None] | None = None, check_finish: bool = True,
+                 journal_role: str = "answer", **params: Any) -> Answer: ...
+
+    # The answer journal's key of a request asked this way (evidence/answers.py).
+    key: Callable[..., str]
+
+
+@pytest.fixture
+def qualify_ask(request: pytest.FixtureRequest, qualify_client: QualifyClient, qualify_profile: Profile,
+                qualify_record: Recorder, qualify_salt: str) -> Ask:
+    """One protocol question, asked the protocol's way: the profile's answer budget
+    (``limits.answer_budget_tokens``), temperature 0, a fixed seed, this item's cache salt; the
+    answer is recorded (and its finish state checked). ``params`` override or add request fields.
+
+    ``ask(prompt_or_messages, *, tool_turn=False, salt_suffix="", grade=None, **params) -> Answer``
+
+    ``grade``: the module's own check of the answer, run before the shared finish-state check, so
+    that a module whose subject is the failure (a reasoning leak that used up the budget) reports
+    its own reason rather than the finish state it caused. ``check_finish=False``: no finish-state
+    or contract check at all (the integrity module compares answers whatever their finish state).
+
+    Every answer is also kept in the run's answer journal (evidence/answers.py), keyed by its
+    request and saying its role (``journal_role``, one of ``answers.ROLES``: the integrity
+    module's held samples and re-asks, the context module's timed answers), for the integrity
+    module's comparison of answers to the same request.
+    """
+
+    def protocol_request(prompt: str | list[dict[str, Any]], salt_suffix: str,
+                         params: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+        request = {"max_tokens": qualify_profile.limits.answer_budget_tokens, "temperature": 0, "seed": 1,
+                   "cache_salt": qualify_salt + salt_suffix, **params}
+        return messages, request
+
+    def key(prompt: str | list[dict[str, Any]], **params: Any) -> str:
+        from pytest_qualify.evidence import answers
+
+        return answers.request_key(*protocol_request(prompt, "", params))
+
+    def ask(prompt: str | list[dict[str, Any]], *, tool_turn: bool = False, salt_suffix: str = "",
+            grade: Callable[[Answer], None] | None = None, check_finish: bool = True, journal_role: str = "answer",
+            **params: Any) -> Answer:
+        from pytest_qualify.evidence import answers
+        from pytest_qualify.graders.integrity import RecordedAnswer, parsed_calls
+
+        messages, request = protocol_request(prompt, salt_suffix, params)
+        answer = qualify_client.chat(messages, **request)
+        if run is not None:  # a run's journal; a test that fakes the client has none
+            answers.append(run.run_dir, answers.request_key(messages, request), RecordedAnswer(
+                asker, answer.streamed, answer.content, parsed_calls(answer.tool_calls), answer.finish_reason),
+                salt=request.get("cache_salt"), role=journal_role)
+        if not check_finish:
+            qualify_record.answer(answer, tool_turn=tool_turn, check_finish=False)
+            return answer
+        qualify_record.answer(answer, tool_turn=tool_turn, check_finish=grade is None)
+        if grade is not None:
+            grade(answer)
+            qualify_record.finish(answer, tool_turn)
+        return answer
+
+    ask.key = key  # type: ignore[attr-defined]
+    asker = request.node.nodeid.split("::", 1)[-1]
+    run = state_of(request.config)
+    return ask

@@ -1,0 +1,162 @@
+"""The gate's pytest side: every protocol report folded into the run's item results (on the
+controller, so xdist workers' reports count), the run-level problems pytest knows of, the exit
+status, and the gate's table in the terminal. The decision itself is ``gate/decide.py`` (no pytest)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_qualify.gate import decide as gate_mod
+from pytest_qualify.run import RunState
+from pytest_qualify.settings import REFERENCE
+from pytest_qualify import properties
+
+
+def reason_of(report: pytest.TestReport) -> str:
+    """One line saying why a protocol test did not pass: the test's own reason when it recorded
+    one, else the failure's message."""
+    for key, value in report.user_properties:
+        if key == properties.REASON:
+            return str(value)
+    if report.skipped and isinstance(report.longrepr, tuple):
+        return f"skipped: {report.longrepr[2]}"
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if crash is not None:
+        message = crash.message.strip().removeprefix("Failed: ")
+        return message.splitlines()[0] if message else "failed"
+    text = str(report.longrepr or "").strip()
+    return text.splitlines()[0] if text else report.outcome
+
+
+def run_problems(session: pytest.Session, state: RunState, exitstatus: int) -> tuple[list[str], list[str]]:
+    """What makes the whole run unable to pass, whatever its items did, as (problems, incomplete):
+    problems fail the deployment (it died); incomplete leave it unjudged (it never answered, the
+    run was cut short or left part of the protocol out). ``gate/decide.py`` decides what each makes of it."""
+    problems: list[str] = []
+    incomplete: list[str] = []
+    if state.startup_error:
+        incomplete.append("server startup failed: " + state.startup_error.splitlines()[0])
+    if state.dead:
+        problems.append(state.dead.splitlines()[0])
+    if exitstatus == pytest.ExitCode.INTERRUPTED:
+        incomplete.append("run interrupted before the protocol finished")
+    if session.shouldfail:
+        incomplete.append(f"run stopped early: {session.shouldfail}")
+    stage = state.stage_run.stage if state.stage_run is not None else None
+    # A stage's verdict needs every item of that stage, as a qualification needs the whole protocol.
+    needs = "a promotion needs the whole protocol" if stage is None or stage.qualifies else (
+        f"stage {stage.name} needs every one of its items")
+    if state.user_deselected:
+        incomplete.append(
+            f"partial run: {state.user_deselected} protocol items deselected (-k, -m, --deselect, --lf, ...); {needs}"
+        )
+    if state.partial_selection:
+        incomplete.append(f"partial run: {state.partial_selection}; {needs}")
+    return problems, incomplete
+
+
+def steering_void(state: RunState) -> list[str]:
+    """A steered run (profile ``[steer]``): every answer whose forced text did not come back from
+    vLLM, read from the steering proxy's log. Such a run judged nothing: INCOMPLETE, never graded."""
+    if state.target is None or state.target.proxy is None:
+        return []
+    from pytest_qualify.reference.steer import STEER_LOG, incomplete_reasons
+
+    return incomplete_reasons(state.run_dir / STEER_LOG, state.settings.reference_faults)
+
+
+def exit_status(
+    status: int, verdict: gate_mod.GateVerdict, *, usage_error: bool, testsfailed: int, waived_failed_reports: int
+) -> int:
+    """The run's exit status from pytest's and the verdict (gate.EXIT_CODES): 1 for a FAIL, 2 for an
+    INCOMPLETE run (pytest's own "interrupted", so CI can retry it and reject a FAIL without
+    reading a file), never 0 unless PASS; a bad waiver file found only at the end is a usage
+    error; a PASS whose only failed tests are waived corpus items exits 0 (they stay listed as
+    failed), and a PASS keeps the status of a failed test outside the protocol."""
+    if usage_error:
+        return pytest.ExitCode.USAGE_ERROR
+    if verdict.passed and verdict.waived and status == pytest.ExitCode.TESTS_FAILED:
+        if testsfailed == waived_failed_reports:
+            return pytest.ExitCode.OK
+    if verdict.passed:
+        return status
+    return pytest.ExitCode(gate_mod.EXIT_CODES[verdict.verdict])
+
+
+def write_gate_table(tr: Any, state: RunState) -> None:
+    """The gate's table, the corpus per kind and the verdict with its reasons."""
+    assert state.verdict is not None
+    stage = state.stage_run.stage if state.stage_run is not None else None
+    title = f"qualification gate: profile {state.profile.name}"
+    if stage is not None and not stage.qualifies:
+        title = f"{stage.name} gate (not a qualification): profile {state.profile.name}"
+    from pytest_qualify.evidence.summary import protocol_section
+    from pytest_qualify.profiles import module_registry
+
+    protocol = protocol_section(state.profile.required_modules, module_registry())
+    if state.settings.mode == REFERENCE:
+        title += " (SIMULATED reference server, not vLLM)"
+    if protocol["left_out"]:
+        title += f" ({protocol['label']})"
+    tr.write_sep("=", title)
+    for line in gate_mod.render_table(state.verdict):
+        tr.write_line(line)
+    if state.deselected_modules:
+        tr.write_line(f"not in this profile: {', '.join(sorted(state.deselected_modules))}")
+    if stage is not None and not stage.qualifies:
+        left = [m for m in state.profile.required_modules if m not in stage.modules]
+        lanes = [lane.name for lane in state.profile.limits.lanes if lane.name not in stage.lanes]
+        tr.write_line(f"not in stage {stage.name}: {', '.join(left) or '-'}"
+                      + (f"; context lanes {', '.join(lanes)}" if lanes and "context" in stage.modules else ""))
+    _write_corpus_table(tr, state)
+    tr.write_line("")
+    verdict_lines = state.verdict.summary_lines()
+    tr.write_line(verdict_lines[0], bold=True, green=state.verdict.passed, red=not state.verdict.passed)
+    for line in verdict_lines[1:]:
+        tr.write_line(line)
+
+
+def _write_corpus_table(tr: Any, state: RunState) -> None:
+    """The multimodal corpus per kind (x/12 images, x/4 mixed, x/14 videos), when it ran."""
+    rows = [
+        (str(r.properties["corpus_kind"]), r.item, r.passed)
+        for r in state.results.values()
+        if r.module == "multimodal" and "corpus_kind" in r.properties
+    ]
+    if rows:
+        from pytest_qualify.tasks.kind_table import kind_table
+
+        tr.write_line("")
+        for line in kind_table(rows):
+            tr.write_line(line)
+
+
+class GateCollector:
+    """Folds every protocol report into the run's item results (registered on the controller)."""
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        props = dict(report.user_properties)
+        module = props.get(properties.MODULE)
+        if module is None:
+            return
+        results = self.state.results
+        result = results.get(report.nodeid)
+        if result is None:
+            result = results[report.nodeid] = gate_mod.ItemResult(
+                nodeid=report.nodeid,
+                module=module,
+                item=str(props.get("item", report.nodeid)),
+                repetition=int(props.get(properties.REPETITION, 1)),
+                repetitions=int(props.get("repetitions", 1)),
+                lane=props.get("lane"),
+            )
+        result.properties.update(props)
+        outcome = report.outcome
+        if outcome == "skipped" and report.when == "call" and hasattr(report, "wasxfail"):
+            outcome = "failed"
+        result.record(report.when, outcome, "" if outcome == "passed" else reason_of(report))

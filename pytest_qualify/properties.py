@@ -1,0 +1,21 @@
+"""The user-property keys an item carries (pytest's ``user_properties``, JUnit's ``<property>``)
+and the failure-kind words, spelled once. The pytest side writes them, the gate and the evidence
+read them. On the ground floor: plain names, no imports."""
+
+from __future__ import annotations
+
+MODULE = "qualify_module"  # the protocol module (JUnit shows it as ``module``)
+ITEM = "item"  # the item's label without its repetition
+REPETITION = "repetition"  # this item's repetition, 1-based
+REPETITIONS = "repetitions"  # how many the item has
+LANE = "lane"  # the context lane a lane item measured
+REASON = "reason"  # a failed item's reason, one line
+FAILURE_KIND = "failure_kind"  # a failed item's kind, one of FAILURE_KINDS
+WAIVER = "waiver"  # the waiver a failed item carries
+CORPUS_KIND = "corpus_kind"  # a multimodal item's kind of media
+
+# A failure's kind. FORMAT: the answer did not follow its contract (its slot is missing or
+# malformed). FACT: it did, and the slot is wrong. OTHER: no verdict judged it (a timeout, a
+# sizing failure, a dead server).
+FORMAT, FACT, OTHER = "format", "fact", "other"
+FAILURE_KINDS = (FORMAT, FACT, OTHER)

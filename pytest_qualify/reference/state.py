@@ -1,0 +1,82 @@
+"""The reference server's state: its vLLM-named metrics, its block prefix cache and what one
+server holds across requests (the profile, the faults, the oracle context, the request count).
+No HTTP here (``handler.py``)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from typing import Any
+
+from pytest_qualify.profiles import Profile
+from pytest_qualify.reference import oracle
+from pytest_qualify.reference.fault_effects import FaultEffects
+from pytest_qualify.reference.faults import Faults
+
+CACHE_BLOCK = 16
+
+
+class Metrics:
+    """vLLM-named Prometheus metrics, so evidence code parses the same names on both."""
+
+    def __init__(self, model: str) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        self.registry = CollectorRegistry()
+        labels = ["model_name"]
+        buckets = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0)
+        self.ttft = Histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", labels, registry=self.registry, buckets=buckets)
+        self.e2e = Histogram("vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", labels, registry=self.registry, buckets=buckets)
+        self.prompt = Counter("vllm:prompt_tokens", "Number of prefill tokens processed.", labels, registry=self.registry)
+        self.generation = Counter("vllm:generation_tokens", "Number of generation tokens processed.", labels, registry=self.registry)
+        self.cache_queries = Counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.", labels, registry=self.registry)
+        self.cache_hits = Counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", labels, registry=self.registry)
+        self.success = Counter("vllm:request_success", "Count of successfully processed requests.", labels, registry=self.registry)
+        self.running = Gauge("vllm:num_requests_running", "Number of requests in model execution batches.", labels, registry=self.registry)
+        self.model = model
+
+    def text(self) -> bytes:
+        from prometheus_client import generate_latest
+
+        return generate_latest(self.registry)
+
+
+class PrefixCache:
+    """Block-hash prefix cache; the salt is part of the first block's hash, as in vLLM."""
+
+    def __init__(self, ignore_salt: bool) -> None:
+        self.blocks: set[bytes] = set()
+        self.ignore_salt = ignore_salt
+        self.lock = threading.Lock()
+
+    def lookup_and_insert(self, token_ids: list[int], salt: str | None) -> int:
+        h = hashlib.sha256(b"" if self.ignore_salt or not salt else salt.encode())
+        cached, still_hit = 0, True
+        with self.lock:
+            for start in range(0, len(token_ids) - CACHE_BLOCK + 1, CACHE_BLOCK):
+                h.update(json.dumps(token_ids[start : start + CACHE_BLOCK]).encode())
+                key = h.copy().digest()
+                if still_hit and key in self.blocks:
+                    cached += CACHE_BLOCK
+                else:
+                    still_hit = False
+                    self.blocks.add(key)
+        return cached
+
+
+class ReferenceState:
+    def __init__(self, profile: Profile, faults: Faults, api_key: str | None, prefill_tok_s: float, decode_tok_s: float) -> None:
+        self.profile = profile
+        self.faults = faults
+        self.effects = FaultEffects(faults)
+        self.api_key = api_key
+        self.prefill_tok_s = prefill_tok_s
+        self.decode_tok_s = decode_tok_s
+        self.ctx = oracle.OracleContext(profile, faults)
+        self.metrics = Metrics(profile.deployment.served_name)
+        self.cache = PrefixCache("ignore_cache_salt" in faults)
+        self.chat_requests = 0
+        self.lock = threading.Lock()
+        # The result_cache fault's response cache: request body without its cache_salt -> answer.
+        self.results: dict[str, tuple[Any, ...]] = {}

@@ -1,0 +1,1 @@
+"""Tests of the client (pytest_qualify/client/): stream reading, timing."""

@@ -1,0 +1,1 @@
+"""Tests of the gate (pytest_qualify/gate/): pass^k, baselines, waivers, SLOs, failure kinds."""

@@ -1,0 +1,203 @@
+"""Baseline comparison: % deltas per lane, throughput and gate counts; regressions flagged beyond
+the threshold and, with --qualify-fail-on-regression, failing the gate."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from ..helpers import pytester_run, write_profile
+from pytest_qualify.gate.baseline import BaselineError, check_comparable, compare, delta_pct, load_baseline, render_rows
+from pytest_qualify.bundle_format.schema import validate
+
+
+def spread(median: float) -> dict:
+    return {"median": median, "min": median, "max": median, "n": 1}
+
+
+def summary(ttft: dict[str, float], decode: tuple[float, float], prefill: float, gate: dict[str, tuple[int, int]],
+            simulated: bool = False) -> dict:
+    """Just the parts of a summary.json that the comparison reads."""
+    return {
+        "run": {"id": "run", "workers": 0},
+        "simulated": simulated,
+        "profile": {"name": "262k", "deployment": {"model": "m", "revision": "r", "served_name": "s", "engine": "e",
+                                                   "quantization": "fp8", "kv_cache_dtype": "fp8"}},
+        "timing": {
+            "lanes": [{"lane": name, "ttft_s": spread(v), "e2e_s": spread(v * 1.1)} for name, v in ttft.items()],
+            "decode_tok_s": {"p50": decode[0], "p95": decode[1], "n": 10},
+            "prefill_tok_s": {"p50": prefill, "n": 10},
+        },
+        "gate": [{"module": m, "title": m.title(), "items": n, "passed": p, "waived": 0} for m, (p, n) in gate.items()],
+    }
+
+
+SEED = summary({"32K": 1.571, "128K": 12.839, "240K": 35.209}, (169.19, 181.44), 10601.0,
+               {"context": (9, 9), "tools": (72, 72)})
+
+
+def rows(comparison: dict) -> dict:
+    return {r["metric"]: r for r in comparison["rows"]}
+
+
+def test_delta_pct():
+    assert delta_pct(100.0, 110.0) == pytest.approx(10.0)
+    assert delta_pct(100.0, 90.0) == pytest.approx(-10.0)
+    assert delta_pct(0.0, 1.0) is None and delta_pct(None, 1.0) is None and delta_pct(1.0, None) is None
+
+
+def test_identical_runs_have_no_regression():
+    c = compare(SEED, SEED, threshold_pct=10)
+    assert c["regressions"] == [] and c["notes"] == []
+    assert all(r["delta_pct"] in (0.0, None) for r in c["rows"])
+
+
+def test_slower_lane_and_decode_beyond_threshold_are_regressions():
+    current = summary({"32K": 1.60, "128K": 15.0, "240K": 35.0}, (150.0, 180.0), 10601.0,
+                      {"context": (9, 9), "tools": (71, 72)})
+    c = compare(current, SEED, path="old/summary.json", threshold_pct=10)
+    r = rows(c)
+    assert r["32K lane TTFT (s)"]["delta_pct"] == pytest.approx((1.60 - 1.571) / 1.571 * 100)
+    assert not r["32K lane TTFT (s)"]["regression"]          # +1.8%: within 10%
+    assert r["128K lane TTFT (s)"]["regression"]             # +16.8%: slower
+    assert not r["240K lane TTFT (s)"]["regression"]         # faster is never a regression
+    assert r["decode tok/s p50"]["regression"]               # -11.3%: lower throughput
+    assert not r["decode tok/s p95"]["regression"]
+    assert r["gate: Tools"]["regression"] and r["gate: Tools"]["current"] == "71/72"
+    assert c["regressions"] == [
+        "128K lane TTFT (s): 12.839 -> 15.000 (+16.8%, threshold 10%)",
+        "128K lane end to end (s): 14.123 -> 16.500 (+16.8%, threshold 10%)",
+        "decode tok/s p50: 169.2 -> 150.0 (-11.3%, threshold 10%)",
+        "gate Tools: 72/72 -> 71/72",
+    ]
+    text = render_rows(c)
+    assert ("128K lane TTFT (s)", "12.839", "15.000", "+16.8% REGRESSION") in text
+    assert ("prefill tok/s p50", "10,601.0", "10,601.0", "+0.0%") in text
+
+
+def test_threshold_is_respected():
+    current = summary({"32K": 1.571 * 1.2, "128K": 12.839, "240K": 35.209}, (169.19, 181.44), 10601.0,
+                      {"context": (9, 9), "tools": (72, 72)})
+    assert compare(current, SEED, threshold_pct=25)["regressions"] == []
+    assert len(compare(current, SEED, threshold_pct=5)["regressions"]) == 2  # TTFT and end to end
+
+
+def test_lanes_missing_on_one_side_are_shown_without_delta():
+    current = summary({"32K": 1.5}, (169.19, 181.44), 10601.0, {"context": (3, 3)})
+    r = rows(compare(current, SEED))
+    assert r["240K lane TTFT (s)"]["current"] is None and r["240K lane TTFT (s)"]["delta_pct"] is None
+    assert r["gate: Tools"]["current"] is None and not r["gate: Tools"]["regression"]
+
+
+def test_notes_say_what_is_not_like_for_like():
+    other = copy.deepcopy(SEED)
+    other["profile"]["deployment"]["revision"] = "r2"
+    other["simulated"] = True
+    notes = compare(other, SEED)["notes"]
+    assert "deployment revision differs: baseline 'r', this run 'r2'" in notes
+    assert any("SIMULATED" in n for n in notes)
+
+
+def test_load_baseline_rejects_what_is_not_a_summary(tmp_path):
+    bad = tmp_path / "x.json"
+    bad.write_text("{}")
+    with pytest.raises(BaselineError, match="not a pytest-qualify summary"):
+        load_baseline(bad)
+    bad.write_text("not json")
+    with pytest.raises(BaselineError, match="not JSON"):
+        load_baseline(bad)
+    bad.write_text(json.dumps({"schema": "pytest-qualify/summary", "schema_version": 1}))
+    with pytest.raises(BaselineError, match="invalid"):
+        load_baseline(bad)
+    with pytest.raises(BaselineError, match="cannot be read"):
+        load_baseline(tmp_path / "missing.json")
+
+
+def test_a_baseline_from_the_same_profile_and_stage_is_comparable():
+    check_comparable(SEED, profile="262k", stage="full")  # no stage recorded: the full stage
+    check_comparable({**SEED, "stage": {"name": "preflight"}}, profile="262k", stage="preflight")
+
+
+def test_a_baseline_from_another_profile_or_stage_is_refused_naming_both_values():
+    with pytest.raises(BaselineError, match=r"baseline b\.json: run run used profile '262k', this run profile "
+                                            r"'small'; a baseline must come from the same profile and stage"):
+        check_comparable(SEED, profile="small", stage="full", path="b.json")
+    with pytest.raises(BaselineError, match=r"used stage 'preflight', this run stage 'full'"):
+        check_comparable({**SEED, "stage": {"name": "preflight"}}, profile="262k", stage="full")
+    with pytest.raises(BaselineError, match=r"used profile '262k', this run profile 'small' and stage 'full', "
+                                            r"this run stage 'post-promotion'"):
+        check_comparable(SEED, profile="small", stage="post-promotion")
+
+
+# -- end to end ----------------------------------------------------------------------------------
+
+CHATTY = '''
+import pytest
+
+pytestmark = pytest.mark.qualify_module("smoke")
+
+
+@pytest.mark.parametrize("n", range(3))
+def test_stream(n, qualify_client, qualify_record):
+    answer = qualify_client.chat([{"role": "user", "content": "What is the capital of France? Answer with one word."}],
+                                 stream=True, max_tokens=16, temperature=0)
+    qualify_record.answer(answer)
+'''
+
+
+def test_regression_against_a_baseline_fails_the_gate(pytester, tmp_path):
+    profile = write_profile(tmp_path)
+    pytester.makepyfile(test_chatty=CHATTY)
+
+    def run(evidence: str, *args: str) -> pytest.RunResult:
+        return pytester_run(pytester, f"--qualify={profile}", "--qualify-endpoint",
+                                             "reference", "--qualify-evidence", str(tmp_path / evidence),
+                                             *args, "test_chatty.py")
+
+    first = run("ev1")
+    assert first.ret == 0, first.stdout.str()
+    (first_dir,) = (tmp_path / "ev1").iterdir()
+    baseline = json.loads((first_dir / "summary.json").read_text())
+    # The earlier run decoded a thousand times faster (a regression of ~99.9%, whatever the noise
+    # of this machine) and prefilled at a crawl (never a regression).
+    baseline["timing"]["decode_tok_s"]["p50"] *= 1000
+    baseline["timing"]["decode_tok_s"]["p95"] *= 1000
+    baseline["timing"]["prefill_tok_s"]["p50"] = 0.001
+    validate(baseline)
+    path = tmp_path / "baseline.json"
+    path.write_text(json.dumps(baseline))
+
+    second = run("ev2", "--qualify-baseline", str(path), "--qualify-fail-on-regression", "25")
+    out = second.stdout.str()
+    assert second.ret == pytest.ExitCode.TESTS_FAILED, out
+    assert "QUALIFICATION: FAIL" in out
+    assert f"performance regression against baseline run {baseline['run']['id']} beyond 25%: decode tok/s p50" in out
+    assert "REGRESSION" in out  # the terminal's head-to-head table
+    (second_dir,) = (tmp_path / "ev2").iterdir()
+    summary = json.loads((second_dir / "summary.json").read_text())
+    validate(summary)
+    assert summary["baseline"]["fail_on_regression"] is True
+    assert [r.split(":")[0] for r in summary["baseline"]["regressions"]] == ["decode tok/s p50", "decode tok/s p95"]
+    report = (second_dir / "report.md").read_text()
+    assert "## Against the baseline" in report and "| decode tok/s p50 |" in report and "REGRESSION" in report
+    # Everything passed: the regression alone failed the gate.
+    assert summary["verdict"]["failures"] == [] and summary["gate"][0]["ok"] is True
+
+    # The same baseline from another stage and profile: a usage error before any server starts.
+    baseline["stage"]["name"] = "preflight"
+    baseline["profile"]["name"] = "other-profile"
+    path.write_text(json.dumps(baseline))
+    third = run("ev3", "--qualify-baseline", str(path))
+    assert third.ret == pytest.ExitCode.USAGE_ERROR, third.stdout.str()
+    err = third.stderr.str()
+    assert (f"--qualify-baseline: baseline {path}: run {baseline['run']['id']} used profile 'other-profile', "
+            f"this run profile '{summary['profile']['name']}' and stage 'preflight', this run stage 'full'") in err
+
+
+def test_fail_on_regression_needs_a_baseline(pytester):
+    result = pytester_run(pytester, "--qualify=small", "--qualify-endpoint",
+                                           "reference", "--qualify-fail-on-regression", "10")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--qualify-fail-on-regression needs --qualify-baseline" in result.stderr.str()

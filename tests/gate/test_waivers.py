@@ -1,0 +1,228 @@
+"""Waivers: the file's rules (reason, expiry, waivable modules), matching, stale detection, and one
+end-to-end run where a waived corpus failure leaves the gate passing and is listed."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ..helpers import QualifyPytest
+from pytest_qualify.gate import decide as gate
+from pytest_qualify.bundle_format.schema import validate
+from pytest_qualify.gate.waivers import (
+    Candidate, Waiver, WaiverError, WaiverSet, hard_module_conflicts, item_ids, load_waivers, without_repetition,
+)
+from pytest_qualify.profiles import module_registry
+from ..judging import judge
+
+TODAY = dt.date(2026, 7, 29)
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "waivers.toml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_a_valid_file(tmp_path):
+    path = write(tmp_path, """
+        [[waiver]]
+        item = "test_multimodal.py::test_corpus_item[video-07]"
+        reason = "clip 7's caption is ambiguous; ticket MM-12"
+        expires = 2026-07-29
+
+        [[waiver]]
+        item = "test_corpus_item[image-*]"
+        reason = "images under review"
+        expires = "2026-12-31"
+    """)
+    waivers = load_waivers(path, today=TODAY)
+    assert [w.pattern for w in waivers] == ["test_multimodal.py::test_corpus_item[video-07]", "test_corpus_item[image-*]"]
+    assert waivers[0].expires == TODAY  # valid through its last day
+    assert waivers[1].expires == dt.date(2026, 12, 31)
+
+
+@pytest.mark.parametrize("body, message", [
+    ('item = "x"\nreason = "r"\nexpires = 2026-07-28', "expired on 2026-07-28"),
+    ('item = "x"\nexpires = 2026-09-01', "needs a 'reason'"),
+    ('item = "x"\nreason = "  "\nexpires = 2026-09-01', "needs a 'reason'"),
+    ('item = "x"\nreason = "r"', "needs an 'expires' date"),
+    ('item = "x"\nreason = "r"\nexpires = "soon"', "must be a date"),
+    ('item = ""\nreason = "r"\nexpires = 2026-09-01', "'item' must name"),
+    ('item = "x"\nreason = "r"\nexpires = 2026-09-01\nowner = "me"', "unknown key"),
+])
+def test_broken_waivers_are_errors(tmp_path, body, message):
+    path = write(tmp_path, "[[waiver]]\n" + body + "\n")
+    with pytest.raises(WaiverError, match=message):
+        load_waivers(path, today=TODAY)
+
+
+def test_not_toml_and_missing_file(tmp_path):
+    with pytest.raises(WaiverError, match="not valid TOML"):
+        load_waivers(write(tmp_path, "[[waiver]\n"), today=TODAY)
+    with pytest.raises(WaiverError, match="cannot be read"):
+        load_waivers(tmp_path / "nope.toml", today=TODAY)
+
+
+def test_repetition_is_not_part_of_an_id():
+    assert without_repetition("s/test_mm.py::test_x[rep2of3-video-07]") == "s/test_mm.py::test_x[video-07]"
+    assert without_repetition("s/test_mm.py::test_x[rep2of3]") == "s/test_mm.py::test_x"
+    # A parameter that merely starts with "rep" is kept.
+    assert without_repetition("a.py::t[report-rep1of1]") == "a.py::t[report]"
+    assert item_ids("suites/test_mm.py::test_x[rep1of3-v7]", "test_x[v7]") == (
+        "suites/test_mm.py::test_x[v7]", "test_mm.py::test_x[v7]", "test_x[v7]")
+
+
+def w(pattern: str, index: int = 1) -> Waiver:
+    return Waiver(pattern, "reason", dt.date(2099, 1, 1), index)
+
+
+@pytest.mark.parametrize("pattern, matches", [
+    ("test_x[v7]", True),
+    ("test_mm.py::test_x[v7]", True),
+    ("suites/test_mm.py::test_x[v7]", True),
+    ("test_x[v*]", True),
+    ("*::test_x[v?]", True),
+    ("test_x[v]", False),          # brackets are literal, not a character class
+    ("test_x[v7", False),
+    ("test_x", False),             # an id names the whole test, not a prefix
+    ("test_x[v70]", False),
+    ("TEST_X[V7]", False),
+])
+def test_matching(pattern, matches):
+    assert w(pattern).matches(item_ids("suites/test_mm.py::test_x[rep1of3-v7]", "test_x[v7]")) is matches
+
+
+def test_hard_modules_cannot_be_waived():
+    cands = [Candidate("s/test_smoke.py::test_health[rep1of1]", "smoke", item_ids("s/test_smoke.py::test_health[rep1of1]")),
+             Candidate("s/test_mm.py::test_x[rep1of1-v7]", "multimodal", item_ids("s/test_mm.py::test_x[rep1of1-v7]"))]
+    problems = hard_module_conflicts([w("test_x[v7]", 1), w("test_*", 2)], cands, ("multimodal",))
+    assert problems == ["waiver #2 ('test_*') names s/test_smoke.py::test_health of the hard serving-contract "
+                        "module 'smoke'; only multimodal accept waivers"]
+
+
+def result(nodeid: str, module: str, item: str, outcome: str = "failed") -> gate.ItemResult:
+    r = gate.ItemResult(nodeid, module, item, 1, 1)
+    if outcome != "passed":
+        r.record("call", outcome, "lacks 'violet'")
+    return r
+
+
+def test_waiver_set_applies_only_to_failed_items_of_waivable_modules():
+    ws = WaiverSet((w("test_x[*]", 1), w("test_gone", 2), w("test_y", 3)), ("multimodal",), "f.toml")
+    failed = result("a.py::test_x[rep1of1-v7]", "multimodal", "test_x[v7]")
+    skipped = result("a.py::test_x[rep1of1-v8]", "multimodal", "test_x[v8]", "skipped")
+    hard = result("b.py::test_x[rep1of1-v7]", "tools", "test_x[v7]")
+    passed = result("a.py::test_y[rep1of1]", "multimodal", "test_y", "passed")
+    ws.observe(Candidate(r.nodeid, r.module, item_ids(r.nodeid, r.item)) for r in (failed, skipped, hard, passed))
+    assert ws.waiver_for(failed).startswith("reason (waiver #1, expires 2099-01-01)")
+    assert ws.waiver_for(skipped) is None
+    assert ws.waiver_for(hard) is None
+    assert [x.index for x in ws.stale()] == [2]
+    assert [x.index for x in ws.unused()] == [3]
+    statuses = {x["item"]: x["status"] for x in ws.as_dict()["waivers"]}
+    assert statuses == {"test_x[*]": "applied", "test_gone": "stale", "test_y": "unused"}
+
+
+def test_gate_counts_a_waived_failure_and_lists_it():
+    ws = WaiverSet((w("test_x[v7]"),), ("multimodal",))
+    results = [result("a.py::test_x[rep1of1-v7]", "multimodal", "test_x[v7]"),
+               result("a.py::test_x[rep1of1-v1]", "multimodal", "test_x[v1]", "passed")]
+    verdict = judge(results, module_registry(), ("multimodal",), waivers=ws)
+    assert verdict.passed
+    assert [r.item for r in verdict.waived] == ["test_x[v7]"]
+    assert verdict.rows[0].result == "1/2 (1 waived)"
+
+
+# -- end to end ----------------------------------------------------------------------------------
+
+CORPUS = """
+import pytest
+pytestmark = pytest.mark.qualify_module("multimodal")
+
+@pytest.mark.parametrize("case", ["img01", "img07"])
+def test_image(case):
+    if case == "img07":
+        pytest.fail("img07: answer lacks required word 'violet'", pytrace=False)
+"""
+
+HARD = """
+import pytest
+pytestmark = pytest.mark.qualify_module("smoke")
+
+def test_health():
+    pass
+"""
+
+
+@pytest.fixture
+def project(pytester, qualify_pytest: QualifyPytest) -> QualifyPytest:
+    pytester.makepyfile(test_corpus=CORPUS, test_hard=HARD)
+    return qualify_pytest
+
+
+def run(project: QualifyPytest, tmp_path: Path, waivers: str, *extra: str) -> pytest.RunResult:
+    return project("--qualify-waivers", str(write(tmp_path, waivers)), *extra,
+                   modules=("smoke", "multimodal"), suites=("test_corpus.py", "test_hard.py"))
+
+
+def test_waived_failure_passes_the_gate_and_is_reported(project, tmp_path):
+    result = run(project, tmp_path, """
+        [[waiver]]
+        item = "test_image[img07]"
+        reason = "caption under review, ticket MM-12"
+        expires = 2099-12-31
+
+        [[waiver]]
+        item = "test_renamed_long_ago[*]"
+        reason = "old"
+        expires = 2099-12-31
+    """)
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    assert "QUALIFICATION: PASS" in out
+    assert "1 failed, 2 passed" in out  # the waived failure is still a failure, never hidden
+    assert "Multimodal corpus" in out and "1/2 (1 waived)" in out
+    assert "waiver 'test_renamed_long_ago[*]' (stale" in out
+    run_dir = project.run_dir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    validate(summary)
+    assert [x["item"] for x in summary["verdict"]["waived"]] == ["test_image[img07]"]
+    assert summary["verdict"]["waived"][0]["reason"] == "img07: answer lacks required word 'violet'"
+    report = (run_dir / "report.md").read_text()
+    assert "caption under review, ticket MM-12" in report and "**Stale waivers**" in report
+    # A PASS is green in both JUnit files: the waived failure is reported as passed with its waiver.
+    from pytest_qualify.evidence.junit import counts, structure_errors
+
+    for data in ((run_dir / "junit.xml").read_bytes(), project.junit.read_bytes()):
+        assert structure_errors(data) == [] and counts(data)["failures"] + counts(data)["errors"] == 0
+    waived = [c for name, c in project.cases().items() if name.endswith("test_image[rep1of1-img07]")]
+    assert len(waived) == 1 and "WAIVED: caption under review" in waived[0].find("system-out").text
+
+
+def test_expired_waiver_is_a_usage_error(project, tmp_path):
+    result = run(project, tmp_path, """
+        [[waiver]]
+        item = "test_image[img07]"
+        reason = "was fine last year"
+        expires = 2020-01-01
+    """)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "expired on 2020-01-01" in result.stderr.str()
+    assert not list(project.evidence.rglob("summary.json"))  # stopped before anything ran
+
+
+def test_waiver_naming_a_hard_test_is_a_usage_error(project, tmp_path):
+    result = run(project, tmp_path, """
+        [[waiver]]
+        item = "test_health"
+        reason = "flaky"
+        expires = 2099-12-31
+    """)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "test_hard.py::test_health of the hard serving-contract module 'smoke'" in result.stderr.str()
+    assert "only multimodal accept waivers" in result.stderr.str()

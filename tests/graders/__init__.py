@@ -1,0 +1,1 @@
+"""Tests of the graders (pytest_qualify/graders/) and the answer-style corpus."""

@@ -1,0 +1,517 @@
+"""The answer-style corpus of the contract modules: for each, correct replies written the way
+capable production models write them under the item's answer contract (working before the ANSWER
+line that mentions distractors, ruled-out values and negations; markdown; tables; fences; extra
+JSON whitespace and key order) that must pass, and near misses (a wrong value in the slot, a hedge
+in the slot, swapped fields, a missing slot, a second answer line) that must fail for the stated
+reason. The gate is a hard 100%: one grader that rejects a correct reply blocks a good deployment,
+one that accepts a near miss lets a broken one through. Each reply is graded by the same call its
+suite makes, on the suite's own fixture data and contract.
+
+The multimodal, media admission, diff and triage sections below are kept as they were; they move to
+tests/graders/test_answer_styles_structured.py, and the corpus check here covers the contract modules.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..helpers import Styles
+from pytest_qualify.tasks import fixture_data
+from pytest_qualify.client.answer import Answer
+from pytest_qualify.graders import Verdict
+from pytest_qualify.graders.finish import check_finish
+from pytest_qualify.graders.json_output import check_json_answer
+from pytest_qualify.graders.needle import grade_needle
+from pytest_qualify.graders.reasoning import check_no_reasoning
+from pytest_qualify.graders.recall import grade_recall
+from pytest_qualify.graders.tools import RawCall, grade_calls
+from pytest_qualify.graders.window import check_overwindow_refusal
+from pytest_qualify.tasks.haystack import needle_spec
+
+MIN_CORRECT = 10
+MIN_NEAR_MISSES = 6
+FORMAT = "format:"  # a near miss whose reason must say the contract was not followed
+
+
+# -- smoke: "What is the capital of France?" (whole reply) and "How many days are in a week?" --------
+
+CAPITAL, WEEK = fixture_data.smoke_questions()
+
+
+def _smoke(answer: tuple[str, str]) -> Verdict:
+    which, content = answer
+    return (CAPITAL if which == "capital" else WEEK).grade(content)
+
+
+SMOKE = Styles(
+    "smoke", _smoke,
+    correct=[
+        ("capital", "Paris"), ("capital", "Paris."), ("capital", "**Paris**"), ("capital", "PARIS"),
+        ("capital", "`Paris`"), ("capital", "Answer: Paris"), ("capital", "Here is the answer:\nParis"),
+        ("capital", '"Paris"'), ("week", "7"), ("week", "**7**"), ("week", "```\n7\n```"), ("week", "7.0"),
+        # CRLF line ends and trailing whitespace are not content.
+        ("capital", "```text\r\nParis\r\n```"), ("week", "7\r\n"), ("capital", "\u201cParis\u201d\u00a0 \n"),
+    ],
+    near_misses=[
+        (("capital", "Paris is France's largest city, but its capital is Lyon."), "expected 'Paris'"),
+        (("capital", "Lyon"), "answer is 'Lyon', expected 'Paris'"),
+        (("capital", "Paris or Lyon"), "answer is 'Paris or Lyon'"),
+        (("capital", "Parisian"), "expected 'Paris'"),
+        (("capital", "Paris\n\nIt has been the capital since 987."), FORMAT),
+        (("capital", ""), FORMAT),
+        (("week", "seven"), FORMAT),
+        (("week", "7 or 8"), "holds 2 candidates"),
+        (("week", "There are 7 days in a week."), "holds more than the number"),
+        # A tilde is a hedge or a strikethrough, never formatting noise.
+        (("week", "~7"), "answer '~7' holds more than the number"),
+        (("capital", "~~Paris~~"), "answer is '~~Paris~~'"),
+    ],
+)
+
+# -- json: the meeting, review and order tasks (response_format; the object is the slot) -----------
+
+TASKS = {t["id"]: t for t in fixture_data.json_tasks()}
+
+
+def _json(task_id: str) -> Callable[[str], Verdict]:
+    task = TASKS[task_id]
+    return lambda content: check_json_answer(content, task["schema"], task["expected"],
+                                             unordered=task.get("unordered", ()), accepted=task.get("accepted", {}))
+
+
+def _task(answer: tuple[str, str]) -> Verdict:
+    task_id, content = answer
+    return _json(task_id)(content)
+
+
+MEETING = {"day": "Thursday", "time": "14:30", "room": "B12", "attendees": ["Ana", "Joel", "Priya"]}
+JSON = Styles(
+    "json", _task,
+    correct=[
+        ("meeting", json.dumps(MEETING)),
+        ("meeting", "```json\n" + json.dumps(MEETING, indent=2) + "\n```"),
+        ("meeting", json.dumps({**MEETING, "room": "Room B12"})),
+        ("meeting", json.dumps({**MEETING, "attendees": ["Priya", "Ana", "Joel"], "room": "room b12"})),
+        ("meeting", json.dumps(dict(reversed(list(MEETING.items()))))),
+        ("meeting", json.dumps(MEETING, indent=4, separators=(" ,", " : "))),
+        ("review", json.dumps({"sentiment": "negative", "product": "the kettle"})),
+        ("review", json.dumps({"sentiment": "negative", "product": "Kettle"})),
+        ("review", '{\n  "sentiment": "negative",\n  "product": "electric kettle"\n}'),
+        ("meeting", json.dumps({**MEETING, "room": "B-12"})),
+        ("order", json.dumps({"order_id": 88213, "customer": "Dana Whitfield", "item": "KX-220 desk lamp", "quantity": 3,
+                              "unit_price": 19.50, "currency": "EUR", "city": "Lisbon, Portugal"})),
+        ("order", json.dumps({"order_id": 88213, "customer": "dana whitfield", "item": "desk lamp", "quantity": 3,
+                              "unit_price": 19.5, "currency": "EUR", "city": "Lisbon"})),
+    ],
+    near_misses=[
+        (("meeting", json.dumps({**MEETING, "room": "B21"})), "field 'room' is 'B21'"),
+        (("meeting", json.dumps({**MEETING, "attendees": ["Ana", "Joel"]})), "field 'attendees'"),
+        (("review", json.dumps({"sentiment": "negative", "product": "support line"})), "field 'product' is 'support line'"),
+        (("review", json.dumps({"sentiment": "neutral", "product": "kettle"})), "field 'sentiment'"),
+        (("order", json.dumps({"order_id": 88213, "customer": "Dana Whitfield", "item": "lamp", "quantity": 3,
+                               "unit_price": 195, "currency": "EUR", "city": "Lisbon"})), "field 'unit_price' is 195"),
+        (("meeting", "Here is the JSON:\n" + json.dumps(MEETING)), FORMAT + " content is not valid JSON"),
+        (("meeting", json.dumps({**MEETING, "room": "B12 or B21"})), "field 'room'"),
+        (("review", json.dumps({"sentiment": "negative", "product": "kettles and support"})), "field 'product'"),
+        (("review", json.dumps({"sentiment": "bad", "product": "kettle"})), FORMAT + " does not validate"),
+    ],
+)
+
+# -- context: the needle (whole reply: the value alone) ----------------------------------------------
+
+NEEDLE, DISTRACTORS = "1234567", {"crimson": "1234576", "jade": "7654321"}
+NEEDLE_CONTRACT = next(t for t in needle_spec().templates if t.id == "vault").contract(NEEDLE)
+CONTEXT = Styles(
+    "context", lambda content: grade_needle(content, NEEDLE, DISTRACTORS, key="amber", contract=NEEDLE_CONTRACT),
+    correct=[
+        "1234567", "**1234567**", "1,234,567", "`1234567`", "```\n1234567\n```", "1234567.", "Answer: 1234567",
+        "The access code for the amber vault:\n**1234567**", "> 1234567", '"1234567"', "  1234567\n",
+        "```\r\n1234567\r\n```",
+    ],
+    near_misses=[
+        ("1234567 or maybe 1234568", "lacks needle value"),
+        ("~1234567", "answer '~1234567' lacks needle value"),
+        ("0001234567", "lacks needle value"),
+        ("1234567-8", "lacks needle value"),
+        ("1234576", "gives distractor value '1234576' (key 'crimson')"),
+        ("12345678", "lacks needle value"),
+        ("1234568", "'1234568' is one character off"),
+        ("The access code for the amber vault is 1234567.", "lacks needle value"),
+        ("1234567\n\n(The crimson vault's code, 1234576, is a different one.)", FORMAT),
+        ("", FORMAT),
+    ],
+)
+
+# -- window: the over-window refusal and the short question after it ------------------------------------
+
+WINDOW_TOKENS, OVER = 262144, 262200
+FOLLOW_UP = fixture_data.window_follow_up()
+
+
+def _window(answer: tuple[Any, str]) -> Verdict:
+    status, message = answer
+    if status == "follow-up":
+        return FOLLOW_UP.grade(message)
+    return check_overwindow_refusal(status, message, WINDOW_TOKENS, OVER)
+
+
+WINDOW = Styles(
+    "window", _window,
+    correct=[
+        (400, f"This model's maximum context length is {WINDOW_TOKENS} tokens. However, your prompt contains at least {OVER} input tokens."),
+        (400, f"This model's maximum context length is {WINDOW_TOKENS:,} tokens. However, your request has {OVER:,} input tokens."),
+        (400, f"The decoder prompt (length {OVER}) is longer than the maximum model length of {WINDOW_TOKENS}."),
+        (400, f"Input too long: max_model_len={WINDOW_TOKENS}, got {OVER}"),
+        ("follow-up", "Rome"), ("follow-up", "**Rome**"), ("follow-up", "Rome."), ("follow-up", "ROME"),
+        ("follow-up", "Answer: *Rome*"), ("follow-up", "```\nRome\n```"),
+        ("follow-up", "Rome\r\n"),
+    ],
+    near_misses=[
+        ((None, ""), "was answered (HTTP 200)"),
+        ((500, "Internal Server Error"), "got HTTP 500, expected 400"),
+        ((400, "Bad request"), "does not name the window"),
+        ((400, f"Bad request: {WINDOW_TOKENS}"), "does not say it is about the length limit"),
+        ((400, f"maximum context length is {WINDOW_TOKENS - 1} tokens"), "does not name the window"),
+        (("follow-up", "Romania"), "expected 'Rome'"),
+        (("follow-up", "Milan"), "expected 'Rome'"),
+        (("follow-up", "Rome or Milan"), "expected 'Rome'"),
+        (("follow-up", "~Rome"), "answer is '~Rome'"),
+        (("follow-up", "The capital of Italy is Rome.\nIt sits on the Tiber."), FORMAT),
+    ],
+)
+
+# -- tools ------------------------------------------------------------------------------------------
+
+TOOLS = fixture_data.tool_fixtures()
+
+
+IRRELEVANT = {c.id: c for c in TOOLS.irrelevance}
+ROUND_TRIP = TOOLS.round_trip[0]
+AMOUNT = 176.3  # the tool result the final answer must carry
+
+
+def _calls(answer: tuple[str, Any]) -> Verdict:
+    """A call case ``(case_id, [(name, args)])``; a no-tool-fits answer ``("no-tool:<case>", text)``
+    under its contract; the round trip's final answer ``("final", text)`` after the result AMOUNT."""
+    case_id, calls = answer
+    if case_id.startswith("no-tool:"):
+        return IRRELEVANT[case_id.removeprefix("no-tool:")].grade(calls)
+    if case_id == "final":
+        return ROUND_TRIP.final_contract(AMOUNT).grade(calls)
+    raw = [RawCall(name, json.dumps(args)) for name, args in calls]
+    return grade_calls(raw, TOOLS.tool_case(case_id).calls, TOOLS.schemas)
+
+
+EVENT = {"title": "Design review", "date": "2026-04-09", "start_time": "15:30", "duration_minutes": 45}
+OSTERIA = {"restaurant": "Osteria Nonna", "date": "2026-02-14", "time": "20:00", "party_size": 2}
+BACKUP = {"title": "Nightly backup job exceeds 4 hours", "priority": "high", "component": "database"}
+LOGIN = {"title": "Login fails with 502 after deploy", "priority": "urgent", "component": "backend",
+         "labels": ["regression", "auth"]}
+TOOL_STYLES = Styles(
+    "tools", _calls,
+    correct=[
+        ("calendar_design_review", [("create_calendar_event", {**EVENT, "attendees": []})]),
+        ("restaurant_osteria_two", [("book_restaurant", {**OSTERIA, "seating": "indoor"})]),
+        ("ticket_backup_database", [("create_ticket", {**BACKUP, "labels": ["backup"]})]),
+        ("ticket_backup_database", [("create_ticket", {**BACKUP, "assignee": None, "labels": None})]),
+        ("weather_lisbon_now", [("get_weather", {"city": "Lisbon, Portugal", "unit": "celsius"})]),
+        ("weather_lisbon_now", [("get_weather", {"city": "Lisbon", "unit": "celsius", "days": None})]),
+        ("weather_denver_forecast", [("get_weather", {"city": "Denver, CO", "unit": "fahrenheit", "days": 5})]),
+        ("weather_denver_forecast", [("get_weather", {"city": "Denver, Colorado, USA", "unit": "fahrenheit", "days": 5})]),
+        ("weather_tokyo_rain", [("get_weather", {"city": "Tokyo, JP", "days": 3})]),
+        ("thermostat_bedroom_cool", [("set_thermostat", {"room": "bedroom", "temperature": 68, "unit": "fahrenheit"})]),
+        ("thermostat_bedroom_cool", [("set_thermostat", {"room": "Bedroom", "temperature": 68.0, "unit": "fahrenheit", "mode": "cool"})]),
+        ("ticket_login_regression", [("create_ticket", {**LOGIN, "labels": ["auth", "regression"], "title": "Login fails with 502 after deploy."})]),
+        ("ticket_typo_assignee", [("create_ticket", {"title": "Typo on pricing page", "priority": "low", "component": "frontend",
+                                                     "assignee": {"name": "Mei Lin", "team": "Web team"}, "labels": []})]),
+        ("thermostat_living_room_heat", [("set_thermostat", {"room": "Living Room", "temperature": 21.5, "unit": "celsius",
+                                                             "mode": "heat"})]),
+        ("flights_bos_sea", [("search_flights", {"origin": "BOS", "destination": "SEA", "departure_date": "2026-05-14",
+                                                 "passengers": {"adults": 1, "children": 0}, "cabin": "economy"})]),
+        ("parallel_weather_paris_nairobi", [("get_weather", {"city": "Nairobi, Kenya", "unit": "celsius"}),
+                                            ("get_weather", {"city": "Paris, France", "unit": "celsius", "days": 1})]),
+        ("no-tool:irrelevant_arithmetic", "144"), ("no-tool:irrelevant_arithmetic", "**144**"),
+        ("no-tool:irrelevant_arithmetic", "144."), ("no-tool:irrelevant_translation", "Gracias"),
+        ("no-tool:irrelevant_translation", "*Gracias!*"), ("no-tool:irrelevant_translation", "gracias"),
+        ("final", '{"amount": 176.3, "currency": "CAD"}'),
+        ("final", '{ "currency" : "CAD" ,\n  "amount" : 176.30 }'),
+        ("final", '120 EUR converts to 176.30 CAD (the rate, not 176.03):\n```json\n{"amount": "176.30", "currency": "cad"}\n```'),
+        ("final", '{"amount": "176.30 CAD", "currency": "CAD", "rate": 1.469}'),
+        # The currency's symbol or code before the amount (units are data: they may precede or follow).
+        ("final", '{"amount": "C$176.30", "currency": "CAD"}'), ("final", '{"amount": "CAD 176.30", "currency": "CAD"}'),
+        ("final", '```json\r\n{"amount": 176.3, "currency": "CAD"}\r\n```'),
+        # Spanish opens an exclamation with "¡": the accepted form "¡Gracias!" is data.
+        ("no-tool:irrelevant_translation", "\u00a1Gracias!"), ("no-tool:irrelevant_translation", "*\u00a1Gracias!*"),
+    ],
+    near_misses=[
+        (("ticket_login_regression", [("create_ticket", {**LOGIN, "title": "Login fails with 50.2 after deploy"})]),
+         "wrong_value: argument title"),
+        (("restaurant_osteria_two", [("book_restaurant", {**OSTERIA, "seating": "bar"})]), "unexpected_param: argument seating='bar'"),
+        (("weather_lisbon_now", [("get_weather", {"city": "Lisbon, Ohio", "unit": "celsius"})]), "wrong_value: argument city"),
+        (("weather_denver_forecast", [("get_weather", {"city": "Denver or Boulder", "unit": "fahrenheit", "days": 5})]),
+         "wrong_value: argument city"),
+        (("weather_denver_forecast", [("get_weather", {"city": "Denver", "unit": "fahrenheit", "days": 4})]), "wrong_value: argument days"),
+        (("thermostat_bedroom_cool", [("set_thermostat", {"room": "bedroom", "temperature": 68, "unit": "fahrenheit", "mode": "heat"})]),
+         "wrong_value: argument mode"),
+        (("weather_lisbon_now", [("get_weather", {"city": "Lisbon", "unit": "celsius"}), ("get_weather", {"city": "Lisbon"})]),
+         "wrong_count"),
+        (("ticket_backup_database", [("create_ticket", {**BACKUP, "labels": ["frontend"]})]), "wrong_value: argument labels"),
+        (("calendar_design_review", [("create_calendar_event", {**EVENT, "reminder": "1h"})]), "unexpected_param: argument reminder"),
+        (("no-tool:irrelevant_arithmetic", "12 × 12 = 144"), "holds 3 candidates"),
+        (("no-tool:irrelevant_arithmetic", "143"), "answer is '143', expected '144'"),
+        (("no-tool:irrelevant_arithmetic", "~144"), "answer '~144' holds more than the number"),
+        (("final", '{"amount": "\u20ac176.30", "currency": "CAD"}'), "field 'amount' '\u20ac176.30' holds more than the number"),
+        (("final", 'The tool returned 176.3.\n\n```json\n{"amount": 176.3, "currency": "CAD"}\n```'), FORMAT + " not one JSON object"),
+        (("no-tool:irrelevant_translation", "Gracias or De nada"), "expected 'Gracias'"),
+        (("final", '{"amount": 176.35, "currency": "CAD"}'), "field 'amount' is '176.35'"),
+        (("final", '{"amount": "176.3 or 176.53", "currency": "CAD"}'), "holds 2 candidates"),
+        (("final", '{"amount": 120, "currency": "EUR"}'), "field 'currency' is 'EUR'"),
+        (("final", "120 euros is about 176.30 Canadian dollars."), FORMAT),
+        (("final", '{"amount": 176.3}'), FORMAT),
+    ],
+)
+
+# -- recall: one JSON object, a field per fact ----------------------------------------------------------
+
+RECALL_BY_ID = {c.id: c for c in fixture_data.recall_fixtures().conversations}
+LAB, TRIP, ONCALL = RECALL_BY_ID["lab_samples"], RECALL_BY_ID["trip_booking"], RECALL_BY_ID["oncall_handover"]
+
+
+def _recall(answer: tuple[str, Any]) -> Verdict:
+    conv_id, content = answer
+    conv = RECALL_BY_ID[conv_id]
+    return grade_recall(content if isinstance(content, str) else json.dumps(content), conv.contract, conv.near_misses)
+
+
+LAB_TRUTH = {"batch": "B-1907", "freezer": 12, "temperature_c": -80, "study_lead": "Dr. Okafor"}
+TRIP_TRUTH = {"booking_reference": "KX7-42Q", "my_hotel": "Hotel Aurelia", "sister_hotel": "Hotel Aurora", "budget_eur": 2350}
+RECALL = Styles(
+    "recall", _recall,
+    correct=[
+        ("lab_samples", LAB_TRUTH),
+        ("lab_samples", json.dumps(LAB_TRUTH, indent=2)),
+        ("lab_samples", {"study_lead": "Okafor", "temperature_c": "\u221280 °C", "freezer": "12", "batch": "b1907"}),
+        ("lab_samples", "Here are the notebook details:\n```json\n" + json.dumps({**LAB_TRUTH, "note": "not B-1970 (Dr. Okoro's, freezer 21)"}) + "\n```"),
+        ("lab_samples", {**LAB_TRUTH, "temperature_c": -80.0, "batch": "B 1907"}),
+        ("trip_booking", TRIP_TRUTH),
+        ("trip_booking", {**TRIP_TRUTH, "my_hotel": "Aurelia", "sister_hotel": "the Hotel Aurora", "budget_eur": "2,350 EUR"}),
+        ("trip_booking", '{\n    "sister_hotel" : "Hotel Aurora",\n    "my_hotel" : "Hotel Aurelia",\n    "budget_eur" : 2350.00,\n'
+                         '    "booking_reference" : "kx7-42q"\n}'),
+        ("oncall_handover", {"name": "Ingrid Vasquez", "employee_number": "48213", "door_code": "7Q-5531"}),
+        ("oncall_handover", {"name": "INGRID VASQUEZ", "employee_number": 48213, "door_code": "7q 5531"}),
+        ("oncall_handover", "```\n{\"door_code\": \"7Q5531\", \"employee_number\": \"48213\", \"name\": \"Ingrid Vasquez\"}\n```"),
+        # A unit before the number, a final period or smart quotes inside a field, a freezer's label
+        # (data: `units`), CRLF line ends.
+        ("trip_booking", {**TRIP_TRUTH, "budget_eur": "\u20ac2,350", "my_hotel": "Hotel Aurelia.", "sister_hotel": "\u201cHotel Aurora\u201d"}),
+        ("lab_samples", {**LAB_TRUTH, "freezer": "Freezer 12", "temperature_c": "-80\u00b0C"}),
+        ("oncall_handover", "```json\r\n{\r\n  \"name\": \"Ingrid Vasquez\",\r\n  \"employee_number\": 48213,\r\n  \"door_code\": \"7Q-5531\"\r\n}\r\n```\r\n"),
+    ],
+    near_misses=[
+        (("trip_booking", "Your sister is at the Hotel Aurelia and you're at the Hotel Aurora; booking KX7-42Q, budget 2,350 euros."), FORMAT),
+        (("trip_booking", {**TRIP_TRUTH, "my_hotel": "Hotel Aurora", "sister_hotel": "Hotel Aurelia"}), "field 'my_hotel' is 'Hotel Aurora'"),
+        (("lab_samples", {**LAB_TRUTH, "batch": "B-1970"}), "field 'batch' holds the near-miss value 'B-1970'"),
+        (("lab_samples", {**LAB_TRUTH, "temperature_c": 80}), "field 'temperature_c' is '80'"),
+        (("lab_samples", {**LAB_TRUTH, "freezer": "12 or 21"}), "holds 2 candidates"),
+        (("trip_booking", {**TRIP_TRUTH, "budget_eur": "~2350"}), "field 'budget_eur' '~2350' holds more than the number"),
+        (("lab_samples", {**LAB_TRUTH, "freezer": "Freezer 21"}), "field 'freezer' is 'Freezer 21'"),
+        (("lab_samples", {**LAB_TRUTH, "study_lead": "Dr. Okafor (or maybe Dr. Okoro)"}), "field 'study_lead'"),
+        (("lab_samples", {k: v for k, v in LAB_TRUTH.items() if k != "freezer"}), FORMAT),
+        (("oncall_handover", {"name": "Ingrid Vasquez", "employee_number": "48231", "door_code": "7Q-5531"}),
+         "field 'employee_number' holds the near-miss value '48231'"),
+        (("oncall_handover", "Ingrid Vasquez, Employee No 48213, door code 7Q-5531"), FORMAT),
+        (("trip_booking", '{"booking_reference": "KX7-42Q", "booking_reference": "KX7-24Q", "my_hotel": "Hotel Aurelia", '
+                          '"sister_hotel": "Hotel Aurora", "budget_eur": 2350}'), FORMAT + " key(s) 'booking_reference' given twice"),
+    ],
+)
+
+# -- reasoning: thinking disabled; the engine's leaks decide, not the working a prompt invited ------------
+
+
+def _reasoning(answer: tuple[str, str | None, int | None]) -> Verdict:
+    return check_no_reasoning(*answer)
+
+
+REASONING = Styles(
+    "reasoning", _reasoning,
+    correct=[
+        ("**Reasoning:** it leaves at 3 pm and the trip takes 2 hours.\n\nANSWER: 5 pm", None, None),
+        ("Thoughts: 3 pm + 2 h = 5 pm, not 4 pm.\nANSWER: 5 pm", None, None),
+        ("Let me think it through: 3 pm plus two hours is 5 pm.\n\n**ANSWER:** 5 pm", None, 0),
+        ("Thinking Process:\n1. Departure 3 pm.\n2. Two hours later is 5 pm.\n\nANSWER: 5 pm", None, None),
+        ("Blue", "", None),
+        ("## Working\n15:00 + 2:00 = 17:00\n\n## Answer\nANSWER: 17:00", None, None),
+        ("I think it's blue.", None, None),
+        ("8", None, 0),
+        ("A spider has **8** legs. (Reasoning: arachnids have four pairs.)", None, None),
+        ("| step | time |\n|---|---|\n| leave | 3 pm |\n| arrive | 5 pm |\n\nANSWER: 5 pm", None, None),
+        ("<b>Blue</b>", None, None),
+    ],
+    near_misses=[
+        (("<think>\nThe sky is blue.\n</think>\n\nBlue", None, None), "reasoning markers in the visible content"),
+        (("Blue", "The user asks about the sky.", None), "reasoning field populated"),
+        (("Blue", None, 12), "usage reports 12 reasoning tokens"),
+        (("[THINK]sky[/THINK]Blue", None, None), "reasoning markers"),
+        (("<|channel|>analysis<|message|>sky<|end|>Blue", None, None), "reasoning markers"),
+        (("Blue</think>", None, None), "reasoning markers"),
+        (("<thinking>3 + 2 = 5</thinking>\nANSWER: 5 pm", None, None), "reasoning markers"),
+    ],
+)
+
+# -- reasoning's visible answer: checked under the prompt's contract and recorded (never deciding) -----
+
+TRAIN = next(p for p in fixture_data.reasoning_prompts() if p.id == "train")
+
+
+def test_the_reasoning_prompts_visible_answer_goes_through_its_contract():
+    assert TRAIN.grade("3 pm plus two hours, not 4 pm.\nANSWER: 5 pm").ok
+    assert not TRAIN.grade("It arrives at 5 pm.").ok
+    # An accepted form's own final period is noise on both sides ("5 p.m." was rejected as "5 p.m").
+    for reply in ("ANSWER: 5 p.m.", "ANSWER: 5:00 P.M.", "ANSWER: 5:00pm", "ANSWER: 5 PM.", "Working.\r\nANSWER: 17:00\r\n"):
+        assert TRAIN.grade(reply).ok, reply
+    for reply in ("ANSWER: ~5 pm", "ANSWER: 5 pm?", "ANSWER: 5 pm or 6 pm", "ANSWER: 4 pm"):
+        assert not TRAIN.grade(reply).ok, reply
+
+
+# -- finish: the planet and opposite prompts (whole reply), the sum prompt (ANSWER line) ---------------
+
+FINISH_PROMPTS = {p.id: p for p in fixture_data.finish_prompts()}
+
+
+def _finished(content: str | None, finish_reason: str | None) -> Verdict:
+    """The shared finish-state check on a plain (non-tool) answer."""
+    return check_finish(Answer(content=content, reasoning=None, tool_calls=(), finish_reason=finish_reason,
+                               usage={}, streamed=False))
+
+
+def _finish(answer: tuple[str, str, str]) -> Verdict:
+    prompt_id, content, finish_reason = answer
+    finished = _finished(content, finish_reason)
+    if not finished:
+        return finished
+    return FINISH_PROMPTS[prompt_id].grade(content)
+
+
+FINISH = Styles(
+    "finish", _finish,
+    correct=[
+        ("planet", "Jupiter", "stop"), ("planet", "**Jupiter**", "stop"), ("planet", "Jupiter.", "stop"),
+        ("planet", "Answer: Jupiter", "stop"), ("planet", "JUPITER", "stop"),
+        ("sum", "ANSWER: 42", "stop"), ("sum", "12 + 30 = 42, not 43.\nANSWER: 42", "stop"),
+        ("sum", "Let me add them:\n\n| a | b | sum |\n|---|---|---|\n| 12 | 30 | 42 |\n\n**ANSWER:** 42", "stop"),
+        ("sum", "Some would say 41 or 43. Wrong: 12 + 30 = 42.\n\nANSWER: **42**", "stop"),
+        ("sum", "ANSWER: 42.0", "stop"),
+        ("opposite", "Cold.", "stop"), ("opposite", "*cold*", "stop"),
+        ("sum", "Working: not 41, not 43.\r\nANSWER: 42\r\n", "stop"),
+        # The brackets of the instruction's notation copied around the value.
+        ("sum", "12 + 30 = 42\nANSWER: <42>", "stop"),
+        # A fullwidth colon (CJK-trained models) and a zero-width space are noise.
+        ("sum", "12 + 30 = 42\nANSWER\uff1a42", "stop"), ("sum", "ANSWER: 42\u200b", "stop"),
+    ],
+    near_misses=[
+        (("sum", "12 + 30 = 42. Wait, no: 43.", "stop"), FORMAT + " no final line 'ANSWER"),
+        (("sum", "12 + 30 = 42. Wait, no: 43.\nANSWER: 43", "stop"), "answer is '43', expected '42'"),
+        (("sum", "ANSWER: 42\nANSWER: 43", "stop"), FORMAT + " 2 ANSWER lines"),
+        (("sum", "ANSWER: 42 or 43", "stop"), "holds 2 candidates"),
+        (("sum", "ANSWER: ~42", "stop"), "answer '~42' holds more than the number"),
+        (("sum", "ANSWER: <43>", "stop"), "answer is '43', expected '42'"),
+        (("sum", "ANSWER: 42\n\nHope this helps!", "stop"), FORMAT + " text after the ANSWER line"),
+        (("planet", "Saturn (Jupiter is only the second largest)", "stop"), "expected 'Jupiter'"),
+        (("planet", "Jupiter or Saturn", "stop"), "expected 'Jupiter'"),
+        (("planet", "Jupiter", "length"), "answer budget exhausted"),
+        (("opposite", "Warm", "stop"), "answer is 'Warm', expected 'Cold'"),
+    ],
+)
+
+# -- robustness: the short request after hostile requests ------------------------------------------
+# Liveness, not correctness (PROTOCOL: "healthy after a refusal" is a short request answered within
+# budget with an allowed finish state): any visible answer that ends "stop" passes; whether it is
+# right under the question's contract is recorded beside it (liveness.py), never deciding.
+
+LIVENESS_QUESTION = fixture_data.smoke_questions()[0]
+ROBUSTNESS = Styles(
+    "robustness", lambda answer: _finished(*answer),
+    correct=[("Paris", "stop"), ("Paris!", "stop"), ("It's Paris.", "stop"), ("**PARIS**", "stop"), ("> Paris", "stop"),
+             ("Paris, of course.", "stop"), ("Lyon", "stop"), ("The capital of France is Paris.\n\nAnything else?", "stop"),
+             ("qux blorp", "stop"), ("`Paris`", "stop")],
+    near_misses=[
+        (("", "stop"), "empty answer"), (("   \n", "stop"), "empty answer"), (("Par", "length"), "answer budget exhausted"),
+        (("Paris", None), "no finish_reason"), (("Paris", "tool_calls"), "not allowed on a non-tool answer"),
+        (("Paris", "abort"), "not allowed on a non-tool answer"),
+    ],
+)
+
+# -- integrity: the same request streamed and plain at temperature 0 ------------------------------
+# Whatever style the model answers in, the stream must carry exactly the plain answer: equality is
+# byte for byte (whitespace and markdown included), never "the same after normalising".
+
+
+def _stream_vs_plain(pair: tuple[str, str]) -> Verdict:
+    from pytest_qualify.graders.integrity import compare_stream_plain
+
+    @dataclass(frozen=True)
+    class _A:
+        content: str
+        tool_calls: tuple = ()
+        finish_reason: str = "stop"
+        usage: Any = None
+
+    streamed, plain = pair
+    return compare_stream_plain(_A(streamed, usage={"completion_tokens": 9}), _A(plain, usage={"completion_tokens": 9}))
+
+
+_STYLED = ["Paris", "**Paris**", "Paris.\n", "The capital of France is Paris.", "> Paris", "Paris 🇫🇷",
+           "1. Paris\n2. (that is the answer)", "ANSWER: Paris", "  Paris  ", "Paris\u00a0(France)"]
+
+INTEGRITY = Styles(
+    "integrity", _stream_vs_plain,
+    correct=[(a, a) for a in _STYLED],
+    near_misses=[
+        (("Pari", "Paris"), "differs from the non-streamed"),
+        (("Paris ", "Paris"), "differs from the non-streamed"),
+        (("Paris", "**Paris**"), "differs from the non-streamed"),
+        (("The capital of France is", "The capital of France is Paris."), "differs from the non-streamed"),
+        (("Paris\n", "Paris"), "differs from the non-streamed"),
+        (("paris", "Paris"), "differs from the non-streamed"),
+    ],
+)
+
+
+CORPUS = (SMOKE, JSON, CONTEXT, WINDOW, TOOL_STYLES, RECALL, REASONING, FINISH, ROBUSTNESS, INTEGRITY)
+# The structured modules' corpus lives in tests/graders/test_answer_styles_structured.py.
+STRUCTURED = ("multimodal", "media_admission", "diff", "triage")
+CORRECT = [(s, a) for s in CORPUS for a in s.correct]
+NEAR_MISSES = [(s, a, why) for s in CORPUS for a, why in s.near_misses]
+
+
+def _id(styles: Styles, answer: Any) -> str:
+    return f"{styles.module}:{json.dumps(answer, ensure_ascii=False)[:60]}"
+
+
+def test_every_module_has_its_corpus():
+    modules = [m["id"] for m in tomllib.loads((Path(__file__).parents[2] / "pytest_qualify" / "modules.toml").read_text())["module"]]
+    assert sorted(s.module for s in CORPUS) == sorted(set(modules) - set(STRUCTURED))
+    for styles in CORPUS:
+        assert len(styles.correct) >= MIN_CORRECT, styles.module
+        assert len(styles.near_misses) >= MIN_NEAR_MISSES, styles.module
+
+
+@pytest.mark.parametrize("styles,answer", CORRECT, ids=[_id(s, a) for s, a in CORRECT])
+def test_correct_answer_passes(styles, answer):
+    verdict = styles.grade(answer)
+    assert verdict.ok, verdict.reason
+
+
+@pytest.mark.parametrize("styles,answer,why", NEAR_MISSES, ids=[_id(s, a) for s, a, _ in NEAR_MISSES])
+def test_near_miss_fails_with_its_reason(styles, answer, why):
+    verdict = styles.grade(answer)
+    assert not verdict.ok, f"accepted: {verdict.reason}"
+    assert why in verdict.reason, verdict.reason
+    # A near miss marked as a format failure is one, and a wrong value is never called one.
+    assert verdict.is_format is why.startswith(FORMAT), verdict.reason

@@ -1,0 +1,343 @@
+"""The answer contract's slot finders and exact comparison (graders/contract.py): what each form
+accepts, what it rejects, and which rejections are format failures rather than wrong facts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, strategies as st
+
+from pytest_qualify.graders.contract import (
+    Accept, Contract, FormatError, block_slot, compare, grade, json_slot, line_slot, reply_slot,
+)
+
+PARIS = Contract("reply", Accept(("Paris",)), value_hint="one word")
+SUM = Contract("line", Accept(("42",), kind="number"), value_hint="the number")
+HOTELS = Contract(
+    "json",
+    fields={"my_hotel": Accept(("Hotel Aurora", "Aurora")), "sister_hotel": Accept(("Hotel Aurelia", "Aurelia"))},
+    schema={"type": "object", "properties": {"my_hotel": {"type": "string"}, "sister_hotel": {"type": "string"}},
+            "required": ["my_hotel", "sister_hotel"]},
+)
+
+
+@pytest.mark.parametrize("reply", [
+    "Paris", "paris", "**Paris**", "Paris.", '"Paris"', "`Paris`", "```\nParis\n```",
+    "Here is the answer:\nParis", "Answer: Paris", "**Answer:** *Paris*", "  _Paris_!  ", "- Paris",
+])
+def test_whole_reply_tolerates_formatting_noise(reply):
+    assert grade(reply, PARIS).ok, grade(reply, PARIS).reason
+
+
+@pytest.mark.parametrize("reply, fmt", [
+    ("Lyon", False),
+    ("Paris or Lyon", False),
+    ("Paris, Lyon", False),
+    ("Paris is France's largest city, but its capital is Lyon.", False),
+    ("Paris\nLyon", True),
+    ("", True),
+    (None, True),
+    ("The capital is:\nParis\n(also known as the City of Light)", True),
+])
+def test_whole_reply_rejects_anything_but_the_value(reply, fmt):
+    verdict = grade(reply, PARIS)
+    assert not verdict.ok
+    assert verdict.is_format is fmt, verdict.reason
+
+
+@pytest.mark.parametrize("reply", [
+    "ANSWER: 42",
+    "12 + 30 = 42, not 43 or 41.\nANSWER: 42",
+    "Let me add: 12 plus 30.\n\n**ANSWER:** 42",
+    "Working: 12 + 30 = 42\nANSWER: 42.",
+    "Some people say 43. Wrong.\n\nANSWER: **42**\n",
+    "ANSWER: 42.0",
+])
+def test_answer_line_reads_only_the_last_line(reply):
+    assert grade(reply, SUM).ok, grade(reply, SUM).reason
+
+
+@pytest.mark.parametrize("reply, fmt", [
+    ("12 + 30 = 42. Wait, no: 43.\nANSWER: 43", False),
+    ("ANSWER: 42 or 43", False),
+    ("ANSWER: about 42", False),
+    ("ANSWER: forty", True),
+    ("42", True),
+    ("ANSWER: 42\nANSWER: 43", True),
+    ("ANSWER: 42\nHope this helps!", True),
+    ("answer: 42", True),  # the contract's line is written ANSWER
+    ("ANSWER:", True),
+])
+def test_answer_line_rejections(reply, fmt):
+    verdict = grade(reply, SUM)
+    assert not verdict.ok
+    assert verdict.is_format is fmt, verdict.reason
+
+
+def test_json_slot_fields_are_graded_each_in_its_own_field():
+    good = '{"sister_hotel": "Hotel Aurelia",   "my_hotel": "Hotel Aurora"}'
+    assert grade(good, HOTELS).ok
+    assert grade("```json\n" + good + "\n```", HOTELS).ok
+    assert grade("Here you go:\n" + good, HOTELS).ok
+    swapped = grade('{"my_hotel": "Hotel Aurelia", "sister_hotel": "Hotel Aurora"}', HOTELS)
+    assert not swapped.ok and not swapped.is_format
+    assert "my_hotel" in swapped.reason and "sister_hotel" in swapped.reason
+
+
+@pytest.mark.parametrize("reply", [
+    '{"my_hotel": "Hotel Aurora"}',  # schema: required field missing
+    '{"my_hotel": "Hotel Aurora", "sister_hotel": 3}',  # wrong type
+    '{"my_hotel": "Hotel Aurora", "sister_hotel": "Aurelia"} and that is all',
+    '{"my_hotel": "Hotel Aurora", "my_hotel": "x", "sister_hotel": "Aurelia"}',
+    "my hotel is the Aurora",
+    "[1, 2]",
+])
+def test_json_slot_format_failures(reply):
+    verdict = grade(reply, HOTELS)
+    assert not verdict.ok and verdict.is_format, verdict.reason
+
+
+def test_number_rules_are_data():
+    money = Accept(("2350",), kind="number", units=("euros", "EUR"))
+    assert compare("2,350 euros", money).ok
+    assert compare("2350", money).ok
+    assert not compare("2,350 dollars", money).ok
+    assert not compare("2,350", Accept(("2350",), kind="number", thousands=False)).ok
+    assert compare("\u221280", Accept(("-80",), kind="number")).ok
+    assert not compare("80", Accept(("-80",), kind="number")).ok
+    assert compare("2.4", Accept(("2",), kind="number", tolerance=0.5)).ok
+    assert not compare("2.6", Accept(("2",), kind="number", tolerance=0.5)).ok
+    assert not compare("50.2", Accept(("502",), kind="number")).ok
+    assert compare(42, Accept(("42",), kind="number")).ok
+    assert compare(2.0, Accept(("2",), kind="number")).ok
+
+
+def test_text_rules_are_data():
+    code = Accept(("7Q-5531",), separators=True)
+    assert compare("7q 5531", code).ok
+    assert not compare("7Q-5513", code).ok
+    assert not compare("7q 5531", Accept(("7Q-5531",), case=True, separators=True)).ok
+    assert not compare("Romania", Accept(("Rome",))).ok
+
+
+def test_slot_finders_raise_format_errors():
+    with pytest.raises(FormatError):
+        reply_slot("a\nb")
+    with pytest.raises(FormatError):
+        line_slot("no answer line")
+    with pytest.raises(FormatError):
+        json_slot('{"a": 1} {"b": 2}')
+
+
+def test_fixture_data_shapes():
+    assert Accept.of(42).kind == "number"
+    assert Accept.of(["Paris", "paris"]).forms == ("Paris", "paris")
+    rule = Accept.of({"accept": [2], "tolerance": 0.5, "units": ["s"]})
+    assert rule.kind == "number" and rule.tolerance == 0.5
+    with pytest.raises(ValueError):
+        Accept.of({"accept": [1], "fuzzy": True})
+    with pytest.raises(ValueError):
+        Accept(("abc",), kind="number")
+
+
+_VALUE = st.from_regex(r"[A-Za-z][A-Za-z0-9]{0,11}", fullmatch=True)
+
+
+@given(_VALUE, st.sampled_from(["{}", "**{}**", "*{}*", "`{}`", '"{}"', "{}.", "Answer: {}", "```\n{}\n```"]))
+def test_any_accepted_value_in_noise_passes(value, wrap):
+    assert grade(wrap.format(value), Contract("reply", Accept((value,)))).ok
+
+
+@given(_VALUE, _VALUE)
+def test_any_other_value_fails(value, other):
+    if other.casefold() != value.casefold():
+        assert not grade(other, Contract("reply", Accept((value,)))).ok
+        assert not grade(f"{value} or {other}", Contract("reply", Accept((value,)))).ok
+        assert not grade(f"ANSWER: {value}\nANSWER: {other}", Contract("line", Accept((value,)))).ok
+
+
+@given(st.integers(-10**6, 10**6), st.sampled_from(["Working...\n", "", "x = 1\n\n"]))
+def test_answer_line_numbers(n, working):
+    contract = Contract("line", Accept((str(n),), kind="number"))
+    assert grade(f"{working}ANSWER: {n}", contract).ok
+    assert not grade(f"{working}ANSWER: {n + 1}", contract).ok
+
+
+# -- block_slot: the whole reply as one block (a diff) ------------------------------------------------
+
+
+@pytest.mark.parametrize("reply", [
+    "--- a\n+++ b\n@@ -1 +1 @@\n-x\n+y",
+    "```diff\n--- a\n+++ b\n@@ -1 +1 @@\n-x\n+y\n```",
+    "Here is the patch:\n\n```\n--- a\n+++ b\n@@ -1 +1 @@\n-x\n+y\n```",
+    "Patch:\n--- a\n+++ b\n@@ -1 +1 @@\n-x\n+y\n",
+])
+def test_block_slot_drops_one_fence_and_one_preamble_line(reply):
+    assert block_slot(reply) == "--- a\n+++ b\n@@ -1 +1 @@\n-x\n+y"
+
+
+def test_block_slot_leaves_what_is_around_the_block_to_its_grader():
+    assert block_slot("```diff\nA\n```\nThat is all.") == "```diff\nA\n```\nThat is all."
+    for empty in ("", None, "  \n", "```\n\n```"):
+        with pytest.raises(FormatError, match="empty"):
+            block_slot(empty, "a unified diff")
+
+
+# -- contracts from fixture data, and the question that states one -----------------------------------
+
+from pytest_qualify.graders.contract import Question  # noqa: E402
+
+
+def test_a_contract_reads_from_fixture_data():
+    reply = Contract.of({"form": "reply", "accept": [7], "value_hint": "the number in digits"})
+    assert reply.accept == Accept(("7",), kind="number") and reply.instruction() == "Reply with the number in digits only."
+    code = Contract.of({"form": "line", "accept": ["7Q-5531"], "separators": True})
+    assert code.grade("The code, not 7Q-5513:\nANSWER: 7q 5531").ok
+    hotels = Contract.of({"form": "json", "schema": HOTELS.schema, "fields": {"my_hotel": ["Hotel Aurora", "Aurora"]}})
+    assert hotels.grade('{"my_hotel": "aurora", "sister_hotel": "x"}').ok
+    worded = Contract.of({"form": "json", "schema": HOTELS.schema, "wording": "Reply as JSON: my_hotel, sister_hotel."})
+    assert worded.instruction() == "Reply as JSON: my_hotel, sister_hotel."
+
+
+@pytest.mark.parametrize("raw", [
+    {"form": "prose", "accept": ["x"]},
+    {"form": "reply"},
+    {"form": "reply", "accept": ["x"], "negations": True},
+    {"form": "json", "schema": {"type": "object"}, "accept": ["x"]},
+])
+def test_a_bad_contract_in_fixture_data_is_refused(raw):
+    with pytest.raises(ValueError):
+        Contract.of(raw)
+
+
+def test_a_question_states_its_contract_and_grades_only_its_slot():
+    q = Question("sum", "What is 12 plus 30?", SUM)
+    assert q.prompt.startswith("What is 12 plus 30? ") and q.prompt.endswith("starts with 'ANSWER: ' and gives the number, with nothing after that line.")
+    assert "<" not in q.prompt  # no placeholder for a model to copy
+    assert q.grade("12 + 30 = 42, not 43.\nANSWER: 42").ok
+    assert not q.grade("12 + 30 = 42. Wait, no: 43.").ok
+    assert q.grade("12 + 30 = 42. Wait, no: 43.").is_format
+
+
+# -- line ends, whitespace, hedges and struck-out values (found by writing replies to the prompts) -----
+
+
+_REPLY = st.sampled_from([
+    "Paris", "**Paris**", "Here is the answer:\nParis", "```\nParis\n```", "```text\nParis\n```", "Lyon", "Paris or Lyon",
+    "Paris\nLyon", "~Paris", "~~Paris~~",
+])
+_LINE = st.sampled_from([
+    "12 + 30 = 42\nANSWER: 42", "**ANSWER:** 42", "ANSWER: **42**", "```\n12 + 30\nANSWER: 42\n```", "ANSWER: 42 or 43",
+    "ANSWER: 42\nANSWER: 43", "ANSWER: 42\nMore text.", "no line", "ANSWER: ~42", "ANSWER: 42?",
+])
+_OBJECT = st.sampled_from([
+    '{"my_hotel": "Hotel Aurora", "sister_hotel": "Hotel Aurelia"}',
+    '```json\n{\n  "sister_hotel": "Aurelia",\n  "my_hotel": "Aurora"\n}\n```',
+    'Here it is:\n{"my_hotel": "Aurora", "sister_hotel": "Aurelia"}',
+    '{"my_hotel": "Hotel Aurelia", "sister_hotel": "Hotel Aurora"}',
+    '{"my_hotel": "Aurora"}\n{"my_hotel": "Aurelia"}',
+    '{"my_hotel": "Aurora", "sister_hotel": "Aurelia"}\nHope this helps.',
+])
+_LINE_END = st.sampled_from(["\n", "\r\n", "\r"])
+_TRAILING = st.sampled_from(["", " ", "  ", "\t", "\u00a0", "\n", "\r\n", " \n\n"])
+
+
+def _rewritten(reply: str, line_end: str, trailing: str) -> str:
+    return reply.replace("\n", line_end) + trailing
+
+
+@given(st.one_of(_REPLY.map(lambda r: (r, PARIS)), _LINE.map(lambda r: (r, SUM)), _OBJECT.map(lambda r: (r, HOTELS))),
+       _LINE_END, _TRAILING)
+def test_line_ends_and_trailing_whitespace_never_change_a_verdict(case, line_end, trailing):
+    """A CRLF (or CR) reply, or one with trailing spaces or newlines, gets the verdict and the kind
+    of failure the plain reply gets: a line end is never part of a slot."""
+    reply, contract = case
+    plain, noisy = grade(reply, contract), grade(_rewritten(reply, line_end, trailing), contract)
+    assert noisy.ok == plain.ok, (noisy.reason, plain.reason)
+    assert noisy.is_format == plain.is_format, (noisy.reason, plain.reason)
+
+
+@given(_VALUE, st.sampled_from(["~{}", "~~{}~~", "{}?", "~ {}", "{} (or {}x)", "{}, {}x"]))
+def test_a_hedged_or_struck_out_value_is_never_accepted(value, hedge):
+    """A tilde is a hedge ("~42") or a strikethrough ("~~42~~"), never formatting noise; nor is a
+    question mark or a second candidate."""
+    reply = hedge.format(value, value)
+    assert not grade(reply, Contract("reply", Accept((value,)))).ok, reply
+    assert not grade(f"Working.\nANSWER: {reply}", Contract("line", Accept((value,)))).ok, reply
+
+
+@given(st.integers(1, 10**5), st.sampled_from(["~{}", "~~{}~~", "{}?", "≈{}", "about {}", "{}-{}", "{}/{}"]))
+def test_a_hedged_number_is_never_accepted(n, hedge):
+    contract = Contract("reply", Accept((str(n),), kind="number"))
+    assert not grade(hedge.format(n, n + 1), contract).ok
+
+
+def test_fences_in_any_line_end_and_tilde_fences_are_noise():
+    assert grade("```text\r\nParis\r\n```", PARIS).ok
+    assert grade("~~~\nParis\n~~~", PARIS).ok
+    assert grade("12 + 30\r\n\r\nANSWER: 42\r\n", SUM).ok
+    assert grade('```json\r\n{"my_hotel": "Aurora", "sister_hotel": "Aurelia"}\r\n```', HOTELS).ok
+    assert block_slot("```diff\r\n--- a\r\n+++ b\r\n```") == "--- a\n+++ b"
+
+
+def test_a_json_string_value_is_cleaned_of_the_same_noise_as_a_reply():
+    # A final period, quotes or emphasis inside a field are noise; anything else in it is not.
+    assert grade('{"my_hotel": "Hotel Aurora.", "sister_hotel": "\\u201cHotel Aurelia\\u201d"}', HOTELS).ok
+    assert grade('{"my_hotel": "**Aurora**", "sister_hotel": "Aurelia"}', HOTELS).ok
+    assert not grade('{"my_hotel": "Aurora (not Aurelia)", "sister_hotel": "Aurelia"}', HOTELS).ok
+    assert not grade('{"my_hotel": "~Aurora", "sister_hotel": "Aurelia"}', HOTELS).ok
+    # Accepted forms are cleaned alike: "5 p.m." as a form matches the slot "5 p.m." (its period is noise).
+    assert grade("ANSWER: 5 p.m.", Contract("line", Accept(("5 p.m.",)))).ok
+    assert grade("\u00a1Gracias!", Contract("reply", Accept(("\u00a1Gracias!",)))).ok
+
+
+def test_a_listed_unit_may_precede_or_follow_the_number():
+    money = Accept(("2350",), kind="number", units=("\u20ac", "EUR"))
+    for written in ("\u20ac2,350", "\u20ac 2350", "EUR 2,350", "2,350 EUR", "2350\u20ac"):
+        assert compare(written, money).ok, written
+    for written in ("$2,350", "\u20ac2,530", "\u20ac2,350 or \u20ac2,530", "EUR", "\u20ac"):
+        assert not compare(written, money).ok, written
+    assert compare("\u221280 \u00b0C", Accept(("-80",), kind="number", units=("\u00b0C",))).ok
+
+
+def test_the_brackets_of_a_copied_placeholder_are_noise_but_a_comparison_is_not():
+    assert grade("ANSWER: <42>", SUM).ok
+    assert grade("<Paris>", PARIS).ok
+    for reply in ("ANSWER: <42", "ANSWER: < 42", "ANSWER: >42", "ANSWER: <41>", "ANSWER: <42> <43>"):
+        assert not grade(reply, SUM).ok, reply
+
+
+def test_a_markdown_mark_is_noise_in_a_reply_but_part_of_a_json_string():
+    count = Contract("json", fields={"n": Accept(("4",), kind="number")},
+                     schema={"type": "object", "properties": {"n": {"type": ["number", "string"]}}, "required": ["n"]})
+    assert grade('{"n": "4."}', count).ok
+    for value in ("> 4", "- 4", "# 4", "~4", "4?"):
+        assert not grade(json.dumps({"n": value}), count).ok, value
+    assert grade("> 4", Contract("reply", Accept(("4",), kind="number"))).ok  # a blockquote around a whole reply
+
+
+def test_invisible_characters_and_fullwidth_labels_are_noise():
+    assert grade("ANSWER: 42\u200b", SUM).ok
+    assert grade("\ufeffParis", PARIS).ok
+    assert grade("ANSWER\uff1a42", SUM).ok
+    assert not grade("ANSWER\uff1a43", SUM).ok
+    assert not grade("ANSWER: 42\nANSWER\uff1a43", SUM).ok  # still two answer lines
+
+
+def test_a_format_failure_travels_as_a_field_and_keeps_its_words():
+    # The kind is the verdict's field; the reason still says "format:" for the reader.
+    missing = grade("no answer line here", SUM)
+    assert missing.kind == "format" and missing.is_format and missing.reason.startswith("format: ")
+    wrong = grade("ANSWER: 41", SUM)
+    assert not wrong.ok and wrong.kind == "fact" and not wrong.is_format
+    assert grade("ANSWER: 42", SUM).kind is None
+    # Rewording (naming the case) keeps the kind; a reason that merely mentions "format:" is no kind.
+    assert missing.reworded(f"case 3: {missing.reason}").kind == "format"
+    from pytest_qualify.graders import Verdict
+
+    assert Verdict.reject("the model said 'format: none'").kind == "fact"
+    assert Verdict.all_failed([wrong, missing]).kind == "format"
+    assert Verdict.all_failed([wrong, wrong]).kind == "fact"
+    with pytest.raises(ValueError):
+        Verdict(False, "x", "typo")

@@ -1,0 +1,1 @@
+"""Tests of the promotion's stages and the promoted run (pytest_qualify/promotion/)."""

@@ -1,0 +1,1 @@
+"""Tests of the protocol's cases (pytest_qualify/tasks/): fixture data, haystacks, the media corpus."""
