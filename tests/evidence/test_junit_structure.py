@@ -11,12 +11,14 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from pytest_qualify.evidence import junit
-from pytest_qualify.evidence.summary import build_summary, validate
+from pytest_qualify.bundle_format.schema import validate
 from pytest_qualify.gate.decide import (
     FAIL, INCOMPLETE, PASS, BaselineInput, CheckRow, ItemResult, RunRecord, decide, row_name, with_unjudged,
 )
 from pytest_qualify.gate.waivers import Waiver, WaiverSet
 from pytest_qualify.profiles import Slo, load_profile, module_registry
+
+from ..judging import summary_of
 
 MODULES = module_registry()
 
@@ -79,13 +81,13 @@ def item(module="smoke", rep=1, outcome="passed", reason="", name="test_health")
 
 
 def xml_of(decision, results) -> tuple[bytes, dict]:
-    summary = build_summary(
+    summary = summary_of(
         run={"id": "run-1", "started_at": "2026-01-01T00:00:00+00:00", "finished_at": "2026-01-01T00:01:00+00:00",
              "duration_s": 60.0, "repeat": 1, "workers": 0, "tool_version": "0.1.0"},
         target={"mode": "reference", "simulated": True, "base_url": None, "launch_command": None,
                 "engine_version": "x", "models": [], "startup_error": None, "died": None},
         profile=load_profile("small"), verdict=decision, results=results, cases={}, snapshots={}, metrics_errors={},
-        metrics_files=[], waivers=None, baseline=None, artifacts={"plot": None, "notes": []},
+        metrics_files=[], artifacts={"plot": None, "notes": []},
     )
     validate(summary)
     data = junit.build_xml(summary, {})

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from pytest_qualify.evidence.junit import GATE_CLASSNAME, counts, structure_errors
-from pytest_qualify.evidence.summary import validate
+from pytest_qualify.bundle_format.schema import validate
 from pytest_qualify.hooks.collection import suites_dir
 
 from ..helpers import QualifyPytest, suite, write_profile
