@@ -159,7 +159,7 @@ def clean(text: Any) -> str:
 _clean = clean
 
 
-def _classname_and_name(nodeid: str) -> tuple[str, str]:
+def classname_and_name(nodeid: str) -> tuple[str, str]:
     # As pytest's own junitxml does: path segments become dots, the last part is the name.
     parts = nodeid.split("::")
     path = parts[0].replace("/", ".").replace("\\", ".")
@@ -247,7 +247,7 @@ def build_xml(summary: Mapping[str, Any], cases: Mapping[str, Any], suite_name: 
     for name, value in suite_properties(summary):
         ET.SubElement(sprops, "property", name=name, value=_clean(value))
     for item in items:
-        classname, name = _classname_and_name(item["nodeid"])
+        classname, name = classname_and_name(item["nodeid"])
         case = cases.get(item["nodeid"])
         tc = ET.SubElement(suite, "testcase", classname=classname, name=name,
                            time=f"{(item.get('duration_s') or 0.0):.3f}")

@@ -1,7 +1,8 @@
 """The evidence's pytest side: waivers and the baseline loaded at configure (a bad file is a usage
 error before any server starts), /metrics scraped at the run's start and end and around each
-context-lane item, protocol names on every JUnit test case, and the run's suite properties in
-pytest's own ``--junitxml`` file. The writers are ``evidence/`` (no pytest there)."""
+context-lane item, protocol names on every item, and pytest's own ``--junitxml`` file made to say
+what the bundle's junit.xml says: the suite properties, a test case per run-level reason of the
+gate, the xunit2 structure. The writers are ``evidence/`` (no pytest there)."""
 
 from __future__ import annotations
 
@@ -89,9 +90,9 @@ def _xunit2_cases(xml: Any, summary: Mapping[str, Any]) -> None:
     figures go to ``system-out``), with a ``type`` and a one-line message on a failure or error, and
     a failed item the gate waived shown as the bundle's junit.xml shows it: passed, with its waiver
     and its failure in ``system-out`` (a waived corpus item must not turn a PASS red)."""
-    from pytest_qualify.evidence.junit import _classname_and_name, message
+    from pytest_qualify.evidence.junit import classname_and_name, message
 
-    waived = {_classname_and_name(f["nodeid"]): f["waiver"] for f in summary["verdict"]["waived"]}
+    waived = {classname_and_name(f["nodeid"]): f["waiver"] for f in summary["verdict"]["waived"]}
     for reporter in xml.node_reporters_ordered:
         case = reporter.to_xml()  # a finished reporter returns the same element every time
         waiver = waived.get((case.get("classname"), case.get("name")))
