@@ -1,6 +1,7 @@
 """``python -m pytest_qualify init --endpoint URL [--api-key-env NAME] --out PROFILE.toml``: a
 starter profile probed from a running endpoint (``init_profile.py``), validated by the profile
-schema before it is kept."""
+schema before it is kept. ``python -m pytest_qualify report BUNDLE_DIR``: the bundle's
+``report.html`` rebuilt from its ``summary.json``, ``transcripts.jsonl`` and plot."""
 
 from __future__ import annotations
 
@@ -62,6 +63,32 @@ def _init(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    import json
+
+    from pytest_qualify.bundle_format.manifest import MANIFEST, SUMMARY, verify_manifest
+    from pytest_qualify.evidence.bundle import rebuild_html
+
+    run_dir = Path(args.bundle_dir)
+    if not (run_dir / SUMMARY).is_file():
+        print(f"report: {run_dir} is not an evidence bundle (no {SUMMARY})", file=sys.stderr)
+        return 2
+    try:
+        path = rebuild_html(run_dir)
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        print(f"report: {run_dir / SUMMARY} cannot be rendered: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {path} ({path.stat().st_size:,} bytes)")
+    if (run_dir / MANIFEST).is_file():
+        problems = verify_manifest(run_dir)
+        if problems == [f"{path.name}: checksum mismatch"]:
+            print(f"{MANIFEST}: every other file matches; {path.name} differs from the page sealed in the bundle "
+                  "(rendered by another version of pytest-qualify)")
+        else:
+            print(f"{MANIFEST}: " + ("every file matches" if not problems else "; ".join(problems)))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pytest_qualify")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -74,8 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     init.add_argument("--name", default=None, help="the profile's name (default: the served name)")
     init.add_argument("--timeout", type=float, default=120.0, metavar="S", help="seconds per probe request")
     init.add_argument("--force", action="store_true", help="replace an existing file")
+    report = sub.add_parser("report", help="rebuild an evidence bundle's report.html from its files")
+    report.add_argument("bundle_dir", metavar="BUNDLE_DIR", help="the run's evidence folder (holds summary.json)")
     args = parser.parse_args(argv)
-    return _init(args)
+    return _report(args) if args.command == "report" else _init(args)
 
 
 if __name__ == "__main__":

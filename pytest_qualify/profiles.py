@@ -128,6 +128,35 @@ class Slo:
     lanes: tuple[LaneSlo, ...] = ()
     decode_tok_s_p50_min: float | None = None
     ttft_s_p95_max: float | None = None
+    # ``[slo.load]``: limits on the load module's per-level figures (names as in LOAD_SLO_KEYS),
+    # each held at every level and repetition.
+    load: tuple[tuple[str, float], ...] = ()
+
+
+# The load module's figures an ``[slo.load]`` limit may name: ceilings (``_max``) and floors (``_min``).
+LOAD_SLO_KEYS: tuple[str, ...] = (
+    *(f"{m}_{q}_max" for m in ("ttft_s", "tpot_s", "itl_s") for q in ("p50", "p95", "p99")),
+    "queue_time_s_mean_max", "goodput_min", "output_tok_s_min", "requests_per_s_min",
+)
+LOAD_MIX: tuple[str, ...] = ("smoke", "tools", "recall", "json")
+
+
+@dataclass(frozen=True)
+class LoadRules:
+    """The profile's ``[load]`` table: the load module's concurrency levels (the first is 1: the
+    answers the other levels are held to), the mix requests and the decode probes each level sends,
+    the probe's exact output length, the modules whose items make the mix, whether the deployment
+    promises batch-invariant output (then any answer that differs from its concurrency-1 answer
+    fails), and goodput's TTFT / TPOT limits (a probe inside both counts as good)."""
+
+    levels: tuple[int, ...]
+    requests_per_level: int
+    probes_per_level: int = 4
+    probe_tokens: int = 64
+    mix: tuple[str, ...] = LOAD_MIX
+    batch_invariant: bool = False
+    goodput_ttft_s_max: float | None = None
+    goodput_tpot_s_max: float | None = None
 
 
 @dataclass(frozen=True)
@@ -174,6 +203,7 @@ class Profile:
     stages: tuple[Stage, ...] = ()
     steer: Steer | None = None
     integrity: IntegrityRules = IntegrityRules()
+    load: LoadRules | None = None
 
     def stage(self, name: str) -> Stage:
         """The stage called ``name`` (see stages.py); ValueError when unknown or empty here."""
@@ -357,6 +387,33 @@ def _build(raw: dict[str, Any], path: Path) -> Profile:
         stages=stages,
         steer=Steer(**raw["steer"]) if "steer" in raw else None,
         integrity=_integrity(raw, path, limits, known),
+        load=_load(raw, path),
+    )
+
+
+def _load(raw: dict[str, Any], path: Path) -> LoadRules | None:
+    """The ``[load]`` table; its levels rise from 1 (the answers every other level is held to)."""
+    table = raw.get("load")
+    if table is None:
+        return None
+    levels = tuple(table["levels"])
+    if levels[0] != 1 or list(levels) != sorted(levels):
+        raise ProfileError(f"profile file {path}: field 'load.levels' is invalid: {list(levels)} must rise from 1 "
+                           "(concurrency 1 gives the answers every other level is held to)")
+    sent = table["requests_per_level"] + table.get("probes_per_level", 4)
+    if sent < levels[-1]:
+        raise ProfileError(f"profile file {path}: field 'load.requests_per_level' is invalid: {sent} requests a level "
+                           f"(mix and probes) cannot keep {levels[-1]} in flight at once")
+    goodput = table.get("goodput") or {}
+    return LoadRules(
+        levels=levels,
+        requests_per_level=table["requests_per_level"],
+        probes_per_level=table.get("probes_per_level", 4),
+        probe_tokens=table.get("probe_tokens", 64),
+        mix=tuple(table.get("mix", LOAD_MIX)),
+        batch_invariant=table.get("batch_invariant", False),
+        goodput_ttft_s_max=goodput.get("ttft_s_max"),
+        goodput_tpot_s_max=goodput.get("tpot_s_max"),
     )
 
 
@@ -405,7 +462,8 @@ def _slo(raw: dict[str, Any], path: Path, lane_names: list[str]) -> Slo | None:
             )
         lanes.append(LaneSlo(name, limits.get("ttft_s_max"), limits.get("e2e_s_max")))
     lanes.sort(key=lambda lane: lane_names.index(lane.lane))
-    return Slo(tuple(lanes), table.get("decode_tok_s_p50_min"), table.get("ttft_s_p95_max"))
+    load = tuple((key, float(table["load"][key])) for key in LOAD_SLO_KEYS if key in table.get("load", {}))
+    return Slo(tuple(lanes), table.get("decode_tok_s_p50_min"), table.get("ttft_s_p95_max"), load)
 
 
 def _waivable(raw: dict[str, Any], path: Path, known: dict[str, ModuleInfo]) -> tuple[str, ...]:

@@ -42,8 +42,9 @@ def test_context_retrieval(lane, qualify_client, qualify_ask, qualify_profile, q
         sized = size_lane(plan, qualify_client.count_chat_tokens, lane.prompt_tokens, tolerance)
     qualify_record.props(tokenize_calls=sized.calls, sized_prompt_tokens=sized.tokens)
 
+    needles = {f"{'target' if n.target else 'distractor'} {n.key}": n.value for n in (plan.target, *plan.distractors)}
     answer = qualify_ask(sized.messages, stream=True, timeout_s=qualify_profile.timeouts.for_prompt(lane.prompt_tokens),
-                         journal_role=TIMED)
+                         journal_role=TIMED, marks=needles)
 
     prompt_tokens = answer.prompt_tokens
     if prompt_tokens is None:

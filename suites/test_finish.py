@@ -25,7 +25,7 @@ def test_finish_state(prompt, stream, qualify_ask, qualify_profile, qualify_repe
     where = f"prompt {prompt.id}, {'streamed' if stream else 'not streamed'}, repetition {qualify_repetition}"
     budget = qualify_profile.limits.answer_budget_tokens
     # qualify_ask records the answer through the shared finish check (finish_reason, finish_check).
-    answer = qualify_ask(prompt.prompt, stream=stream)
+    answer = qualify_ask(prompt.prompt, stream=stream, contract=prompt.contract)
     if answer.completion_tokens is not None and answer.completion_tokens > budget:
         fail(where, f"{answer.completion_tokens} completion tokens exceed max_tokens {budget}")
     require(prompt.grade(answer.content), where)

@@ -30,6 +30,7 @@ from pytest_qualify.checks import fail, require, sizing
 from pytest_qualify.graders import Verdict
 from pytest_qualify.client.errors import EndpointError
 from pytest_qualify.evidence.answers import HELD, REASKED, answers_to, timed_answers
+from pytest_qualify.graders.contract import measured_span
 from pytest_qualify.hooks import state_of
 from pytest_qualify.evidence.metrics import MetricsParseError, delta, parse
 from pytest_qualify.tasks.fixture_data import integrity_samples
@@ -87,8 +88,10 @@ def test_stream_matches_plain(sample, qualify_ask, qualify_profile, qualify_reco
     ]
     band = qualify_profile.integrity.band(sample.module)
     if band is not None and not plain.tool_calls:
-        qualify_record.props(length_chars=len(plain.content or ""))
-        checks.append(("", check_length_band(plain.content, band.min_chars, band.max_chars, sample.module)))
+        # Measured on what the sample's contract reads as the answer, never on invited working.
+        measured, what = measured_span(plain.content, sample.contract) if sample.contract else (plain.content or "", "visible answer")
+        qualify_record.props(length_chars=len(measured), length_measured=what)
+        checks.append(("", check_length_band(measured, band.min_chars, band.max_chars, sample.module, what=what)))
     _require_all(where, checks)
 
 

@@ -36,5 +36,5 @@ def test_engine_version(qualify_client, qualify_record):
 
 @pytest.mark.parametrize("question", QUESTIONS, ids=[f"q{i + 1}" for i in range(len(QUESTIONS))])
 def test_short_answer(qualify_ask, question):
-    answer = qualify_ask(question.prompt)
+    answer = qualify_ask(question.prompt, contract=question.contract)
     require(question.grade(answer.content), f"question {question.text!r}")

@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 
 from .fake_vllm import wait_for
+from .helpers import pytest_command
 
 from pytest_qualify.profiles import Profile, builtin_profiles, load_profile
 
@@ -285,14 +286,14 @@ def start(env: VllmEnv, cwd: Path, *args: str, lock: bool = True) -> tuple[Run, 
     mark = uuid.uuid4().hex
     cwd.mkdir(parents=True, exist_ok=True)
     evidence = cwd / "ev"
-    full = ("-p", "no:cacheprovider", "-v", "--qualify-evidence", str(evidence), *args)
+    full = ("-v", "--qualify-evidence", str(evidence), *args)
     run = Run(full, mark, cwd, evidence)
     if lock:
         run.slot = LaunchSlot.acquire(os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0] or str(cwd))
     try:
         out = open(cwd / "pytest-output.txt", "wb")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pytest", *full], cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
+            pytest_command(*full), cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
             env=_env(env, mark), start_new_session=True, preexec_fn=_default_signals,
         )
         out.close()

@@ -1,6 +1,8 @@
 """The evidence bundle in ``<evidence dir>/<run id>/``. No pytest here.
 
-``junit.xml``, ``report.md``, ``summary.json``, ``server.log`` (written by the lifecycle),
+``junit.xml``, ``report.md``, ``report.html`` (the page a signer opens: every item's requests,
+answers and reasons, rendered from ``summary.json`` and ``transcripts.jsonl``, which ``qualify_ask``
+writes during the run), ``summary.json``, ``server.log`` (written by the lifecycle),
 ``metrics-*.prom`` snapshots, ``ttft-vs-prompt-tokens.png`` (drawn with Pillow),
 ``provenance.intoto.json`` (an in-toto statement over the other files) and ``SHA256SUMS`` over
 all of them, which ``sha256sum -c SHA256SUMS`` verifies. The statement and the manifest are
@@ -16,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_qualify.evidence import junit, report
+from pytest_qualify.evidence import html, junit, report, transcripts
 from pytest_qualify.bundle_format.manifest import JUNIT, MANIFEST, REPORT, SUMMARY, sha256_file
 from pytest_qualify.evidence.metrics import Snapshot, parse
 from pytest_qualify.evidence.plot import PLOT_FILE, PlotUnavailable, plot_ttft
@@ -52,13 +54,28 @@ def metrics_files(run_dir: Path) -> list[str]:
     return sorted(p.name for p in run_dir.glob("metrics-*.prom"))
 
 
+def plot_marks(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """What the plot draws beside the points, from the summary: the window's edge, the TTFT SLO
+    limits (per lane and run-wide), the load levels and their ``[slo.load]`` latency limits."""
+    limits, load_limits = [], []
+    for row in summary.get("slo") or []:
+        if row.get("scope", "").startswith("lane ") and row.get("metric") == "ttft_s":
+            limits.append({"lane": row["scope"][len("lane "):], "ttft_s": row["limit"]})
+        elif row.get("name") == "run:ttft_s_p95":
+            limits.append({"lane": None, "ttft_s": row["limit"], "label": f"SLO TTFT p95 <= {row['limit']:g} s"})
+        elif row.get("scope") == "load" and row.get("bound") == "max":
+            load_limits.append({"metric": row["metric"], "limit": row["limit"]})
+    return {"window_tokens": (summary.get("profile") or {}).get("limits", {}).get("window_tokens"),
+            "limits": limits, "load": summary["timing"].get("load"), "load_limits": load_limits}
+
+
 def make_plot(summary: dict[str, Any], run_dir: Path) -> None:
     """Draw the TTFT plot into the bundle, or note in the summary why there is none."""
     notes = summary["artifacts"].setdefault("notes", [])
     try:
         plot_ttft(summary["timing"]["points"], run_dir / PLOT_FILE,
                   f"{summary['profile']['deployment']['served_name']} — TTFT against prompt tokens",
-                  summary["simulated"])
+                  summary["simulated"], **plot_marks(summary))
         summary["artifacts"]["plot"] = PLOT_FILE
     except PlotUnavailable as exc:
         summary["artifacts"]["plot"] = None
@@ -68,21 +85,62 @@ def make_plot(summary: dict[str, Any], run_dir: Path) -> None:
         notes.append(f"plot skipped: {type(exc).__name__}: {exc}")
 
 
+# Files a bundle may hold besides those every bundle has, linked from report.html when present.
+OPTIONAL_FILES = ("answers.jsonl", transcripts.TRANSCRIPTS_FILE, "server.log", "server-death.txt",
+                  "robustness-failures.jsonl")
+
+
 def write_bundle(run_dir: Path, summary: dict[str, Any], cases: Mapping[str, Any],
                  secrets: Sequence[str]) -> list[Path]:
-    """Write plot, summary.json, junit.xml and report.md. The summary is validated against the
-    shipped schema first: an invalid summary raises rather than being passed off as evidence."""
+    """Write plot, summary.json, junit.xml, report.md and report.html. The summary is validated
+    against the shipped schema first: an invalid summary raises rather than being passed off as
+    evidence."""
     run_dir.mkdir(parents=True, exist_ok=True)
     make_plot(summary, run_dir)
+    # Every bundle has its transcripts, empty when nothing was asked (the server never started).
+    (run_dir / transcripts.TRANSCRIPTS_FILE).touch()
+    summary["artifacts"]["html"] = html.HTML_FILE
+    summary["artifacts"]["transcripts"] = transcripts.TRANSCRIPTS_FILE
     validate(summary)
     written = [
         write_text(run_dir / SUMMARY, json.dumps(summary, indent=2, sort_keys=False) + "\n", secrets),
         write_text(run_dir / JUNIT, junit.build_xml(summary, cases).decode("utf-8"), secrets),
         write_text(run_dir / REPORT, report.render(summary), secrets),
+        write_html(run_dir, summary, secrets),
     ]
     if summary["artifacts"].get("plot"):
         written.append(run_dir / PLOT_FILE)
     return written
+
+
+def linked_files(run_dir: Path, summary: Mapping[str, Any]) -> list[str]:
+    """The files report.html links to: what every bundle has, what this summary names, and the
+    optional files present. The same at the end of the run and on a rebuild (the manifest and the
+    statement, written after the page, are named, not looked for)."""
+    names = [SUMMARY, REPORT, JUNIT, MANIFEST]
+    names += [summary["artifacts"]["provenance"]] if summary["artifacts"].get("provenance") else []
+    names += [summary["artifacts"]["plot"]] if summary["artifacts"].get("plot") else []
+    names += [n for n in OPTIONAL_FILES if (run_dir / n).exists()]
+    names += list(summary["server_metrics"].get("files") or [])
+    return list(dict.fromkeys(names))
+
+
+def render_html(run_dir: Path, summary: Mapping[str, Any]) -> str:
+    """report.html from what the bundle holds: the summary, the transcripts and the plot."""
+    plot = summary["artifacts"].get("plot")
+    png = (run_dir / plot).read_bytes() if plot and (run_dir / plot).is_file() else None
+    return html.render(summary, transcripts.read(run_dir), png, linked_files(run_dir, summary))
+
+
+def write_html(run_dir: Path, summary: Mapping[str, Any], secrets: Sequence[str] = ()) -> Path:
+    return write_text(run_dir / html.HTML_FILE, render_html(run_dir, summary), secrets)
+
+
+def rebuild_html(run_dir: Path) -> Path:
+    """``python -m pytest_qualify report DIR``: report.html again from an existing bundle's files.
+    The same bundle gives the same bytes, so its SHA256SUMS still holds."""
+    summary = json.loads((run_dir / SUMMARY).read_text(encoding="utf-8"))
+    return write_html(run_dir, summary)
 
 
 def bundle_files(run_dir: Path) -> list[Path]:

@@ -43,6 +43,8 @@ def render(summary: Mapping[str, Any], *, bundle_dir: str, exit_code: int, max_b
     if scope:
         head += [f"Not judged by this profile: {', '.join(s['protocol']['left_out'])} (left out of protocol "
                  f"v{s['protocol']['version']}).", ""]
+    if s["artifacts"].get("html"):
+        head += [f"Every item's request, answer and reason: `{bundle_dir}/{s['artifacts']['html']}`", ""]
     if v["reasons"]:
         head += [f"- {cell(r)}" for r in v["reasons"][:20]]
         if len(v["reasons"]) > 20:

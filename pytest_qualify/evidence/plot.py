@@ -18,12 +18,18 @@ from pathlib import Path
 from typing import Any
 
 PLOT_FILE = "ttft-vs-prompt-tokens.png"
-WIDTH, HEIGHT = 825, 495
-MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 80, 24, 44, 62
+WIDTH, HEIGHT = 1000, 495
+# The legend sits in the right margin, off the data.
+MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 80, 210, 44, 62
+LOAD_HEIGHT = 330  # the load panel under the TTFT panel, when the load module ran
 # Colour-blind-safe (Okabe-Ito), in lane order; "other items" is grey.
 PALETTE = ((0, 114, 178), (230, 159, 0), (0, 158, 115), (204, 121, 167), (86, 180, 233), (213, 94, 0),
            (240, 228, 66), (0, 0, 0))
 OTHER = (150, 150, 150)
+FAILED = (200, 0, 0)
+LIMIT = (120, 0, 0)
+EDGE = (90, 90, 90)
+PERCENTILE_COLOURS = {50: PALETTE[0], 95: PALETTE[1], 99: PALETTE[5]}
 
 
 class PlotUnavailable(RuntimeError):
@@ -56,18 +62,77 @@ def _tick_label(value: float, seconds: bool) -> str:
     return f"{value:g}"
 
 
-def plot_ttft(points: Sequence[Mapping[str, Any]], path: Path, title: str, simulated: bool) -> Path:
-    """Scatter every measured request's TTFT over its prompt tokens, one colour per lane."""
-    from PIL import Image, ImageDraw, ImageFont
+def _dashed(draw: Any, a: tuple[float, float], b: tuple[float, float], fill: Any, dash: float = 6.0,
+            width: int = 1) -> None:
+    (xa, ya), (xb, yb) = a, b
+    length = math.hypot(xb - xa, yb - ya)
+    steps = max(1, int(length // dash))
+    for i in range(0, steps, 2):
+        t0, t1 = i / steps, min(1.0, (i + 1) / steps)
+        draw.line([(xa + (xb - xa) * t0, ya + (yb - ya) * t0), (xa + (xb - xa) * t1, ya + (yb - ya) * t1)],
+                  fill=fill, width=width)
 
-    def font(size: int) -> Any:
-        try:
-            return ImageFont.load_default(size=size)
-        except TypeError:  # Pillow < 10.1: one bitmap size
-            return ImageFont.load_default()
 
-    small, normal = font(11), font(13)
-    img = Image.new("RGB", (WIDTH, HEIGHT), "white")
+def _cross(draw: Any, cx: float, cy: float, r: float = 6.0) -> None:
+    draw.line([(cx - r, cy - r), (cx + r, cy + r)], fill=FAILED, width=2)
+    draw.line([(cx - r, cy + r), (cx + r, cy - r)], fill=FAILED, width=2)
+
+
+def _font(size: int) -> Any:
+    from PIL import ImageFont
+
+    try:
+        return ImageFont.load_default(size=size)
+    except TypeError:  # Pillow < 10.1: one bitmap size
+        return ImageFont.load_default()
+
+
+def _side_label(img: Any, label: str, font: Any, x: int, y_mid: float) -> None:
+    from PIL import Image, ImageDraw
+
+    draw = ImageDraw.Draw(img)
+    box = draw.textbbox((0, 0), label, font=font)
+    side = Image.new("RGB", (box[2] - box[0] + 4, box[3] - box[1] + 6), "white")
+    ImageDraw.Draw(side).text((2, 1 - box[1]), label, fill="black", font=font)
+    side = side.rotate(90, expand=True)
+    img.paste(side, (x, int(y_mid - side.height / 2)))
+
+
+class _Legend:
+    """Legend rows in the right margin, outside every axis."""
+
+    def __init__(self, draw: Any, x: float, y: float, font: Any) -> None:
+        self.draw, self.x, self.y, self.font = draw, x, y, font
+
+    def row(self, text: str, mark: str, colour: Any) -> None:
+        d, x, y = self.draw, self.x, self.y
+        if mark == "dot":
+            d.ellipse([x, y + 2, x + 8, y + 10], fill=colour, outline=(40, 40, 40))
+        elif mark == "cross":
+            _cross(d, x + 4, y + 6, 4)
+        elif mark == "line":
+            d.line([(x - 2, y + 6), (x + 10, y + 6)], fill=colour, width=2)
+        else:  # dashed
+            _dashed(d, (x - 2, y + 6), (x + 12, y + 6), colour, 3, 2)
+        d.text((x + 16, y + 6), text, fill="black", font=self.font, anchor="lm")
+        self.y += 16
+
+
+def plot_ttft(points: Sequence[Mapping[str, Any]], path: Path, title: str, simulated: bool, *,
+              window_tokens: int | None = None, limits: Sequence[Mapping[str, Any]] = (),
+              load: Mapping[str, Any] | None = None, load_limits: Sequence[Mapping[str, Any]] = ()) -> Path:
+    """Scatter every measured request's TTFT over its prompt tokens, one colour per lane; the SLO
+    TTFT limits drawn (``limits``: ``{"lane": name or None, "ttft_s": limit, "label": ...}``), points
+    of failed items or over their lane's limit crossed out, the window's edge a vertical line, the
+    legend in the right margin. With ``load`` (the summary's ``timing.load``), a second panel: TTFT
+    and TPOT percentiles against concurrency, ``[slo.load]`` limits drawn (``load_limits``:
+    ``{"metric": "ttft_s_p95", "limit": s}``) and every point over its limit crossed out."""
+    from PIL import Image, ImageDraw
+
+    small, normal = _font(11), _font(13)
+    levels = list((load or {}).get("levels") or [])
+    height = HEIGHT + (LOAD_HEIGHT if levels else 0)
+    img = Image.new("RGB", (WIDTH, height), "white")
     draw = ImageDraw.Draw(img)
     x0, y0, x1, y1 = MARGIN_LEFT, MARGIN_TOP, WIDTH - MARGIN_RIGHT, HEIGHT - MARGIN_BOTTOM
 
@@ -77,8 +142,9 @@ def plot_ttft(points: Sequence[Mapping[str, Any]], path: Path, title: str, simul
 
     xs = [float(p["prompt_tokens"]) for p in points]
     ys = [float(p["ttft_s"]) for p in points]
-    xticks = nice_ticks(0.0, max(xs, default=1.0))
-    yticks = nice_ticks(0.0, max(ys, default=1.0))
+    limit_ys = [float(lim["ttft_s"]) for lim in limits]
+    xticks = nice_ticks(0.0, max(xs + ([float(window_tokens)] if window_tokens else []), default=1.0))
+    yticks = nice_ticks(0.0, max(ys + limit_ys, default=1.0))
     xmax, ymax = xticks[-1], yticks[-1]
 
     def sx(v: float) -> float:
@@ -97,12 +163,7 @@ def plot_ttft(points: Sequence[Mapping[str, Any]], path: Path, title: str, simul
         draw.text((x0 - 7, sy(t)), _tick_label(t, True), fill="black", font=small, anchor="rm")
     draw.rectangle([x0, y0, x1, y1], outline="black")
     draw.text(((x0 + x1) / 2, HEIGHT - 16), "prompt tokens (server usage)", fill="black", font=normal, anchor="mb")
-    label = "TTFT, client-observed (s)"
-    box = draw.textbbox((0, 0), label, font=normal)
-    side = Image.new("RGB", (box[2] - box[0] + 4, box[3] - box[1] + 6), "white")
-    ImageDraw.Draw(side).text((2, 1 - box[1]), label, fill="black", font=normal)
-    side = side.rotate(90, expand=True)
-    img.paste(side, (8, int((y0 + y1) / 2 - side.height / 2)))
+    _side_label(img, "TTFT, client-observed (s)", normal, 8, (y0 + y1) / 2)
 
     if not points:
         draw.text(((x0 + x1) / 2, (y0 + y1) / 2), "no streamed request recorded", fill="black", font=normal, anchor="mm")
@@ -115,16 +176,100 @@ def plot_ttft(points: Sequence[Mapping[str, Any]], path: Path, title: str, simul
     names = lanes + (["other items"] if "other items" in groups else [])
     colours = {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(lanes)}
     colours["other items"] = OTHER
+    lane_limit = {str(lim["lane"]): float(lim["ttft_s"]) for lim in limits if lim.get("lane")}
+    run_limits = [lim for lim in limits if not lim.get("lane")]
+
+    if window_tokens:
+        _dashed(draw, (sx(window_tokens), y0), (sx(window_tokens), y1), EDGE, 5, 2)
+        draw.text((sx(window_tokens) - 4, y0 + 4), f"window {window_tokens:,}", fill=EDGE, font=small, anchor="rt")
+    for lim in run_limits:
+        _dashed(draw, (x0, sy(float(lim["ttft_s"]))), (x1, sy(float(lim["ttft_s"]))), LIMIT, 6, 2)
+    for name in lanes:
+        lane = name[: -len(" lane")]
+        if lane in lane_limit:
+            span = [float(p["prompt_tokens"]) for p in groups[name]]
+            ya = sy(lane_limit[lane])
+            _dashed(draw, (max(x0, sx(min(span)) - 24), ya), (min(x1, sx(max(span)) + 24), ya), colours[name], 4, 2)
+    failed = 0
     # "other items" first, so lane points are drawn on top of them.
     for name in (["other items"] if "other items" in groups else []) + lanes:
         for p in groups[name]:
             cx, cy = sx(float(p["prompt_tokens"])), sy(float(p["ttft_s"]))
             draw.ellipse([cx - 3.5, cy - 3.5, cx + 3.5, cy + 3.5], fill=colours[name], outline=(40, 40, 40))
-    # Legend, top left inside the axes.
-    lx, ly = x0 + 10, y0 + 8
+            over = p.get("lane") in lane_limit and float(p["ttft_s"]) > lane_limit[str(p["lane"])]
+            if p.get("outcome") not in (None, "passed") or over:
+                _cross(draw, cx, cy)
+                failed += 1
+    legend = _Legend(draw, x1 + 18, y0 + 2, small)
     for name in names:
-        draw.ellipse([lx, ly + 2, lx + 8, ly + 10], fill=colours[name], outline=(40, 40, 40))
-        draw.text((lx + 14, ly + 6), f"{name} (n={len(groups[name])})", fill="black", font=small, anchor="lm")
-        ly += 16
+        legend.row(f"{name} (n={len(groups[name])})", "dot", colours[name])
+    for name in lanes:
+        lane = name[: -len(" lane")]
+        if lane in lane_limit:
+            legend.row(f"SLO {lane} TTFT <= {lane_limit[lane]:g} s", "dashed", colours[name])
+    for lim in run_limits:
+        legend.row(str(lim.get("label") or f"SLO TTFT <= {float(lim['ttft_s']):g} s"), "dashed", LIMIT)
+    if window_tokens:
+        legend.row("window edge", "dashed", EDGE)
+    if failed:
+        legend.row(f"failed or over its limit ({failed})", "cross", FAILED)
+    if levels:
+        _load_panel(img, draw, levels, load_limits, HEIGHT, small, normal)
     img.save(path, format="PNG", optimize=False)
     return path
+
+
+def _load_panel(img: Any, draw: Any, levels: Sequence[Mapping[str, Any]], load_limits: Sequence[Mapping[str, Any]],
+                top: int, small: Any, normal: Any) -> None:
+    """TTFT and TPOT p50/p95/p99 against the concurrency levels, side by side, limits drawn."""
+    draw.line([(0, top), (WIDTH, top)], fill=(200, 200, 200))
+    draw.text(((MARGIN_LEFT + WIDTH - MARGIN_RIGHT) / 2, top + 10),
+              "Load: latency percentiles against concurrency (decode probes)", fill="black", font=normal, anchor="mt")
+    limits = {str(lim["metric"]): float(lim["limit"]) for lim in load_limits}
+    gap = 70
+    width = (WIDTH - MARGIN_RIGHT - MARGIN_LEFT - gap) / 2
+    crossed = 0
+    for n, metric in enumerate(("ttft_s", "tpot_s")):
+        x0 = MARGIN_LEFT + n * (width + gap)
+        x1, y0, y1 = x0 + width, top + 40, top + LOAD_HEIGHT - 50
+        series = {q: [r.get(f"{metric}_p{q}") for r in levels] for q in PERCENTILE_COLOURS}
+        values = [v for vs in series.values() for v in vs if v is not None]
+        values += [v for k, v in limits.items() if k.startswith(metric)]
+        yticks = nice_ticks(0.0, max(values, default=1.0), target=5)
+        ymax = yticks[-1]
+
+        def sx(i: int) -> float:
+            return x0 + (i + 0.5) / len(levels) * (x1 - x0)
+
+        def sy(v: float) -> float:
+            return y1 - (v / ymax) * (y1 - y0)
+
+        for t in yticks:
+            draw.line([(x0, sy(t)), (x1, sy(t))], fill=(232, 232, 232))
+            draw.text((x0 - 7, sy(t)), f"{t * 1000:g}", fill="black", font=small, anchor="rm")
+        for i, r in enumerate(levels):
+            bad = bool(r.get("failed"))
+            label = f"{r['concurrency']}" + (f" ({r['failed']} failed)" if bad else "")
+            draw.text((sx(i), y1 + 7), label, fill=FAILED if bad else "black", font=small, anchor="mt")
+        draw.rectangle([x0, y0, x1, y1], outline="black")
+        draw.text(((x0 + x1) / 2, y1 + 24), "concurrency", fill="black", font=small, anchor="mt")
+        _side_label(img, f"{'TTFT' if metric == 'ttft_s' else 'TPOT'} (ms)", small, int(x0 - 62), (y0 + y1) / 2)
+        for q, colour in PERCENTILE_COLOURS.items():
+            limit = limits.get(f"{metric}_p{q}")
+            if limit is not None:
+                _dashed(draw, (x0, sy(limit)), (x1, sy(limit)), colour, 6, 2)
+            pts = [(sx(i), sy(v), v) for i, v in enumerate(series[q]) if v is not None]
+            if len(pts) > 1:
+                draw.line([(a, b) for a, b, _ in pts], fill=colour, width=2)
+            for a, b, v in pts:
+                draw.ellipse([a - 3, b - 3, a + 3, b + 3], fill=colour)
+                if limit is not None and v > limit:
+                    _cross(draw, a, b)
+                    crossed += 1
+    legend = _Legend(draw, WIDTH - MARGIN_RIGHT + 18, top + 42, small)
+    for q, colour in PERCENTILE_COLOURS.items():
+        legend.row(f"p{q}", "line", colour)
+    if limits:
+        legend.row("[slo.load] limit (its colour)", "dashed", (60, 60, 60))
+    if crossed:
+        legend.row(f"over its limit ({crossed})", "cross", FAILED)

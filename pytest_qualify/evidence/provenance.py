@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_qualify.bundle_format.manifest import sha256_file
+from pytest_qualify.bundle_format.manifest import MANIFEST, SELFTEST_FILE, SUMMARY, sha256_file
 from pytest_qualify.evidence.bundle import bundle_files
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -125,7 +125,7 @@ def predicate(summary: Mapping[str, Any], *, exit_code: int | None = None) -> di
                 "repeat": run["repeat"], "workers": run["workers"]},
         "verdict": {"result": v["result"], "reasons": list(v["reasons"]),
                     "failures": len(v["failures"]), "waived": len(v["waived"]), "exit_code": exit_code},
-        "evidence": {"summary": "summary.json", "manifest": "SHA256SUMS",
+        "evidence": {"summary": SUMMARY, "manifest": MANIFEST,
                      "attempts": (summary.get("stats") or {}).get("overall")},
     }
 
@@ -195,7 +195,7 @@ def write_selftest_statement(run_dir: Path, selftest: Mapping[str, Any]) -> Path
                     "finished_at": selftest["finished_at"]},
             "verdict": selftest["verdict"],
             "modules_proven": list(selftest["modules_proven"]),
-            "evidence": {"selftest": "selftest.json", "manifest": "SHA256SUMS"},
+            "evidence": {"selftest": SELFTEST_FILE, "manifest": MANIFEST},
         },
     }
     return write_text(run_dir / PROVENANCE_FILE, json.dumps(data, indent=2) + "\n", ())

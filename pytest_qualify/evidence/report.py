@@ -319,8 +319,9 @@ def _timing(s: Mapping[str, Any]) -> list[str]:
     out += ["## Throughput (client-observed)", ""]
     d, pf = t["decode_tok_s"], t["prefill_tok_s"]
     rows = [
-        ("Decode tok/s p50", rate(d["p50"]) if d else "-", f"n={d['n']}" if d else "no streamed request with >1 token"),
-        ("Decode tok/s p95", rate(d["p95"]) if d else "-", ""),
+        ("Decode tok/s p50 (derived from the answers' own lengths)", rate(d["p50"]) if d else "-",
+         f"n={d['n']}" if d else "no streamed request with >1 token"),
+        ("Decode tok/s p95 (derived)", rate(d["p95"]) if d else "-", ""),
         ("Prefill tok/s p50", rate(pf["p50"]) if pf else "-", f"n={pf['n']}" if pf else "no streamed request"),
         ("TTFT (all streamed items)", spread_text(t["ttft_s"]), f"{t['streamed_measured']} streamed of {t['requests_measured']} measured"),
     ]
@@ -329,9 +330,43 @@ def _timing(s: Mapping[str, Any]) -> list[str]:
         "",
         "Decode tok/s = (completion_tokens − 1) / (end to end − TTFT); prefill tok/s = prompt_tokens / TTFT. "
         "Token counts are the server's `usage`; times are observed by the client (network and HTTP included). "
-        "Each item contributes its first streamed request.",
+        "Each item contributes its first streamed request. The decode figures above are derived from answers of "
+        "whatever length they had (often a few tokens); the load module's decode probe (below) decodes a fixed "
+        "number of tokens, and its TPOT is the figure a decode SLO should use.",
         "",
     ]
+    return out + _load(t.get("load"))
+
+
+def _load(load: Mapping[str, Any] | None) -> list[str]:
+    if not load:
+        return []
+    out = ["## Load (concurrency levels)", ""]
+
+    def ms(v: Any) -> str:
+        return seconds(v) if v is not None else "-"
+
+    rows = []
+    for r in load["levels"]:
+        rows.append((
+            str(r["concurrency"]), f"{r['requests'] - r['failed']}/{r['requests']}", str(r["batch_variance"]),
+            " / ".join(ms(r.get(f"ttft_s_p{q}")) for q in (50, 95, 99)),
+            " / ".join(ms(r.get(f"tpot_s_p{q}")) for q in (50, 95, 99)),
+            " / ".join(ms(r.get(f"itl_s_p{q}")) for q in (50, 95, 99)),
+            f"{r['requests_per_s']:.2f}" if r.get("requests_per_s") is not None else "-",
+            rate(r.get("output_tok_s")) if r.get("output_tok_s") is not None else "-",
+            ms(r.get("queue_time_s_mean")),
+            f"{r['goodput']:.1%}" if r.get("goodput") is not None else "-",
+        ))
+    out += table(("Concurrency", "Answered right", "Batch variance", "TTFT p50/p95/p99", "TPOT p50/p95/p99",
+                  "ITL p50/p95/p99", "Requests/s", "Output tok/s", "Queue (mean, server)", "Goodput"), rows)
+    probe = f"exactly {load['probe_tokens']} tokens" if load.get("probe_tokens") else "a fixed length"
+    out += ["", f"Latency from the decode probes ({probe}, `min_tokens` and `ignore_eos`), streamed, with `vllm bench "
+                "serve`'s definitions; throughput over every request of the level; queue time from the server's "
+                "`vllm:request_queue_time_seconds`; goodput: the probes inside the profile's TTFT and TPOT limits. "
+                "Each figure is its worst repetition. Batch variance: answers that differ from the same request's "
+                "answer at concurrency 1 (a finding; a failure when graded wrong, or when the profile declares "
+                "the deployment batch-invariant).", ""]
     return out
 
 
@@ -446,6 +481,9 @@ def _baseline(s: Mapping[str, Any]) -> list[str]:
 def _artifacts(s: Mapping[str, Any]) -> list[str]:
     a = s["artifacts"]
     out = ["## Evidence files", ""]
+    if a.get("html"):
+        out += [f"Every item's requests, answers and reasons: [`{a['html']}`]({a['html']}) (one self-contained page; "
+                f"its data is `{a.get('transcripts') or 'transcripts.jsonl'}` and `summary.json`).", ""]
     out.append("`junit.xml`, `report.md`, `summary.json` (schema `pytest-qualify/summary` "
                f"v{s['schema_version']}), "
                + (f"`{a['provenance']}` (in-toto statement over the other files), " if a.get("provenance") else "")

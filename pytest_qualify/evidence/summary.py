@@ -119,13 +119,49 @@ def timing_section(items: Sequence[Mapping[str, Any]], lane_order: Sequence[str]
         "ttft_s": _spread(ttft),
         "points": [
             {"prompt_tokens": int(_num(p, "prompt_tokens") or 0), "ttft_s": _num(p, "ttft_s"),
-             "lane": i.get("lane"), "module": i["module"]}
+             "lane": i.get("lane"), "module": i["module"], "outcome": i["outcome"]}
             for i, p in zip(items, props)
             if _num(p, "ttft_s") is not None and _num(p, "prompt_tokens") is not None
         ],
         "lanes": lanes_section(items, lane_order),
     }
+    load = load_section(items)
+    if load is not None:
+        out["load"] = load
     return out
+
+
+# The load module's per-level figures (suites/test_load.py) and which way is worse for each.
+LOAD_CEILINGS = tuple(f"{m}_p{q}" for m in ("ttft_s", "tpot_s", "itl_s") for q in (50, 95, 99)) + ("queue_time_s_mean",)
+LOAD_FLOORS = ("requests_per_s", "output_tok_s", "goodput")
+LOAD_COUNTS = ("requests", "failed", "batch_variance")
+
+
+def load_section(items: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Per concurrency level over the load module's repetitions: the counts summed, each figure at
+    its worst repetition (the highest latency, the lowest throughput and goodput), as the
+    ``[slo.load]`` rows hold them. None when the load module recorded nothing."""
+    from pytest_qualify.gate.slo import LOAD_MODULE, load_levels
+
+    group = [i for i in items if i.get("module") == LOAD_MODULE]
+    levels = load_levels(group)
+    if not levels:
+        return None
+    props = [i["properties"] for i in group]
+    rows = []
+    for level in levels:
+        row: dict[str, Any] = {"concurrency": level,
+                               "repetitions": sum(1 for p in props if _num(p, f"load_c{level}_requests") is not None)}
+        for key in LOAD_COUNTS:
+            row[key] = int(sum(_num(p, f"load_c{level}_{key}") or 0 for p in props))
+        for keys, worst in ((LOAD_CEILINGS, max), (LOAD_FLOORS, min)):
+            for key in keys:
+                values = [v for v in (_num(p, f"load_c{level}_{key}") for p in props) if v is not None]
+                row[key] = worst(values) if values else None
+        rows.append(row)
+    tokens = {int(v) for v in (_num(p, "load_probe_tokens") for p in props) if v is not None}
+    return {"label": "decode probes of a fixed output length, client-observed; worst repetition per level",
+            "probe_tokens": tokens.pop() if len(tokens) == 1 else None, "levels": rows}
 
 
 def lanes_section(items: Sequence[Mapping[str, Any]], lane_order: Sequence[str]) -> list[dict[str, Any]]:

@@ -7,7 +7,12 @@ Each limit becomes one gate row (:class:`CheckRow`, the type of every run-level 
   because the gate is pass^k — every repetition must hold the limit, as every repetition must
   find the needle;
 - run-wide, ``decode_tok_s_p50_min``: the median decode rate over every item's recorded request;
-- run-wide, ``ttft_s_p95_max``: the 95th percentile of TTFT over every streamed item.
+- run-wide, ``ttft_s_p95_max``: the 95th percentile of TTFT over every streamed item;
+- ``[slo.load]``: the load module's per-level figures (TTFT, TPOT, ITL p50/p95/p99 of its
+  fixed-length decode probes, mean queue time, goodput, output tok/s, requests/s), each limit held
+  at every level and repetition (the worst is measured). The decode probe's TPOT is the decode
+  figure an SLO should use: ``decode_tok_s_p50_min`` reads the answers' own lengths (a derived
+  figure, from answers of a few tokens).
 
 The figures are the ones the evidence already reports, with ``vllm bench serve``'s definitions
 (timing.py): TTFT at the first chunk with ``choices``, end to end at the last byte, decode tok/s
@@ -26,6 +31,7 @@ from dataclasses import dataclass
 from pytest_qualify.stats import percentile
 
 CONTEXT_MODULE = "context"
+LOAD_MODULE = "load"
 
 
 @dataclass(frozen=True)
@@ -116,7 +122,45 @@ def evaluate_slo(slo: Any, items: Sequence[Mapping[str, Any]], timing: Mapping[s
     if slo.ttft_s_p95_max is not None:
         rows.append(_ceiling("run:ttft_s_p95", "SLO TTFT p95 (all streamed items)", "run", "ttft_s",
                              _figures(items, "ttft_s"), slo.ttft_s_p95_max, "p95", _seconds))
+    rows += [_load_row(key, limit, items) for key, limit in getattr(slo, "load", ())]
     return rows
+
+
+def load_levels(items: Sequence[Mapping[str, Any]]) -> list[int]:
+    """The concurrency levels the load module's items recorded (``load_levels``: "1,2,4")."""
+    levels: set[int] = set()
+    for item in items:
+        if item.get("module") == LOAD_MODULE:
+            text = str((item.get("properties") or {}).get("load_levels") or "")
+            levels.update(int(x) for x in text.split(",") if x.strip().isdigit())
+    return sorted(levels)
+
+
+def _load_row(key: str, limit: float, items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One ``[slo.load]`` limit held at every level and repetition: the worst figure is measured
+    (the highest for a ceiling, the lowest for a floor)."""
+    figure, bound = key.rsplit("_", 1)
+    values: list[tuple[float, int]] = []
+    for level in load_levels(items):
+        for value in _figures([i for i in items if i.get("module") == LOAD_MODULE], f"load_c{level}_{figure}"):
+            values.append((value, level))
+    fmt = _seconds if figure.split("_s")[0] in ("ttft", "tpot", "itl", "queue_time") else (
+        (lambda v: f"{v:.1%}") if figure == "goodput" else (lambda v: f"{v:,.2f}" + (" tok/s" if "tok" in figure else " req/s")))
+    title = f"SLO load {figure.replace('_s_', ' ').replace('_', ' ')}"
+    worst = (max if bound == "max" else min)(values) if values else None
+    measured = worst[0] if worst else None
+    ok = measured is not None and (measured <= limit if bound == "max" else measured >= limit)
+    text = None if worst is None else f"{fmt(worst[0])} (worst of {len(values)}, at concurrency {worst[1]})"
+    limit_text = f"{'<=' if bound == 'max' else '>='} {fmt(limit)}"
+    if measured is None:
+        reason = f"{title}: not measured (the load module recorded no {figure}), so the limit {fmt(limit)} cannot be checked"
+    elif not ok:
+        reason = f"{title}: measured {text} {'exceeds the limit' if bound == 'max' else 'is below the floor'} {fmt(limit)}"
+    else:
+        reason = ""
+    return {"name": f"load:{key}", "title": title, "scope": "load", "metric": figure, "statistic": "worst",
+            "limit": limit, "bound": bound, "measured": measured, "n": len(values), "ok": ok,
+            "measured_text": text, "limit_text": limit_text, "reason": reason}
 
 
 def check_rows(rows: Sequence[Mapping[str, Any]]) -> list[CheckRow]:

@@ -1,7 +1,7 @@
 """The checks every answer ``qualify_ask`` returns goes through, as one pure function: the visible
 answer and its finish state (``finish.py``), then the integrity rules cheap enough for every
-answer (``integrity.py``): a streamed answer's chunk structure, and the visible length within the
-module's band. The fixture calls it once per answer, records what it returns and fails the test
+answer (``integrity.py``): a streamed answer's chunk structure, and the length of what the
+answer's contract reads within the module's band. The fixture calls it once per answer, records what it returns and fails the test
 on its failure; nothing here touches pytest."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from pytest_qualify.graders.contract import Contract, measured_span
 from pytest_qualify.graders.finish import check_finish
 from pytest_qualify.graders.integrity import check_length_band, check_stream_shape
 
@@ -37,9 +38,14 @@ class AnswerChecks:
         return self.failure is None
 
 
-def check_answer(answer: Any, *, tool_turn: bool = False, band: Band | None = None) -> AnswerChecks:
+def check_answer(answer: Any, *, tool_turn: bool = False, band: Band | None = None,
+                 contract: Contract | None = None) -> AnswerChecks:
     """``answer``: a ``client.answer.Answer``; ``tool_turn``: the turn offered tools, so
-    ``tool_calls`` may end it; ``band``: the module's length band, if the profile has one."""
+    ``tool_calls`` may end it; ``band``: the module's length band, if the profile has one;
+    ``contract``: the answer contract the module grades the answer under. The band applies only
+    to an answer whose contract is named, and measures what that contract reads as the answer
+    (``contract.measured_span``: the whole reply where the prompt asks for the value alone, the
+    answer line on, never the working a prompt invited)."""
     verdict = check_finish(answer, expect_tool=tool_turn)
     props: list[tuple[str, Any]] = [("finish_reason", answer.finish_reason),
                                     ("finish_check", "ok" if verdict.ok else verdict.reason)]
@@ -51,9 +57,10 @@ def check_answer(answer: Any, *, tool_turn: bool = False, band: Band | None = No
         props.append(("stream_check", "ok" if verdict.ok else verdict.reason))
         if not verdict.ok:
             return AnswerChecks(tuple(props), f"stream contract: {verdict.reason}")
-    if band is not None and not answer.tool_calls:
-        verdict = check_length_band(answer.content, band.min_chars, band.max_chars, band.module)
-        props.append(("length_chars", len(answer.content or "")))
+    if band is not None and contract is not None and not answer.tool_calls:
+        measured, what = measured_span(answer.content, contract)
+        verdict = check_length_band(measured, band.min_chars, band.max_chars, band.module, what=what)
+        props += [("length_chars", len(measured)), ("length_measured", what)]
         if not verdict.ok:
             return AnswerChecks(tuple(props), f"length band: {verdict.reason}")
     return AnswerChecks(tuple(props))

@@ -6,16 +6,28 @@ and written in its fixture:
 
 - ``reply``: the whole reply is one value (a word, a number, a label). Formatting noise is
   tolerated — markdown emphasis, quotes, one code fence, trailing punctuation, a preamble line
-  ending in a colon, a leading ``Answer:`` label — any other content is not.
+  ending in a colon, a leading ``Answer:`` label, math notation around the value — any other
+  content is not.
 - ``line``: the reply ends with one line ``ANSWER: <value>``. Working before it is free and never
   read; the value is cleaned of the same noise as a whole reply.
-- ``json``: the reply is one JSON object (a code fence and a preamble line ending in a colon
+- ``json``: the reply is one JSON object (a code fence and one line of prose before it
   tolerated) valid under the item's JSON Schema; each fact has its own field.
+
+The rule all three follow: accept what a reasonable reader of the prompt accepts as following it;
+reject anything that could hide a second candidate or a retraction. So the final line's label is
+read in any case and with markdown emphasis around it ("Answer: 42", "**ANSWER:** 42", "**Answer:**
+42"), and "Final answer:" is the same label; a value in math notation ("$42$", "\\(42\\)",
+"\\[42\\]", "\\boxed{42}", "$\\boxed{42}$") reads as its content; one line of prose before a single
+JSON object is tolerated whether or not it ends in a colon. But every labelled line is an answer
+line (a second one anywhere is a format failure), a wrapper holds one value ("$42$ or $43$" is two
+candidates), and text after the answer line or after the JSON object — where a retraction goes —
+is a format failure.
 
 A slot that is missing or malformed (no ``ANSWER`` line, two of them, text after it, a reply of
 several lines, JSON that does not parse or does not validate) is a *format* failure: its reason
 starts with ``format:`` and it is counted apart from a wrong fact. A slot that holds the wrong
-value, or two candidates ("2 or 3", "Paris, Lyon"), is a *miss*.
+value, or two candidates ("2 or 3", "Paris, Lyon"), is a *miss*. A length band measures what the
+contract reads (:func:`measured_span`), never the working a ``line`` prompt invites.
 
 What a slot accepts is data (:class:`Accept`): the accepted forms and the normalisation rules —
 text or number, case, separators, thousands separators, units, a tolerance. Nothing else is
@@ -29,6 +41,7 @@ import json
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -184,7 +197,7 @@ _FENCE_RE = re.compile(r"^(```|~~~)[\w+.-]*[ \t]*\n(.*?)\n?\1$", re.S)
 # No "~" here: "~42" is a hedge and "~~42~~" a struck-out value, never noise around one.
 _NOISE_EDGE = "*_`\"'\u201c\u201d\u2018\u2019\u00ab\u00bb \t"
 _TRAILING_PUNCT = ".!;,"
-_LABEL_RE = re.compile(r"^(?:final\s+)?answer\s*[*_]*\s*:\s*", re.I)
+_LABEL_RE = re.compile(r"^(?:(?:the\s+)?final\s+)?answer(?:\s+is)?\s*[*_]*\s*:\s*", re.I)
 _LIST_MARK_RE = re.compile(r"^(?:[-*+>]|#{1,6})\s+")
 # A value inside the angle brackets of a template's placeholder ("ANSWER: <42>"): the brackets are
 # copied from a prompt's notation, not part of the value. One pair, around the whole value only.
@@ -213,11 +226,71 @@ def _drop_preamble(text: str) -> str:
     return text.strip()
 
 
+# Math notation around a whole value: the value is what it renders as. Each pair wraps the whole
+# value and holds no delimiter of its own inside, so "$42$ or $43$" is two values, never one.
+_MATH_PAIRS = (
+    re.compile(r"^\$\$((?:(?!\$).)+)\$\$$", re.S),
+    re.compile(r"^\$([^$]+)\$$", re.S),
+    re.compile(r"^\\\(((?:(?!\\[()]).)+)\\\)$", re.S),
+    re.compile(r"^\\\[((?:(?!\\[\[\]]).)+)\\\]$", re.S),
+)
+# Commands whose one argument is the value as rendered: a box, upright or bold text.
+_MATH_COMMANDS = ("boxed", "fbox", "text", "textrm", "textbf", "mathrm", "mathbf", "mathit", "textit", "operatorname")
+_MATH_COMMAND_RE = re.compile(r"^\\(" + "|".join(_MATH_COMMANDS) + r")\s*\{")
+# Inside math: "5\text{ pm}" renders "5 pm", "2{,}350" and "2\,350" render as grouped digits.
+_MATH_TEXT_RE = re.compile(r"\\(?:text|textrm|mathrm)\s*\{([^{}\\$]*)\}")
+_MATH_GROUP_RE = re.compile(r"(?<=\d)(?:\{,\}|\\,)(?=\d{3}(?!\d))")
+
+
+def _command_argument(value: str) -> str | None:
+    """The argument of a math command (``\\boxed{…}``) that spans the whole value, or None."""
+    m = _MATH_COMMAND_RE.match(value)
+    if m is None:
+        return None
+    depth = 0
+    for i in range(m.end() - 1, len(value)):
+        if value[i] == "{":
+            depth += 1
+        elif value[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return value[m.end():i] if i == len(value) - 1 else None
+    return None
+
+
+def unwrap_math(value: str) -> str:
+    """A value written in math notation read as its content: ``$42$``, ``$$42$$``, ``\\(42\\)``,
+    ``\\[42\\]``, ``\\boxed{42}``, ``$\\boxed{42}$`` (and ``\\text{…}`` inside them) all read "42".
+    Only a wrapper around the whole value is removed: "\\boxed{42} \\boxed{43}" stays two values."""
+    inside = False
+    while True:
+        before = value
+        for pair in _MATH_PAIRS:
+            m = pair.match(value)
+            if m:
+                value, inside = m.group(1).strip(), True
+                break
+        else:
+            argument = _command_argument(value)
+            if argument is not None:
+                value, inside = argument.strip(), True
+        if value == before:
+            break
+    if inside:
+        value = _MATH_TEXT_RE.sub(r"\1", value)
+        value = _MATH_GROUP_RE.sub(",", value)
+        value = re.sub(r"\\[,;: ]", " ", value).replace("\\!", "")  # LaTeX spaces
+        value = value.replace("\\%", "%").replace("\\$", "$")
+        value = re.sub(r"\s+", " ", value).strip()
+    return value
+
+
 def clean_value(text: str, marks: bool = True) -> str:
     """A one-line value without its formatting noise: list marks, a heading mark, markdown
     emphasis and quotes around it, trailing punctuation, a leading ``Answer:`` label, the angle
-    brackets of a copied placeholder ("<42>"). ``marks=False`` keeps a leading "- ", "> " or "# ":
-    inside a JSON string they are no markdown, and "> 4" or "- 80" would change the value."""
+    brackets of a copied placeholder ("<42>"), math notation around it (:func:`unwrap_math`).
+    ``marks=False`` (a JSON string) keeps a leading "- ", "> " or "# " and any "$": inside a JSON
+    string they are no markdown or math, and "> 4", "- 80" or "$42" would change the value."""
     value = text.strip()
     while True:
         before = value
@@ -227,6 +300,8 @@ def clean_value(text: str, marks: bool = True) -> str:
         value = _LABEL_RE.sub("", value)
         value = _PLACEHOLDER_RE.sub(r"\1", value)
         value = value.rstrip(_TRAILING_PUNCT).strip()
+        if marks:
+            value = unwrap_math(value)
         if value == before:
             return value
 
@@ -247,32 +322,69 @@ def reply_slot(content: str | None) -> str:
     return value
 
 
-_ANSWER_LINE_RE = re.compile(r"^[\s>*_#-]*[*_`]*ANSWER[*_`]*\s*:[*_`]*[ \t]*(.*)$")
+# The final line's label as a reader of the prompt accepts it: "ANSWER:" in any case ("Answer:",
+# "answer:"), or "Final answer:" ("The final answer is:"), with markdown around it ("**Answer:** 42",
+# "**ANSWER: 42**", "### Answer: 42", "> ANSWER: 42", "`ANSWER: 42`"). Every line so labelled is an
+# answer line, so a second one anywhere ("answer: 43" in the working) is a second candidate.
+_ANSWER_LINE_RE = re.compile(
+    r"^[\s>#*+\-_`]*(?:(?:the[ \t]+)?final[ \t]+)?answer(?:[ \t]+is)?[ \t]*[*_`]*[ \t]*:[*_`]*[ \t]*(.*)$", re.I)
+# A display-math block given as the value on the lines after an empty label ("ANSWER:\n\\[\n42\n\\]").
+_DISPLAY_MATH_RE = re.compile(r"^(?:\\\[.*\\\]|\$\$.*\$\$)$", re.S)
 
 
-def line_slot(content: str | None) -> str:
-    """The value of the reply's final ``ANSWER:`` line; :class:`FormatError` when there is none,
-    more than one, or text after it (a closing code fence aside)."""
+def _answer_lines(content: str | None) -> tuple[list[str], list[int]]:
+    """The reply's non-empty lines (NFKC, a closing code fence dropped) and which are answer lines."""
     text = _newlines(content or "").strip()
-    if not text:
-        raise FormatError("empty reply, expected a final line 'ANSWER: <value>'")
     lines = [line for line in text.split("\n") if line.strip()]
     while lines and lines[-1].strip() in ("```", "~~~"):
         lines.pop()
     # NFKC: a fullwidth label ("ANSWER：42") is the same label.
     lines = [unicodedata.normalize("NFKC", line) for line in lines]
-    answers = [i for i, line in enumerate(lines) if _ANSWER_LINE_RE.match(line)]
+    return lines, [i for i, line in enumerate(lines) if _ANSWER_LINE_RE.match(line)]
+
+
+def line_slot(content: str | None) -> str:
+    """The value of the reply's final answer line (``ANSWER:``, its label in any case, with
+    markdown emphasis, or ``Final answer:``); :class:`FormatError` when there is none, more than
+    one, or text after it (a closing code fence aside; the one line or display-math block after an
+    empty label is the value itself)."""
+    if not _newlines(content or "").strip():
+        raise FormatError("empty reply, expected a final line 'ANSWER: <value>'")
+    lines, answers = _answer_lines(content)
     if not answers:
         raise FormatError(f"no final line 'ANSWER: <value>' in {_short(content)}")
     if len(answers) > 1:
         shown = "; ".join(repr(lines[i].strip()) for i in answers)
         raise FormatError(f"{len(answers)} ANSWER lines ({shown}), expected exactly one")
-    if answers[0] != len(lines) - 1:
-        raise FormatError(f"text after the ANSWER line: {lines[answers[0] + 1].strip()!r}")
-    value = clean_value(_ANSWER_LINE_RE.match(lines[answers[0]]).group(1))  # type: ignore[union-attr]
+    raw = _ANSWER_LINE_RE.match(lines[answers[0]]).group(1)  # type: ignore[union-attr]
+    rest = lines[answers[0] + 1:]
+    # An empty label with its value on the one line after it ("**Answer:**\n42"), or a display-math
+    # block after it, reads as that value; anything more after the label is text after it.
+    if rest and not clean_value(raw) and (len(rest) == 1 or _DISPLAY_MATH_RE.match("\n".join(r.strip() for r in rest))):
+        raw, rest = " ".join(r.strip() for r in rest), []
+    if rest:
+        raise FormatError(f"text after the ANSWER line: {rest[0].strip()!r}")
+    value = clean_value(raw)
     if not value:
         raise FormatError("the ANSWER line is empty")
     return value
+
+
+def measured_span(content: str | None, contract: "Contract") -> tuple[str, str]:
+    """The part of a reply a length band measures, and what it is called: the slot and whatever
+    follows it (padding goes after an answer), never the working a ``line`` prompt invites before
+    its answer line. ``reply`` and ``json`` prompts ask for the value alone, so there the whole
+    reply is measured, as it was sent (surrounding whitespace included); so is a ``line`` reply
+    without exactly one answer line (no slot tells the working apart)."""
+    text = content or ""
+    if contract.form != "line":
+        return text, "visible answer"
+    lines, answers = _answer_lines(text)
+    if len(answers) != 1:
+        return text, "visible answer"
+    normalised = unicodedata.normalize("NFKC", _newlines(text))
+    at = normalised.rfind(lines[answers[0]])
+    return (normalised[at:] if at >= 0 else text), "answer line"
 
 
 def block_slot(content: str | None, what: str = "the answer") -> str:
@@ -298,20 +410,62 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return dict(pairs)
 
 
-def json_slot(content: str | None, schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The reply as one JSON object valid under ``schema``; :class:`FormatError` when it is not
-    one object (prose around it, two objects, invalid JSON, a key given twice) or does not
-    validate (the message names the field)."""
+# One code fence anywhere in the reply (after a preamble line, before trailing text).
+_INNER_FENCE_RE = re.compile(r"^[ \t]*(```|~~~)[\w+.-]*[ \t]*\n(.*?)\n?[ \t]*\1[ \t]*$", re.S | re.M)
+
+
+def _decoder() -> json.JSONDecoder:
+    return json.JSONDecoder(object_pairs_hook=_no_duplicate_keys)
+
+
+def locate_json(content: str | None) -> tuple[str, Any, str]:
+    """The reply's JSON value and the text before and after it, found before anything around it is
+    judged: one code fence is removed, then the value is the whole reply when it is one JSON value,
+    else the object at the first "{" (a preamble holds no brace). :class:`FormatError` when there is
+    none or it does not parse (a key given twice included)."""
     text = _newlines(content or "").strip()
     if not text:
         raise FormatError("empty reply, expected one JSON object")
-    text = _unfence(_drop_preamble(_unfence(text)))
+    fence = _INNER_FENCE_RE.search(text)
+    if fence is not None:
+        text = (text[:fence.start()] + fence.group(2) + text[fence.end():]).strip()
     try:
-        obj, end = json.JSONDecoder(object_pairs_hook=_no_duplicate_keys).raw_decode(text)
+        whole, end = _decoder().raw_decode(text)
+        if not text[end:].strip() or isinstance(whole, dict):
+            return "", whole, _no_stray_fence(text[end:])
+    except json.JSONDecodeError:
+        pass
+    start = text.find("{")
+    if start < 0:
+        raise FormatError(f"not one JSON object (no object found): {_short(content)}")
+    try:
+        obj, end = _decoder().raw_decode(text, start)
     except json.JSONDecodeError as exc:
         raise FormatError(f"not one JSON object ({exc.msg} at char {exc.pos}): {_short(content)}") from None
-    if text[end:].strip():
-        raise FormatError(f"text after the JSON object: {_short(text[end:].strip())}")
+    return text[:start].strip(), obj, _no_stray_fence(text[end:])
+
+
+def _no_stray_fence(after: str) -> str:
+    """The text after the object, without a lone fence mark: a fence left unopened or unclosed
+    around the object ("{...}\n```", "```json\n{...}") is no text."""
+    after = after.strip()
+    return "" if after in ("```", "~~~") else after
+
+
+def json_slot(content: str | None, schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The reply as one JSON object valid under ``schema``; :class:`FormatError` when it is not
+    one object or does not validate (the message names the field). One line of prose before the
+    object (fenced or not, a colon at its end or not) is tolerated; more lines before it, a second
+    object, or any text after it (where a retraction goes) are not."""
+    before, obj, after = locate_json(content)
+    if after:
+        second = next((True for i, ch in enumerate(after) if ch == "{" and _decodes_object(after, i)), False)
+        if second:
+            raise FormatError(f"text after the JSON object: a second JSON object, expected one: {_short(after)}")
+        raise FormatError(f"text after the JSON object: {_short(after)}")
+    prose = [line for line in before.split("\n") if line.strip()]
+    if len(prose) > 1:
+        raise FormatError(f"{len(prose)} lines of text before the JSON object, expected at most one: {_short(before)}")
     if not isinstance(obj, dict):
         raise FormatError(f"expected a JSON object, got {type(obj).__name__}")
     if schema is not None:
@@ -323,6 +477,13 @@ def json_slot(content: str | None, schema: Mapping[str, Any] | None = None) -> d
             where = "/".join(str(p) for p in first.absolute_path) or "the object"
             raise FormatError(f"JSON does not match the answer schema at {where}: {first.message}")
     return obj
+
+
+def _decodes_object(text: str, at: int) -> bool:
+    try:
+        return isinstance(json.JSONDecoder().raw_decode(text, at)[0], dict)
+    except json.JSONDecodeError:
+        return False
 
 
 def _short(text: str | None, limit: int = 120) -> str:
@@ -409,6 +570,17 @@ class Question:
         return self.contract.grade(content)
 
 
+# The slots read while one protocol item runs, kept as its evidence (evidence/transcripts.py): the
+# pytest side sets a list around the item; for every other caller it is None and grading has no effect.
+SLOTS_READ: ContextVar[list[dict[str, Any]] | None] = ContextVar("slots_read", default=None)
+
+
+def _read(name: str, slot: Any, format_error: str | None) -> None:
+    seen = SLOTS_READ.get()
+    if seen is not None:
+        seen.append({"name": name, "slot": slot, "format_error": format_error})
+
+
 def slot_of(content: str | None, contract: Contract) -> "str | dict[str, Any]":
     """The slot's raw value under the contract (a string, or the JSON object); FormatError otherwise."""
     if contract.form == "reply":
@@ -423,7 +595,9 @@ def grade(content: str | None, contract: Contract, name: str = "answer") -> Verd
     try:
         slot = slot_of(content, contract)
     except FormatError as exc:
+        _read(name, None, str(exc))
         return format_failure(str(exc))
+    _read(name, slot, None)
     if isinstance(slot, dict):
         return grade_fields(slot, contract.fields)
     assert contract.accept is not None

@@ -108,6 +108,7 @@ class Sample:
     params: Mapping[str, Any]  # request fields besides the messages (tools, tool_choice)
     tool_turn: bool
     forced: str = ""  # the function a named tool_choice forces ("" for "auto")
+    contract: Any = None  # the answer contract its own module grades it under (a Contract; None: a tool turn)
 
     @property
     def id(self) -> str:
@@ -356,14 +357,16 @@ def check_no_result_cache(cached_tokens: Sequence[int | None], repeat_s: float |
 # -- length band (TEST09) -------------------------------------------------------------------------
 
 
-def check_length_band(content: str | None, min_chars: int, max_chars: int, module: str) -> Verdict:
-    """The visible answer's length (characters, surrounding whitespace included: padding is what it
-    catches) within the profile's band for this module."""
+def check_length_band(content: str | None, min_chars: int, max_chars: int, module: str, *,
+                      what: str = "visible answer") -> Verdict:
+    """The measured text's length (characters, surrounding whitespace included: padding is what it
+    catches) within the profile's band for this module. ``what`` names what was measured: the
+    whole visible answer, or the answer line on (``graders/contract.py`` ``measured_span``)."""
     n = len(content or "")
     if n < min_chars:
-        return Verdict.reject(f"visible answer of {n} characters is shorter than the {module} band "
+        return Verdict.reject(f"{what} of {n} characters is shorter than the {module} band "
                               f"[{min_chars}, {max_chars}]: truncated")
     if n > max_chars:
-        return Verdict.reject(f"visible answer of {n} characters is longer than the {module} band "
+        return Verdict.reject(f"{what} of {n} characters is longer than the {module} band "
                               f"[{min_chars}, {max_chars}]: padded")
     return Verdict.accept(f"{n} characters within [{min_chars}, {max_chars}]")

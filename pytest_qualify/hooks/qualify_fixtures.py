@@ -6,7 +6,7 @@ protocol fixture fails with how to run it."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
@@ -20,6 +20,7 @@ from pytest_qualify.run import RunState
 if TYPE_CHECKING:
     from pytest_qualify.client.answer import Answer
     from pytest_qualify.client.endpoint import QualifyClient
+    from pytest_qualify.graders.contract import Contract
 
 
 def _state(request: pytest.FixtureRequest) -> RunState:
@@ -92,7 +93,8 @@ class Recorder:
         for key, value in values.items():
             self._item.user_properties.append((key, value))
 
-    def answer(self, answer: Answer, tool_turn: bool = False, *, check_finish: bool = True) -> None:
+    def answer(self, answer: Answer, tool_turn: bool = False, *, check_finish: bool = True,
+               contract: Contract | None = None) -> None:
         """Record an answer's client-observed timing and token counts. An item that makes several
         requests keeps the timing of its first streamed one (see evidence/junit.py). With
         ``check_finish=False`` the caller runs :meth:`finish` itself, after its own grading."""
@@ -105,19 +107,21 @@ class Recorder:
         media = (answer.usage.get("prompt_tokens_details") or {}).get("multimodal_tokens") or {}
         self.props(**{f"{kind}_prompt_tokens": int(n) for kind, n in sorted(media.items()) if n is not None})
         if check_finish:
-            self.finish(answer, tool_turn)
+            self.finish(answer, tool_turn, contract=contract)
 
-    def finish(self, answer: Answer, tool_turn: bool = False) -> None:
+    def finish(self, answer: Answer, tool_turn: bool = False, *, contract: Contract | None = None) -> None:
         """The checks every recorded answer goes through (``graders/answer_checks.py``, one pure
         function): records what they found (``finish_reason``, ``finish_check``, ``stream_check``,
-        ``length_chars``) and fails the test on the first failure. ``tool_turn``: the turn offered
-        tools, so ``tool_calls`` may end it."""
+        ``length_chars``, ``length_measured``) and fails the test on the first failure. ``tool_turn``:
+        the turn offered tools, so ``tool_calls`` may end it; ``contract``: the answer contract the
+        module grades the answer under (the length band measures what it reads, and applies only
+        when it is named)."""
         from pytest_qualify.graders.answer_checks import FINISH_PROPERTIES, check_answer
         from pytest_qualify.run import module_of
 
         module = module_of(self._item)
         band = self._profile.integrity.band(module) if self._profile is not None and module else None
-        checks = check_answer(answer, tool_turn=tool_turn, band=band)
+        checks = check_answer(answer, tool_turn=tool_turn, band=band, contract=contract)
         # One finish pair per item: a failing check fails the test at once, so "ok" means every answer so far.
         props = self._item.user_properties
         props[:] = [(k, v) for k, v in props if k not in FINISH_PROPERTIES]
@@ -135,7 +139,8 @@ def qualify_record(request: pytest.FixtureRequest) -> Recorder:
 class Ask(Protocol):
     def __call__(self, prompt: str | list[dict[str, Any]], *, tool_turn: bool = False, salt_suffix: str = "",
                  grade: Callable[[Answer], None] | None = None, check_finish: bool = True,
-                 journal_role: str = "answer", **params: Any) -> Answer: ...
+                 journal_role: str = "answer", contract: Contract | None = None,
+                 marks: Mapping[str, str] | None = None, **params: Any) -> Answer: ...
 
     # The answer journal's key of a request asked this way (evidence/answers.py).
     key: Callable[..., str]
@@ -143,7 +148,7 @@ class Ask(Protocol):
 
 @pytest.fixture
 def qualify_ask(request: pytest.FixtureRequest, qualify_client: QualifyClient, qualify_profile: Profile,
-                qualify_record: Recorder, qualify_salt: str) -> Ask:
+                qualify_record: Recorder, qualify_salt: str) -> Iterator[Ask]:
     """One protocol question, asked the protocol's way: the profile's answer budget
     (``limits.answer_budget_tokens``), temperature 0, a fixed seed, this item's cache salt; the
     answer is recorded (and its finish state checked). ``params`` override or add request fields.
@@ -154,11 +159,16 @@ def qualify_ask(request: pytest.FixtureRequest, qualify_client: QualifyClient, q
     that a module whose subject is the failure (a reasoning leak that used up the budget) reports
     its own reason rather than the finish state it caused. ``check_finish=False``: no finish-state
     or contract check at all (the integrity module compares answers whatever their finish state).
+    ``contract``: the answer contract the module grades the answer under; given, the profile's
+    length band for the module applies to what that contract reads (``graders/answer_checks.py``).
 
     Every answer is also kept in the run's answer journal (evidence/answers.py), keyed by its
     request and saying its role (``journal_role``, one of ``answers.ROLES``: the integrity
     module's held samples and re-asks, the context module's timed answers), for the integrity
-    module's comparison of answers to the same request.
+    module's comparison of answers to the same request; and with its request in the run's
+    transcripts (evidence/transcripts.py, what report.html shows), as are the slots the item's
+    contract reads. ``marks``: strings whose place in a long prompt the transcript states (a lane's
+    needles), never sent.
     """
 
     def protocol_request(prompt: str | list[dict[str, Any]], salt_suffix: str,
@@ -175,26 +185,48 @@ def qualify_ask(request: pytest.FixtureRequest, qualify_client: QualifyClient, q
 
     def ask(prompt: str | list[dict[str, Any]], *, tool_turn: bool = False, salt_suffix: str = "",
             grade: Callable[[Answer], None] | None = None, check_finish: bool = True, journal_role: str = "answer",
-            **params: Any) -> Answer:
-        from pytest_qualify.evidence import answers
+            contract: Contract | None = None, marks: Mapping[str, str] | None = None, **params: Any) -> Answer:
+        from pytest_qualify.evidence import answers, transcripts
         from pytest_qualify.graders.integrity import RecordedAnswer, parsed_calls
 
         messages, request = protocol_request(prompt, salt_suffix, params)
-        answer = qualify_client.chat(messages, **request)
+        key = answers.request_key(messages, request)
+        sent = {"model": getattr(qualify_client, "model", None), **request}
+        try:
+            answer = qualify_client.chat(messages, **request)
+        except Exception as exc:  # the request stays in the story; the failure is the test's to report
+            if run is not None:
+                transcripts.append(run.run_dir, transcripts.asked_record(
+                    nodeid, key, messages, sent, error=f"{type(exc).__name__}: {exc}", marks=marks), run.secrets)
+            raise
         if run is not None:  # a run's journal; a test that fakes the client has none
-            answers.append(run.run_dir, answers.request_key(messages, request), RecordedAnswer(
+            answers.append(run.run_dir, key, RecordedAnswer(
                 asker, answer.streamed, answer.content, parsed_calls(answer.tool_calls), answer.finish_reason),
                 salt=request.get("cache_salt"), role=journal_role)
+            transcripts.append(run.run_dir, transcripts.asked_record(nodeid, key, messages, sent, answer, marks=marks),
+                               run.secrets)
         if not check_finish:
             qualify_record.answer(answer, tool_turn=tool_turn, check_finish=False)
             return answer
-        qualify_record.answer(answer, tool_turn=tool_turn, check_finish=grade is None)
+        qualify_record.answer(answer, tool_turn=tool_turn, check_finish=grade is None, contract=contract)
         if grade is not None:
             grade(answer)
-            qualify_record.finish(answer, tool_turn)
+            qualify_record.finish(answer, tool_turn, contract=contract)
         return answer
 
+    from pytest_qualify.graders.contract import SLOTS_READ
+
     ask.key = key  # type: ignore[attr-defined]
-    asker = request.node.nodeid.split("::", 1)[-1]
+    nodeid = request.node.nodeid
+    asker = nodeid.split("::", 1)[-1]
     run = state_of(request.config)
-    return ask
+    slots: list[dict[str, Any]] = []
+    token = SLOTS_READ.set(slots)
+    try:
+        yield ask
+    finally:
+        SLOTS_READ.reset(token)
+        if run is not None and slots:
+            from pytest_qualify.evidence import transcripts
+
+            transcripts.append(run.run_dir, transcripts.slots_record(nodeid, slots), run.secrets)

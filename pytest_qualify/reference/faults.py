@@ -44,6 +44,15 @@ SERVER_FAULTS = {
     "timed_answer_differs": "a context-lane prompt asked without streaming gets a near miss of the value its "
                             "streamed (timed, graded) answer gives: the timing phase answers otherwise than the "
                             "functional one",
+    # The load module's rules (suites/test_load.py); scheduler.py and oracle_load.py apply them.
+    "load_wrong_concurrent": "an answer served while another request is in flight (queued or running) is wrong: "
+                             "right alone, wrong under concurrency",
+    "load_500_at": "[=N]: a chat request that finds N-1 or more others in flight gets HTTP 500 (N: the "
+                   "profile's highest load level)",
+    "load_drop_at": "[=N]: a chat request that finds N-1 or more others in flight has its connection closed "
+                    "without an answer (N: the profile's highest load level)",
+    "load_batch_variance": "an answer served while another request is in flight comes out in other tokens its "
+                           "grader still accepts (greedy output that is not batch-invariant)",
 }
 
 

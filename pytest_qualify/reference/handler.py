@@ -113,7 +113,8 @@ class Handler(BaseHTTPRequestHandler):
             if self.path == "/tokenize":
                 self._tokenize(body)
             elif self.path == "/v1/chat/completions":
-                self._chat(body)
+                with self.state.scheduler.seat(self):  # the queue and the batch (scheduler.py)
+                    self._chat(body)
             else:
                 self._error(404, f"not found: {self.path}", "NotFoundError")
         except oracle.Rejection as rej:
@@ -220,6 +221,7 @@ class Handler(BaseHTTPRequestHandler):
         def record() -> None:
             # Recorded when the request finishes, before its last bytes reach the client: a
             # /metrics scrape made right after the answer always counts it.
+            st.scheduler.release_current()  # the engine is done with it: its place is free
             if cached_result is not None:
                 return  # a response cache answered: the engine never saw the request
             m = st.metrics
@@ -233,8 +235,8 @@ class Handler(BaseHTTPRequestHandler):
         if req.stream:
             self._stream(rid, body, content, calls, reply.reasoning, finish, usage, record, cached_result is not None)
         else:
-            if st.decode_tok_s > 0 and cached_result is None:
-                time.sleep(completion_tokens / st.decode_tok_s)
+            if cached_result is None:
+                st.scheduler.decode(completion_tokens, st.decode_tok_s)
             record()
             message: dict[str, Any] = {"role": "assistant", "content": content, "tool_calls": [
                 {"id": f"call_{i}_{uuid.uuid4().hex[:8]}", "type": "function", "function": {"name": name, "arguments": args}}
@@ -268,8 +270,8 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
 
         def pause(tokens: int) -> None:
-            if st.decode_tok_s > 0 and not from_result_cache:
-                time.sleep(tokens / st.decode_tok_s)
+            if not from_result_cache:
+                st.scheduler.decode(tokens, st.decode_tok_s)
 
         stalled = []
 
@@ -278,6 +280,7 @@ class Handler(BaseHTTPRequestHandler):
             stall_s = faults.stall_s()
             if stall_s is not None and not stalled:
                 stalled.append(True)
+                st.scheduler.release_current()  # the client gives up on it and vLLM aborts it
                 time.sleep(stall_s)
 
         send([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])

@@ -13,6 +13,7 @@ from pytest_qualify.profiles import Profile
 from pytest_qualify.reference import oracle
 from pytest_qualify.reference.fault_effects import FaultEffects
 from pytest_qualify.reference.faults import Faults
+from pytest_qualify.reference.scheduler import Scheduler
 
 CACHE_BLOCK = 16
 
@@ -76,6 +77,8 @@ class ReferenceState:
         self.ctx = oracle.OracleContext(profile, faults)
         self.metrics = Metrics(profile.deployment.served_name)
         self.cache = PrefixCache("ignore_cache_salt" in faults)
+        self.scheduler = Scheduler(profile.limits.max_num_seqs, faults, self.metrics,
+                                   profile.load.levels[-1] if profile.load else 2)
         self.chat_requests = 0
         self.lock = threading.Lock()
         # The result_cache fault's response cache: request body without its cache_salt -> answer.

@@ -49,6 +49,7 @@ UNSTEERABLE_FAULTS = frozenset({
     "ignore_cache_salt", "health_500", "hostile_500", "drop_connection", "engine_version", "engine_swap_after",
     "accept_over_limit", "malformed_500", "tool_name_repeated_in_stream", "cached_tokens", "finish_length",
     "leak_reasoning", "leak_think_tag", "thinking_overridable", "smoke_empty", "empty_answer",
+    "load_500_at", "load_drop_at", "load_wrong_concurrent", "load_batch_variance",
 })
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "server", "date"}
 
@@ -572,6 +573,8 @@ class SteerHandler(BaseHTTPRequestHandler):
             return f"{PASSTHROUGH} the reference server would refuse it: {exc}"
         if any(key in body for key in ("structured_outputs", "guided_json", "guided_regex", "guided_choice")):
             return f"{PASSTHROUGH} the caller sent its own structured-output constraint"
+        if body.get("ignore_eos") is True:
+            return f"{PASSTHROUGH} it asks for a fixed length (ignore_eos): the load module's decode probe, whose text is never graded"
         if body.get("tool_choice") not in (None, "auto", "none"):
             return f"{PASSTHROUGH} tool_choice {body.get('tool_choice')!r} is vLLM's own constraint"
         strip = st.config.strip_chat_template_kwargs

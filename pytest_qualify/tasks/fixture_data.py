@@ -50,7 +50,7 @@ def read_json(path: str) -> Any:
     return json.loads(read_text(path))
 
 
-# -- short questions (smoke, finish, the window's follow-up, reasoning) -----------------------------
+# -- short questions (smoke, finish, reasoning) -------------------------------------------------------
 
 
 def _contract(raw: Mapping[str, Any], where: str) -> Contract:
@@ -84,12 +84,6 @@ def smoke_questions() -> tuple[Question, ...]:
 @cache
 def finish_prompts() -> tuple[Question, ...]:
     return _questions("finish.toml", "prompt", "text")
-
-
-@cache
-def window_follow_up() -> Question:
-    """The short question the window bracket (and every liveness check) asks after a refusal."""
-    return _questions("finish.toml", "follow_up", "text")[0]
 
 
 @cache
@@ -215,7 +209,8 @@ def integrity_samples() -> tuple[Any, ...]:
             questions = {q.id: q for q in (finish_prompts() if module == "finish" else reasoning_prompts())}
             if item not in questions:
                 raise FixtureError(f"fixtures/integrity.toml: {module} has no prompt {item!r}")
-            out.append(Sample(module, item, ({"role": "user", "content": questions[item].prompt},), {}, False))
+            out.append(Sample(module, item, ({"role": "user", "content": questions[item].prompt},), {}, False,
+                              contract=questions[item].contract))
         elif module == "tools":
             tools = tool_fixtures()
             try:

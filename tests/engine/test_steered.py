@@ -108,7 +108,7 @@ def profile_262k(tmp_path_factory: pytest.TempPathFactory) -> Path:
     lane is in the benchmark), 50 hostile requests instead of 200 (vLLM refuses each before decoding)."""
     return profile_copy(tmp_path_factory.mktemp("p262k"), "262k-cpu-steered", name="262k-cpu-steered-ci", replace={
         '[[limits.lanes]]\nname = "128K"\nprompt_tokens = 131072\n\n': "",
-        '    "robustness", "integrity",\n]\n': '    "robustness", "integrity",\n]\nrobustness_examples = 50\n',
+        '    "robustness", "integrity", "load",\n]\n': '    "robustness", "integrity", "load",\n]\nrobustness_examples = 50\n',
     })
 
 
@@ -120,7 +120,7 @@ def run_262k(server_262k: Served, profile_262k: Path, tmp_path_factory: pytest.T
 
 def test_262k_steered_passes_the_recipe(run_262k: Run):
     data = check_steered_verdict(run_262k, "262k-cpu-steered", run_262k.cwd / STEER_LOG)
-    assert {i["module"] for i in data["items"]} == TEXT_MODULES
+    assert {i["module"] for i in data["items"]} == TEXT_MODULES | {"load"}
     assert sorted(i["lane"] for i in items(data, "context")) == ["240K", "32K"]
     assert one_item(data, "window", "test_prompt_that_fits_is_answered")["outcome"] == "passed"
     assert one_item(data, "window", "test_prompt_over_window_is_refused")["outcome"] == "passed"
@@ -220,6 +220,30 @@ def test_a_lane_fault_engages_on_the_lane_vllm_counted(server_262k: Served, prof
     assert item["properties"]["cached_tokens"] == 0, item["properties"]
     assert [r["faults"] for r in _steer_rows(cwd / STEER_LOG) if r.get("faults")] == [["drop_needle"]]
     assert incomplete_reasons(cwd / STEER_LOG, ("drop_needle=32K",)) == []
+
+
+def test_load_module_grades_every_answer_at_each_level(server_262k: Served, profile_262k: Path,
+                                                       tmp_path_factory: pytest.TempPathFactory):
+    # The load module alone on the 262k server (max_num_seqs 1): levels 1 and 2, the mix forced through
+    # the engine, the decode probes passed through unsteered and decoding exactly 16 tokens each
+    # (vLLM's min_tokens and ignore_eos); at concurrency 2 the second request waits in vLLM's queue.
+    cwd = tmp_path_factory.mktemp("steer-262k-load")
+    profile = profile_copy(cwd, "262k-cpu-steered", modules=("load",), name="262k-cpu-steered-load")
+    run = steered_run(server_262k, cwd, profile, timeout_s=1800.0)
+    data = summary(run.evidence)
+    (item,) = items(data, "load")
+    props = item["properties"]
+    print("load figures on real vLLM:", json.dumps({k: v for k, v in props.items() if k.startswith("load_")}))
+    assert data["verdict"]["result"] == "PASS", (data["verdict"], item["reason"], run.output[-3000:])
+    for level in (1, 2):
+        assert props[f"load_c{level}_failed"] == 0 and props[f"load_c{level}_probes"] == 2, props
+        assert props[f"load_c{level}_in_flight_max"] == level, props
+        assert props[f"load_c{level}_tpot_s_p50"] > 0 and props[f"load_c{level}_ttft_s_p50"] > 0, props
+    # vLLM's own histogram saw the level's requests; at concurrency 2 they waited longer than alone.
+    assert props["load_c2_queue_requests"] >= 6 and props["load_c2_queue_time_s_mean"] > props["load_c1_queue_time_s_mean"]
+    rows = _steer_rows(cwd / STEER_LOG)
+    assert sum(1 for r in rows if not r["forced"] and "ignore_eos" in r["reason"]) == 4, rows[:5]
+    assert incomplete_reasons(cwd / STEER_LOG) == []
 
 
 def test_the_engine_honours_a_callers_enable_thinking_when_nothing_strips_it(

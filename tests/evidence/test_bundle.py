@@ -127,7 +127,7 @@ def test_report_has_every_table(run):
     assert text.startswith("# Qualification report: small-chat-4k — FAIL (SIMULATED)")
     assert "> **SIMULATED**" in text
     for needle in ("| Gate | Result |", "| Context lane | Prompt tokens (server) | TTFT | End to end |",
-                   "| Decode tok/s p50 |", "| Decode tok/s p95 |", "| Prefill tok/s p50 |",
+                   "| Decode tok/s p50 (derived from the answers' own lengths) |", "| Decode tok/s p95 (derived) |", "| Prefill tok/s p50 |",
                    "| Model | pytest-qualify/small-chat |", "| Thinking | disabled; not overridable by the caller |",
                    "| Media limits | 4 images, 1 video per request |", "| Admission | 1 sequence (max_num_seqs) |",
                    "caption ambiguity, ticket MM-12", "**Stale waivers**", "## Failures",
@@ -246,7 +246,7 @@ def test_plot_is_drawn_on_a_plain_install_without_matplotlib(run, tmp_path, monk
     from PIL import Image
 
     with Image.open(png) as img:
-        assert img.size == (825, 495)
+        assert img.size == (1000, 495)  # no load module in that run: one panel
         colours = {c for _, c in img.getcolors(maxcolors=1 << 16)}
     # Each lane has its own colour, drawn: the first two of the palette.
     from pytest_qualify.evidence.plot import PALETTE
@@ -295,3 +295,30 @@ def test_cache_flags_blame_a_lane_only_on_its_own_evidence():
         "1K lane, repetition 3: usage reports 16 cached prompt tokens",
     ]
     assert lane["metrics_attribution"] == "mixed" and lane["prefix_cache_hit_tokens"] == 144
+
+
+def test_plot_draws_limits_failures_window_edge_and_the_load_panel(tmp_path):
+    from PIL import Image
+
+    from pytest_qualify.evidence.plot import FAILED, HEIGHT, LOAD_HEIGHT, LIMIT, MARGIN_RIGHT, WIDTH, plot_ttft
+
+    points = [{"prompt_tokens": 1024, "ttft_s": 0.1, "lane": "1K", "module": "context", "outcome": "passed"},
+              {"prompt_tokens": 2048, "ttft_s": 0.5, "lane": "2K", "module": "context", "outcome": "failed"}]
+    plain = plot_ttft([{k: v for k, v in p.items() if k != "outcome"} for p in points], tmp_path / "plain.png", "t",
+                      False)
+    with Image.open(plain) as img:
+        plain_colours = {c for _, c in img.getcolors(maxcolors=1 << 16)}
+    assert FAILED not in plain_colours and LIMIT not in plain_colours  # nothing marked without outcome or limit
+    load = {"levels": [{"concurrency": c, "failed": f, "ttft_s_p50": 0.1 * c, "ttft_s_p95": 0.2 * c,
+                        "ttft_s_p99": 0.3 * c, "tpot_s_p50": 0.01, "tpot_s_p95": 0.02, "tpot_s_p99": 0.03}
+                       for c, f in ((1, 0), (2, 0), (4, 3))]}
+    marked = plot_ttft(points, tmp_path / "marked.png", "t", False, window_tokens=4096,
+                       limits=[{"lane": None, "ttft_s": 0.3}], load=load,
+                       load_limits=[{"metric": "ttft_s_p95", "limit": 0.5}])
+    with Image.open(marked) as img:
+        assert img.size == (WIDTH, HEIGHT + LOAD_HEIGHT)
+        colours = {c for _, c in img.getcolors(maxcolors=1 << 16)}
+        # The legend is in the right margin: the plot area's right edge leaves it free of data.
+        legend = img.crop((WIDTH - MARGIN_RIGHT + 10, 40, WIDTH, HEIGHT - 62))
+        assert legend.getbbox() is not None
+    assert FAILED in colours and LIMIT in colours

@@ -33,6 +33,7 @@ from pytest_qualify.graders.reasoning import check_no_reasoning
 from pytest_qualify.graders.recall import grade_recall
 from pytest_qualify.graders.tools import RawCall, grade_calls
 from pytest_qualify.graders.window import check_overwindow_refusal
+from pytest_qualify.server import liveness
 from pytest_qualify.tasks.haystack import needle_spec
 
 MIN_CORRECT = 10
@@ -149,16 +150,17 @@ CONTEXT = Styles(
     ],
 )
 
-# -- window: the over-window refusal and the short question after it ------------------------------------
+# -- window: the over-window refusal, and the liveness question after it (its answer recorded as
+# ``liveness_answer_correct``, graded as server/liveness.py grades it, never deciding) --------------
 
 WINDOW_TOKENS, OVER = 262144, 262200
-FOLLOW_UP = fixture_data.window_follow_up()
+LIVENESS = liveness.default_question()
 
 
 def _window(answer: tuple[Any, str]) -> Verdict:
     status, message = answer
-    if status == "follow-up":
-        return FOLLOW_UP.grade(message)
+    if status == "liveness":
+        return LIVENESS.grade(message)
     return check_overwindow_refusal(status, message, WINDOW_TOKENS, OVER)
 
 
@@ -169,9 +171,9 @@ WINDOW = Styles(
         (400, f"This model's maximum context length is {WINDOW_TOKENS:,} tokens. However, your request has {OVER:,} input tokens."),
         (400, f"The decoder prompt (length {OVER}) is longer than the maximum model length of {WINDOW_TOKENS}."),
         (400, f"Input too long: max_model_len={WINDOW_TOKENS}, got {OVER}"),
-        ("follow-up", "Rome"), ("follow-up", "**Rome**"), ("follow-up", "Rome."), ("follow-up", "ROME"),
-        ("follow-up", "Answer: *Rome*"), ("follow-up", "```\nRome\n```"),
-        ("follow-up", "Rome\r\n"),
+        ("liveness", "Paris"), ("liveness", "**Paris**"), ("liveness", "Paris."), ("liveness", "PARIS"),
+        ("liveness", "Answer: *Paris*"), ("liveness", "```\nParis\n```"),
+        ("liveness", "Paris\r\n"), ("liveness", "**ANSWER:** Paris"), ("liveness", "$\\text{Paris}$"),
     ],
     near_misses=[
         ((None, ""), "was answered (HTTP 200)"),
@@ -179,11 +181,11 @@ WINDOW = Styles(
         ((400, "Bad request"), "does not name the window"),
         ((400, f"Bad request: {WINDOW_TOKENS}"), "does not say it is about the length limit"),
         ((400, f"maximum context length is {WINDOW_TOKENS - 1} tokens"), "does not name the window"),
-        (("follow-up", "Romania"), "expected 'Rome'"),
-        (("follow-up", "Milan"), "expected 'Rome'"),
-        (("follow-up", "Rome or Milan"), "expected 'Rome'"),
-        (("follow-up", "~Rome"), "answer is '~Rome'"),
-        (("follow-up", "The capital of Italy is Rome.\nIt sits on the Tiber."), FORMAT),
+        (("liveness", "Parisian"), "expected 'Paris'"),
+        (("liveness", "Lyon"), "expected 'Paris'"),
+        (("liveness", "Paris or Lyon"), "expected 'Paris'"),
+        (("liveness", "~Paris"), "answer is '~Paris'"),
+        (("liveness", "The capital of France is Paris.\nIt sits on the Seine."), FORMAT),
     ],
 )
 
@@ -247,6 +249,9 @@ TOOL_STYLES = Styles(
         # The currency's symbol or code before the amount (units are data: they may precede or follow).
         ("final", '{"amount": "C$176.30", "currency": "CAD"}'), ("final", '{"amount": "CAD 176.30", "currency": "CAD"}'),
         ("final", '```json\r\n{"amount": 176.3, "currency": "CAD"}\r\n```'),
+        # One line of prose before the object, a colon at its end or not.
+        ("final", 'The tool returned 176.3.\n\n```json\n{"amount": 176.3, "currency": "CAD"}\n```'),
+        ("final", '120 EUR is 176.30 CAD.\n{"amount": 176.30, "currency": "CAD"}'),
         # Spanish opens an exclamation with "¡": the accepted form "¡Gracias!" is data.
         ("no-tool:irrelevant_translation", "\u00a1Gracias!"), ("no-tool:irrelevant_translation", "*\u00a1Gracias!*"),
     ],
@@ -268,7 +273,8 @@ TOOL_STYLES = Styles(
         (("no-tool:irrelevant_arithmetic", "143"), "answer is '143', expected '144'"),
         (("no-tool:irrelevant_arithmetic", "~144"), "answer '~144' holds more than the number"),
         (("final", '{"amount": "\u20ac176.30", "currency": "CAD"}'), "field 'amount' '\u20ac176.30' holds more than the number"),
-        (("final", 'The tool returned 176.3.\n\n```json\n{"amount": 176.3, "currency": "CAD"}\n```'), FORMAT + " not one JSON object"),
+        (("final", 'The tool returned 176.3.\n\n```json\n{"amount": 176.3, "currency": "CAD"}\n```\nOr 176.53.'),
+         FORMAT + " text after the JSON object: 'Or 176.53.'"),
         (("no-tool:irrelevant_translation", "Gracias or De nada"), "expected 'Gracias'"),
         (("final", '{"amount": 176.35, "currency": "CAD"}'), "field 'amount' is '176.35'"),
         (("final", '{"amount": "176.3 or 176.53", "currency": "CAD"}'), "holds 2 candidates"),
@@ -483,11 +489,137 @@ INTEGRITY = Styles(
 )
 
 
+# -- what capable models write when they follow the prompt ---------------------------------------
+# Replies in the styles of GPT-4o, Claude, Qwen3, Llama-3.3 and DeepSeek-V3 to the exact prompts,
+# for every contract form, graded by each module's own call. The rule (graders/contract.py): accept
+# what a reasonable reader of the prompt accepts as following it — the final line's label in any
+# case, with markdown emphasis, or "Final answer:"; math notation around a value; long working a
+# prompt invited; one line of prose before a JSON object — and reject whatever could hide a second
+# candidate or a retraction: a second answer line, two values in one wrapper, text after the answer
+# line or the object, two objects. `None`: must pass; otherwise what the reason must say.
+
+TRAIN_ANSWER = Styles("reasoning", lambda content: TRAIN.grade(content), correct=[], near_misses=[])
+WORKING = ("To find the sum, I'll add the two numbers step by step.\n\n"
+           "1. Start with the tens: 12 has 1 ten and 30 has 3 tens, so 1 + 3 = 4 tens, which is 40.\n"
+           "2. Then the units: 12 has 2 units and 30 has 0 units, so 2 + 0 = 2.\n"
+           "3. Combine them: 40 + 2 = 42.\n\n"
+           "Let me double-check by counting up from 30: 30 + 10 = 40, and 40 + 2 = 42. "
+           "Both ways give the same result, so the sum is not 41 or 43.")
+TRAIN_WORKING = ("**Reasoning:**\n\n1. The train departs at 3 pm.\n2. The journey lasts 2 hours.\n"
+                 "3. Adding 2 hours to 3 pm: 3 pm + 1 hour = 4 pm, and 4 pm + 1 hour = 5 pm.\n"
+                 "4. No time zones or stops are mentioned, so nothing else changes the arrival time.\n"
+                 "5. Checking in 24-hour time: 15:00 + 2:00 = 17:00, which is 5 pm again, not 4 pm or 6 pm.\n\n"
+                 "So the train arrives two hours after it leaves.")
+PLAIN_TRIP = json.dumps(TRIP_TRUTH)
+PLAIN_LAB = json.dumps(LAB_TRUTH, indent=2)
+FINAL = '{"amount": 176.30, "currency": "CAD"}'
+MODEL_STYLES: list[tuple[Styles, Any, str | None]] = [
+    # the final line's label: case and markdown emphasis (the issue's examples first)
+    (FINISH, ("sum", "12 + 30 = 42.\n\nAnswer: 42", "stop"), None),
+    (FINISH, ("sum", "**Answer:** 42", "stop"), None),
+    (FINISH, ("sum", "12 + 30 = 42\n\n**ANSWER:** 42", "stop"), None),
+    (FINISH, ("sum", "12 + 30 = 42.\n\n**ANSWER: 42**", "stop"), None),
+    (FINISH, ("sum", "Adding the numbers: 12 + 30 = 42.\n\n### Answer: 42", "stop"), None),
+    (FINISH, ("sum", "12 + 30 = 42\n\nanswer: 42", "stop"), None),
+    (FINISH, ("sum", "12 + 30 = 42\n\n**Answer**: 42", "stop"), None),
+    (FINISH, ("sum", "12 + 30 = 42.\n\n`ANSWER: 42`", "stop"), None),
+    (FINISH, ("sum", "12 + 30 = 42\n\n**Final Answer:** 42", "stop"), None),
+    (FINISH, ("sum", "12 plus 30 equals 42.\n\nFinal answer: 42", "stop"), None),
+    (FINISH, ("sum", "## Step 1: Add the numbers\n12 + 30 = 42\n\nThe final answer is: $\\boxed{42}$", "stop"), None),
+    (FINISH, ("sum", "> **Answer:** 42", "stop"), None),
+    # math notation around the value (Qwen3, DeepSeek-V3)
+    (FINISH, ("sum", "12 + 30 = 42\n\nANSWER: $42$", "stop"), None),
+    (FINISH, ("sum", "To find the sum:\n\n$$12 + 30 = 42$$\n\nANSWER: $\\boxed{42}$", "stop"), None),
+    (FINISH, ("sum", "We compute \\(12 + 30 = 42\\).\n\nANSWER: \\(42\\)", "stop"), None),
+    (FINISH, ("sum", "\\[\n12 + 30 = 42\n\\]\n\nANSWER: \\[42\\]", "stop"), None),
+    (FINISH, ("sum", "12 + 30 = 42\n\nANSWER: \\boxed{42}", "stop"), None),
+    (FINISH, ("sum", "12 + 30 = 42\n\n**ANSWER:** $\\boxed{42}$.", "stop"), None),
+    (FINISH, ("sum", "12 + 30 = 42\n\nANSWER: $$42$$", "stop"), None),
+    (FINISH, ("sum", "Adding:\n\nANSWER:\n\\[\n\\boxed{42}\n\\]", "stop"), None),
+    (FINISH, ("sum", "12 + 30 = 42\n\n**Answer:**\n42", "stop"), None),
+    (FINISH, ("sum", "12 + 30 = 42\n\nANSWER:\n$\\boxed{42}$", "stop"), None),
+    (FINISH, ("sum", "12 + 30 = 42\n\nANSWER: $\\mathbf{42}$", "stop"), None),
+    # long working the prompt invited (the length band never measures it: test_fixtures.py)
+    (FINISH, ("sum", WORKING + "\n\nANSWER: 42", "stop"), None),
+    (FINISH, ("sum", WORKING + "\n\n**Answer:** $42$", "stop"), None),
+    (TRAIN_ANSWER, TRAIN_WORKING + "\n\nANSWER: 5 pm", None),
+    (TRAIN_ANSWER, TRAIN_WORKING + "\n\n**Answer:** 5 pm", None),
+    (TRAIN_ANSWER, "3 pm + 2 hours = 5 pm.\n\nANSWER: $\\boxed{5 \\text{ pm}}$", None),
+    (TRAIN_ANSWER, "3 pm plus 2 hours.\n\n**Final Answer:** 5 p.m.", None),
+    (TRAIN_ANSWER, "15:00 + 2:00\n\nANSWER: $17:00$", None),
+    (TRAIN_ANSWER, "The train arrives at 5 pm.\n\nanswer: **5 pm**", None),
+    # whole-reply items: the value alone, in the same notations
+    (SMOKE, ("capital", "**Answer:** Paris"), None),
+    (SMOKE, ("capital", "ANSWER: Paris"), None),
+    (SMOKE, ("week", "$7$"), None),
+    (SMOKE, ("week", "\\boxed{7}"), None),
+    (SMOKE, ("week", "$\\boxed{7}$"), None),
+    (SMOKE, ("week", "**Answer:** \\(7\\)"), None),
+    (FINISH, ("planet", "**ANSWER:** Jupiter", "stop"), None),
+    (FINISH, ("planet", "$\\text{Jupiter}$", "stop"), None),
+    (FINISH, ("opposite", "Final answer: **Cold**", "stop"), None),
+    (TOOL_STYLES, ("no-tool:irrelevant_arithmetic", "$144$"), None),
+    (TOOL_STYLES, ("no-tool:irrelevant_arithmetic", "**Answer:** \\boxed{144}"), None),
+    (CONTEXT, "$1234567$", None),
+    # one line of prose before a single JSON object, fenced or not, a colon at its end or not
+    (TOOL_STYLES, ("final", "Here are the details you asked for.\n" + FINAL), None),
+    (TOOL_STYLES, ("final", "Here are the details you asked for.\n\n```json\n" + FINAL + "\n```"), None),
+    (TOOL_STYLES, ("final", "120 EUR is 176.30 CAD.\n" + FINAL), None),
+    (TOOL_STYLES, ("final", "Sure! Here's the conversion in the requested format:\n```json\n" + FINAL + "\n```"), None),
+    (TOOL_STYLES, ("final", "Based on the tool result, 120 EUR converts to 176.30 CAD. " + FINAL), None),
+    (RECALL, ("trip_booking", "Here are the details you asked for.\n" + PLAIN_TRIP), None),
+    (RECALL, ("trip_booking", "Here are the details you asked for.\n\n```json\n" + PLAIN_TRIP + "\n```"), None),
+    (RECALL, ("lab_samples", "Here is the information from our conversation.\n\n" + PLAIN_LAB), None),
+    (RECALL, ("lab_samples", "**Lab sample details**\n```json\n" + PLAIN_LAB + "\n```"), None),
+    (RECALL, ("oncall_handover", "Below is the on-call contact.\n"
+              '{"name": "Ingrid Vasquez", "employee_number": 48213, "door_code": "7Q-5531"}'), None),
+
+    # near misses: a second candidate or a retraction, wherever the new forms could hide one
+    (FINISH, ("sum", "answer: 43\n\n12 + 30 = 42\n\nANSWER: 42", "stop"), FORMAT + " 2 ANSWER lines ('answer: 43'; 'ANSWER: 42')"),
+    (FINISH, ("sum", "**Answer:** 43\n\nWait, 12 + 30 = 42.\n\nANSWER: 42", "stop"), FORMAT + " 2 ANSWER lines"),
+    (FINISH, ("sum", "12 + 30 = 42\n\nANSWER: $42$ or $43$", "stop"), "holds 2 candidates (42, 43)"),
+    (FINISH, ("sum", "12 + 30 = 42\n\nANSWER: \\boxed{42} \\boxed{43}", "stop"), "holds 2 candidates (42, 43)"),
+    (FINISH, ("sum", "12 + 30 = 42\n\nANSWER: $42 or 43$", "stop"), "holds 2 candidates (42, 43)"),
+    (FINISH, ("sum", WORKING + "\n\nANSWER: 42\nANSWER: 43", "stop"), FORMAT + " 2 ANSWER lines ('ANSWER: 42'; 'ANSWER: 43')"),
+    (FINISH, ("sum", WORKING + "\n\n**Answer:** 42\n\n**Final Answer:** 43", "stop"), FORMAT + " 2 ANSWER lines"),
+    (FINISH, ("sum", "ANSWER: 42\nActually 43", "stop"), FORMAT + " text after the ANSWER line: 'Actually 43'"),
+    (FINISH, ("sum", "**ANSWER:** 42\n\n$\\boxed{43}$", "stop"), FORMAT + " text after the ANSWER line"),
+    (FINISH, ("sum", "ANSWER:\n\\[\n\\boxed{42}\n\\]\nor 43", "stop"), FORMAT + " text after the ANSWER line"),
+    (FINISH, ("sum", "**Answer:**\n42\n43", "stop"), FORMAT + " text after the ANSWER line: '42'"),
+    (FINISH, ("sum", "12 + 30 = 42\n\nANSWER: $\\boxed{43}$", "stop"), "answer is '43', expected '42'"),
+    (FINISH, ("sum", "$\\boxed{42}$", "stop"), FORMAT + " no final line 'ANSWER"),
+    (FINISH, ("sum", "12 + 30 = 42\n\nANSWER: $\\approx 42$", "stop"), "holds more than the number"),
+    (FINISH, ("sum", "12 + 30 = 42\n\nANSWER: ~$42$", "stop"), "holds more than the number"),
+    (FINISH, ("planet", "**Answer:** Jupiter\n\nJupiter is a gas giant.", "stop"), FORMAT),
+    (FINISH, ("planet", "$\\text{Jupiter}$ or $\\text{Saturn}$", "stop"), "expected 'Jupiter'"),
+    (SMOKE, ("week", "\\boxed{7} \\boxed{8}"), "holds 2 candidates (7, 8)"),
+    (SMOKE, ("week", "$7$ or $8$"), "holds 2 candidates (7, 8)"),
+    (TRAIN_ANSWER, TRAIN_WORKING + "\n\nANSWER: 5 pm\nANSWER: 6 pm", FORMAT + " 2 ANSWER lines"),
+    (TRAIN_ANSWER, "ANSWER: $\\boxed{5 \\text{ pm}}$\nActually it is 6 pm.", FORMAT + " text after the ANSWER line"),
+    (TRAIN_ANSWER, "ANSWER: $5$ pm or $6$ pm", "expected '5 pm'"),
+    (TOOL_STYLES, ("final", "Here are the details you asked for.\n" + FINAL + "\n" + '{"amount": 176.03, "currency": "CAD"}'),
+     FORMAT + " text after the JSON object: a second JSON object"),
+    (TOOL_STYLES, ("final", "120 EUR is 176.30 CAD.\n" + FINAL + "\nOr 176.03 at today's rate."),
+     FORMAT + " text after the JSON object: \"Or 176.03 at today's rate.\""),
+    (TOOL_STYLES, ("final", "120 EUR is 176.30 CAD.\nThe rate is 1.469.\n" + FINAL), FORMAT + " 2 lines of text before the JSON object"),
+    (TOOL_STYLES, ("final", "```json\n" + FINAL + "\n```\n```json\n" + '{"amount": 176.03, "currency": "CAD"}' + "\n```"),
+     FORMAT + " text after the JSON object: a second JSON object"),
+    (TOOL_STYLES, ("final", "Here are the details you asked for.\n" + FINAL + "\nLet me know if you need anything else!"),
+     FORMAT + " text after the JSON object"),
+    (RECALL, ("trip_booking", "Here are the details you asked for.\n" + PLAIN_TRIP + "\n" + PLAIN_TRIP),
+     FORMAT + " text after the JSON object: a second JSON object"),
+    (RECALL, ("trip_booking", "Here are the details you asked for.\n" + PLAIN_TRIP + "\nCorrection: my hotel is the Aurora."),
+     FORMAT + " text after the JSON object: 'Correction"),
+    (RECALL, ("lab_samples", "Here is the object for {batch, freezer}:\n" + PLAIN_LAB), FORMAT + " not one JSON object"),
+]
+
+
 CORPUS = (SMOKE, JSON, CONTEXT, WINDOW, TOOL_STYLES, RECALL, REASONING, FINISH, ROBUSTNESS, INTEGRITY)
 # The structured modules' corpus lives in tests/graders/test_answer_styles_structured.py.
 STRUCTURED = ("multimodal", "media_admission", "diff", "triage")
-CORRECT = [(s, a) for s in CORPUS for a in s.correct]
-NEAR_MISSES = [(s, a, why) for s in CORPUS for a, why in s.near_misses]
+CORRECT = [(s, a) for s in CORPUS for a in s.correct] + [(s, a) for s, a, why in MODEL_STYLES if why is None]
+NEAR_MISSES = ([(s, a, why) for s in CORPUS for a, why in s.near_misses]
+               + [(s, a, why) for s, a, why in MODEL_STYLES if why is not None])
 
 
 def _id(styles: Styles, answer: Any) -> str:

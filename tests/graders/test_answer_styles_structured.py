@@ -63,6 +63,11 @@ MULTIMODAL = Styles(
         # CRLF line ends; a final period or quotes inside a field are noise, as around a whole reply.
         ("image-01", '```json\r\n{"red_circles": 3}\r\n```\r\n'),
         ("image-02", '{"colour": "Blue."}'), ("image-03", '{"word": "\\"OPEN\\""}'),
+        # One line of prose before the object, fenced or not, a colon at its end or not (GPT-4o, Claude).
+        ("image-01", 'I count three red circles in the image.\n{"red_circles": 3}'),
+        ("image-01", 'Here are the details you asked for.\n\n```json\n{"red_circles": 3}\n```'),
+        ("video-13", 'The red ALERT banner appears at about 2 s and is gone by 3 s. {"event": "alert", "start_s": 2, "end_s": 3}'),
+        ("mixed-04", '**Counts**\n```json\n{"black_squares": 5, "white_flashes": 2}\n```'),
     ],
     near_misses=[
         # The issue's "2 squares, 5 flashes" (truth: 5 squares, 2 flashes), swapped into the fields.
@@ -78,6 +83,12 @@ MULTIMODAL = Styles(
         (("video-13", '{"event": "alert", "start_s": "~2", "end_s": 3}'), "field 'start_s' '~2' holds more than the number"),
         (("video-13", '{"start_s": 2, "end_s": 3}'), "format: JSON does not match the answer schema at the object: 'event' is a required property"),
         (("image-01", '{"red_circles": 3}\n{"red_circles": 2}'), "format: text after the JSON object"),
+        (("image-01", 'Here are the details you asked for.\n{"red_circles": 3}\n{"red_circles": 2}'),
+         "format: text after the JSON object: a second JSON object"),
+        (("image-01", 'I count three red circles.\n```json\n{"red_circles": 3}\n```\nActually, there may be 2.'),
+         "format: text after the JSON object: 'Actually, there may be 2.'"),
+        (("image-01", 'I count three red circles.\nOne is partly hidden.\n{"red_circles": 3}'),
+         "format: 2 lines of text before the JSON object"),
         (("image-01", "There are 3 red circles."), "format: not one JSON object"),
         (("video-13", "The banner shows ALERT from 2 to 3 seconds."), "format: not one JSON object"),
     ],
@@ -221,6 +232,8 @@ TRIAGE = Styles(
                                evidence_line="statement from deploy-bot: ALTER TABLE invoices ADD COLUMN tax_region ...")),
         ("billing_lock", "```json\n" + _json(_lock(), separators=(" , ", " : ")) + "\n```"),
         ("checkout_pool", "```json\r\n" + _json(_pool(category="Connection-pool exhaustion.")) + "\r\n```"),
+        ("checkout_pool", "Here is the triage of the incident.\n" + _json(_pool())),
+        ("billing_lock", "The lock is taken by the deploy bot's migration.\n\n```json\n" + _json(_lock(), indent=2) + "\n```"),
     ],
     near_misses=[
         (("checkout_pool", _pool(component="payments-service")), "'payments-service' is a red herring"),
@@ -237,6 +250,10 @@ TRIAGE = Styles(
         (("checkout_pool", "The checkout-service pool is exhausted.\n\n```json\n" + _json(_pool()) + "\n```\nHope this helps."),
          "format: "),
         (("checkout_pool", "checkout-service: orders-pool connection-pool exhaustion."), "format: not one JSON object"),
+        (("checkout_pool", "Here is the triage of the incident.\n" + _json(_pool()) + "\n" + _json(_pool(component="orders-db"))),
+         "format: text after the JSON object: a second JSON object"),
+        (("billing_lock", "Here is the triage.\n" + _json(_lock()) + "\nOn reflection the category is deadlock."),
+         "format: text after the JSON object: 'On reflection"),
     ],
 )
 

@@ -66,7 +66,7 @@ def test_answer_line_reads_only_the_last_line(reply):
     ("42", True),
     ("ANSWER: 42\nANSWER: 43", True),
     ("ANSWER: 42\nHope this helps!", True),
-    ("answer: 42", True),  # the contract's line is written ANSWER
+    ("answer: 43\nANSWER: 42", True),  # a second answer line, whatever the case of its label
     ("ANSWER:", True),
 ])
 def test_answer_line_rejections(reply, fmt):
@@ -341,3 +341,106 @@ def test_a_format_failure_travels_as_a_field_and_keeps_its_words():
     assert Verdict.all_failed([wrong, wrong]).kind == "fact"
     with pytest.raises(ValueError):
         Verdict(False, "x", "typo")
+
+
+def test_the_length_band_measures_the_slot_and_what_follows_it_never_invited_working():
+    from pytest_qualify.graders.contract import measured_span
+
+    working = "12 + 30: add the tens, 10 + 30 = 40, then the units, 2, so 42. " * 7
+    assert len(working) > 400
+    assert measured_span(working + "\nANSWER: 42", SUM) == ("ANSWER: 42", "answer line")
+    assert measured_span(working + "\n**Answer:** $42$\n", SUM) == ("**Answer:** $42$\n", "answer line")
+    padded, what = measured_span("12 + 30 = 42.\nANSWER: 42" + " " * 1000, SUM)
+    assert (len(padded), what) == (1010, "answer line")
+    # No single answer line: nothing tells the working apart, the whole reply is measured.
+    assert measured_span(working, SUM) == (working, "visible answer")
+    assert measured_span("ANSWER: 41\n" + working + "\nANSWER: 42", SUM)[1] == "visible answer"
+    planet = Contract.of({"form": "reply", "accept": ["Jupiter"]})
+    assert measured_span("Jupiter" + " " * 1000, planet) == ("Jupiter" + " " * 1000, "visible answer")
+
+
+# -- the rule as properties: what a reader of the prompt accepts never changes a verdict ------------
+
+_SLOT_VALUE = st.one_of(
+    st.integers(-10**4, 10**4).map(str),
+    st.sampled_from(["42", "42.0", "43", "42 or 43", "~42", "about 42", "forty-two", "4 2", "Jupiter", "<42>"]),
+)
+_WORKING = st.sampled_from(["", "12 + 30 = 42.\n\n", "Step 1: 10 + 30 = 40.\nStep 2: 40 + 2 = 42.\n\n",
+                            "| a | b |\n|---|---|\n| 12 | 30 |\n\n", "$$12 + 30 = 42$$\n\n"])
+
+
+def _label(word: str, case: str) -> str:
+    return {"upper": word.upper(), "lower": word.lower(), "title": word.title()}[case]
+
+
+def _verdict(content: str, contract: Contract) -> tuple[bool, bool]:
+    verdict = grade(content, contract)
+    return verdict.ok, verdict.is_format
+
+
+@given(_SLOT_VALUE, _WORKING, st.sampled_from(["upper", "lower", "title"]), st.sampled_from(["answer", "final answer"]),
+       st.sampled_from(["{label}: {value}", "**{label}:** {value}", "**{label}**: {value}", "**{label}: {value}**",
+                        "__{label}:__ {value}", "### {label}: {value}", "> {label}: {value}", "`{label}: {value}`"]))
+def test_the_labels_case_and_emphasis_never_change_the_verdict(value, working, case, word, shape):
+    written = working + shape.format(label=_label(word, case), value=value)
+    assert _verdict(written, SUM) == _verdict(working + f"ANSWER: {value}", SUM), written
+    # ... and a lower-case or emphasised label is still an answer line: a second one is a format failure.
+    ok, fmt = _verdict(f"{_label(word, case)}: 43\n" + written, SUM)
+    assert not ok and fmt
+
+
+@given(_SLOT_VALUE, _WORKING, st.sampled_from(["${}$", "$${}$$", "\\({}\\)", "\\[{}\\]", "\\boxed{{{}}}", "$\\boxed{{{}}}$",
+                                               "\\(\\boxed{{{}}}\\)", "**${}$**", "$\\text{{{}}}$"]))
+def test_a_math_wrapper_round_a_value_gives_the_values_verdict(value, working, wrapper):
+    wrapped = wrapper.format(value)
+    assert _verdict(working + f"ANSWER: {wrapped}", SUM) == _verdict(working + f"ANSWER: {value}", SUM), wrapped
+    reply = Contract("reply", Accept(("42",), kind="number"))
+    assert grade(wrapped, reply).ok == grade(value, reply).ok, wrapped
+
+
+@given(_SLOT_VALUE, st.sampled_from(["Actually 43", "Hope this helps!", "ANSWER: 43", "$\\boxed{43}$", "(or 43)", "answer: 42"]))
+def test_any_text_after_the_answer_line_is_a_format_failure(value, after):
+    for label in ("ANSWER:", "**Answer:**", "Final answer:"):
+        ok, fmt = _verdict(f"12 + 30 = 42\n{label} {value}\n{after}", SUM)
+        assert not ok and fmt
+
+
+_PROSE = st.sampled_from(["Here are the details you asked for.", "Here is the JSON:", "120 EUR is 176.30 CAD.",
+                          "**Result**", "Sure! Based on the tool result, here's the object", "I count 3 of them."])
+_OBJECT = st.sampled_from(['{"n": 42}', '{"n": "42"}', '{"n": 43}', '{"n": "42 or 43"}', '{"m": 42}', '{"n": [42]}'])
+_N = Contract("json", fields={"n": Accept(("42",), kind="number")},
+              schema={"type": "object", "properties": {"n": {}}, "required": ["n"]})
+
+
+@given(_PROSE, _OBJECT, st.booleans())
+def test_one_line_of_prose_before_one_object_never_changes_the_verdict(prose, obj, fenced):
+    body = f"```json\n{obj}\n```" if fenced else obj
+    assert _verdict(f"{prose}\n{body}", _N) == _verdict(obj, _N)
+    # Two objects, text after the object, or two lines of prose before it: never accepted.
+    for reply in (f"{prose}\n{body}\n{obj}", f"{prose}\n{body}\nOr 43.", f"{prose}\n{prose}\n{body}"):
+        ok, fmt = _verdict(reply, _N)
+        assert not ok and fmt, reply
+
+
+def test_the_json_locator_reports_what_it_read():
+    from pytest_qualify.graders.contract import locate_json
+
+    assert locate_json('120 EUR is 176.30 CAD.\n{"amount": 176.3}') == ("120 EUR is 176.30 CAD.", {"amount": 176.3}, "")
+    reason = grade('120 EUR is 176.30 CAD.\n{"n": 42}\nOr 43.', _N).reason
+    assert reason == "format: text after the JSON object: 'Or 43.'" and "EUR" not in reason
+    assert grade("[42]", _N).reason == "format: expected a JSON object, got list"
+    assert grade("42", _N).reason == "format: expected a JSON object, got int"
+    assert "no object found" in grade("There are 42.", _N).reason
+    assert "not one JSON object (Expecting" in grade('Here {"n": 42,}', _N).reason
+
+
+@pytest.mark.parametrize("reply, ok", [
+    ('{"n": 42}\n```', True),  # a fence closed that was never opened
+    ('```json\n{"n": 42}', True),  # a fence opened and never closed
+    ('### Result\n\n{"n": 42}', True),
+    ('{"n": 42}\n```\n{"n": 43}', False),
+    ('```json\n{"n": 42}\n```\n\nNote that I assumed the rate.', False),
+])
+def test_a_stray_fence_mark_is_no_text_a_second_object_still_is(reply, ok):
+    verdict = grade(reply, _N)
+    assert verdict.ok is ok and (ok or verdict.is_format), verdict.reason

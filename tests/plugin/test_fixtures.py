@@ -171,3 +171,55 @@ def test_recorder_holds_every_streamed_answer_to_the_stream_contract(pytester):
     assert {p.get("name"): p.get("value") for p in cases["test_ok"].iter("property")}["stream_check"] == "ok"
     assert "stream contract: 2 chunks carried a finish_reason" in cases["test_two_finish_chunks"].find("failure").get("message")
     assert "5 content deltas for 2 completion tokens" in cases["test_more_deltas_than_tokens"].find("failure").get("message")
+
+
+def test_the_length_band_measures_what_the_contract_reads_never_invited_working(pytester):
+    # The profile's band (small: finish and reasoning [1, 400] characters) judges padding: on a
+    # `line` answer it measures the answer line on, so a long working the prompt invited passes and
+    # padding after the answer fails; a `reply` answer is measured whole; an answer asked without a
+    # contract (the reasoning module, whose answer never decides) is held to no band here.
+    pytester.makeconftest("PROFILE = 'small'\n" + textwrap.dedent(FAKES).replace(
+        'return Answer(content="Paris"', 'return Answer(content=messages[-1]["content"]') + textwrap.dedent("""
+        from pytest_qualify.hooks.qualify_fixtures import Recorder
+
+        @pytest.fixture
+        def qualify_record(request):
+            return Recorder(request.node, load_profile(PROFILE))
+    """))
+    pytester.makepyfile(test_band=textwrap.dedent("""
+        import pytest
+        from pytest_qualify.tasks.fixture_data import finish_prompts, reasoning_prompts
+
+        SUM = next(p for p in finish_prompts() if p.id == "sum").contract
+        PLANET = next(p for p in finish_prompts() if p.id == "planet").contract
+        TRAIN = next(p for p in reasoning_prompts() if p.id == "train")
+        WORKING = "Step 1: take the first number, 12. " * 12 + "So 12 + 30 = 42."
+
+        @pytest.mark.qualify_module("finish")
+        def test_long_invited_working(qualify_ask, request):
+            assert len(WORKING) > 400
+            qualify_ask(WORKING + "\\n\\n**Answer:** 42", contract=SUM)
+            props = dict(request.node.user_properties)
+            assert (props["length_chars"], props["length_measured"]) == (len("**Answer:** 42"), "answer line")
+
+        @pytest.mark.qualify_module("finish")
+        def test_padding_after_the_answer_line(qualify_ask):
+            qualify_ask("12 + 30 = 42.\\nANSWER: 42" + " " * 1000, contract=SUM)
+
+        @pytest.mark.qualify_module("finish")
+        def test_padded_whole_reply(qualify_ask):
+            qualify_ask("Jupiter" + " " * 1000, contract=PLANET)
+
+        @pytest.mark.qualify_module("reasoning")
+        def test_reasoning_answer_has_no_band_here(qualify_ask, request):
+            qualify_ask(WORKING + "\\nANSWER: 5 pm", grade=lambda answer: None)
+            assert "length_chars" not in dict(request.node.user_properties)
+    """))
+    result = pytester_run(pytester)
+    result.assert_outcomes(passed=2, failed=2)
+    result.stdout.fnmatch_lines([
+        "*_ test_padding_after_the_answer_line _*",
+        "length band: answer line of 1010 characters is longer than the finish band [1, 400]: padded",
+        "*_ test_padded_whole_reply _*",
+        "length band: visible answer of 1007 characters is longer than the finish band [1, 400]: padded",
+    ])

@@ -281,3 +281,37 @@ def test_bad_integrity_rules_are_named(tmp_path, edit, field, words):
     with pytest.raises(ProfileError) as err:
         load_profile(str(path))
     assert field in str(err.value) and words in str(err.value), str(err.value)
+
+
+def test_load_rules_in_the_built_in_profiles():
+    for name in ("small", "small-slo", "262k"):
+        profile = load_profile(name)
+        assert "load" in profile.required_modules and profile.load is not None, name
+        assert profile.load.levels[0] == 1 and profile.load.levels[-1] > profile.limits.max_num_seqs, name
+    big = load_profile("262k").load
+    assert big.requests_per_level >= 31 and big.probe_tokens == 128 and not big.batch_invariant
+    assert dict(load_profile("small-slo").slo.load) == {"ttft_s_p95_max": 1.5, "tpot_s_p95_max": 0.05,
+                                                         "goodput_min": 0.75}
+    assert load_profile("tiny-cpu").load is None
+
+
+@pytest.mark.parametrize("edit, field, words", [
+    (("levels = [1, 2, 4]", "levels = [2, 4]"), "load.levels", "must rise from 1"),
+    (("levels = [1, 2, 4]", "levels = [1, 4, 2]"), "load.levels", "must rise from 1"),
+    (("levels = [1, 2, 4]", "levels = [1, 2, 64]"), "load.requests_per_level", "cannot keep 64 in flight"),
+    (('mix = ["smoke", "tools", "recall", "json"]', 'mix = ["smoke", "diff"]'), "load.mix", "is not one of"),
+    (("tpot_s_max = 0.05", "tpot_s_max = 0"), "load.goodput.tpot_s_max", "less than or equal to the minimum"),
+])
+def test_bad_load_rules_are_named(tmp_path, edit, field, words):
+    text = _small_text()
+    assert edit[0] in text
+    path = _write(tmp_path, text.replace(edit[0], edit[1], 1))
+    with pytest.raises(ProfileError) as err:
+        load_profile(str(path))
+    assert field in str(err.value) and words in str(err.value), str(err.value)
+
+
+def test_an_unknown_slo_load_figure_is_named(tmp_path):
+    path = _write(tmp_path, _small_text() + "\n[slo.load]\nttft_s_p90_max = 1.0\n")
+    with pytest.raises(ProfileError, match=r"slo\.load"):
+        load_profile(str(path))

@@ -33,6 +33,7 @@ PYTEST_SIDE = ("pytest_qualify.plugin", "pytest_qualify.hooks", "pytest_qualify.
 # The evidence writers: they render a decision; nothing below them in their room may import one.
 WRITERS = tuple(f"pytest_qualify.evidence.{m}" for m in (
     "summary", "report", "junit", "bundle", "job_summary", "terminal", "provenance", "plot", "verdict", "session",
+    "html",
 ))
 
 

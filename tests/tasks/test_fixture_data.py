@@ -19,10 +19,11 @@ def test_every_loader_reads_its_cases_once(loader):
     assert len(ids) == len(set(ids))
 
 
-def test_tools_recall_and_the_follow_up_load():
+def test_tools_and_recall_load_and_finish_holds_only_what_its_module_asks():
     assert len(fixture_data.tool_fixtures().cases) == 20
     assert fixture_data.recall_fixtures().conversations
-    assert fixture_data.window_follow_up().contract.accept
+    # Every table of fixtures/finish.toml is a prompt the finish module asks: no data no suite reads.
+    assert set(fixture_data.read_toml("finish.toml")) == {"prompt"}
 
 
 def _with(monkeypatch, path: str, data: dict) -> None:

@@ -1,0 +1,137 @@
+"""Protocol module 13 — load: the protocol's own items at the deployment's production concurrency,
+every answer graded, with latency figures measured on a fixed output length (MLPerf Inference's
+Server scenario: accuracy must hold in the performance run itself).
+
+Per repetition, the profile's ``[load]`` levels in order (the first is concurrency 1). At each
+level, that many clients (one connection each, released together) send the level's requests: the
+mix — the short-answer, tool-call, recall and JSON items, each asked exactly as its own module asks
+it and graded by that module's grader (graders/load.py) — and the decode probes, streamed with
+``max_tokens = min_tokens = N`` and ``ignore_eos`` so each decodes exactly N tokens.
+
+- A wrong answer, an HTTP error, a dropped or timed-out request fails the row with the level, the
+  request and the reason. Queueing is allowed: a request may wait, never be lost or corrupted.
+- Each item's answer under load is held to its answer at concurrency 1 (same request, temperature
+  0): a difference is a batch-variance finding counted per level; it fails when the grader also
+  fails the answer, and always where the profile declares the deployment batch-invariant.
+- Per level: TTFT, TPOT and ITL p50/p95/p99 over the probes, request throughput and output tok/s,
+  the server's mean queue time (``vllm:request_queue_time_seconds`` from ``/metrics``), goodput
+  (probes inside the profile's TTFT and TPOT limits); ``[slo.load]`` can gate on any of them.
+- A level proves it ran at its concurrency: as many requests in flight at once as the level names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_qualify.checks import fail
+from pytest_qualify.client.errors import EndpointError, RequestTimeout, ServerGone
+from pytest_qualify.graders.load import (
+    ProbeTiming, check_probe, grade_item, held_to_first, level_figures, recorded,
+)
+from pytest_qualify.hooks.server_session import make_client
+from pytest_qualify.tasks.load import Probe, level_plan, load_items, send_level, spread_probes
+
+pytestmark = pytest.mark.qualify_module("load")
+
+# How many of a repetition's problems the failure names in full (the count says the rest).
+SHOWN = 12
+
+
+def _queue_reading(client: Any) -> dict[str, float] | None:
+    from pytest_qualify.evidence.metrics import MetricsParseError, parse
+
+    try:
+        snap = parse(client.metrics_text())
+    except (MetricsParseError, EndpointError, ServerGone, RequestTimeout):
+        return None
+    total, count = snap.get("request_queue_time_seconds_sum"), snap.get("request_queue_time_seconds_count")
+    return None if total is None or count is None else {"sum": total, "count": count}
+
+
+def test_load(qualify_run, qualify_profile, qualify_client, qualify_salt, qualify_record, qualify_repetition):
+    rules = qualify_profile.load
+    where = f"repetition {qualify_repetition}"
+    if rules is None:
+        fail(where, f"profile {qualify_profile.name} has no [load] table, so no concurrency level is declared")
+    items = load_items(rules.mix)
+    plan = level_plan(items, rules.requests_per_level)
+    probe = Probe(rules.probe_tokens)
+    budget = qualify_profile.limits.answer_budget_tokens
+    first: dict[str, Any] = {}
+    problems: list[str] = []
+    findings: list[str] = []
+    props: dict[str, Any] = {"load_levels": ",".join(map(str, rules.levels)), "load_probe_tokens": rules.probe_tokens,
+                             "load_batch_invariant": rules.batch_invariant}
+    variance_total = 0
+    for level in rules.levels:
+        tag = f"c={level}"
+        before = _queue_reading(qualify_client)
+        sent, wall_s, in_flight = send_level(lambda: make_client(qualify_run), level,
+                                             spread_probes(plan, probe, rules.probes_per_level), budget, qualify_salt)
+        after = _queue_reading(qualify_client)
+        probes: list[ProbeTiming] = []
+        failed = variance = output_tokens = completed = 0
+        for one in sent:
+            what = "decode probe" if isinstance(one.job, Probe) else one.job.key
+            at = f"{tag}, request {one.index + 1} ({what})"
+            if one.error:
+                failed += 1
+                problems.append(f"{at}: {one.error}")
+                continue
+            answer = one.answer
+            completed += 1
+            output_tokens += answer.completion_tokens or 0
+            if isinstance(one.job, Probe):
+                length = check_probe(answer, probe.tokens)
+                timeline = answer.timeline
+                if not length:
+                    failed += 1
+                    problems.append(f"{at}: {length.reason}")
+                elif timeline is not None and timeline.ttft_s is not None and timeline.e2e_s is not None:
+                    probes.append(ProbeTiming(timeline.ttft_s, timeline.e2e_s, answer.completion_tokens,
+                                              tuple(timeline.inter_chunk_s)))
+                continue
+            item = one.job
+            verdict = grade_item(item, answer)
+            now = recorded(answer, f"load {tag} request {one.index + 1}")
+            held = None
+            if level == rules.levels[0]:
+                first.setdefault(item.key, now)
+            elif item.key in first:
+                held = held_to_first(now, first[item.key])
+                if not held:
+                    variance += 1
+                    findings.append(f"{at}: differs from its answer at c={rules.levels[0]}: {held.reason}")
+            if not verdict:
+                failed += 1
+                also = " (and differs from its answer at concurrency 1)" if held is not None and not held else ""
+                problems.append(f"{at}: {verdict.reason}{also}")
+            elif held is not None and not held and rules.batch_invariant:
+                failed += 1
+                problems.append(f"{at}: the profile declares the deployment batch-invariant, and the answer "
+                                f"differs from its answer at c={rules.levels[0]}: {held.reason}")
+        if in_flight < level:
+            problems.append(f"{tag}: at most {in_flight} requests were in flight at once, so concurrency {level} "
+                            "was not reached")
+        queue = None
+        if after is not None:
+            # No series before the server's first observation: its sum and count were 0.
+            before = before or {"sum": 0.0, "count": 0.0}
+            queue = {"sum": after["sum"] - before["sum"], "count": after["count"] - before["count"]}
+        figures = level_figures(probes, completed, output_tokens, wall_s, rules.goodput_ttft_s_max,
+                                rules.goodput_tpot_s_max, queue)
+        variance_total += variance
+        props.update({f"load_c{level}_requests": len(sent), f"load_c{level}_failed": failed,
+                      f"load_c{level}_batch_variance": variance, f"load_c{level}_in_flight_max": in_flight,
+                      f"load_c{level}_probes": len(probes), f"load_c{level}_wall_s": round(wall_s, 6)})
+        props.update({f"load_c{level}_{k}": (round(v, 6) if isinstance(v, float) else v)
+                      for k, v in figures.items() if v is not None})
+    props["load_batch_variance"] = variance_total
+    if findings:
+        props["load_batch_variance_findings"] = " | ".join(findings[:SHOWN])
+    qualify_record.props(**props)
+    if problems:
+        more = f" (and {len(problems) - SHOWN} more)" if len(problems) > SHOWN else ""
+        fail(where, f"{len(problems)} problem(s) under load: " + " | ".join(problems[:SHOWN]) + more)
