@@ -167,6 +167,14 @@ class QualifyPytest:
     def summary(self) -> dict[str, Any]:
         return json.loads((self.run_dir() / "summary.json").read_text())
 
+    def item_properties(self) -> dict[str, dict[str, str]]:
+        """Each protocol item's figures by its test name (``test_x[rep1of1-...]``), as text, from
+        summary.json: the figures an xunit2 JUnit file no longer carries as testcase properties."""
+        newest = max(p for p in self.evidence.iterdir() if p.is_dir())  # run ids start with the time
+        summary = json.loads((newest / "summary.json").read_text())
+        return {i["nodeid"].split("::")[-1]: {k: "" if v is None else str(v) for k, v in i["properties"].items()}
+                for i in summary["items"]}
+
     def cases(self) -> dict[str, ET.Element]:
         """pytest's own JUnit test cases by ``classname::name``."""
         root = ET.parse(self.junit).getroot()

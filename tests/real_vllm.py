@@ -479,11 +479,13 @@ def one_item(summary_data: dict[str, Any], module: str, name: str) -> dict[str, 
 
 
 def junit_testcases(path: Path) -> dict[str, dict[str, str]]:
-    """JUnit testcase name -> its properties (the file pytest's --junitxml wrote)."""
+    """JUnit testcase name -> the item's figures (the file pytest's --junitxml wrote: xunit2 has no
+    testcase properties, so they head its ``system-out`` as ``name: value`` lines)."""
     out = {}
     for case in ET.parse(path).getroot().iter("testcase"):
-        props = {p.get("name", ""): p.get("value", "") for p in case.iter("property")}
-        out[case.get("name", "")] = props
+        node = case.find("system-out")
+        head = (node.text or "").split("\n\n", 1)[0] if node is not None else ""
+        out[case.get("name", "")] = {k: v for k, sep, v in (line.partition(": ") for line in head.splitlines()) if sep}
     return out
 
 

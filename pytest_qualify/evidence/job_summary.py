@@ -28,14 +28,21 @@ MEANING = {
 def render(summary: Mapping[str, Any], *, bundle_dir: str, exit_code: int, max_bytes: int = MAX_BYTES) -> str:
     s, v = summary, summary["verdict"]
     served = s["profile"]["deployment"]["served_name"]
+    from pytest_qualify.evidence.summary import left_out_label
+
+    scope = left_out_label(s)
     head = [
         f"## Qualification: {v['result']} — `{served}` (profile `{s['profile']['name']}`)"
+        + (f" — {scope}" if scope else "")
         + (" — SIMULATED reference server" if s["simulated"] else ""),
         "",
         f"{MEANING.get(v['result'], '')}; exit status {exit_code} · run `{s['run']['id']}` · "
         f"`--repeat {s['run']['repeat']}` · evidence bundle `{bundle_dir}`",
         "",
     ]
+    if scope:
+        head += [f"Not judged by this profile: {', '.join(s['protocol']['left_out'])} (left out of protocol "
+                 f"v{s['protocol']['version']}).", ""]
     if s["artifacts"].get("html"):
         head += [f"Every item's request, answer and reason: `{bundle_dir}/{s['artifacts']['html']}`", ""]
     if v["reasons"]:

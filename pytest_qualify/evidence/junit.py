@@ -1,22 +1,30 @@
-"""JUnit XML evidence: per-testcase properties and the run's suite properties. No pytest here.
+"""JUnit XML evidence: the run's verdict as the test counts CI reads, and the run's suite
+properties. No pytest here.
 
-Per testcase: module, item, lane, repetition, the timing of the item's *first streamed request*
-(or its first request when none streamed) — ttft_s, ttfvt_s, e2e_s, prompt_tokens,
-completion_tokens, decode_tok_s, prefill_tok_s — plus ``requests`` (how many requests the item
-recorded) and ``requests_e2e_s`` (their summed end-to-end time), and ``reason`` on failure.
-These travel as the item's ``user_properties``, so they survive pytest-xdist and also land in a
-``--junitxml`` file pytest writes itself.
+The file keeps the xunit2 / Jenkins junit-10.xsd structure (:func:`structure_errors` holds it to
+those rules): suite-level ``<properties>`` only — the per-item figures (module, lane, repetition,
+ttft_s, e2e_s, tokens, tok/s, which request the timing describes) live in ``summary.json``'s
+``items`` and, as text, in each test case's ``<system-out>`` (GitLab's test report reads that,
+not properties). Repetitions keep their ids (``[rep2of3]``) in the name, so no two test cases share a
+classname and name.
+
+Red exactly when the verdict is not PASS: besides one test case per item and repetition (a
+failed item is a ``<failure>`` whose ``type`` is its failure kind, ``qualify.format`` /
+``qualify.fact`` / ``qualify.other``), every run-level reason the gate gave (``Decision.findings``:
+an SLO row, a regression, a module that did not run, a partial selection, a dead server, a run that
+could not be judged, ...) is a test case of classname :data:`GATE_CLASSNAME` named after its gate
+row: a ``<failure>`` when the deployment was judged, an ``<error>`` when it was not. Every
+message is one line that names the item (or row) and the reason, short enough that pytest 9.2's
+message shortening leaves it whole; the element text holds the full report.
+
+Per testcase the timing is that of the item's *first streamed request* (or its first request when
+none streamed), plus ``requests`` (how many requests the item recorded) and ``requests_e2e_s``
+(their summed end-to-end time): :func:`merge_answer_properties` folds them into the item's
+``user_properties``, which travel under pytest-xdist into summary.json.
 
 Suite properties (profile, model, revision, served name, engine version, launch command with
-secrets redacted, verdict) are written here on the controller, because
+secrets redacted, verdict, protocol scope, provenance) are written here on the controller, because
 ``record_testsuite_property`` does not work under xdist.
-
-The file is xunit1-shaped (``<properties>`` inside ``<testcase>``), which is what pytest itself
-writes for user properties and what CI viewers read. Some viewers read no ``<properties>`` at all
-(GitLab's test report shows name, classname, time, the failure and ``system-out``), so every test
-case also carries its key facts as text in ``<system-out>``, and a failure's message is its
-one-line reason with the facts at the top of its body. Repetitions keep their ids
-(``[rep2of3]``) in the name, so no two test cases share a classname and name.
 """
 
 from __future__ import annotations
@@ -84,6 +92,18 @@ def suite_properties(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("run_id", summary["run"]["id"]),
         ("verdict", v["result"]),
     ]
+    protocol = summary.get("protocol")
+    if protocol:
+        props.append(("protocol", protocol["label"]))
+        props.append(("left_out_modules", ",".join(protocol["left_out"])))
+    prov = summary.get("provenance")
+    if prov:
+        props += [(f"version_{name}", value) for name, value in prov["versions"].items()]
+        props.append(("host", prov["host"]["hostname"]))
+        ci = prov.get("ci")
+        if ci:
+            props.append(("ci_system", ci["system"]))
+            props += [(f"ci_{k}", str(val)) for k, val in ci.items() if k != "system" and val]
     overall = (summary.get("stats") or {}).get("overall")
     if overall and overall["attempts"]:
         props.append(("attempts_passed", f"{overall['passed']}/{overall['attempts']}"))
@@ -131,40 +151,21 @@ def _describe(reading: Mapping[str, Any]) -> str:
     return Identity.from_dict(reading).describe()
 
 
-def _clean(text: Any) -> str:
+def clean(text: Any) -> str:
+    """Text XML 1.0 can carry (a model's answer may hold control characters)."""
     return _ILLEGAL_XML.sub("\ufffd", str(text))
 
 
-def _classname_and_name(nodeid: str) -> tuple[str, str]:
+_clean = clean
+
+
+def classname_and_name(nodeid: str) -> tuple[str, str]:
     # As pytest's own junitxml does: path segments become dots, the last part is the name.
     parts = nodeid.split("::")
     path = parts[0].replace("/", ".").replace("\\", ".")
     if path.endswith(".py"):
         path = path[:-3]
     return ".".join([path, *parts[1:-1]]).lstrip("."), parts[-1]
-
-
-def testcase_properties(item: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The properties of one protocol item: every protocol name on every test case (empty when
-    the item has no such value, e.g. no lane or no streamed request), then the item's own."""
-    props = dict(item["properties"])
-    out: list[tuple[str, str]] = [
-        ("module", item["module"]),
-        ("item", item["item"]),
-        ("lane", str(item.get("lane") or "")),
-        ("repetition", str(item["repetition"])),
-        ("repetitions", str(item["repetitions"])),
-    ]
-    out += [(k, _text(props.get(k))) for k in TIMING_COLUMNS]
-    if item.get("failure_kind"):
-        out.append(("failure_kind", str(item["failure_kind"])))  # format | fact | other, on every failed case
-    done = {k for k, _ in out} | {"qualify_module", "reason", "waiver", "failure_kind"}
-    out += [(RENAMED.get(k, k), _text(v)) for k, v in props.items() if k not in done and RENAMED.get(k, k) not in done]
-    if item["outcome"] != "passed":
-        out.append(("reason", item["reason"]))
-    if item.get("waiver"):
-        out.append(("waiver", item["waiver"]))
-    return out
 
 
 def _text(value: Any) -> str:
@@ -192,49 +193,187 @@ def key_facts(item: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+GATE_CLASSNAME = "qualify.gate"
+# pytest 9.2 shortens a ``message`` attribute to 500 characters (whole lines); one line below that
+# is left as it is.
+MESSAGE_MAX = 480
+
+
+def message(text: str) -> str:
+    """A failure's ``message``: its first line, within :data:`MESSAGE_MAX` characters."""
+    first = (text.strip().splitlines() or [""])[0]
+    return first if len(first) <= MESSAGE_MAX else first[: MESSAGE_MAX - 1] + "…"
+
+
+def gate_cases(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The run-level test cases: one per reason the gate gave (``verdict.findings``), and, should a
+    verdict other than PASS have no failing case at all, one for the verdict itself — so the counts
+    are red exactly when the verdict is not PASS. Each: name, tag (failure | error), type, message, text."""
+    v = summary["verdict"]
+    out = []
+    for f in v.get("findings") or ():
+        tag = "failure" if f["judged"] else "error"
+        out.append({"name": f["row"], "tag": tag, "type": f"qualify.{f['kind']}" if f["judged"] else "qualify.not_judged",
+                    "message": message(f["reason"]),
+                    "text": f"{f['reason']}\n\ngate row: {f['row']} ({f['kind']}); verdict {v['result']}"})
+    if v["result"] != "PASS" and not out and not v["failures"]:
+        judged = v["result"] == "FAIL"
+        out.append({"name": "verdict", "tag": "failure" if judged else "error",
+                    "type": "qualify.verdict" if judged else "qualify.not_judged",
+                    "message": f"verdict {v['result']}", "text": "; ".join(v["reasons"]) or f"verdict {v['result']}"})
+    return out
+
+
+def item_failure(item: Mapping[str, Any]) -> tuple[str, str]:
+    """(type, message) of a failed item: its failure kind, and one line naming the item and the reason."""
+    where = f"{item['module']}: {item['item']}, repetition {item['repetition']}"
+    return f"qualify.{item.get('failure_kind') or 'other'}", message(f"{where}: {item['reason']}")
+
+
 def build_xml(summary: Mapping[str, Any], cases: Mapping[str, Any], suite_name: str = "pytest-qualify") -> bytes:
     items: Sequence[Mapping[str, Any]] = summary["items"]
-    failures = sum(1 for i in items if i["outcome"] in ("failed", "rerun") and not i.get("waiver"))
+    gate = gate_cases(summary)
+    failed = [i for i in items if i["outcome"] in ("failed", "rerun") and not i.get("waiver")]
+    failures = len(failed) + sum(1 for g in gate if g["tag"] == "failure")
+    errors = sum(1 for g in gate if g["tag"] == "error")
     skipped = sum(1 for i in items if i["outcome"] == "skipped")
     suites = ET.Element("testsuites", name="pytest-qualify")
     suite = ET.SubElement(
-        suites, "testsuite", name=suite_name, tests=str(len(items)), failures=str(failures), errors="0",
-        skipped=str(skipped), time=f"{summary['run']['duration_s']:.3f}", timestamp=summary["run"]["started_at"],
-        hostname=platform.node(),
+        suites, "testsuite", name=suite_name, tests=str(len(items) + len(gate)), failures=str(failures),
+        errors=str(errors), skipped=str(skipped), time=f"{summary['run']['duration_s']:.3f}",
+        timestamp=summary["run"]["started_at"], hostname=platform.node(),
     )
     sprops = ET.SubElement(suite, "properties")
     for name, value in suite_properties(summary):
         ET.SubElement(sprops, "property", name=name, value=_clean(value))
     for item in items:
-        classname, name = _classname_and_name(item["nodeid"])
+        classname, name = classname_and_name(item["nodeid"])
         case = cases.get(item["nodeid"])
         tc = ET.SubElement(suite, "testcase", classname=classname, name=name,
                            time=f"{(item.get('duration_s') or 0.0):.3f}")
-        tprops = ET.SubElement(tc, "properties")
-        for key, value in testcase_properties(item):
-            ET.SubElement(tprops, "property", name=_clean(key), value=_clean(value))
         body = _clean(getattr(case, "longrepr", "") or item["reason"])
         facts = key_facts(item)
         if item["outcome"] == "skipped":
-            ET.SubElement(tc, "skipped", message=_clean(item["reason"]))
+            ET.SubElement(tc, "skipped", type="pytest.skip", message=_clean(message(item["reason"])))
         elif item["outcome"] != "passed" and item.get("waiver"):
             # A waived failure is still reported as what it was, with its waiver beside it.
             facts += f"\n\n{body}"
         elif item["outcome"] != "passed":
-            fail = ET.SubElement(tc, "failure", message=_clean(item["reason"]))
+            kind, msg = item_failure(item)
+            fail = ET.SubElement(tc, "failure", type=kind, message=_clean(msg))
             fail.text = _clean(f"{item['reason']}\n{facts}\n\n") + body
         ET.SubElement(tc, "system-out").text = _clean(facts)
+    for g in gate:
+        tc = ET.SubElement(suite, "testcase", classname=GATE_CLASSNAME, name=g["name"], time="0.000")
+        node = ET.SubElement(tc, g["tag"], type=g["type"], message=_clean(g["message"]))
+        node.text = _clean(g["text"])
     ET.indent(suites)
-    return b'<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="utf-8", xml_declaration=False)
+    data = b'<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="utf-8", xml_declaration=False)
+    problems = structure_errors(data)
+    if problems:  # the writer's own bug: the run cannot pass on a file CI would skip
+        raise ValueError("junit.xml breaks the xunit2 structure: " + "; ".join(problems[:5]))
+    return data
 
 
-def all_testcases_have(xml_bytes: bytes, names: Iterable[str]) -> list[str]:
-    """Test cases missing any of ``names`` as a property (empty list: all have them)."""
+# -- the structure CI's readers accept: Jenkins' junit-10.xsd and pytest's xunit2 family ------------
+
+_TIME = re.compile(r"(([0-9]{0,3},)*[0-9]{3}|[0-9]{0,3})*(\.[0-9]{0,3})?")  # junit-10.xsd SUREFIRE_TIME
+_SUITES_ATTRS = {"name", "time", "tests", "failures", "errors"}
+_SUITE_ATTRS = {"name", "tests", "failures", "errors", "group", "time", "skipped", "timestamp", "hostname", "id",
+                "package", "file", "log", "url", "version"}
+_SUITE_REQUIRED = ("name", "tests", "failures", "errors")
+_SUITE_CHILDREN = {"testsuite", "properties", "testcase", "system-out", "system-err"}
+_CASE_ATTRS = {"name", "classname", "time"}  # xunit2: no file, line or url
+_OUTCOMES = ("failure", "error", "skipped")
+_CASE_CHILDREN = {*_OUTCOMES, "system-out", "system-err", "rerunFailure", "rerunError", "flakyFailure", "flakyError"}
+
+
+def structure_errors(xml_bytes: bytes) -> list[str]:
+    """What keeps a JUnit file from the xunit2 / junit-10.xsd structure (empty: it keeps it), plus
+    this project's own rules: ``type`` and a one-line ``message`` on every failure and error (a
+    message pytest 9.2 would shorten is too long), one outcome per test case, unique test cases,
+    and suite counts that match the test cases."""
+    try:
+        root = ET.fromstring(xml_bytes)
+    except ET.ParseError as exc:
+        return [f"not XML: {exc}"]
+    problems: list[str] = []
+
+    def attrs(el: ET.Element, allowed: set[str], where: str) -> None:
+        extra = sorted(set(el.attrib) - allowed)
+        if extra:
+            problems.append(f"{where}: attribute(s) {extra} not allowed")
+
+    def time(el: ET.Element, where: str) -> None:
+        t = el.get("time")
+        if t is not None and not _TIME.fullmatch(t):
+            problems.append(f"{where}: time {t!r} is not a junit-10 time")
+
+    if root.tag != "testsuites":
+        return [f"root element is <{root.tag}>, not <testsuites>"]
+    attrs(root, _SUITES_ATTRS, "testsuites")
+    time(root, "testsuites")
+    for child in root:
+        if child.tag != "testsuite":
+            problems.append(f"testsuites: <{child.tag}> not allowed")
+    for suite in root.iter("testsuite"):
+        where = f"testsuite {suite.get('name')!r}"
+        attrs(suite, _SUITE_ATTRS, where)
+        time(suite, where)
+        problems += [f"{where}: no {a}" for a in _SUITE_REQUIRED if suite.get(a) is None]
+        problems += [f"{where}: <{c.tag}> not allowed" for c in suite if c.tag not in _SUITE_CHILDREN]
+        props = suite.findall("properties")
+        if len(props) > 1:
+            problems.append(f"{where}: {len(props)} <properties> elements")
+        for p in (x for ps in props for x in ps):
+            if p.tag != "property" or set(p.attrib) != {"name", "value"}:
+                problems.append(f"{where}: <properties> holds <{p.tag} {sorted(p.attrib)}>, not a property with name and value")
+        seen: set[tuple[str | None, str | None]] = set()
+        counted = dict.fromkeys(_OUTCOMES, 0)
+        cases = suite.findall("testcase")
+        for tc in cases:
+            key = (tc.get("classname"), tc.get("name"))
+            here = f"testcase {key[0]}::{key[1]}"
+            if key[1] is None:
+                problems.append(f"{here}: no name")
+            if key in seen:
+                problems.append(f"{here}: appears twice")
+            seen.add(key)
+            attrs(tc, _CASE_ATTRS, here)
+            time(tc, here)
+            for c in tc:
+                if c.tag not in _CASE_CHILDREN:
+                    problems.append(f"{here}: <{c.tag}> not allowed in a testcase")
+            outcomes = [c for c in tc if c.tag in _OUTCOMES]
+            if len(outcomes) > 1:
+                problems.append(f"{here}: {len(outcomes)} outcomes ({', '.join(c.tag for c in outcomes)})")
+            for c in outcomes:
+                counted[c.tag] += 1
+                attrs(c, {"type", "message"}, f"{here} <{c.tag}>")
+                if len(c):
+                    problems.append(f"{here} <{c.tag}>: child elements not allowed")
+                if c.tag == "skipped":
+                    continue
+                if not c.get("type"):
+                    problems.append(f"{here} <{c.tag}>: no type")
+                msg = c.get("message") or ""
+                if not msg.strip():
+                    problems.append(f"{here} <{c.tag}>: no message")
+                elif "\n" in msg or len(msg) > MESSAGE_MAX:
+                    problems.append(f"{here} <{c.tag}>: message is not one line within {MESSAGE_MAX} characters")
+            for c in tc:
+                if c.tag in ("system-out", "system-err") and (len(c) or c.attrib):
+                    problems.append(f"{here} <{c.tag}>: text only")
+        for attr, tag in (("failures", "failure"), ("errors", "error"), ("skipped", "skipped")):
+            if suite.get(attr) is not None and suite.get(attr) != str(counted[tag]):
+                problems.append(f"{where}: {attr}={suite.get(attr)} but {counted[tag]} <{tag}> test cases")
+        if suite.get("tests") is not None and suite.get("tests") != str(len(cases)):
+            problems.append(f"{where}: tests={suite.get('tests')} but {len(cases)} test cases")
+    return problems
+
+
+def counts(xml_bytes: bytes) -> dict[str, int]:
+    """tests, failures, errors and skipped summed over the file's suites, as CI reads them."""
     root = ET.fromstring(xml_bytes)
-    wanted = set(names)
-    missing = []
-    for tc in root.iter("testcase"):
-        have = {p.get("name") for p in tc.iter("property")}
-        if not wanted <= have:
-            missing.append(f"{tc.get('classname')}::{tc.get('name')} lacks {sorted(wanted - have)}")
-    return missing
+    suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
+    return {k: sum(int(s.get(k) or 0) for s in suites) for k in ("tests", "failures", "errors", "skipped")}

@@ -17,6 +17,7 @@ shows both commands.
 from __future__ import annotations
 
 import json
+import platform
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,60 @@ from pytest_qualify.evidence.bundle import bundle_files
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://pytest-qualify/attestations/qualification/v1"  # named as the schemas' $id are
 PROVENANCE_FILE = "provenance.intoto.json"
+
+
+# What a verdict depends on besides the deployment: the distributions whose versions every run records.
+VERSIONED = ("pytest-qualify", "pytest", "pytest-xdist", "openai", "httpx")
+# The CI run, from the variables each CI system sets for every job. An allow-list: a token
+# (GITHUB_TOKEN, CI_JOB_TOKEN) is never read.
+CI_VARIABLES = {
+    "github": ("GITHUB_ACTIONS", {
+        "server_url": "GITHUB_SERVER_URL", "repository": "GITHUB_REPOSITORY", "workflow": "GITHUB_WORKFLOW",
+        "job": "GITHUB_JOB", "run_id": "GITHUB_RUN_ID", "run_attempt": "GITHUB_RUN_ATTEMPT",
+        "ref": "GITHUB_REF", "sha": "GITHUB_SHA", "actor": "GITHUB_ACTOR", "event": "GITHUB_EVENT_NAME",
+    }),
+    "gitlab": ("GITLAB_CI", {
+        "server_url": "CI_SERVER_URL", "repository": "CI_PROJECT_PATH", "pipeline_id": "CI_PIPELINE_ID",
+        "pipeline_url": "CI_PIPELINE_URL", "job": "CI_JOB_NAME", "job_id": "CI_JOB_ID", "job_url": "CI_JOB_URL",
+        "ref": "CI_COMMIT_REF_NAME", "sha": "CI_COMMIT_SHA",
+    }),
+}
+
+
+def versions() -> dict[str, str]:
+    """python and the versions of what the verdict depends on, on this machine (metadata only:
+    nothing is imported)."""
+    from importlib import metadata
+
+    out = {"python": platform.python_version()}
+    for dist in VERSIONED:
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = "not installed"
+    return out
+
+
+def host() -> dict[str, str]:
+    return {"hostname": platform.node(), "platform": platform.platform(), "machine": platform.machine(),
+            "python_implementation": platform.python_implementation()}
+
+
+def ci_run(environ: Mapping[str, str]) -> dict[str, str | None] | None:
+    """The CI run this ran in (GitHub Actions or GitLab CI), or None outside CI."""
+    for system, (marker, names) in CI_VARIABLES.items():
+        if environ.get(marker, "").lower() == "true":
+            out: dict[str, str | None] = {"system": system}
+            out.update({key: environ.get(var) or None for key, var in names.items()})
+            if system == "github" and out["server_url"] and out["repository"] and out["run_id"]:
+                out["run_url"] = f"{out['server_url']}/{out['repository']}/actions/runs/{out['run_id']}"
+            return out
+    return None
+
+
+def provenance_section(environ: Mapping[str, str]) -> dict[str, Any]:
+    """``summary.json``'s ``provenance``: versions, host, CI run — for every run."""
+    return {"versions": versions(), "host": host(), "ci": ci_run(environ)}
 
 
 def subjects(run_dir: Path) -> list[dict[str, Any]]:
@@ -63,6 +118,9 @@ def predicate(summary: Mapping[str, Any], *, exit_code: int | None = None) -> di
         },
         "profile": {"name": p["name"], "source": p["source"], "sha256": profile_digest(p["source"])},
         "qualifier": {"name": "pytest-qualify", "version": run["tool_version"]},
+        # Versions, host and CI run, as summary.json recorded them (None in a summary from before).
+        "environment": summary.get("provenance"),
+        "protocol": summary.get("protocol"),
         "run": {"id": run["id"], "started_at": run["started_at"], "finished_at": run["finished_at"],
                 "repeat": run["repeat"], "workers": run["workers"]},
         "verdict": {"result": v["result"], "reasons": list(v["reasons"]),

@@ -97,12 +97,20 @@ def _stage_only(s: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 
 def _verdict_block(s: Mapping[str, Any]) -> list[str]:
+    from pytest_qualify.evidence.summary import left_out_label
+
     v = s["verdict"]
     label = f"**{v['result']}**" + (" (SIMULATED)" if s["simulated"] else "")
     stage = _stage_only(s)
     if stage:
         label += f" — stage {stage['name']}, **not a qualification**"
+    scope = left_out_label(s)
+    if scope:
+        label += f" — {scope}"
     lines = [f"## Verdict: {label}", ""]
+    if scope:
+        lines += [f"This profile leaves out {', '.join(s['protocol']['left_out'])} of protocol "
+                  f"v{s['protocol']['version']}: the verdict covers the other modules only.", ""]
     if stage:
         lanes = f" (context lanes: {', '.join(stage['lanes'])})" if "context" in stage["modules"] else ""
         lines += [
@@ -131,12 +139,30 @@ def _verdict_block(s: Mapping[str, Any]) -> list[str]:
     return lines + [""]
 
 
+def _provenance(s: Mapping[str, Any]) -> list[str]:
+    prov = s.get("provenance")
+    if not prov:
+        return []
+    v, h, ci = prov["versions"], prov["host"], prov["ci"]
+    text = ("Judged by " + ", ".join(f"{k} {v[k]}" for k in ("python", "pytest", "pytest-xdist", "openai", "httpx") if k in v)
+            + f" on host `{h['hostname']}` ({h['platform']})")
+    if ci:
+        where = ci.get("run_url") or ci.get("pipeline_url") or ci.get("job_url") or ci.get("run_id") or ci.get("pipeline_id")
+        text += f" · CI: {ci['system']} {where or ''}".rstrip()
+    return [cell(text), ""]
+
+
 def render(s: Mapping[str, Any]) -> str:
+    from pytest_qualify.evidence.summary import left_out_label
+
     p, run = s["profile"], s["run"]
     title = f"# Qualification report: {p['deployment']['served_name']} — {s['verdict']['result']}"
     if _stage_only(s):
         stage = s["stage"]
         title = f"# {stage['title']}: {p['deployment']['served_name']} — {stage['verdict_line']}"
+    scope = left_out_label(s)
+    if scope:
+        title += f" ({scope})"
     if s["simulated"]:
         title += " (SIMULATED)"
     out = [title, ""]
@@ -148,6 +174,7 @@ def render(s: Mapping[str, Any]) -> str:
         + f" · pytest-qualify {run['tool_version']}",
         "",
     ]
+    out += _provenance(s)
     out += _verdict_block(s)
 
     out += ["## Deployment", ""] + table(("Field", "Value"), profile_rows(s)) + [""]

@@ -259,6 +259,8 @@ def verdict_section(verdict: GateVerdict) -> dict[str, Any]:
         "result": verdict.verdict,
         "reasons": list(verdict.reasons),
         "incomplete": list(verdict.incomplete),
+        # The reasons as gate rows: JUnit's failing (judged) and erroring (not judged) run-level cases.
+        "findings": [f.as_dict() for f in getattr(verdict, "findings", ())],
         "failures": [brief(r) for r in verdict.failures],
         "waived": [brief(r) for r in verdict.waived],
     }
@@ -296,6 +298,41 @@ def target_section(state: RunState, died: str | None, secrets: Sequence[str]) ->
     }
 
 
+PROTOCOL_VERSION = 3
+
+
+def protocol_section(required: Sequence[str], protocol_modules: Iterable[str]) -> dict[str, Any]:
+    """The protocol's modules and those the profile leaves out: a profile without ``integrity``
+    reads "protocol v3 less integrity" wherever its verdict is shown, never as the whole protocol."""
+    modules = list(protocol_modules)
+    left_out = [m for m in modules if m not in required]
+    label = f"protocol v{PROTOCOL_VERSION}"
+    if len(left_out) > 3:  # most of it left out: say what is in
+        kept = [m for m in modules if m not in left_out]
+        label += f" subset: {', '.join(kept) or 'no module'} ({len(kept)} of {len(modules)} modules)"
+    elif left_out:
+        label += f" less {', '.join(left_out)}"
+    return {"version": PROTOCOL_VERSION, "modules": modules, "left_out": left_out, "label": label}
+
+
+def left_out_label(summary: Mapping[str, Any]) -> str | None:
+    """"protocol v3 less integrity" when the run's profile leaves modules of the protocol out, else
+    None: every writer that shows the verdict shows this beside it."""
+    protocol = summary.get("protocol") or {}
+    return protocol["label"] if protocol.get("left_out") else None
+
+
+def _scoped_stage(stage: dict[str, Any], protocol: Mapping[str, Any]) -> dict[str, Any]:
+    # "Full qualification (protocol v3)" of a profile without integrity is
+    # "Full qualification (protocol v3 less integrity)".
+    if not stage.get("qualifies") or not protocol.get("left_out"):
+        return stage
+    whole = f"(protocol v{protocol['version']})"
+    title = str(stage["title"])
+    title = title.replace(whole, f"({protocol['label']})") if whole in title else f"{title} ({protocol['label']})"
+    return {**stage, "title": title}
+
+
 def facts_section(
     *,
     run: Mapping[str, Any],
@@ -306,12 +343,16 @@ def facts_section(
     snapshots: Mapping[str, Snapshot],
     metrics_errors: Mapping[str, str],
     metrics_files: Sequence[str],
+    protocol: Mapping[str, Any] | None = None,
+    provenance: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The summary's sections that are facts, not judgements: what ran, on what, what each item
-    did and measured. Built once at the end of a run; the gate reads its SLOs and the baseline
-    from it (``gate.RunRecord.facts``), :func:`render_summary` adds the decision."""
+    did and measured, by what (``provenance``). Built once at the end of a run; the gate reads its
+    SLOs and the baseline from it (``gate.RunRecord.facts``), :func:`render_summary` adds the decision."""
     items = [item_section(r, cases.get(r.nodeid)) for r in results]
+    extra = {k: dict(v) for k, v in (("protocol", protocol), ("provenance", provenance)) if v is not None}
     return {
+        **extra,
         "run": dict(run),
         "simulated": bool(target.get("simulated")),
         "target": dict(target),
@@ -342,6 +383,9 @@ def render_summary(
     # The promotion stage this run was (stages.py), the served identity at both ends, and the
     # promoted run a post-promotion check was held to: present only when the plugin hands them in.
     extra = {k: dict(v) for k, v in (("stage", stage), ("identity", identity), ("promoted", promoted)) if v is not None}
+    extra.update({k: dict(facts[k]) for k in ("protocol", "provenance") if facts.get(k) is not None})
+    if "stage" in extra and "protocol" in extra:
+        extra["stage"] = _scoped_stage(extra["stage"], extra["protocol"])
     return {
         "schema": SCHEMA_ID,
         "schema_version": SCHEMA_VERSION,

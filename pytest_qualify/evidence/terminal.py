@@ -61,7 +61,12 @@ def terminal_lines(ev: EvidenceState) -> list[str]:
 
 
 def verdict_line(verdict: Any, ev: EvidenceState | None) -> str:
-    """The run's last terminal line, for a CI log read from the bottom (``tail -1``)."""
+    """The run's last terminal line, for a CI log read from the bottom (``tail -1``): the verdict,
+    the exit status, what the verdict covers when the profile leaves protocol modules out, SIMULATED,
+    flagged regressions, the first reason and where the bundle is."""
+    from pytest_qualify.evidence.summary import left_out_label
+
+    summary = ev.summary if ev is not None else None
     text = verdict.headline  # names the stage: only the full stage reads QUALIFICATION
     if ev is not None and ev.exit_code is not None:
         text += f" (exit {ev.exit_code})"
@@ -70,8 +75,15 @@ def verdict_line(verdict: Any, ev: EvidenceState | None) -> str:
         text += f": {first[:160]}" + (f" (+{len(verdict.reasons) - 1} more)" if len(verdict.reasons) > 1 else "")
     elif verdict.verdict != "PASS" and verdict.failures:
         text += f": {len(verdict.failures)} protocol item(s) failed"
-    if ev is not None and ev.summary is not None and ev.summary.get("simulated"):
-        text += " · SIMULATED (never a promotion)"
+    scope = left_out_label(summary) if summary else None
+    if scope:
+        text += f" · {scope}"
+    if summary and summary.get("simulated"):
+        text += " · SIMULATED (not vLLM; never backs a promotion)"
+    regressions = tuple(getattr(verdict, "regressions", ()) or ())
+    failing = any(f.row == "regression" for f in getattr(verdict, "findings", ()))
+    if regressions and not failing:  # a failing regression is the reason above already
+        text += f" · {len(regressions)} regression(s) flagged against the baseline: {regressions[0][:120]}"
     if ev is not None and ev.bundle_dir:
         text += f" · evidence {ev.bundle_dir}"
     return text

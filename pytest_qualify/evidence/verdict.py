@@ -6,6 +6,7 @@ No pytest here: the pytest side hands in the run state and the run-level reasons
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -14,7 +15,8 @@ from pytest_qualify.gate import decide as gate
 from pytest_qualify.evidence import bundle
 from pytest_qualify.evidence.answers import held_to_the_end
 from pytest_qualify.evidence.session import EvidenceState
-from pytest_qualify.evidence.summary import facts_section, iso, render_summary, stage_fields, target_section, tool_version
+from pytest_qualify.evidence.provenance import provenance_section
+from pytest_qualify.evidence.summary import facts_section, iso, protocol_section, render_summary, stage_fields, target_section, tool_version
 from pytest_qualify.gate.decide import BaselineInput, Decision, RunRecord
 from pytest_qualify.profiles import ModuleInfo
 from pytest_qualify.run import RunState
@@ -60,6 +62,8 @@ def run_record(
         snapshots=ev.snapshots,
         metrics_errors=ev.metrics_errors,
         metrics_files=bundle.metrics_files(run_dir) if run_dir.is_dir() else [],
+        protocol=protocol_section(state.profile.required_modules, modules),
+        provenance=provenance_section(os.environ),
     )
     baseline = None
     if ev.baseline is not None:

@@ -14,6 +14,7 @@ nothing ended the run early. Otherwise it is one of two verdicts, each with its 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -116,6 +117,49 @@ class GateRow:
 
 
 @dataclass(frozen=True)
+class Finding:
+    """One run-level reason the verdict is not PASS, as the gate row it belongs to: what JUnit shows
+    as a failing (``judged``) or erroring (not judged) test case of its own, so the counts are red
+    exactly when the verdict is not PASS. ``row`` is a stable name (``slo_32k_lane_ttft``,
+    ``module_smoke_not_run``, ``regression``); ``kind`` says which sort of row it is."""
+
+    row: str
+    reason: str
+    kind: str  # check | module | regression | waiver | selection | run
+    judged: bool  # False: the reason left the deployment unjudged (INCOMPLETE)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"row": self.row, "kind": self.kind, "judged": self.judged, "reason": self.reason}
+
+
+def row_name(text: str, *, whole: bool = False) -> str:
+    """A reason's or a row title's stable name: lower-case words joined by ``_``. A row title is
+    named whole ("SLO 1K lane TTFT" is ``slo_1k_lane_ttft``); a reason by its leading plain words,
+    up to its first colon or the first word that is a path, an id or a figure ("server died during
+    suites/test_smoke.py::...: ..." is ``server_died_during``), so the name stays what the reason is,
+    not which item or figure it met."""
+    if whole:
+        words = re.findall(r"[a-z0-9]+", text.lower().replace("/", " per "))
+    else:
+        words = []
+        for word in text.split(":", 1)[0].split():
+            if not re.fullmatch(r"[A-Za-z][A-Za-z0-9-]*,?", word):
+                break
+            words.append(word.rstrip(",").lower().replace("-", "_"))
+    return "_".join(words)[:60].strip("_") or "run"
+
+
+def _finding(reason: str, judged: bool, named: Mapping[str, tuple[str, str]]) -> Finding:
+    if reason in named:
+        row, kind = named[reason]
+    elif reason.startswith("partial run") or reason.startswith("run stopped early"):
+        row, kind = row_name(reason), "selection"
+    else:
+        row, kind = row_name(reason), "run"
+    return Finding(row, reason, kind, judged)
+
+
+@dataclass(frozen=True)
 class GateVerdict:
     verdict: str
     rows: tuple[GateRow, ...]
@@ -126,6 +170,7 @@ class GateVerdict:
     incomplete: tuple[str, ...] = ()  # the reasons (among ``reasons``) that left the run unjudged
     stage: Stage | None = None  # None: the whole protocol (the full stage)
     items: tuple[ItemResult, ...] = ()  # every item judged, a waived one carrying its waiver
+    findings: tuple[Finding, ...] = ()  # every reason as its gate row, in the order of ``reasons``
 
     @property
     def passed(self) -> bool:
@@ -163,6 +208,25 @@ def _apply_waivers(
     return items, failures, waived
 
 
+def _unique_rows(findings: Sequence[Finding]) -> list[Finding]:
+    """Two reasons of one row (two partial selections) are ``row`` and ``row_2``: one test case each."""
+    seen: dict[str, int] = {}
+    out = []
+    for f in findings:
+        n = seen[f.row] = seen.get(f.row, 0) + 1
+        out.append(f if n == 1 else replace(f, row=f"{f.row}_{n}"))
+    return out
+
+
+def _module_names(missing: Sequence[str]) -> dict[str, tuple[str, str]]:
+    # "module 'smoke' (Smoke) did not run: ..." is the row module_smoke_not_run.
+    out = {}
+    for reason in missing:
+        module = reason.split("'")[1] if reason.count("'") >= 2 else row_name(reason)
+        out[reason] = (f"module_{row_name(module)}_not_run", "module")
+    return out
+
+
 def _rows(items: Sequence[ItemResult], modules: Mapping[str, ModuleInfo], required: Sequence[str],
           stage: Stage | None) -> tuple[list[GateRow], list[str]]:
     """One row per module (required ones in the registry's order, then any other that ran), and
@@ -195,19 +259,26 @@ def _rows(items: Sequence[ItemResult], modules: Mapping[str, ModuleInfo], requir
 
 def _verdict(items: Sequence[ItemResult], rows: Sequence[GateRow], failures: Sequence[ItemResult],
              waived: Sequence[ItemResult], reasons: list[str], unjudged: list[str], checks: Sequence[CheckRow],
-             target_unavailable: bool, stage: Stage | None, answers_void: Sequence[str] = ()) -> GateVerdict:
+             target_unavailable: bool, stage: Stage | None, answers_void: Sequence[str] = (),
+             named: Mapping[str, tuple[str, str]] | None = None) -> GateVerdict:
     # ``answers_void``: why the answers themselves judged nothing (a steered run whose forced answers
     # did not come back): the run is INCOMPLETE, and a failed item is no judged failure.
+    # ``named``: the gate row of a reason the caller knows (a module that did not run, a regression).
+    named = dict(named or {})
     unjudged += answers_void
+    named.update({r: ("answers_void", "run") for r in answers_void})
     if not items:
         unjudged.append("no protocol test ran")
     for check in checks:
         if check.ok:
             continue
         if check.measured is None:
-            unjudged.append(check.reason or f"{check.title}: not measured")
+            reason = check.reason or f"{check.title}: not measured"
+            unjudged.append(reason)
         else:
-            reasons.append(check.reason or f"{check.title}: {check.result}")
+            reason = check.reason or f"{check.title}: {check.result}"
+            reasons.append(reason)
+        named[reason] = (row_name(check.title, whole=True), "check")
     judged_failure = bool(reasons or (failures and not answers_void)) and not target_unavailable
     if judged_failure:
         verdict = FAIL
@@ -215,8 +286,12 @@ def _verdict(items: Sequence[ItemResult], rows: Sequence[GateRow], failures: Seq
         verdict = INCOMPLETE
     else:
         verdict = PASS
+    findings = [_finding(r, True, named) for r in reasons] + [_finding(r, False, named) for r in unjudged]
+    if target_unavailable:  # nothing was judged: no reason is a judged failure
+        findings = [replace(f, judged=False) for f in findings]
+    findings = _unique_rows(findings)
     return GateVerdict(verdict, tuple(rows), tuple(failures), tuple(waived), tuple(reasons + unjudged),
-                       tuple(checks), tuple(unjudged), stage=stage, items=tuple(items))
+                       tuple(checks), tuple(unjudged), stage=stage, items=tuple(items), findings=tuple(findings))
 
 
 # -- the end of a run: one record in, one decision out ------------------------------------------------
@@ -285,6 +360,7 @@ def decide(record: RunRecord) -> Decision:
     """Apply the gate once to the run's record. Pure: neither the record, its results nor its
     waiver set change (waivers are matched on a copy; a waived item is a copy carrying its waiver)."""
     reasons = list(record.problems)
+    named: dict[str, tuple[str, str]] = {}
     waiver_errors: list[str] = []
     waiver_for = None
     applied_waivers: WaiverSet | None = None
@@ -295,6 +371,7 @@ def decide(record: RunRecord) -> Decision:
         applied_waivers.observe(seen)
         waiver_errors = hard_module_conflicts(ws.waivers, seen, ws.waivable_modules)
         reasons += [f"{WAIVER_USAGE_ERROR}: {e}" for e in waiver_errors]
+        named.update({f"{WAIVER_USAGE_ERROR}: {e}": ("waivers", "waiver") for e in waiver_errors})
         waiver_for = applied_waivers.waiver_for
     items, failures, waived = _apply_waivers(record.results, record.modules, waiver_for)
     rows, missing = _rows(items, record.modules, record.required, record.stage)
@@ -311,11 +388,14 @@ def decide(record: RunRecord) -> Decision:
         comparison["flips"] = flips(record.facts.get("items") or [], b.summary.get("items") or [])
         regressions = list(comparison["regressions"])
         if b.fail_on_regression and regressions:
-            reasons.append(f"performance regression against baseline run {comparison['run_id']} beyond "
-                           f"{b.threshold_pct:g}%: " + "; ".join(regressions))
+            reason = (f"performance regression against baseline run {comparison['run_id']} beyond "
+                      f"{b.threshold_pct:g}%: " + "; ".join(regressions))
+            reasons.append(reason)
+            named[reason] = ("regression", "regression")
 
     verdict = _verdict(items, rows, failures, waived, reasons, [*record.incomplete, *missing], checks,
-                       record.target_unavailable, record.stage, record.answers_void)
+                       record.target_unavailable, record.stage, record.answers_void,
+                       named={**named, **_module_names(missing)})
     return Decision(**{f: getattr(verdict, f) for f in GateVerdict.__dataclass_fields__},
                     waiver_errors=tuple(waiver_errors),
                     waivers=applied_waivers.as_dict() if applied_waivers is not None else None,
@@ -327,7 +407,8 @@ def with_unjudged(decision: Decision, reason: str) -> Decision:
     written): a FAIL stays a FAIL, anything else becomes INCOMPLETE, with the reason listed. Not a
     second judgement: nothing the gate read is read again."""
     return replace(decision, verdict=FAIL if decision.verdict == FAIL else INCOMPLETE,
-                   reasons=(*decision.reasons, reason), incomplete=(*decision.incomplete, reason))
+                   reasons=(*decision.reasons, reason), incomplete=(*decision.incomplete, reason),
+                   findings=(*decision.findings, Finding("evidence_bundle", reason, "run", judged=False)))
 
 
 def render_table(verdict: GateVerdict) -> list[str]:

@@ -1,11 +1,13 @@
 """The evidence's pytest side: waivers and the baseline loaded at configure (a bad file is a usage
 error before any server starts), /metrics scraped at the run's start and end and around each
-context-lane item, protocol names on every JUnit test case, and the run's suite properties in
-pytest's own ``--junitxml`` file. The writers are ``evidence/`` (no pytest there)."""
+context-lane item, protocol names on every item, and pytest's own ``--junitxml`` file made to say
+what the bundle's junit.xml says: the suite properties, a test case per run-level reason of the
+gate, the xunit2 structure. The writers are ``evidence/`` (no pytest there)."""
 
 from __future__ import annotations
 
-from collections.abc import Generator
+import xml.etree.ElementTree as ET
+from collections.abc import Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +85,50 @@ def scrape(state: RunState, name: str, client: Any = None) -> Snapshot | str:
         return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
 
 
+def _xunit2_cases(xml: Any, summary: Mapping[str, Any]) -> None:
+    """Each finished test case of pytest's writer without ``<properties>`` (xunit2 has none: the
+    figures go to ``system-out``), with a ``type`` and a one-line message on a failure or error, and
+    a failed item the gate waived shown as the bundle's junit.xml shows it: passed, with its waiver
+    and its failure in ``system-out`` (a waived corpus item must not turn a PASS red)."""
+    from pytest_qualify.evidence.junit import classname_and_name, message
+
+    waived = {classname_and_name(f["nodeid"]): f["waiver"] for f in summary["verdict"]["waived"]}
+    for reporter in xml.node_reporters_ordered:
+        case = reporter.to_xml()  # a finished reporter returns the same element every time
+        waiver = waived.get((case.get("classname"), case.get("name")))
+        for node in case.findall("failure") if waiver else ():
+            case.remove(node)
+            xml.stats["failure"] -= 1  # pytest counts a case by its outcome: this one now passed
+            xml.stats["passed"] += 1
+            out = case.find("system-out")
+            if out is None:
+                out = ET.SubElement(case, "system-out")
+            out.text = f"WAIVED: {waiver}\n{node.get('message') or ''}\n\n{node.text or ''}\n" + (out.text or "")
+        for props in case.findall("properties"):
+            case.remove(props)
+            text = "\n".join(f"{p.get('name')}: {p.get('value')}" for p in props if p.get("value") not in (None, ""))
+            out = case.find("system-out")
+            if out is None:
+                out = ET.SubElement(case, "system-out")
+            out.text = (text + "\n\n" + (out.text or "")).rstrip() + "\n"
+        for node in (*case.findall("failure"), *case.findall("error")):
+            node.set("type", node.get("type") or f"pytest.{node.tag}")
+            node.set("message", message(node.get("message") or node.text or node.tag))
+
+
+def _add_gate_cases(xml: Any, summary: Mapping[str, Any], secrets: Sequence[str]) -> None:
+    """The gate's run-level test cases (``junit.gate_cases``) into pytest's writer."""
+    from pytest_qualify.evidence.junit import GATE_CLASSNAME, clean, gate_cases
+
+    for g in gate_cases(summary):
+        reporter = xml.node_reporter(f"{GATE_CLASSNAME}::{g['name']}")
+        reporter.attrs.update(classname=GATE_CLASSNAME, name=g["name"])
+        node = ET.Element(g["tag"], type=g["type"], message=clean(redact(g["message"], secrets)))
+        node.text = clean(redact(g["text"], secrets))
+        reporter.append(node)  # counts it as a failure or an error
+        reporter.finalize()
+
+
 class EvidenceHooks:
     """Registered in every process: the per-item hooks run where the test runs (an xdist worker),
     the collecting ones only on the controller."""
@@ -115,7 +161,10 @@ class EvidenceHooks:
             self.ev.snapshots[name] = result
 
     def add_junit_suite_properties(self, config: pytest.Config) -> None:
-        """Suite properties into pytest's own --junitxml file too (its writer runs after the end steps)."""
+        """pytest's own --junitxml file tells what the bundle's junit.xml tells (its writer runs after
+        the end steps): the suite properties, a test case per run-level reason of the gate (so its
+        counts are red exactly when the verdict is not PASS), and the xunit2 structure — the item's
+        properties, which pytest writes inside each test case, move to its ``system-out``."""
         if self.ev.summary is None:
             return
         try:
@@ -127,8 +176,14 @@ class EvidenceHooks:
             return
         from pytest_qualify.evidence.junit import suite_properties
 
+        secrets = self.state.secrets
         for name, value in suite_properties(self.ev.summary):
-            xml.add_global_property(name, redact(value, self.state.secrets))
+            xml.add_global_property(name, redact(value, secrets))
+        try:
+            _xunit2_cases(xml, self.ev.summary)
+            _add_gate_cases(xml, self.ev.summary, secrets)
+        except (AttributeError, TypeError):  # pytest's writer changed: the bundle's junit.xml is the record
+            pass
 
     # -- pytest's hooks --
 

@@ -95,10 +95,16 @@ def write_gate_table(tr: Any, state: RunState) -> None:
     title = f"qualification gate: profile {state.profile.name}"
     if stage is not None and not stage.qualifies:
         title = f"{stage.name} gate (not a qualification): profile {state.profile.name}"
+    from pytest_qualify.evidence.summary import protocol_section
+    from pytest_qualify.profiles import module_registry
+
+    protocol = protocol_section(state.profile.required_modules, module_registry())
     if state.settings.mode == REFERENCE:
         title += " (SIMULATED reference server, not vLLM)"
     elif state.simulated:
         title += " (SIMULATED: the endpoint says so, not vLLM)"
+    if protocol["left_out"]:
+        title += f" ({protocol['label']})"
     tr.write_sep("=", title)
     for line in gate_mod.render_table(state.verdict):
         tr.write_line(line)

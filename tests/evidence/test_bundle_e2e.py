@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pytest_qualify.bundle_format.manifest import verify_manifest
-from pytest_qualify.evidence.junit import PROTOCOL_PROPERTIES, all_testcases_have
+from pytest_qualify.evidence.junit import PROTOCOL_PROPERTIES, structure_errors
 from pytest_qualify.bundle_format.schema import validate
 
 SECRET = "qualify-e2e-secret-7f3a9c"
@@ -79,6 +79,16 @@ def check_bundle(d: Path) -> dict:
     return summary
 
 
+def items_missing(summary: dict, names: tuple[str, ...]) -> list[str]:
+    """Items of summary.json lacking any of the protocol's per-item names."""
+    missing = []
+    for item in summary["items"]:
+        have = set(item["properties"]) | {k for k in ("module", "lane", "repetition") if k in item}
+        if not set(names) <= have:
+            missing.append(f"{item['nodeid']} lacks {sorted(set(names) - have)}")
+    return missing
+
+
 def test_full_bundle_with_lane_cross_check(pytester, qualify_pytest, monkeypatch):
     monkeypatch.setenv("QUALIFY_API_KEY", SECRET)
     pytester.makepyfile(test_lanes=LANES)
@@ -114,10 +124,13 @@ def test_full_bundle_with_lane_cross_check(pytester, qualify_pytest, monkeypatch
     assert "| Context lane | Prompt tokens (server) | TTFT | End to end | Passed |" in report
     assert "| 1K |" in report and "| Decode tok/s p50 (derived from the answers' own lengths) |" in report and "Prefix-cache flags" in report
 
-    # The bundle's JUnit and pytest's own --junitxml: protocol properties on every test case.
+    # The protocol's figures on every item of summary.json; the bundle's JUnit and pytest's own
+    # --junitxml in the xunit2 structure (no testcase properties), the item's figures in system-out.
+    assert items_missing(summary, PROTOCOL_PROPERTIES + ("ttfvt_s", "server_ttft_s")) == []
     for xml_bytes in ((d / "junit.xml").read_bytes(), junit_path.read_bytes()):
-        assert all_testcases_have(xml_bytes, PROTOCOL_PROPERTIES + ("ttfvt_s", "server_ttft_s")) == []
+        assert structure_errors(xml_bytes) == []
         root = ET.fromstring(xml_bytes)
+        assert all("ttft_s" in tc.find("system-out").text for tc in root.iter("testcase"))
         suite_props = {p.get("name"): p.get("value") for p in root.find("testsuite").find("properties")}
         assert suite_props["verdict"] == "PASS" and suite_props["profile"] == "small"
         assert suite_props["served_name"] == "small-chat-4k" and "pytest_qualify.reference" in suite_props["launch_command"]
@@ -136,15 +149,17 @@ def test_junit_properties_survive_xdist(pytester, qualify_pytest):
     assert summary["run"]["workers"] == 2
     # pytest's own file, written on the controller from the workers' reports.
     own = junit_path.read_bytes()
-    assert all_testcases_have(own, PROTOCOL_PROPERTIES) == []
+    assert structure_errors(own) == []
     suite_props = {p.get("name"): p.get("value") for p in ET.fromstring(own).find("testsuite").find("properties")}
     assert suite_props["verdict"] == "PASS" and suite_props["run_id"] == summary["run"]["id"]
     xml_bytes = (d / "junit.xml").read_bytes()
     assert len(list(ET.fromstring(xml_bytes).iter("testcase"))) == 6
-    assert all_testcases_have(xml_bytes, PROTOCOL_PROPERTIES + ("server_requests", "metrics_attribution")) == []
-    for tc in ET.fromstring(xml_bytes).iter("testcase"):
-        props = {p.get("name"): p.get("value") for p in tc.iter("property")}
-        assert float(props["ttft_s"]) > 0 and int(props["prompt_tokens"]) > 0 and props["lane"] in ("1K", "2K", "3K")
+    assert structure_errors(xml_bytes) == []
+    # The workers' figures reached the controller's summary.
+    assert items_missing(summary, PROTOCOL_PROPERTIES + ("server_requests", "metrics_attribution")) == []
+    for item in summary["items"]:
+        props = item["properties"]
+        assert float(props["ttft_s"]) > 0 and int(props["prompt_tokens"]) > 0 and item["lane"] in ("1K", "2K", "3K")
         assert props["metrics_attribution"] in ("exclusive", "shared")
 
 

@@ -14,6 +14,7 @@ import pytest
 from ..helpers import SMOKE, pytester_run, write_profile
 from pytest_qualify.gate import decide as gate
 from pytest_qualify.evidence import job_summary, junit
+from pytest_qualify.profiles import module_registry
 from pytest_qualify.evidence.session import CaseRecord
 from pytest_qualify.stats import flips, stats_section, wilson
 from pytest_qualify.bundle_format.schema import validate
@@ -108,7 +109,11 @@ def test_junit_failure_carries_reason_and_key_facts_outside_properties():
     assert {tc.get("name") for tc in tcs} == {"test_lane[rep1of2-1K]", "test_lane[rep2of2-1K]"}
     rep2 = next(tc for tc in tcs if "rep2of2" in tc.get("name"))
     failure = rep2.find("failure")
-    assert failure.get("message") == "1K lane, repetition 2: answer '4471' lacks needle value '4417'"
+    # The message names the item and the reason on one line; the type is the failure kind.
+    assert failure.get("message") == ("context: test_lane[1K], repetition 2: "
+                                      "1K lane, repetition 2: answer '4471' lacks needle value '4417'")
+    assert failure.get("type") == "qualify.other"
+    assert rep2.find("properties") is None  # xunit2: no testcase-level properties
     body = failure.text
     assert body.startswith("1K lane, repetition 2: answer '4471' lacks needle value '4417'\nmodule: context")
     assert "repetition: 2 of 2" in body and "ttft_s=0.25" in body and "AssertionError: long traceback" in body
@@ -177,7 +182,8 @@ def test_a_failed_deployment_fails_in_every_place_ci_reads(pytester, tmp_path, m
     # The first step saw another model served: a judged FAIL, stopped after the smoke module.
     last = out.splitlines()[-1]
     assert last.startswith("QUALIFICATION: FAIL (exit 1): the served identity is not the profile's"), last
-    assert last.endswith(f" · SIMULATED (never a promotion) · evidence {d}"), last
+    assert last.endswith(f" · protocol v3 subset: smoke (1 of {len(module_registry())} modules)"
+                         f" · SIMULATED (not vLLM; never backs a promotion) · evidence {d}"), last
     smoke = summary["stats"]["modules"][0]
     assert (smoke["passed"], smoke["attempts"]) == (8, 10) and 0.49 < smoke["wilson_low"] < smoke["wilson_high"] < 0.95
     text = step.read_text()

@@ -225,6 +225,13 @@ def test_waived_failure_passes_the_gate_and_is_reported(project, tmp_path):
     assert summary["verdict"]["waived"][0]["reason"] == "img07: answer lacks required word 'violet'"
     report = (run_dir / "report.md").read_text()
     assert "caption under review, ticket MM-12" in report and "**Stale waivers**" in report
+    # A PASS is green in both JUnit files: the waived failure is reported as passed with its waiver.
+    from pytest_qualify.evidence.junit import counts, structure_errors
+
+    for data in ((run_dir / "junit.xml").read_bytes(), project.junit.read_bytes()):
+        assert structure_errors(data) == [] and counts(data)["failures"] + counts(data)["errors"] == 0
+    waived = [c for name, c in project.cases().items() if name.endswith("test_image[rep1of1-img07]")]
+    assert len(waived) == 1 and "WAIVED: caption under review" in waived[0].find("system-out").text
 
 
 def test_expired_waiver_is_a_usage_error(project, tmp_path):

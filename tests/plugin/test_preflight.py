@@ -398,7 +398,8 @@ def test_the_reference_server_reached_by_its_url_is_simulated_everywhere(qualify
     assert result.ret == 0, out
     assert f"target attach http://127.0.0.1:{port} (SIMULATED" in out  # the header
     assert "(SIMULATED: the endpoint says so" in out  # the gate table
-    assert out.splitlines()[-1].startswith("QUALIFICATION: PASS (exit 0) · SIMULATED (never a promotion)")
+    last = out.splitlines()[-1]
+    assert last.startswith("QUALIFICATION: PASS (exit 0) · ") and " · SIMULATED (not vLLM; never backs a promotion)" in last, last
     summary = qualify_pytest.summary()
     assert summary["simulated"] is True and summary["target"]["simulated"] is True
     assert summary["target"]["mode"] == "attach"

@@ -182,9 +182,8 @@ def test_hostile_500_needs_a_known_class():
 
 
 def properties(qualify_pytest) -> dict[str, dict[str, str]]:  # type: ignore[no-untyped-def]
-    """Each test case's JUnit properties by its name."""
-    return {name.split("::")[-1]: {p.get("name") or "": p.get("value") or "" for p in case.iter("property")}
-            for name, case in qualify_pytest.cases().items()}
+    """Each item's figures by its test name (summary.json)."""
+    return qualify_pytest.item_properties()
 
 
 def test_module_passes_with_at_least_200_hostile_requests_all_refused(qualify_pytest):

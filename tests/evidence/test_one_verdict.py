@@ -1,0 +1,172 @@
+"""One verdict, every reader: each verdict class run end to end against the reference server, and
+the terminal's last line, the exit status, both JUnit files (the bundle's and pytest's own
+--junitxml), summary.json, report.md, the in-toto statement and the CI job summary say the same —
+JUnit red (failures + errors > 0) exactly when the verdict is not PASS, each run-level reason a
+test case named after its gate row, and both files in the xunit2 / junit-10.xsd structure."""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_qualify.evidence.junit import GATE_CLASSNAME, counts, structure_errors
+from pytest_qualify.bundle_format.schema import validate
+from pytest_qualify.hooks.collection import suites_dir
+
+from ..helpers import QualifyPytest, suite, write_profile
+
+EXIT = {"PASS": 0, "FAIL": 1, "INCOMPLETE": 2}
+CI_ENV = {"GITHUB_ACTIONS": "true", "GITHUB_SERVER_URL": "https://github.example", "GITHUB_REPOSITORY": "org/repo",
+          "GITHUB_RUN_ID": "4242", "GITHUB_RUN_ATTEMPT": "2", "GITHUB_SHA": "0" * 40, "GITHUB_WORKFLOW": "qualify"}
+CI_TOKEN = "ghs_e25aNeverInTheBundle0123456789"
+
+
+@pytest.fixture
+def step_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "step-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(path))
+    return path
+
+
+def gate_testcases(xml_bytes: bytes) -> dict[str, ET.Element]:
+    root = ET.fromstring(xml_bytes)
+    return {tc.get("name"): tc for tc in root.iter("testcase") if tc.get("classname") == GATE_CLASSNAME}
+
+
+def assert_one_verdict(result: pytest.RunResult, qp: QualifyPytest, step: Path, verdict: str) -> dict[str, Any]:
+    """Every reader of the run says ``verdict``; returns the summary."""
+    out = result.stdout.str()
+    code = EXIT[verdict]
+    assert result.ret == code, out[-3000:]
+    last = out.strip().splitlines()[-1]
+    assert last.startswith(f"QUALIFICATION: {verdict} (exit {code})"), last
+    summary = qp.summary()
+    validate(summary)
+    assert summary["verdict"]["result"] == verdict
+    run_dir = qp.run_dir()
+    report = (run_dir / "report.md").read_text()
+    assert report.splitlines()[0].startswith("# Qualification report: ") and f"— {verdict}" in report.splitlines()[0]
+    assert f"## Verdict: **{verdict}**" in report
+    assert step.read_text().startswith(f"## Qualification: {verdict} — ")
+    assert f"exit status {code}" in step.read_text()
+    statement = json.loads((run_dir / "provenance.intoto.json").read_text())["predicate"]
+    assert statement["verdict"]["result"] == verdict and statement["verdict"]["exit_code"] == code
+    findings = summary["verdict"]["findings"]
+    assert (verdict == "PASS") == (findings == [] and summary["verdict"]["failures"] == [])
+    for name, data in (("bundle", (run_dir / "junit.xml").read_bytes()), ("--junitxml", qp.junit.read_bytes())):
+        assert structure_errors(data) == [], name
+        n = counts(data)
+        assert (n["failures"] + n["errors"] > 0) == (verdict != "PASS"), (name, n)
+        suite_props = {p.get("name"): p.get("value") for p in ET.fromstring(data).find("testsuite").find("properties")}
+        assert suite_props["verdict"] == verdict, name
+        gate = gate_testcases(data)
+        # One gate test case per reason, named after its row, erroring exactly when it left the run unjudged.
+        assert sorted(gate) == sorted(f["row"] for f in findings), name
+        for f in findings:
+            (node,) = list(gate[f["row"]])
+            assert node.tag == ("failure" if f["judged"] else "error") and node.get("type"), name
+            assert f["reason"] in node.text, name  # the element text, whatever a message attribute keeps
+    return summary
+
+
+def test_a_pass_is_green_everywhere_with_its_provenance(qualify_pytest, step_summary, monkeypatch):
+    for key, value in CI_ENV.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("GITHUB_TOKEN", CI_TOKEN)
+    summary = assert_one_verdict(qualify_pytest(), qualify_pytest, step_summary, "PASS")
+    assert counts((qualify_pytest.run_dir() / "junit.xml").read_bytes())["failures"] == 0
+    prov = summary["provenance"]
+    assert {"pytest-qualify", "python", "pytest", "openai", "httpx"} <= set(prov["versions"])
+    assert prov["versions"]["pytest"] == pytest.__version__ and prov["host"]["hostname"]
+    assert prov["ci"]["system"] == "github" and prov["ci"]["run_url"] == "https://github.example/org/repo/actions/runs/4242"
+    statement = json.loads((qualify_pytest.run_dir() / "provenance.intoto.json").read_text())["predicate"]
+    assert statement["environment"] == prov  # every run, not only the self-test
+    assert statement["protocol"]["left_out"] == summary["protocol"]["left_out"]
+    for path in qualify_pytest.run_dir().iterdir():
+        assert CI_TOKEN not in path.read_text(errors="replace"), path.name
+
+
+def test_a_failed_item_is_red_everywhere(qualify_pytest, step_summary):
+    result = qualify_pytest(faults=["wrong_identity"])
+    summary = assert_one_verdict(result, qualify_pytest, step_summary, "FAIL")
+    assert summary["verdict"]["failures"] and summary["verdict"]["findings"] == []
+    cases = qualify_pytest.cases()
+    failed = [c for c in cases.values() if c.find("failure") is not None]
+    assert failed and all(c.find("failure").get("type") for c in failed)
+
+
+def test_an_slo_row_alone_fails_every_reader(qualify_pytest, step_summary):
+    # Every item passes; only the latency limits fail: the run-level reason is what makes JUnit red.
+    result = qualify_pytest("-n", "2", profile="small-slo", faults=["latency=1"], suites=(str(suites_dir()),))
+    summary = assert_one_verdict(result, qualify_pytest, step_summary, "FAIL")
+    assert summary["verdict"]["failures"] == []
+    failing_slo = [r for r in summary["slo"] if not r["ok"]]
+    assert failing_slo
+    rows = {f["row"]: f for f in summary["verdict"]["findings"]}
+    assert all(f["kind"] == "check" and f["judged"] for f in rows.values())
+    assert len(rows) == len(failing_slo)
+    # The profile leaves integrity out of protocol v3, and every reader says so.
+    assert summary["protocol"]["left_out"] == ["integrity"]
+    assert summary["stage"]["title"] == "Full qualification (protocol v3 less integrity)"
+    assert "protocol v3 less integrity" in result.stdout.str().strip().splitlines()[-1]
+    assert "protocol v3 less integrity" in (qualify_pytest.run_dir() / "report.md").read_text().splitlines()[0]
+    assert "protocol v3 less integrity" in step_summary.read_text().splitlines()[0]
+    props = {p.get("name"): p.get("value")
+             for p in ET.parse(qualify_pytest.run_dir() / "junit.xml").getroot().find("testsuite").find("properties")}
+    assert props["protocol"] == "protocol v3 less integrity" and props["left_out_modules"] == "integrity"
+
+
+CHATTY = '''
+import pytest
+
+pytestmark = pytest.mark.qualify_module("smoke")
+
+
+@pytest.mark.parametrize("n", range(3))
+def test_stream(n, qualify_client, qualify_record):
+    answer = qualify_client.chat([{"role": "user", "content": "What is the capital of France? Answer with one word."}],
+                                 stream=True, max_tokens=16, temperature=0)
+    qualify_record.answer(answer)
+'''
+
+
+def test_a_regression_is_flagged_on_the_last_line_and_fails_only_when_asked(qualify_pytest, step_summary, tmp_path):
+    chatty = qualify_pytest.pytester.makepyfile(test_chatty=CHATTY)
+    first = qualify_pytest(suites=(str(chatty),))
+    assert first.ret == 0, first.stdout.str()[-2000:]
+    baseline = qualify_pytest.summary()
+    baseline["timing"]["decode_tok_s"]["p50"] *= 1000  # the earlier run decoded a thousand times faster
+    path = tmp_path / "baseline.json"
+    path.write_text(json.dumps(baseline))
+
+    flagged_dir = tmp_path / "flagged"
+    flagged = qualify_pytest.pytester.runpytest_subprocess(
+        f"--qualify={write_profile(qualify_pytest.pytester.path)}", "--qualify-endpoint", "reference",
+        "--qualify-evidence", str(flagged_dir), "-p", "no:cacheprovider", "--qualify-baseline", str(path), str(chatty))
+    last = flagged.stdout.str().strip().splitlines()[-1]
+    assert flagged.ret == 0 and last.startswith("QUALIFICATION: PASS (exit 0)"), last
+    assert re.search(r" · \d regression\(s\) flagged against the baseline: [^·]*decode tok/s p50", last), last
+
+    for old in qualify_pytest.evidence.iterdir():  # the run folder of the next run is the only one
+        old.rename(tmp_path / old.name)
+    step_summary.unlink()
+    result = qualify_pytest("--qualify-baseline", str(path), "--qualify-fail-on-regression", "25", suites=(str(chatty),))
+    summary = assert_one_verdict(result, qualify_pytest, step_summary, "FAIL")
+    assert [f["row"] for f in summary["verdict"]["findings"]] == ["regression"]
+    assert summary["verdict"]["findings"][0]["kind"] == "regression"
+
+
+def test_a_partial_selection_is_incomplete_and_errors_in_junit(qualify_pytest, step_summary):
+    result = qualify_pytest("-k", "smoke", modules=("smoke", "json"), suites=suite("smoke", "json"))
+    summary = assert_one_verdict(result, qualify_pytest, step_summary, "INCOMPLETE")
+    findings = summary["verdict"]["findings"]
+    assert {f["row"] for f in findings} == {"partial_run", "module_json_not_run"}
+    assert not any(f["judged"] for f in findings)
+    gate = gate_testcases(qualify_pytest.junit.read_bytes())
+    assert gate["partial_run"].find("error").get("type") == "qualify.not_judged"
+
