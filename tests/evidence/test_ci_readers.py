@@ -192,7 +192,11 @@ def test_a_failed_deployment_fails_in_every_place_ci_reads(pytester, tmp_path, m
     assert text.count("| smoke | test_identity | - |") == 2 and "evidence: 8/10 attempts passed" in text
     # GitLab: reason and facts without <properties>, one test case per repetition.
     tcs = {tc.get("name"): tc for tc in ET.parse(d / "junit.xml").getroot().iter("testcase")}
-    assert len(tcs) == 10
+    # Ten protocol items and the gate's own test case for the identity stop.
+    gate = {name: tc for name, tc in tcs.items() if tc.get("classname") == "qualify.gate"}
+    assert len(tcs) == 11 and len(gate) == 1, sorted(tcs)
+    (stop,) = gate.values()
+    assert "the served identity is not the profile's" in stop.find("failure").get("message")
     for rep in (1, 2):
         tc = tcs[f"test_identity[rep{rep}of2]"]
         assert "root is 'pytest-qualify/small-chat-other'" in tc.find("failure").get("message")

@@ -92,7 +92,8 @@ def test_a_pass_is_green_everywhere_with_its_provenance(qualify_pytest, step_sum
 
 
 def test_a_failed_item_is_red_everywhere(qualify_pytest, step_summary):
-    result = qualify_pytest(faults=["wrong_identity"])
+    # An item's wrong answer (not the identity, which stops the run with a finding of its own).
+    result = qualify_pytest(faults=["smoke_empty"])
     summary = assert_one_verdict(result, qualify_pytest, step_summary, "FAIL")
     assert summary["verdict"]["failures"] and summary["verdict"]["findings"] == []
     cases = qualify_pytest.cases()
