@@ -9,12 +9,12 @@ run folder, so lines are appended under a file lock. No pytest here.
 
 from __future__ import annotations
 
-import fcntl
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_qualify.evidence.jsonl import append_line, read_lines
 from pytest_qualify.gate.slo import CheckRow
 from pytest_qualify.graders.integrity import RecordedAnswer, check_same_answers
 from pytest_qualify.request_key import request_key as key_of
@@ -40,29 +40,11 @@ def append(run_dir: Path, key: str, answer: RecordedAnswer, salt: str | None = N
     if role not in ROLES:
         raise ValueError(f"journal role {role!r}: expected one of {', '.join(ROLES)}")
     fields = {"key": key, "role": role, **answer.as_dict(), **({"salt": salt} if salt is not None else {})}
-    line = json.dumps(fields, ensure_ascii=False, default=str)
-    with open(run_dir / JOURNAL_FILE, "a", encoding="utf-8") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        fh.write(line + "\n")
-        fh.flush()
-        fcntl.flock(fh, fcntl.LOCK_UN)
+    append_line(run_dir / JOURNAL_FILE, json.dumps(fields, ensure_ascii=False, default=str))
 
 
 def _lines(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / JOURNAL_FILE
-    if not path.exists():
-        return []
-    with open(path, encoding="utf-8") as fh:
-        fcntl.flock(fh, fcntl.LOCK_SH)
-        lines = fh.readlines()
-        fcntl.flock(fh, fcntl.LOCK_UN)
-    out = []
-    for line in lines:
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue  # a line cut by a killed worker judges nothing
-    return out
+    return read_lines(run_dir / JOURNAL_FILE)
 
 
 def answers_to(run_dir: Path, key: str) -> list[RecordedAnswer]:

@@ -12,13 +12,13 @@ before it is written; xdist workers append under the same file lock as the journ
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_qualify.evidence.jsonl import append_line, read_lines
 from pytest_qualify.redaction import redact
 
 if TYPE_CHECKING:
@@ -123,26 +123,12 @@ def slots_record(nodeid: str, slots: Sequence[Mapping[str, Any]]) -> dict[str, A
 
 
 def append(run_dir: Path, record: Mapping[str, Any], secrets: Sequence[str] = ()) -> None:
-    line = redact(json.dumps(record, ensure_ascii=False, default=str), secrets)
-    with open(run_dir / TRANSCRIPTS_FILE, "a", encoding="utf-8") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        fh.write(line + "\n")
-        fh.flush()
-        fcntl.flock(fh, fcntl.LOCK_UN)
+    append_line(run_dir / TRANSCRIPTS_FILE, redact(json.dumps(record, ensure_ascii=False, default=str), secrets))
 
 
 def read(run_dir: Path) -> list[dict[str, Any]]:
     """The bundle's transcript lines, in the order written; a line cut by a killed worker is skipped."""
-    path = run_dir / TRANSCRIPTS_FILE
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return out
+    return read_lines(run_dir / TRANSCRIPTS_FILE)
 
 
 def by_item(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, list[Mapping[str, Any]]]]:
