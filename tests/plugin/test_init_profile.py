@@ -17,7 +17,8 @@ import pytest
 
 from pytest_qualify import init_profile
 from pytest_qualify.client.errors import EndpointError
-from pytest_qualify.promotion.identity import engine_version_of, parse_engine
+from pytest_qualify.engines import parse_engine
+from pytest_qualify.promotion.identity import engine_version_of
 from pytest_qualify.server.lifecycle import free_port
 from pytest_qualify.profiles import load_profile
 

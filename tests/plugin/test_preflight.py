@@ -20,8 +20,9 @@ import pytest
 
 from pytest_qualify.profiles import load_profile
 from pytest_qualify.promotion.identity import (
-    DIFFERS, HELD, NOT_VERIFIABLE, Identity, declared_fields, engine_version_reason, parse_engine,
+    DIFFERS, HELD, NOT_VERIFIABLE, Identity, declared_fields, engine_version_reason,
 )
+from pytest_qualify.engines import parse_engine
 from pytest_qualify.reference.faults import FaultError, check_for_run
 from pytest_qualify.settings import SettingsError, resolve
 
