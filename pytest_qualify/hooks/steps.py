@@ -156,6 +156,7 @@ class RunSteps:
         from pytest_qualify.evidence.terminal import terminal_lines
 
         tr = terminalreporter
+        add_gate_reports(tr, self.ev.summary)
         write_gate_table(tr, self.state)
         tr.write_line("")
         for line in terminal_lines(self.ev):
@@ -186,6 +187,25 @@ class RunSteps:
         if verdict is not None:
             # After pytest's own "N passed" line: the verdict is the run's last line, for CI logs.
             tr.write_line(verdict_line(verdict, self.ev), bold=True, green=verdict.passed, red=not verdict.passed)
+
+
+def add_gate_reports(tr: Any, summary: Any) -> None:
+    """The gate's run-level test cases (``junit.gate_cases``: the ones junit.xml holds) in the terminal
+    reporter's counts too, so pytest's own closing line and its short summary say what junit.xml and
+    the verdict say ("384 passed, 1 failed" for an SLO row alone, "1 error" for a run not judged).
+    Called inside pytest's terminal-summary wrapper: its sections per failure are already written,
+    the short summary and the counts line come after."""
+    if not summary:
+        return
+    from pytest_qualify.evidence.junit import GATE_CLASSNAME, gate_cases
+
+    for case in gate_cases(summary):
+        failed = case["tag"] == "failure"
+        report = pytest.TestReport(
+            nodeid=f"{GATE_CLASSNAME}::{case['name']}", location=(GATE_CLASSNAME, None, case["name"]),
+            keywords={}, outcome="failed", longrepr=case["message"], when="call" if failed else "setup",
+        )
+        tr.stats.setdefault("failed" if failed else "error", []).append(report)
 
 
 class WorkerSteps:

@@ -71,6 +71,14 @@ def assert_one_verdict(result: pytest.RunResult, qp: QualifyPytest, step: Path, 
             (node,) = list(gate[f["row"]])
             assert node.tag == ("failure" if f["judged"] else "error") and node.get("type"), name
             assert f["reason"] in node.text, name  # the element text, whatever a message attribute keeps
+    # pytest's own closing line counts what junit.xml counts: the gate's test cases included.
+    closing = next(line for line in reversed(out.splitlines()) if re.match(r"^=+ .* in [0-9.]+s", line))
+    said = {word: int(n) for n, word in re.findall(r"(\d+) (failed|errors?|passed)", closing)}
+    n = counts(run_dir.joinpath("junit.xml").read_bytes())
+    assert said.get("failed", 0) == n["failures"], (closing, n)
+    assert said.get("error", said.get("errors", 0)) == n["errors"], (closing, n)
+    for f in findings:
+        assert f"qualify.gate::{f['row']}" in out, f["row"]  # in pytest's short summary
     return summary
 
 

@@ -228,7 +228,8 @@ def test_launch_mode_exit_during_startup_fails_in_seconds_with_the_log_tail(pyte
     assert "server exited during startup with exit code 7" in out
     assert "command: " in out and "fake_vllm.py serve pytest-qualify/small-chat" in out
     assert "--served-model-name small-chat-4k --max-model-len 4096" in out
-    result.assert_outcomes(errors=5)
+    result.assert_outcomes(errors=6)  # 5 items and the gate's test case for the failed start (not judged)
+    assert "ERROR" in out and "qualify.gate::server_startup_failed" in out
     assert "QUALIFICATION: INCOMPLETE" in out and "server startup failed" in out
     # Each error keeps the one-line reason and the command in its message; the log's tail is a
     # section of the report after it, not part of the message.
@@ -244,7 +245,9 @@ def test_launch_mode_exit_during_startup_fails_in_seconds_with_the_log_tail(pyte
 def test_launch_mode_identity_mismatch_names_both_values(pytester, tmp_path):
     result = launch(pytester, tmp_path, "--report-root", "other-org/other-model", "--report-max-model-len", "2048")
     out = result.stdout.str()
-    result.assert_outcomes(passed=4, failed=1)
+    # The identity item and the gate's test case for the first step's stop.
+    result.assert_outcomes(passed=4, failed=2)
+    assert "qualify.gate::the_served_identity_is_not_the" in out
     assert "root is 'other-org/other-model', expected 'pytest-qualify/small-chat'" in out
     assert "max_model_len is 2048, expected 4096" in out
 
