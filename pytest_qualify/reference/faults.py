@@ -99,7 +99,13 @@ def fault_specs() -> dict[str, FaultSpec]:
             described[name] = text
     specs = {}
     for name, text in described.items():
-        kind = text[1:].split(":", 1)[0] if text.startswith("=") else None
+        # "=KIND: ..." takes an argument; "[=KIND]: ..." may take one (the load faults' level).
+        if text.startswith("="):
+            kind = text[1:].split(":", 1)[0]
+        elif text.startswith("[="):
+            kind = text[2:].split("]", 1)[0]
+        else:
+            kind = None
         specs[name] = FaultSpec(name, kind, owners.get(name))
     return specs
 

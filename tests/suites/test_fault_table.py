@@ -53,4 +53,6 @@ def test_the_fault_fails_its_own_module(qualify_pytest: QualifyPytest, name):
     assert failed, f"{row.spec}: no item failed"
     cases = {name.rsplit("::", 1)[-1]: case for name, case in qualify_pytest.cases().items()}
     for item in failed:
+        if cases[item].get("classname") == "qualify.gate":
+            continue  # the gate's own test case for a run-level reason (the identity stop)
         assert f"test_{row.module}" in cases[item].get("classname", ""), f"{row.spec} failed {item}, not a {row.module} item"
