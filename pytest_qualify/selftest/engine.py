@@ -14,7 +14,6 @@ and a qualification can require one (``--qualify-require-selftest``). No pytest 
 from __future__ import annotations
 
 import json
-import platform
 import subprocess
 import sys
 import tempfile
@@ -221,17 +220,12 @@ def run_all(cases: Sequence[Case], runner: Callable[[Case], CaseOutcome], jobs: 
 
 
 def versions() -> dict[str, str]:
-    """The plugin's version and those of what a verdict depends on, on this machine."""
-    from importlib import metadata
+    """The plugin's version and those of what a verdict depends on, on this machine: the run
+    provenance's reading (``evidence/provenance.py``), in selftest.json's own keys."""
+    from pytest_qualify.evidence.provenance import versions as run_versions
 
-    def version(dist: str) -> str:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            return "not installed"
-
-    return {"pytest-qualify": version("pytest-qualify"), "python": platform.python_version(),
-            "pytest": version("pytest"), "openai": version("openai")}
+    found = run_versions()
+    return {key: found[key] for key in ("pytest-qualify", "python", "pytest", "openai")}
 
 
 def record(profile: Mapping[str, Any], outcomes: Sequence[CaseOutcome], left_out: Sequence[tuple[FaultRow, str]],
