@@ -261,6 +261,16 @@ def test_integrity_rules_and_stream_idle_limit():
     assert load_profile("tiny-cpu").integrity.length_bands == ()
 
 
+def _assert_edit_refused(tmp_path, edit, field, words):
+    """The small profile with one edit is refused, naming the field and why."""
+    text = _small_text()
+    assert edit[0] in text
+    path = _write(tmp_path, text.replace(edit[0], edit[1], 1))
+    with pytest.raises(ProfileError) as err:
+        load_profile(str(path))
+    assert field in str(err.value) and words in str(err.value), str(err.value)
+
+
 @pytest.mark.parametrize("edit, field, words", [
     (("per_1k_prompt_tokens_s = 5.0", "per_1k_prompt_tokens_s = 5.0\nstream_idle_s = 60"),
      "timeouts.stream_idle_s", "not under the request budget"),
@@ -275,12 +285,7 @@ def test_integrity_rules_and_stream_idle_limit():
     (("finish = [1, 400]", "finish = [1]"), "integrity.length_chars.finish", "too short"),
 ])
 def test_bad_integrity_rules_are_named(tmp_path, edit, field, words):
-    text = _small_text()
-    assert edit[0] in text
-    path = _write(tmp_path, text.replace(edit[0], edit[1], 1))
-    with pytest.raises(ProfileError) as err:
-        load_profile(str(path))
-    assert field in str(err.value) and words in str(err.value), str(err.value)
+    _assert_edit_refused(tmp_path, edit, field, words)
 
 
 def test_load_rules_in_the_built_in_profiles():
@@ -303,12 +308,7 @@ def test_load_rules_in_the_built_in_profiles():
     (("tpot_s_max = 0.05", "tpot_s_max = 0"), "load.goodput.tpot_s_max", "less than or equal to the minimum"),
 ])
 def test_bad_load_rules_are_named(tmp_path, edit, field, words):
-    text = _small_text()
-    assert edit[0] in text
-    path = _write(tmp_path, text.replace(edit[0], edit[1], 1))
-    with pytest.raises(ProfileError) as err:
-        load_profile(str(path))
-    assert field in str(err.value) and words in str(err.value), str(err.value)
+    _assert_edit_refused(tmp_path, edit, field, words)
 
 
 def test_an_unknown_slo_load_figure_is_named(tmp_path):
