@@ -193,3 +193,19 @@ class Styles:
     correct: Sequence[Any]
     near_misses: Sequence[tuple[Any, str]]  # (answer, what the reason must say)
     notes: dict[str, str] = field(default_factory=dict)
+
+    def label(self, answer: Any) -> str:
+        """A test id for one of the corpus's answers."""
+        return f"{self.module}:{json.dumps(answer, ensure_ascii=False)[:60]}"
+
+    def assert_accepts(self, answer: Any) -> None:
+        verdict = self.grade(answer)
+        assert verdict.ok, verdict.reason
+
+    def assert_rejects(self, answer: Any, why: str) -> None:
+        """Fails with a reason that says ``why``; a near miss marked as a format failure
+        (``why`` starts ``format:``) is one, and a wrong value is never called one."""
+        verdict = self.grade(answer)
+        assert not verdict.ok, f"accepted: {verdict.reason}"
+        assert why in verdict.reason, verdict.reason
+        assert verdict.is_format is why.startswith("format:"), verdict.reason

@@ -665,10 +665,6 @@ NEAR_MISSES = ([(s, a, why) for s in CORPUS for a, why in s.near_misses]
                + [(s, a, why) for s, a, why in MODEL_STYLES if why is not None])
 
 
-def _id(styles: Styles, answer: Any) -> str:
-    return f"{styles.module}:{json.dumps(answer, ensure_ascii=False)[:60]}"
-
-
 def test_every_module_has_its_corpus():
     modules = [m["id"] for m in tomllib.loads((Path(__file__).parents[2] / "pytest_qualify" / "modules.toml").read_text())["module"]]
     assert sorted(s.module for s in CORPUS) == sorted(set(modules) - set(STRUCTURED))
@@ -677,16 +673,11 @@ def test_every_module_has_its_corpus():
         assert len(styles.near_misses) >= MIN_NEAR_MISSES, styles.module
 
 
-@pytest.mark.parametrize("styles,answer", CORRECT, ids=[_id(s, a) for s, a in CORRECT])
+@pytest.mark.parametrize("styles,answer", CORRECT, ids=[s.label(a) for s, a in CORRECT])
 def test_correct_answer_passes(styles, answer):
-    verdict = styles.grade(answer)
-    assert verdict.ok, verdict.reason
+    styles.assert_accepts(answer)
 
 
-@pytest.mark.parametrize("styles,answer,why", NEAR_MISSES, ids=[_id(s, a) for s, a, _ in NEAR_MISSES])
+@pytest.mark.parametrize("styles,answer,why", NEAR_MISSES, ids=[s.label(a) for s, a, _ in NEAR_MISSES])
 def test_near_miss_fails_with_its_reason(styles, answer, why):
-    verdict = styles.grade(answer)
-    assert not verdict.ok, f"accepted: {verdict.reason}"
-    assert why in verdict.reason, verdict.reason
-    # A near miss marked as a format failure is one, and a wrong value is never called one.
-    assert verdict.is_format is why.startswith(FORMAT), verdict.reason
+    styles.assert_rejects(answer, why)

@@ -262,10 +262,6 @@ CORRECT = [(s, a) for s in CORPUS for a in s.correct]
 NEAR_MISSES = [(s, a, why) for s in CORPUS for a, why in s.near_misses]
 
 
-def _id(styles: Styles, answer: Any) -> str:
-    return f"{styles.module}:{json.dumps(answer, ensure_ascii=False)[:60]}"
-
-
 def test_every_structured_module_has_its_corpus():
     assert tuple(s.module for s in CORPUS) == MODULES
     for styles in CORPUS:
@@ -276,14 +272,11 @@ def test_every_structured_module_has_its_corpus():
         assert any(r.startswith("format:") for r in reasons) and any(not r.startswith("format:") for r in reasons), styles.module
 
 
-@pytest.mark.parametrize("styles,answer", CORRECT, ids=[_id(s, a) for s, a in CORRECT])
+@pytest.mark.parametrize("styles,answer", CORRECT, ids=[s.label(a) for s, a in CORRECT])
 def test_correct_answer_passes(styles, answer):
-    verdict = styles.grade(answer)
-    assert verdict.ok, verdict.reason
+    styles.assert_accepts(answer)
 
 
-@pytest.mark.parametrize("styles,answer,why", NEAR_MISSES, ids=[_id(s, a) for s, a, _ in NEAR_MISSES])
+@pytest.mark.parametrize("styles,answer,why", NEAR_MISSES, ids=[s.label(a) for s, a, _ in NEAR_MISSES])
 def test_near_miss_fails_with_its_reason(styles, answer, why):
-    verdict = styles.grade(answer)
-    assert not verdict.ok, f"accepted: {verdict.reason}"
-    assert why in verdict.reason, verdict.reason
+    styles.assert_rejects(answer, why)
