@@ -89,7 +89,10 @@ def engine_version(text: str | None) -> str | None:
     PEP 440-normalised for the table's ranges: :func:`parse_engine`'s version token, or the release
     at its start where the token is a build string PEP 440 does not read (``"0.1.0-reference"``)."""
     token = parse_engine(text).version
-    for candidate in (token, *(m.group(1) for m in [_VERSION_RE.search(token or "")] if m)):
+    if token is None:
+        return None
+    release = _VERSION_RE.search(token)
+    for candidate in (token, release.group(1) if release else None):
         try:
             return str(Version(candidate)) if candidate else None
         except InvalidVersion:
