@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_qualify.profiles import ProfileError, builtin_profiles, load_profile, module_registry
+from pytest_qualify.profiles import ProfileError, builtin_profiles, load_profile, module_registry, protocol_modules
 
 
 def test_builtins_are_listed_and_valid():
@@ -31,7 +31,7 @@ def test_262k_is_the_promoted_deployment():
     assert p.thinking.enabled is False and p.thinking.overridable is False
     args = " ".join(p.serve.args)
     assert "--max-model-len 262144" in args and "--kv-cache-dtype fp8" in args and "--max-num-seqs 1" in args
-    assert set(p.required_modules) == set(module_registry())
+    assert set(p.required_modules) == set(protocol_modules())
     assert p.waivable_modules == ("multimodal",)
 
 
