@@ -22,7 +22,6 @@ from pytest_qualify.reference import SIMULATED_LABEL, oracle, shaping, tokenizer
 from pytest_qualify.reference.faults import Faults
 from pytest_qualify.reference import serving
 from pytest_qualify.reference.state import ReferenceState
-from pytest_qualify.server.facts import SIMULATED_LINE as SIMULATED_FACTS
 from pytest_qualify.request_key import request_key
 from pytest_qualify.reference.validation import (
     hostile_class, overwindow, parse_json_body, validate_budget, validate_chat,
@@ -335,7 +334,7 @@ def serve(host: str, port: int, profile: Profile, faults: Faults, api_key: str |
     delay = serving.startup_delay_s(faults)
     if delay:
         time.sleep(delay)  # slow_startup: not listening yet, as a vLLM still loading its weights
-    print(SIMULATED_FACTS + json.dumps(state.serving_facts), flush=True)
+    print(serving.SIMULATED_LINE + json.dumps(state.serving_facts), flush=True)
     handler = type("BoundHandler", (Handler,), {"state": state})
     httpd = ThreadingHTTPServer((host, port), handler)
     httpd.daemon_threads = True

@@ -21,6 +21,8 @@ from typing import Any
 from pytest_qualify.profiles import Profile
 from pytest_qualify.reference.faults import Faults
 
+# The log line the SIMULATED facts are written in, as JSON after it (server/facts.py reads it).
+SIMULATED_LINE = "SIMULATED serving facts: "
 BLOCK_TOKENS = 16
 BYTES_PER_TOKEN = 20 * 1024  # about what the recipe's FP8 hybrid model pays (8 GiB for 412,980 tokens)
 DEFAULT_DECODE_TOK_S = 2_000.0  # the rate slow_decode slows when the server was started without one

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pytest_qualify.engines import known
+# The reference server's one line of SIMULATED facts (reference/handler.py writes it).
+from pytest_qualify.reference.serving import SIMULATED_LINE
 
 # What a fact's figure is and where it came from.
 Status = Literal["read", "computed", "measured", "simulated", "not in the log", "not visible here",
@@ -59,8 +61,6 @@ FACTS: tuple[FactKind, ...] = (
 FACT_KEYS = tuple(f.key for f in FACTS)
 KIND = {f.key: f for f in FACTS}
 
-# The reference server's one line of SIMULATED facts (reference/handler.py writes it).
-SIMULATED_LINE = "SIMULATED serving facts: "
 METRIC_INFO = "vllm:cache_config_info"
 LOG_SOURCE = "server log"
 METRICS_SOURCE = f"/metrics {METRIC_INFO}"

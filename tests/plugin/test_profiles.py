@@ -180,7 +180,7 @@ def test_qwen_cpu_is_the_text_protocol_on_a_4k_window():
     assert env["HF_HUB_OFFLINE"] == env["TRANSFORMERS_OFFLINE"] == "1"
     assert {"HF_HOME", "VLLM_CACHE_ROOT", "XDG_CACHE_HOME"} <= set(env)
     # A text-only model: the media modules are not in the profile, and the description says so.
-    assert set(module_registry()) - set(p.required_modules) == {"multimodal", "media_admission"}
+    assert set(protocol_modules()) - set(p.required_modules) == {"multimodal", "media_admission"}
     assert "text" in p.description and "multimodal" in p.description and "CPU" in p.description
 
 
