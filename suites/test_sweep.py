@@ -28,7 +28,7 @@ from pytest_qualify.checks import fail, sizing
 from pytest_qualify.client.errors import EndpointError, error_message
 from pytest_qualify.hooks import state_of
 from pytest_qualify.tasks.haystack import (
-    Haystack, Sized, SizingError, haystack_seed, pad_to_tokens, plan_haystack, size_to_tokens, unit_rate,
+    Haystack, Sized, SizingError, haystack_seed, pad_to_tokens, plan_haystack, size_to_tokens,
 )
 
 pytestmark = pytest.mark.qualify_module("sweep")
@@ -48,18 +48,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("decode_prompt_tokens", sizes, ids=[f"{t}tok" for t in sizes])
 
 
-def _exact_prompt(client: Any, run_id: str, label: str, repetition: int, target: int, where: str) -> Sized:
-    """A haystack prompt of exactly ``target`` server tokens (the window module's way)."""
-    plan = plan_haystack(haystack_seed(run_id, "sweep", label, repetition), 0.5, distractors=0)
+def _exact_prompt(sizer: Any, run_id: str, label: str, target: int, where: str) -> Sized:
+    """A haystack prompt of exactly ``target`` server tokens (the window module's way), sized once
+    per run: every repetition sends the same prompt, each sample under its own cache salt."""
+    plan = plan_haystack(haystack_seed(run_id, "sweep", label), 0.5, distractors=0)
     build = Haystack(plan).build
-    with sizing(where):
+
+    def search() -> Sized:
         try:
-            return size_to_tokens(build, client.count_chat_tokens, target, max_calls=MAX_TOKENIZE_CALLS,
-                                  rate=unit_rate(client.base_url))
+            return size_to_tokens(build, sizer.count, target, max_calls=MAX_TOKENIZE_CALLS, rate=sizer.rate)
         except SizingError as exc:
             if exc.closest is None:
                 raise
-            return pad_to_tokens(build, client.count_chat_tokens, target, exc.closest, max_calls=PAD_CALLS)
+            return pad_to_tokens(build, sizer.count, target, exc.closest, max_calls=PAD_CALLS)
+
+    with sizing(where):
+        return sizer.sized(f"sweep {plan.seed} {target}", search, build)
     raise AssertionError("unreachable")
 
 
@@ -76,12 +80,12 @@ def _send(ask: Any, sized: Sized, tokens: int, salt: str, timeout_s: float, wher
         fail(where, f"HTTP {exc.status}: {error_message(exc.body)[:200]}")
 
 
-def _warm_up(ask: Any, client: Any, profile: Any, run_id: str, repetition: int, where: str) -> None:
+def _warm_up(ask: Any, sizer: Any, profile: Any, run_id: str, where: str) -> None:
     """One request before the measured samples, at the sweep's smallest size, so the first sample
     does not pay the server's first-request costs."""
     sizes = [*profile.sweep.prompt_tokens, *profile.sweep.decode_prompt_tokens]
     smallest = min(sizes)
-    sized = _exact_prompt(client, run_id, "warm-up", repetition, smallest, f"{where}: warm-up")
+    sized = _exact_prompt(sizer, run_id, "warm-up", smallest, f"{where}: warm-up")
     _send(ask, sized, profile.sweep.output_tokens, "warm-up", profile.timeouts.for_prompt(smallest), f"{where}: warm-up")
 
 
@@ -89,13 +93,12 @@ def _samples(values: list[float]) -> str:
     return ",".join(f"{v:.6f}" for v in values)
 
 
-def test_ttft_sweep(sweep_tokens, qualify_client, qualify_ask, qualify_profile, qualify_run, qualify_record,
+def test_ttft_sweep(sweep_tokens, qualify_sizer, qualify_ask, qualify_profile, qualify_run, qualify_record,
                     qualify_repetition):
     rules = qualify_profile.sweep
     where = f"TTFT sweep at {sweep_tokens:,} prompt tokens, repetition {qualify_repetition}"
-    _warm_up(qualify_ask, qualify_client, qualify_profile, qualify_run.run_id, qualify_repetition, where)
-    sized = _exact_prompt(qualify_client, qualify_run.run_id, f"ttft-{sweep_tokens}", qualify_repetition, sweep_tokens,
-                          where)
+    _warm_up(qualify_ask, qualify_sizer, qualify_profile, qualify_run.run_id, where)
+    sized = _exact_prompt(qualify_sizer, qualify_run.run_id, f"ttft-{sweep_tokens}", sweep_tokens, where)
     if sized.tokens != sweep_tokens:
         fail(where, f"no prompt of exactly {sweep_tokens} server tokens could be built (closest {sized.tokens})")
     ttft, counted = [], set()
@@ -115,13 +118,13 @@ def test_ttft_sweep(sweep_tokens, qualify_client, qualify_ask, qualify_profile, 
                          **({"sweep_measured_prompt_tokens": counted.pop()} if len(counted) == 1 else {}))
 
 
-def test_decode_probe(decode_prompt_tokens, qualify_client, qualify_ask, qualify_profile, qualify_run, qualify_record,
+def test_decode_probe(decode_prompt_tokens, qualify_sizer, qualify_ask, qualify_profile, qualify_run, qualify_record,
                       qualify_repetition):
     rules = qualify_profile.sweep
     where = f"decode probe at {decode_prompt_tokens:,} prompt tokens, repetition {qualify_repetition}"
-    _warm_up(qualify_ask, qualify_client, qualify_profile, qualify_run.run_id, qualify_repetition, where)
-    sized = _exact_prompt(qualify_client, qualify_run.run_id, f"decode-{decode_prompt_tokens}", qualify_repetition,
-                          decode_prompt_tokens, where)
+    _warm_up(qualify_ask, qualify_sizer, qualify_profile, qualify_run.run_id, where)
+    sized = _exact_prompt(qualify_sizer, qualify_run.run_id, f"decode-{decode_prompt_tokens}", decode_prompt_tokens,
+                          where)
     rates = []
     for k in range(1, rules.decode_samples + 1):
         answer = _send(qualify_ask, sized, rules.decode_tokens, f"decode-{k}",
