@@ -203,6 +203,9 @@ def _calls(answer: tuple[str, Any]) -> Verdict:
     """A call case ``(case_id, [(name, args)])``; a no-tool-fits answer ``("no-tool:<case>", text)``
     under its contract; the round trip's final answer ``("final", text)`` after the result AMOUNT."""
     case_id, calls = answer
+    if case_id.startswith("raw:"):
+        # The arguments exactly as a server sent them (the API's JSON string, or what came instead).
+        return grade_calls([RawCall(name, raw) for name, raw in calls], TOOLS.tool_case(case_id.removeprefix("raw:")).calls, TOOLS.schemas)
     if case_id.startswith("no-tool:"):
         return IRRELEVANT[case_id.removeprefix("no-tool:")].grade(calls)
     if case_id == "final":
@@ -254,6 +257,9 @@ TOOL_STYLES = Styles(
         ("final", '120 EUR is 176.30 CAD.\n{"amount": 176.30, "currency": "CAD"}'),
         # Spanish opens an exclamation with "¡": the accepted form "¡Gracias!" is data.
         ("no-tool:irrelevant_translation", "\u00a1Gracias!"), ("no-tool:irrelevant_translation", "*\u00a1Gracias!*"),
+        # The arguments' JSON text as servers write it: spacing, escapes, key order are free.
+        ("raw:weather_lisbon_now", [("get_weather", '{ "unit" : "celsius" ,\n  "city" : "Lisbon" }')]),
+        ("raw:weather_lisbon_now", [("get_weather", '{"city": "\\u004cisbon", "unit": "celsius"}')]),
     ],
     near_misses=[
         (("ticket_login_regression", [("create_ticket", {**LOGIN, "title": "Login fails with 50.2 after deploy"})]),
@@ -281,6 +287,12 @@ TOOL_STYLES = Styles(
         (("final", '{"amount": 120, "currency": "EUR"}'), "field 'currency' is 'EUR'"),
         (("final", "120 euros is about 176.30 Canadian dollars."), FORMAT),
         (("final", '{"amount": 176.3}'), FORMAT),
+        # arguments that are not the API's JSON string: the call's slot malformed, never an exception
+        (("raw:weather_lisbon_now", [("get_weather", {"city": "Lisbon", "unit": "celsius"})]),
+         FORMAT + " invalid_json: arguments came as a JSON object"),
+        (("raw:weather_lisbon_now", [("get_weather", None)]), FORMAT + " invalid_json: arguments are null"),
+        (("raw:weather_lisbon_now", [("get_weather", "city=Lisbon, unit=celsius")]), FORMAT + " invalid_json: arguments 'city=Lisbon"),
+        (("raw:weather_lisbon_now", [("get_weather", '"{\\"city\\": \\"Lisbon\\"}"')]), FORMAT + " invalid_json: arguments are a JSON string, not an object"),
     ],
 )
 
