@@ -47,6 +47,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from pytest_qualify.graders import FORMAT, Verdict
+from pytest_qualify.graders.text import space_groups_as_commas
 
 FORMS = ("reply", "line", "json")
 
@@ -117,8 +118,14 @@ class Accept:
         return " or ".join(repr(f) for f in self.forms)
 
 
+def _nfkc(text: str) -> str:
+    """NFKC, after digits grouped by thin or no-break spaces are written with commas (NFKC would
+    make those spaces plain ones, and "1 234" two numbers)."""
+    return unicodedata.normalize("NFKC", space_groups_as_commas(text))
+
+
 def _fold(text: str, accept: Accept) -> str:
-    text = unicodedata.normalize("NFKC", text)
+    text = _nfkc(text)
     if accept.separators:
         text = re.sub(r"[\s_\-\u2010-\u2015\u2212]+", " ", text)
     text = re.sub(r"\s+", " ", text).strip()
@@ -131,7 +138,7 @@ _NUMBER_RE = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+")
 
 def _number(text: str, accept: Accept) -> Decimal | None:
     """The slot read as one number under the slot's rules, or None when it is not one number."""
-    text = unicodedata.normalize("NFKC", text).strip()
+    text = _nfkc(text).strip()
     # A listed unit may follow the number ("2,350 EUR") or precede it ("€2,350", "CAD 176.30").
     for unit in sorted(accept.units, key=len, reverse=True):
         folded = unit.casefold()
@@ -156,7 +163,7 @@ def _number(text: str, accept: Accept) -> Decimal | None:
 
 def numbers_in(text: str) -> list[str]:
     """Every number written in a slot (to tell a hedge, "2 or 3", from a malformed slot)."""
-    return _NUMBER_RE.findall(re.sub(f"[{_MINUS}](?=\\d)", "-", unicodedata.normalize("NFKC", text)))
+    return _NUMBER_RE.findall(re.sub(f"[{_MINUS}](?=\\d)", "-", _nfkc(text)))
 
 
 def compare(value: Any, accept: Accept, name: str = "answer") -> Verdict:
@@ -339,7 +346,7 @@ def _answer_lines(content: str | None) -> tuple[list[str], list[int]]:
     while lines and lines[-1].strip() in ("```", "~~~"):
         lines.pop()
     # NFKC: a fullwidth label ("ANSWER：42") is the same label.
-    lines = [unicodedata.normalize("NFKC", line) for line in lines]
+    lines = [_nfkc(line) for line in lines]
     return lines, [i for i, line in enumerate(lines) if _ANSWER_LINE_RE.match(line)]
 
 
@@ -382,7 +389,7 @@ def measured_span(content: str | None, contract: "Contract") -> tuple[str, str]:
     lines, answers = _answer_lines(text)
     if len(answers) != 1:
         return text, "visible answer"
-    normalised = unicodedata.normalize("NFKC", _newlines(text))
+    normalised = _nfkc(_newlines(text))
     at = normalised.rfind(lines[answers[0]])
     return (normalised[at:] if at >= 0 else text), "answer line"
 

@@ -135,9 +135,17 @@ CONTEXT = Styles(
         "1234567", "**1234567**", "1,234,567", "`1234567`", "```\n1234567\n```", "1234567.", "Answer: 1234567",
         "The access code for the amber vault:\n**1234567**", "> 1234567", '"1234567"', "  1234567\n",
         "```\r\n1234567\r\n```",
+        # SI and French digit grouping: a thin, a narrow no-break or a no-break space between groups.
+        "1\u2009234\u2009567", "1\u202f234\u202f567", "**1\u00a0234\u00a0567**", "Answer: 1\u202f234\u202f567.",
     ],
     near_misses=[
         ("1234567 or maybe 1234568", "lacks needle value"),
+        # A space that is no grouping keeps the digits apart: never one number, never the needle.
+        ("1 234 567", "lacks needle value"),
+        ("1\u202f234\u00a0567", "lacks needle value"),
+        ("1234\u202f567", "lacks needle value"),
+        ("1\u202f234\u202f56", "lacks needle value"),
+        ("1\u202f234\u202f576", "gives distractor value '1234576' (key 'crimson')"),
         ("~1234567", "answer '~1234567' lacks needle value"),
         ("0001234567", "lacks needle value"),
         ("1234567-8", "lacks needle value"),
@@ -330,6 +338,10 @@ RECALL = Styles(
         ("trip_booking", {**TRIP_TRUTH, "budget_eur": "\u20ac2,350", "my_hotel": "Hotel Aurelia.", "sister_hotel": "\u201cHotel Aurora\u201d"}),
         ("lab_samples", {**LAB_TRUTH, "freezer": "Freezer 12", "temperature_c": "-80\u00b0C"}),
         ("oncall_handover", "```json\r\n{\r\n  \"name\": \"Ingrid Vasquez\",\r\n  \"employee_number\": 48213,\r\n  \"door_code\": \"7Q-5531\"\r\n}\r\n```\r\n"),
+        # SI and French digit grouping, as commas group: "2 350 EUR" with a narrow no-break space.
+        ("trip_booking", {**TRIP_TRUTH, "budget_eur": "2\u202f350 EUR"}),
+        ("trip_booking", {**TRIP_TRUTH, "budget_eur": "2\u2009350"}),
+        ("trip_booking", {**TRIP_TRUTH, "budget_eur": "\u20ac2\u00a0350"}),
     ],
     near_misses=[
         (("trip_booking", "Your sister is at the Hotel Aurelia and you're at the Hotel Aurora; booking KX7-42Q, budget 2,350 euros."), FORMAT),
@@ -338,6 +350,10 @@ RECALL = Styles(
         (("lab_samples", {**LAB_TRUTH, "temperature_c": 80}), "field 'temperature_c' is '80'"),
         (("lab_samples", {**LAB_TRUTH, "freezer": "12 or 21"}), "holds 2 candidates"),
         (("trip_booking", {**TRIP_TRUTH, "budget_eur": "~2350"}), "field 'budget_eur' '~2350' holds more than the number"),
+        # a space that is no digit grouping: two numbers, never 2350
+        (("trip_booking", {**TRIP_TRUTH, "budget_eur": "2 350"}), "holds 2 candidates (2, 350)"),
+        (("trip_booking", {**TRIP_TRUTH, "budget_eur": "2\u202f35 EUR"}), "holds 2 candidates (2, 35)"),
+        (("trip_booking", {**TRIP_TRUTH, "budget_eur": "2\u202f350\u00a0000"}), "holds 3 candidates"),
         (("lab_samples", {**LAB_TRUTH, "freezer": "Freezer 21"}), "field 'freezer' is 'Freezer 21'"),
         (("lab_samples", {**LAB_TRUTH, "study_lead": "Dr. Okafor (or maybe Dr. Okoro)"}), "field 'study_lead'"),
         (("lab_samples", {k: v for k, v in LAB_TRUTH.items() if k != "freezer"}), FORMAT),

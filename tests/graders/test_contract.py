@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from pytest_qualify.graders.contract import (
-    Accept, Contract, FormatError, block_slot, compare, grade, json_slot, line_slot, reply_slot,
+    Accept, Contract, FormatError, block_slot, compare, grade, json_slot, line_slot, numbers_in, reply_slot,
 )
 
 PARIS = Contract("reply", Accept(("Paris",)), value_hint="one word")
@@ -290,6 +290,36 @@ def test_a_json_string_value_is_cleaned_of_the_same_noise_as_a_reply():
     # Accepted forms are cleaned alike: "5 p.m." as a form matches the slot "5 p.m." (its period is noise).
     assert grade("ANSWER: 5 p.m.", Contract("line", Accept(("5 p.m.",)))).ok
     assert grade("\u00a1Gracias!", Contract("reply", Accept(("\u00a1Gracias!",)))).ok
+
+
+@given(st.integers(1_000, 10**9), st.sampled_from(["\u2009", "\u202f", "\u00a0"]), st.sampled_from(["", ".5", ".25"]),
+       st.sampled_from(["reply", "line", "json"]))
+def test_digits_grouped_by_thin_or_no_break_spaces_read_as_one_number_wherever_commas_do(n, space, decimals, form):
+    """SI and French grouping ("1 234 567" with a thin or a (narrow) no-break space) is the
+    number the comma grouping is, in every form; a rule that refuses commas refuses it too."""
+    written = f"{n:,}".replace(",", space) + decimals
+    value = f"{n}{decimals}"
+    reply = {"reply": written, "line": f"Working.\nANSWER: {written}", "json": json.dumps({"n": written})}[form]
+    contract = (Contract("json", fields={"n": Accept((value,), kind="number")}, schema={"type": "object"}) if form == "json"
+                else Contract(form, Accept((value,), kind="number")))
+    assert grade(reply, contract).ok, reply
+    no_commas = Accept((value,), kind="number", thousands=False)
+    assert not compare(written, no_commas).ok and not compare(f"{n:,}{decimals}", no_commas).ok
+    assert numbers_in(written) == [f"{n:,}{decimals}"]
+
+
+@pytest.mark.parametrize("written", [
+    "2 350",                   # a plain space: two numbers
+    "2\u202f35",               # a group of two
+    "2350\u202f000",           # four digits before the group
+    "2\u202f350\u00a0000",     # two kinds of space
+    "2\u202f350\u202f00",      # a short last group
+    "2,350\u202f000",          # a comma, then a space
+])
+def test_a_space_that_is_no_digit_grouping_never_joins_two_numbers(written):
+    verdict = compare(written, Accept(("2350",), kind="number"))
+    assert not verdict.ok and "candidates" in verdict.reason, verdict.reason
+    assert len(numbers_in(written)) >= 2
 
 
 def test_a_listed_unit_may_precede_or_follow_the_number():
