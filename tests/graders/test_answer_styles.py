@@ -59,6 +59,8 @@ SMOKE = Styles(
         ("capital", '"Paris"'), ("week", "7"), ("week", "**7**"), ("week", "```\n7\n```"), ("week", "7.0"),
         # CRLF line ends and trailing whitespace are not content.
         ("capital", "```text\r\nParis\r\n```"), ("week", "7\r\n"), ("capital", "\u201cParis\u201d\u00a0 \n"),
+        # Answer tags round the whole value, on one line or three.
+        ("capital", "<answer>Paris</answer>"), ("week", "<answer>\n7\n</answer>"), ("capital", "**<final_answer>Paris</final_answer>**"),
     ],
     near_misses=[
         (("capital", "Paris is France's largest city, but its capital is Lyon."), "expected 'Paris'"),
@@ -73,6 +75,11 @@ SMOKE = Styles(
         # A tilde is a hedge or a strikethrough, never formatting noise.
         (("week", "~7"), "answer '~7' holds more than the number"),
         (("capital", "~~Paris~~"), "answer is '~~Paris~~'"),
+        # answer tags never hide a second candidate
+        (("week", "<answer>7</answer> or <answer>8</answer>"), "holds 2 candidates (7, 8)"),
+        (("capital", "<answer>Paris</answer>\n<answer>Lyon</answer>"), FORMAT + " the reply must be the answer alone, got 2 lines"),
+        (("capital", "<answer><answer>Lyon</answer> Paris</answer>"), "expected 'Paris'"),
+        (("capital", "<answer>Lyon</answer>"), "answer is 'Lyon', expected 'Paris'"),
     ],
 )
 
@@ -137,6 +144,7 @@ CONTEXT = Styles(
         "```\r\n1234567\r\n```",
         # SI and French digit grouping: a thin, a narrow no-break or a no-break space between groups.
         "1\u2009234\u2009567", "1\u202f234\u202f567", "**1\u00a0234\u00a0567**", "Answer: 1\u202f234\u202f567.",
+        "<answer>1234567</answer>", "<answer>\n1,234,567\n</answer>",
     ],
     near_misses=[
         ("1234567 or maybe 1234568", "lacks needle value"),
@@ -146,6 +154,8 @@ CONTEXT = Styles(
         ("1234\u202f567", "lacks needle value"),
         ("1\u202f234\u202f56", "lacks needle value"),
         ("1\u202f234\u202f576", "gives distractor value '1234576' (key 'crimson')"),
+        ("<answer>1234567</answer><answer>1234576</answer>", "lacks needle value"),
+        ("<answer>1234576</answer>", "gives distractor value '1234576' (key 'crimson')"),
         ("~1234567", "answer '~1234567' lacks needle value"),
         ("0001234567", "lacks needle value"),
         ("1234567-8", "lacks needle value"),
@@ -260,6 +270,7 @@ TOOL_STYLES = Styles(
         # The currency's symbol or code before the amount (units are data: they may precede or follow).
         ("final", '{"amount": "C$176.30", "currency": "CAD"}'), ("final", '{"amount": "CAD 176.30", "currency": "CAD"}'),
         ("final", '```json\r\n{"amount": 176.3, "currency": "CAD"}\r\n```'),
+        ("final", '<answer>{"amount": 176.3, "currency": "CAD"}</answer>'),
         # One line of prose before the object, a colon at its end or not.
         ("final", 'The tool returned 176.3.\n\n```json\n{"amount": 176.3, "currency": "CAD"}\n```'),
         ("final", '120 EUR is 176.30 CAD.\n{"amount": 176.30, "currency": "CAD"}'),
@@ -338,6 +349,13 @@ RECALL = Styles(
         ("trip_booking", {**TRIP_TRUTH, "budget_eur": "\u20ac2,350", "my_hotel": "Hotel Aurelia.", "sister_hotel": "\u201cHotel Aurora\u201d"}),
         ("lab_samples", {**LAB_TRUTH, "freezer": "Freezer 12", "temperature_c": "-80\u00b0C"}),
         ("oncall_handover", "```json\r\n{\r\n  \"name\": \"Ingrid Vasquez\",\r\n  \"employee_number\": 48213,\r\n  \"door_code\": \"7Q-5531\"\r\n}\r\n```\r\n"),
+        # A listed unit however it is spelt: "degrees C", "°" (for "degrees"), "℃", "deg. C".
+        ("lab_samples", {**LAB_TRUTH, "temperature_c": "-80 degrees C"}),
+        ("lab_samples", {**LAB_TRUTH, "temperature_c": "-80\u00b0"}),
+        ("lab_samples", {**LAB_TRUTH, "temperature_c": "\u221280 \u2103"}),
+        ("lab_samples", {**LAB_TRUTH, "temperature_c": "-80 deg. C"}),
+        # Answer tags round the whole object (Hunyuan's template writes them).
+        ("trip_booking", "<answer>\n" + json.dumps(TRIP_TRUTH) + "\n</answer>"),
         # SI and French digit grouping, as commas group: "2 350 EUR" with a narrow no-break space.
         ("trip_booking", {**TRIP_TRUTH, "budget_eur": "2\u202f350 EUR"}),
         ("trip_booking", {**TRIP_TRUTH, "budget_eur": "2\u2009350"}),
@@ -350,6 +368,13 @@ RECALL = Styles(
         (("lab_samples", {**LAB_TRUTH, "temperature_c": 80}), "field 'temperature_c' is '80'"),
         (("lab_samples", {**LAB_TRUTH, "freezer": "12 or 21"}), "holds 2 candidates"),
         (("trip_booking", {**TRIP_TRUTH, "budget_eur": "~2350"}), "field 'budget_eur' '~2350' holds more than the number"),
+        # another unit, or a second number beside a unit: no unit can hide a second candidate
+        (("lab_samples", {**LAB_TRUTH, "temperature_c": "-80 \u00b0F"}), "field 'temperature_c' '-80 \u00b0F' holds more than the number"),
+        (("lab_samples", {**LAB_TRUTH, "temperature_c": "-80 \u00b0C (-112 \u00b0F)"}), "holds 2 candidates (-80, -112)"),
+        (("lab_samples", {**LAB_TRUTH, "temperature_c": "-80 degrees C or -70"}), "holds 2 candidates (-80, -70)"),
+        (("lab_samples", {**LAB_TRUTH, "temperature_c": "-8 degrees C"}), "field 'temperature_c' is '-8 degrees C'"),
+        (("trip_booking", "<answer>" + json.dumps(TRIP_TRUTH) + "</answer>\n<answer>" + json.dumps(TRIP_TRUTH) + "</answer>"),
+         FORMAT + " text after the JSON object: a second JSON object"),
         # a space that is no digit grouping: two numbers, never 2350
         (("trip_booking", {**TRIP_TRUTH, "budget_eur": "2 350"}), "holds 2 candidates (2, 350)"),
         (("trip_booking", {**TRIP_TRUTH, "budget_eur": "2\u202f35 EUR"}), "holds 2 candidates (2, 35)"),
@@ -447,6 +472,9 @@ FINISH = Styles(
         ("sum", "12 + 30 = 42\nANSWER: <42>", "stop"),
         # A fullwidth colon (CJK-trained models) and a zero-width space are noise.
         ("sum", "12 + 30 = 42\nANSWER\uff1a42", "stop"), ("sum", "ANSWER: 42\u200b", "stop"),
+        # Answer tags: after the label, or as the answer line itself (their tags are its label).
+        ("sum", "12 + 30 = 42\nANSWER: <answer>42</answer>", "stop"), ("sum", "12 + 30 = 42\n\n<answer>42</answer>", "stop"),
+        ("sum", "12 + 30 = 42, not 43.\n<answer>\n42\n</answer>", "stop"),
     ],
     near_misses=[
         (("sum", "12 + 30 = 42. Wait, no: 43.", "stop"), FORMAT + " no final line 'ANSWER"),
@@ -456,6 +484,11 @@ FINISH = Styles(
         (("sum", "ANSWER: ~42", "stop"), "answer '~42' holds more than the number"),
         (("sum", "ANSWER: <43>", "stop"), "answer is '43', expected '42'"),
         (("sum", "ANSWER: 42\n\nHope this helps!", "stop"), FORMAT + " text after the ANSWER line"),
+        (("sum", "<answer>43</answer>\n12 + 30 = 42\nANSWER: 42", "stop"), FORMAT + " 2 ANSWER lines ('<answer>43</answer>'; 'ANSWER: 42')"),
+        (("sum", "<answer>42</answer>\nActually 43", "stop"), FORMAT + " text after the ANSWER line: 'Actually 43'"),
+        (("sum", "ANSWER: <answer>42 or 43</answer>", "stop"), "holds 2 candidates (42, 43)"),
+        (("sum", "<answer>42</answer> <answer>43</answer>", "stop"), FORMAT + " no final line 'ANSWER"),
+        (("sum", "12 + 30\n<answer>\n42\n43\n</answer>", "stop"), FORMAT),
         (("planet", "Saturn (Jupiter is only the second largest)", "stop"), "expected 'Jupiter'"),
         (("planet", "Jupiter or Saturn", "stop"), "expected 'Jupiter'"),
         (("planet", "Jupiter", "length"), "answer budget exhausted"),
