@@ -6,7 +6,11 @@ out of the visible content.
 Prose working is not a leak: a visible answer that starts "**Reasoning:**" or "Thoughts:" is the
 model answering a prompt that asked it to think it through, in words the caller was meant to read.
 Only what the engine and its template produce for hidden reasoning (fields, tags, markers, usage)
-is. Nothing is stripped before grading: the content is judged exactly as the caller would see it.
+is, in the forms the open model families write it (their chat templates and vLLM's reasoning
+parsers): think tags by any name, harmony's channels whole or with their special tokens stripped
+("analysis...assistantfinal..."), Gemma's and Apertus's tokens, Granite's two phrases. A reasoning
+field that holds only whitespace holds no reasoning. Nothing is stripped before grading: the
+content is judged exactly as the caller would see it.
 """
 
 from __future__ import annotations
@@ -16,24 +20,45 @@ import unicodedata
 
 from pytest_qualify.graders import Verdict
 
-# Markers reasoning models and their chat templates emit around hidden reasoning.
+# What open model families' chat templates and vLLM's reasoning parsers (vllm/reasoning/*.py) put
+# round hidden reasoning, as it reads once it reaches the visible content. Think tags by any name:
+# an angle-bracket tag or template token whose name holds one of these stems (<think>, </think>,
+# <thinking>, <thought> (EXAONE), <seed:think> (Seed-OSS), <mm:think>, <longcat_think>,
+# <|begin_of_thought|>, <|START_THINKING|> (Cohere Command A), <reasoning>, <|think|>, ...).
+# A stem ends the word it starts: <thoughts> and <reasoning> are tags, <reasonable> is not one.
+_TAG_STEMS = r"(?:think(?:ing)?|thoughts?|reason(?:ing)?|reflect(?:ion)?|scratchpad|monologue)(?![a-z])"
+_TAG_RE = rf"<\s*\|?\s*/?\s*\|?\s*[\w:.|-]*?{_TAG_STEMS}[\w:.|-]*?\s*\|?\s*/?\s*>"
 MARKER_RE = re.compile(
-    r"</?\s*think(?:ing)?\s*>"            # Qwen3 / DeepSeek-R1 <think>, some templates <thinking>
-    r"|<\|?/?\s*(?:begin|end)_of_thought\s*\|?>"  # <|begin_of_thought|>
-    r"|</?\s*reasoning\s*>"
-    r"|\[/?THINK\]"                        # Mistral Magistral
-    r"|◁/?think▷"                          # Kimi
-    r"|<\|channel\|>\s*analysis"           # gpt-oss harmony
-    r"|<\|start_thinking\|>|<\|end_thinking\|>",
+    _TAG_RE
+    + r"|\[/?THINK\]"                         # Mistral Magistral
+    + r"|◁/?\s*\w*think\w*\s*▷"                # Kimi-VL
+    # gpt-oss harmony: its channel tokens (<|channel|>analysis<|message|>..., <|start|>assistant)
+    + r"|<\|channel\|>\s*[a-z]*|<\|(?:message|constrain)\|>|<\|start\|>\s*assistant"
+    + r"|<\|channel>|<channel\|>"                # Gemma 4: <|channel>thought\n...<channel|>
+    + r"|<\|inner_(?:prefix|suffix)\|>",          # Apertus
     re.I,
 )
+# Harmony with its special tokens stripped (skip_special_tokens) leaves the channel names glued to
+# the text: "analysisThe user asks...assistantfinalBlue". The glued "assistant"+channel never occurs
+# in prose; a leading lowercase channel name glued to a capital is the analysis channel's start.
+_STRIPPED_HARMONY_RE = re.compile(r"(?i:assistant(?:final|analysis|commentary))|\A\s*(?:analysis|commentary)(?=[A-Z])")
+# IBM Granite writes its reasoning between two phrases, not tags (vLLM's granite parser): both, in
+# order, are its template's reasoning; the first alone is prose working a prompt may invite.
+_GRANITE_RE = re.compile(r"(Here(?:'s|\u2019s| is) my thought process:).*?(Here(?:'s|\u2019s| is) my response:)", re.S)
 
 
 def reasoning_markers(content: str | None) -> list[str]:
-    """The reasoning markers (tags and template tokens) found in visible content."""
+    """The reasoning markers (tags, template tokens, stripped channel names, a template's phrases)
+    found in visible content, in the order they stand."""
     if not content:
         return []
-    return [m.group(0) for m in MARKER_RE.finditer(unicodedata.normalize("NFKC", content))]
+    text = unicodedata.normalize("NFKC", content)
+    found = [(m.start(), m.group(0)) for m in MARKER_RE.finditer(text)]
+    found += [(m.start(), m.group(0)) for m in _STRIPPED_HARMONY_RE.finditer(text)]
+    granite = _GRANITE_RE.search(text)
+    if granite is not None:
+        found += [(granite.start(1), granite.group(1)), (granite.start(2), granite.group(2))]
+    return [marker for _, marker in sorted(found)]
 
 
 def _shown(text: str) -> str:

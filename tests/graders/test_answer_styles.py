@@ -411,6 +411,14 @@ REASONING = Styles(
         ("A spider has **8** legs. (Reasoning: arachnids have four pairs.)", None, None),
         ("| step | time |\n|---|---|\n| leave | 3 pm |\n| arrive | 5 pm |\n\nANSWER: 5 pm", None, None),
         ("<b>Blue</b>", None, None),
+        # The words the families' markers are made of, as prose; a whitespace-only reasoning field (a
+        # disabled template's empty think block) holds no reasoning.
+        ("Analysis: Rayleigh scattering favours short wavelengths.\n\nBlue", None, None),
+        ("Here is my thought process: 3 pm plus 2 hours is 5 pm.\n\nANSWER: 5 pm", None, None),
+        ("The assistant's final answer: Blue", None, None),
+        ("<answer>Blue</answer>", None, None),
+        ("Blue", "\n\n", None),
+        ("Blue", "   \n", 0),
     ],
     near_misses=[
         (("<think>\nThe sky is blue.\n</think>\n\nBlue", None, None), "reasoning markers in the visible content"),
@@ -420,6 +428,20 @@ REASONING = Styles(
         (("<|channel|>analysis<|message|>sky<|end|>Blue", None, None), "reasoning markers"),
         (("Blue</think>", None, None), "reasoning markers"),
         (("<thinking>3 + 2 = 5</thinking>\nANSWER: 5 pm", None, None), "reasoning markers"),
+        # other families' think tags, harmony whole or stripped of its special tokens, Granite's phrases
+        (("<seed:think>The user asks about the sky.</seed:think>Blue", None, None), "reasoning markers in the visible content: '<seed:think>'"),
+        (("<|START_THINKING|>sky<|END_THINKING|>Blue", None, None), "'<|START_THINKING|>'"),
+        (("<thought>sky</thought>\nBlue", None, None), "'<thought>'"),
+        (("<think>\nsky\n</think>\n<answer>\nBlue\n</answer>", None, None), "'<think>'"),
+        (("<|channel>thought\nsky<channel|>Blue", None, None), "'<|channel>'"),
+        (("<|channel|>analysis<|message|>sky<|end|><|start|>assistant<|channel|>final<|message|>Blue", None, None),
+         "'<|channel|>analysis'"),
+        (("analysisThe user asks what colour the sky is. Answer: blue.assistantfinalBlue", None, None),
+         "reasoning markers in the visible content: 'analysis', 'assistantfinal'"),
+        (("We need to answer briefly.assistantfinalBlue", None, None), "'assistantfinal'"),
+        (("Here is my thought process: sky scatters blue. Here is my response: Blue", None, None),
+         "'Here is my thought process:', 'Here is my response:'"),
+        (("<|inner_prefix|>sky<|inner_suffix|>Blue", None, None), "'<|inner_prefix|>'"),
     ],
 )
 

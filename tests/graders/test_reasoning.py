@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
@@ -9,7 +11,14 @@ from hypothesis import strategies as st
 from pytest_qualify.graders.reasoning import check_no_reasoning, check_reasoning_separated, reasoning_markers
 
 
-@pytest.mark.parametrize("content", ["Blue", "It arrives at 5 pm.", "8", "The answer: thinking about it is optional.", None, ""])
+@pytest.mark.parametrize("content", [
+    "Blue", "It arrives at 5 pm.", "8", "The answer: thinking about it is optional.", None, "",
+    # words the markers are made of, written as prose
+    "Analysis: the sky scatters blue light.\nANSWER: Blue", "analysis of the sky: Blue", "My analysis: Blue",
+    "The assistant's final answer: Blue", "I thought about it: blue.", "A <reasonable> guess: blue", "<thoughtful> Blue",
+    "Here is my thought process: 3 pm + 2 h = 5 pm.\n\nANSWER: 5 pm",  # Granite's first phrase alone is prose
+    "Here is my response: Blue", "<answer>Blue</answer>", "**Thinking:** blue light scatters most.\n\nBlue",
+])
 def test_clean_answers_pass(content):
     verdict = check_no_reasoning(content, None, None)
     assert verdict.ok, verdict.reason
@@ -31,6 +40,25 @@ def test_zero_reasoning_tokens_and_empty_field_pass():
         "[THINK]x[/THINK]Blue",
         "◁think▷x◁/think▷Blue",
         "<|channel|>analysis<|message|>x<|end|>Blue",
+        # think tags by other names (vLLM's reasoning parsers and the families' templates)
+        "<seed:think>The user asks.</seed:think>Blue",                     # Seed-OSS
+        "<|START_THINKING|>x<|END_THINKING|>Blue",                          # Cohere Command A
+        "<thought>x</thought>Blue",                                         # EXAONE
+        "<mm:think>x</mm:think>Blue", "<longcat_think>x</longcat_think>Blue", "<|think|>x<|/think|>Blue",
+        "<reasoning>x</reasoning>Blue", "<thoughts>x</thoughts>Blue", "<think/>Blue",
+        "<think>\nx\n</think>\n<answer>\nBlue\n</answer>",             # Hunyuan
+        "<|channel>thought\nx<channel|>Blue",                              # Gemma 4
+        "<|inner_prefix|>x<|inner_suffix|>Blue",                            # Apertus
+        # harmony, whole and with its special tokens stripped (channel names left in the text)
+        "<|channel|>analysis<|message|>x<|end|><|start|>assistant<|channel|>final<|message|>Blue",
+        "<|start|>assistant<|channel|>final<|message|>Blue",
+        "analysisThe user asks about the sky. Answer briefly.assistantfinalBlue",
+        "analysisWe need to answer: blue.assistantfinalBlue",
+        "The sky scatters short wavelengths.assistantfinalBlue",
+        "commentaryChecking the question.assistantfinalBlue",
+        # IBM Granite's two phrases (vLLM's granite parser)
+        "Here is my thought process: the sky scatters blue light. Here is my response: Blue",
+        "Here's my thought process:\nRayleigh scattering.\n\nHere's my response:\nBlue",
     ],
 )
 def test_markers_in_content_fail(content):
@@ -60,11 +88,39 @@ def test_thinking_enabled_allows_the_field_but_not_markers():
 
 
 plain = st.text(alphabet=st.characters(blacklist_characters="<>[]◁▷|:"), max_size=80)
-marker = st.sampled_from(["<think>", "</think>", "<thinking>", "</ think>", "[THINK]", "<|begin_of_thought|>", "◁think▷"])
+marker = st.sampled_from(["<think>", "</think>", "<thinking>", "</ think>", "[THINK]", "<|begin_of_thought|>", "◁think▷",
+                          "<seed:think>", "</seed:think>", "<|START_THINKING|>", "<thought>", "<|channel>", "<channel|>",
+                          "<|channel|>analysis", "<|start|>assistant", "assistantfinal", "<|inner_prefix|>"])
 @given(plain)
 def test_property_text_without_markers_passes(text):
     assume(not text.lstrip().lower().startswith(("thought", "reasoning", "chain of thought", "thinking process")))
+    assume(not re.search(r"(?i:assistant(final|analysis|commentary))|^\s*(analysis|commentary)[A-Z]", text))
     assert check_no_reasoning(text, None, None).ok
+
+
+# A think tag by any name: a tag or template token whose name holds a reasoning stem.
+_TAG_NAME = st.builds(lambda prefix, stem, suffix: prefix + stem + suffix,
+                      st.sampled_from(["", "seed:", "mm:", "ifm|", "longcat_", "begin_of_", "end_of_", "START_", "x-"]),
+                      st.sampled_from(["think", "thinking", "thought", "thoughts", "reasoning", "THINK", "Thinking", "reflect"]),
+                      st.sampled_from(["", "_process", ":v2", "_block"]))
+
+
+@given(plain, _TAG_NAME, st.sampled_from(["<{}>", "</{}>", "<|{}|>", "< {} >", "<{}/>", "<|/{}|>"]), plain)
+def test_property_a_think_tag_by_any_name_fails(before, name, shape, after):
+    content = before + shape.format(name) + after
+    assert reasoning_markers(content), content
+    assert not check_no_reasoning(content, None, None).ok
+
+
+@given(st.sampled_from(["The user asks", "We need to", "User wants", "Let me"]), plain, plain)
+def test_property_stripped_harmony_fails_and_prose_analysis_passes(opening, reasoning, answer):
+    # The channel names glued to the text are the analysis channel reaching the content...
+    stripped = f"analysis{opening} {reasoning}assistantfinal{answer}"
+    assert not check_no_reasoning(stripped, None, None).ok
+    assert {"analysis", "assistantfinal"} <= set(reasoning_markers(stripped))
+    # ...the same words as a reader writes them are not.
+    assume(not re.search(r"(?i)assistant(final|analysis|commentary)", reasoning + answer))
+    assert check_no_reasoning(f"Analysis: {opening} {reasoning}\n\nFinal: {answer}", None, None).ok
 @given(plain, marker, plain, st.booleans())
 def test_property_a_marker_anywhere_fails(before, mark, after, upper):
     mark = mark.upper() if upper else mark
