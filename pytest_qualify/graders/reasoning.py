@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from pytest_qualify.graders import Verdict
 
@@ -91,3 +93,56 @@ def check_reasoning_separated(content: str | None, reasoning: str | None) -> Ver
         )
     where = "in the reasoning field" if reasoning and reasoning.strip() else "none returned"
     return Verdict.accept(f"visible content free of reasoning markers; reasoning {where}")
+
+
+class AnswerLike(Protocol):
+    """What the override check reads of an answer (client/answer.py ``Answer``)."""
+
+    content: str | None
+    reasoning: str | None
+    reasoning_tokens: int | None
+    finish_reason: str | None
+    usage: Mapping[str, Any]
+
+
+def check_override_had_no_effect(overridden: AnswerLike, baseline: AnswerLike, requested: bool) -> Verdict:
+    """A caller's ``chat_template_kwargs.enable_thinking=requested`` against a profile that says
+    thinking is not caller-overridable: the answer to the request with it (``overridden``) must
+    show what the same request without it (``baseline``) shows.
+
+    Asking for thinking while it is disabled took effect when the overridden answer reports
+    reasoning tokens, carries reasoning text or reasoning markers, holds whitespace reasoning the
+    baseline did not (vLLM 0.26.0 with a random model fills the field with whitespace until the
+    budget), or lost its visible answer to a budget spent on reasoning. A whitespace-only field
+    the baseline shows too (a disabled template's empty think block) is no effect. Asking to
+    disable thinking while it is enabled took effect when the baseline reasoned and the overridden
+    answer did not. The reason says the override took effect, then each sign of it."""
+    said = f"the caller's chat_template_kwargs enable_thinking={requested} took effect, although thinking is " \
+           f"{'enabled' if not requested else 'disabled'} and not caller-overridable"
+    reasoning, before = overridden.reasoning or "", baseline.reasoning or ""
+    signs = []
+    if requested:
+        if overridden.reasoning_tokens:
+            signs.append(f"usage reports {overridden.reasoning_tokens} reasoning tokens")
+        if reasoning.strip():
+            signs.append(f"reasoning field populated ({len(reasoning)} chars: {_shown(reasoning)})")
+        elif reasoning != before:
+            signs.append(f"the reasoning field holds {len(reasoning)} characters of whitespace, "
+                         f"{f'{len(before)}' if before else 'none'} without the override")
+        markers = reasoning_markers(overridden.content)
+        if markers and not reasoning_markers(baseline.content):
+            signs.append(f"reasoning markers in the visible content: {', '.join(repr(m) for m in markers[:3])}")
+        if overridden.finish_reason == "length" and reasoning and baseline.finish_reason != "length":
+            visible = (overridden.content or "").strip()
+            lost = "no visible answer" if not visible else f"the visible answer cut at {len(visible)} chars"
+            tokens = (overridden.usage or {}).get("completion_tokens")
+            spent = f" after {tokens} completion tokens" if tokens is not None else ""
+            signs.append(f"the answer budget was spent on reasoning (finish_reason 'length'{spent}, {lost}; "
+                         f"without the override finish_reason {baseline.finish_reason!r})")
+    elif before.strip() and not reasoning.strip() and not overridden.reasoning_tokens:
+        signs.append(f"no reasoning came back, where the same request without the override returned "
+                     f"{len(before)} chars of it")
+    if signs:
+        return Verdict.reject(f"{said}: {'; '.join(signs)}")
+    return Verdict.accept(f"the caller's enable_thinking={requested} had no effect: the answer shows what the "
+                          "same request without it shows")

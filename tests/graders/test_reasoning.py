@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from pytest_qualify.graders.reasoning import check_no_reasoning, check_reasoning_separated, reasoning_markers
+from pytest_qualify.graders.reasoning import (
+    check_no_reasoning, check_override_had_no_effect, check_reasoning_separated, reasoning_markers,
+)
 
 
 @pytest.mark.parametrize("content", [
@@ -155,3 +159,70 @@ def test_the_prompt_that_invites_working_keeps_a_working_answer_passing():
     for prompt in inviting:
         assert "**Reasoning:**" in prompt.answer
         assert check_no_reasoning(prompt.answer, None, None).ok
+
+
+# -- the caller's override, against the same request without it --------------------------------------
+
+@dataclass(frozen=True)
+class Seen:
+    content: str | None = "Blue"
+    reasoning: str | None = None
+    reasoning_tokens: int | None = None
+    finish_reason: str | None = "stop"
+    usage: dict[str, Any] = field(default_factory=lambda: {"completion_tokens": 2})
+
+
+PLAIN = Seen()
+TOOK_EFFECT = "the caller's chat_template_kwargs enable_thinking=True took effect, although thinking is disabled and not caller-overridable"
+
+
+@pytest.mark.parametrize("overridden,sign", [
+    (Seen(reasoning="The user asks about the sky."), "reasoning field populated (28 chars: 'The user asks about the sky.')"),
+    (Seen(reasoning_tokens=9), "usage reports 9 reasoning tokens"),
+    (Seen(content="<think>sky</think>Blue"), "reasoning markers in the visible content: '<think>'"),
+    # vLLM 0.26.0 on a random-weight model: whitespace until the budget, no visible answer.
+    (Seen(content=None, reasoning="\n" * 256, finish_reason="length", usage={"completion_tokens": 256}),
+     "the reasoning field holds 256 characters of whitespace, none without the override; the answer budget was spent on "
+     "reasoning (finish_reason 'length' after 256 completion tokens, no visible answer; without the override finish_reason 'stop')"),
+    (Seen(content="Bl", reasoning="  ", finish_reason="length"), "the visible answer cut at 2 chars"),
+])
+def test_an_override_that_took_effect_fails_saying_so(overridden, sign):
+    verdict = check_override_had_no_effect(overridden, PLAIN, True)
+    assert not verdict.ok and verdict.reason.startswith(TOOK_EFFECT + ": "), verdict.reason
+    assert sign in verdict.reason, verdict.reason
+
+
+@pytest.mark.parametrize("overridden,baseline", [
+    (PLAIN, PLAIN),
+    # A disabled template's empty think block: whitespace with and without the override, no leak.
+    (Seen(reasoning="\n\n"), Seen(reasoning="\n\n")),
+    (Seen(reasoning=""), Seen(reasoning=None)),
+    (Seen(reasoning_tokens=0), PLAIN),
+])
+def test_an_override_without_effect_passes(overridden, baseline):
+    verdict = check_override_had_no_effect(overridden, baseline, True)
+    assert verdict.ok, verdict.reason
+    assert check_no_reasoning(overridden.content, overridden.reasoning, overridden.reasoning_tokens).ok
+
+
+def test_a_budget_the_request_spends_without_the_override_too_is_not_the_overrides():
+    cut = Seen(content="Bl", finish_reason="length")
+    assert check_override_had_no_effect(cut, cut, True).ok
+
+
+def test_disabling_thinking_where_it_is_enabled_took_effect_when_the_reasoning_went():
+    reasoned = Seen(reasoning="The sky scatters blue light.")
+    verdict = check_override_had_no_effect(Seen(), reasoned, False)
+    assert not verdict.ok and "enable_thinking=False took effect, although thinking is enabled" in verdict.reason
+    assert "no reasoning came back" in verdict.reason
+    assert check_override_had_no_effect(reasoned, reasoned, False).ok
+
+
+@given(st.text(alphabet=" \n\t\r", min_size=1, max_size=300))
+def test_property_whitespace_reasoning_is_no_leak_but_new_whitespace_is_the_override(blank):
+    # In any item a whitespace-only field holds no reasoning; beside the same request without the
+    # override, whitespace the override alone brought is the override taking effect.
+    assert check_no_reasoning("Blue", blank, None).ok
+    assert check_override_had_no_effect(Seen(reasoning=blank), Seen(reasoning=blank), True).ok
+    verdict = check_override_had_no_effect(Seen(reasoning=blank), PLAIN, True)
+    assert not verdict.ok and f"holds {len(blank)} characters of whitespace" in verdict.reason
