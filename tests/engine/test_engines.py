@@ -3,6 +3,8 @@ profile's ``engine`` write them, one row per characterised range, a loud refusal
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -44,13 +46,19 @@ def test_no_version_is_refused_too():
 
 def test_rows_are_complete_and_their_ranges_do_not_overlap():
     fields = {"versions", "characterised", "cut_tool_call_finish", "cut_tool_call_upstream", "window_counts_max_tokens",
-              "prefix_cache_block_tokens", "tiny_qwen3_thinking_fails", "image_as_video_status"}
+              "prefix_cache_block_tokens", "tiny_qwen3_thinking_fails", "image_as_video_status", "log_facts"}
     rows = engines.rows()
     assert len(rows) >= 2
     for row in rows:
         assert set(row) == fields, row
         assert set(row["cut_tool_call_finish"]) == {"streamed", "plain"}
         assert row["tiny_qwen3_thinking_fails"] in ("reasoning", "budget")
+        # The serving facts' log patterns: every fact server/facts.py reads from a log, each pattern
+        # with its figure's group.
+        assert {"kv_cache_tokens", "max_concurrency", "model_memory_gib", "weight_load_s", "compile_s",
+                "graph_capture_s", "kv_cache_gib", "engine_init_s"} == set(row["log_facts"]), row["versions"]
+        for patterns in row["log_facts"].values():
+            assert all("value" in re.compile(p).groupindex for p in patterns), patterns
     probes = [Version(f"0.{minor}.{patch}") for minor in range(20, 40) for patch in range(4)]
     for v in probes:
         assert sum(SpecifierSet(r["versions"]).contains(v) for r in rows) <= 1, v
