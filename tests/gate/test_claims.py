@@ -153,3 +153,20 @@ def test_a_required_sweep_with_no_size_is_an_error(tmp_path):
     text = small_text().replace('required = [', 'required = ["sweep", ', 1)
     with pytest.raises(ProfileError, match=r"field 'sweep' is invalid: the sweep module is required but names no prompt size"):
         load_profile(write(tmp_path, text))
+
+
+def test_a_baseline_compares_the_capacity_facts_and_the_sweep():
+    from pytest_qualify.gate.baseline import compare
+
+    def summary(kv: int, ttft: float) -> dict:
+        return {"run": {"id": "r"}, "gate": [], "profile": {"name": "p", "deployment": {}}, "simulated": False,
+                "timing": {"lanes": [], "decode_tok_s": None, "prefill_tok_s": None,
+                           "sweep": {"points": [{"prompt_tokens": 512, "ttft_s": ttft}],
+                                     "decode": [{"prompt_tokens": 512, "decode_tok_s": 40.0}]}},
+                "serving_facts": {"facts": {"kv_cache_tokens": {"value": kv}, "startup_s": {"value": 9.0}}}}
+
+    got = compare(summary(4096, 0.5), summary(8192, 0.2), threshold_pct=10.0)
+    rows = {r["metric"]: r for r in got["rows"]}
+    assert rows["KV cache (tokens)"]["regression"] and rows["KV cache (tokens)"]["delta_pct"] == -50.0
+    assert rows["TTFT at 512 tokens (s)"]["regression"] and not rows["decode probe at 512 tokens (tok/s)"]["regression"]
+    assert not any("startup" in name or "ready" in name for name in rows)  # start-up times vary with the host
