@@ -45,7 +45,7 @@ def test_no_version_is_refused_too():
 def test_rows_are_complete_and_their_ranges_do_not_overlap():
     fields = {"versions", "characterised", "cut_tool_call_finish", "cut_tool_call_upstream", "window_counts_max_tokens",
               "prefix_cache_block_tokens", "tiny_qwen3_thinking_fails", "image_as_video_status",
-              "stream_whole_with_tool_parser", "stream_tokens_per_chunk"}
+              "stream_whole_with_tool_parser", "stream_tokens_per_chunk", "log_facts"}
     rows = engines.rows()
     assert len(rows) >= 2
     for row in rows:
