@@ -118,6 +118,10 @@ def rows() -> tuple[Mapping[str, Any], ...]:
     table = tuple(data["vllm"])
     for row in table:
         SpecifierSet(row["versions"])  # a bad range fails here, naming nothing else
+        for fact, patterns in (row.get("log_facts") or {}).items():
+            for pattern in patterns:  # a bad pattern, or one without its figure, fails here too
+                if "value" not in re.compile(pattern).groupindex:
+                    raise ValueError(f"{TABLE}: {row['versions']} log_facts.{fact}: {pattern!r} has no (?P<value>...) group")
     return table
 
 

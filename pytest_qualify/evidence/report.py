@@ -193,6 +193,7 @@ def render(s: Mapping[str, Any]) -> str:
                    + ("" if r["ok"] else " — **FAIL**")) for r in s.get("slo") or []]
     gate_rows += [(c["title"], f"{c['measured'] or 'not measured'} ({c['limit']})"
                    + ("" if c["ok"] else " — **FAIL**")) for c in s.get("checks") or []]
+    gate_rows += [(c["title"], claim_result(c) + ("" if c["ok"] else " — **FAIL**")) for c in s.get("claims") or []]
     out += table(("Gate", "Result"), gate_rows)
     out.append("")
     out += _failure_kinds(s)
@@ -201,7 +202,10 @@ def render(s: Mapping[str, Any]) -> str:
                 "its worst repetition (max), run-wide limits by the percentile named.", ""]
     out += _evidence_strength(s)
 
+    out += serving_facts_block(s)
+    out += claims_block(s)
     out += _timing(s)
+    out += sweep_block(s)
     out += _server(s)
     out += _waivers(s)
     out += _failures(s)
@@ -296,6 +300,77 @@ def _identity(s: Mapping[str, Any]) -> list[str]:
         else:
             out += ["The live route serves exactly the identity that run qualified "
                     "(model, revision where visible, served name, window, engine version).", ""]
+    return out
+
+
+def claim_result(c: Mapping[str, Any]) -> str:
+    """A claim's gate cell: measured and held or broken, or not verifiable here, beside the claim."""
+    got = f"{c['measured_text']} {c['status']}" if c.get("measured") is not None else c["status"]
+    return f"{got} (claimed {c['claimed_text']})"
+
+
+def fact_value(f: Mapping[str, Any], missing: str = "*{}*") -> str:
+    """A serving fact's figure with its unit, or its status where it has none."""
+    from pytest_qualify.server.facts import format_value
+
+    value = f.get("value")
+    return missing.format(f.get("status")) if value is None else format_value(value, str(f.get("unit")))
+
+
+def serving_facts_block(s: Mapping[str, Any]) -> list[str]:
+    """What the engine said of its own capacity and start-up, each fact with its source."""
+    sf = s.get("serving_facts")
+    if not sf:
+        return []
+    label = " (SIMULATED)" if sf.get("simulated") else ""
+    out = [f"## Serving facts{label}", "",
+           f"Engine {sf.get('engine_version') or 'version unknown'}, {sf['mode']} mode; log patterns: "
+           f"{sf.get('characterised') or 'not yet characterised'}. Window {sf['window_tokens']:,} tokens.", ""]
+    rows = [(f["label"], fact_value(f), f.get("status"), f.get("source") or "", f.get("line") or "")
+            for f in sf["facts"].values()]
+    out += table(("Fact", "Value", "Status", "Source", "Line"), rows) + [""]
+    c = sf.get("concurrency") or {}
+    engine = c.get("engine")
+    if engine is not None and c.get("from_kv_tokens") is not None:
+        out += [f"Concurrency at the window: vLLM's own figure {engine['value']:.2f}x"
+                + (f" (for {engine['at_tokens']:,} tokens per request)" if engine.get("at_tokens") else "")
+                + f", KV tokens / window {c['from_kv_tokens']:.2f}x"
+                + (" — they agree." if c.get("agree") else "."), ""]
+    for note in (c.get("note"), sf.get("note")):
+        if note:
+            out += [f"**{cell(note)}**", ""]
+    return out
+
+
+def claims_block(s: Mapping[str, Any]) -> list[str]:
+    """The recipe's claims: claimed, measured, tolerance, held or not, and the recipe's words."""
+    claims = s.get("claims") or []
+    if not claims:
+        return []
+    rows = []
+    for c in claims:
+        held = {"held": "held", "broken": "**broken**"}.get(c["status"], f"*{c['status']}*" + (" (required)" if c["required"] else ""))
+        rows.append((c["title"].split(": ", 1)[-1], c["claimed_text"], c.get("measured_text") or "—", held,
+                     c["source"], c.get("said") or ""))
+    return ["## Recipe claims", ""] + table(("Claim", "Claimed (tolerance)", "Measured", "Held", "Measured by", "The recipe says"), rows) + [""]
+
+
+def sweep_block(s: Mapping[str, Any]) -> list[str]:
+    """The sweep module's TTFT at each prompt size and its single-stream decode probe."""
+    sweep = (s.get("timing") or {}).get("sweep")
+    if not sweep:
+        return []
+    out = ["## TTFT sweep and single-stream decode", "", cell(sweep["label"]) + ".", ""]
+    rows = [(f"{p['prompt_tokens']:,}", seconds(p["ttft_s"]),
+             f"{seconds(p['ttft_s_min'])} – {seconds(p['ttft_s_max'])}" if p["samples"] > 1 else "",
+             p["samples"], rate(p["prefill_tok_s"])) for p in sweep["points"]]
+    if rows:
+        out += table(("Prompt tokens", "TTFT (median)", "min – max", "Samples", "Prefill tok/s"), rows) + [""]
+    rows = [(f"{d['prompt_tokens']:,}", d["output_tokens"], rate(d["decode_tok_s"]),
+             f"{rate(d['decode_tok_s_min'])} – {rate(d['decode_tok_s_max'])}", d["samples"]) for d in sweep["decode"]]
+    if rows:
+        out += table(("Decode probe at prompt tokens", "Output tokens", "Decode tok/s (median)", "min – max", "Samples"),
+                     rows) + [""]
     return out
 
 

@@ -51,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.steer:
         from pathlib import Path
 
-        from pytest_qualify.reference.steer import SteerConfig, SteerError, check_faults, serve_steer
+        from pytest_qualify.reference.steer import SteerConfig, check_faults, serve_steer
+        from pytest_qualify.reference.steer_forcing import SteerError
 
         try:
             check_faults(list(faults.active))

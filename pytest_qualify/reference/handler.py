@@ -14,12 +14,13 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from pytest_qualify.profiles import Profile
 from pytest_qualify.reference import SIMULATED_LABEL, oracle, shaping, tokenizer
 from pytest_qualify.reference.faults import Faults
+from pytest_qualify.reference.http_serving import serve_http
 from pytest_qualify.reference import serving
 from pytest_qualify.reference.state import ReferenceState
 from pytest_qualify.request_key import request_key
@@ -358,14 +359,6 @@ def serve(host: str, port: int, profile: Profile, faults: Faults, api_key: str |
     if delay:
         time.sleep(delay)  # slow_startup: not listening yet, as a vLLM still loading its weights
     print(serving.SIMULATED_LINE + json.dumps(state.serving_facts), flush=True)
-    handler = type("BoundHandler", (Handler,), {"state": state})
-    httpd = ThreadingHTTPServer((host, port), handler)
-    httpd.daemon_threads = True
-    print(f"{SIMULATED_LABEL}: profile {profile.name}, serving {profile.deployment.served_name} "
-          f"on http://{host}:{port}; faults: {', '.join(sorted(faults.active)) or 'none'}", flush=True)
-    try:
-        httpd.serve_forever(poll_interval=0.2)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        httpd.server_close()
+    serve_http(host, port, Handler, state,
+               f"{SIMULATED_LABEL}: profile {profile.name}, serving {profile.deployment.served_name} "
+               f"on http://{host}:{port}; faults: {', '.join(sorted(faults.active)) or 'none'}")

@@ -3,6 +3,8 @@ profile's ``engine`` write them, one row per characterised range, a loud refusal
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -53,6 +55,12 @@ def test_rows_are_complete_and_their_ranges_do_not_overlap():
         assert set(row["cut_tool_call_finish"]) == {"streamed", "plain"}
         assert row["tiny_qwen3_thinking_fails"] in ("reasoning", "budget")
         assert row["stream_tokens_per_chunk"] in ("one", "several")
+        # The serving facts' log patterns: every fact server/facts.py reads from a log, each pattern
+        # with its figure's group.
+        assert {"kv_cache_tokens", "max_concurrency", "model_memory_gib", "weight_load_s", "compile_s",
+                "graph_capture_s", "kv_cache_gib", "engine_init_s"} == set(row["log_facts"]), row["versions"]
+        for patterns in row["log_facts"].values():
+            assert all("value" in re.compile(p).groupindex for p in patterns), patterns
     probes = [Version(f"0.{minor}.{patch}") for minor in range(20, 40) for patch in range(4)]
     for v in probes:
         assert sum(SpecifierSet(r["versions"]).contains(v) for r in rows) <= 1, v
