@@ -232,12 +232,15 @@ class IntegrityRules:
     ``prefix_cache``: "salted" — a fresh ``cache_salt`` must see 0 cached tokens (the context lanes'
     rule), "unchecked" — the deployment's cache does not report or honour salts.
     ``repeat_e2e_ratio_min``: a repeated request's end-to-end time over a fresh one's, at least.
-    ``cache_probe_tokens``: the size of the repeated prompt (default: the smallest lane)."""
+    ``cache_probe_tokens``: the size of the repeated prompt (default: the smallest lane).
+    ``incremental_streaming``: "finding" — a streamed answer whose output all came in one chunk with
+    its finish is recorded and reported; "required" — it fails (graders/answer_checks.py)."""
 
     prefix_cache: str = "salted"
     repeat_e2e_ratio_min: float = 0.5
     cache_probe_tokens: int | None = None
     length_bands: tuple[LengthBand, ...] = ()
+    incremental_streaming: str = "finding"
 
     def band(self, module: str) -> LengthBand | None:
         return next((b for b in self.length_bands if b.module == module), None)
@@ -595,6 +598,7 @@ def _integrity(raw: dict[str, Any], path: Path, limits: Limits, known: dict[str,
     return IntegrityRules(
         prefix_cache=table.get("prefix_cache", "salted"),
         repeat_e2e_ratio_min=table.get("repeat_e2e_ratio_min", 0.5),
+        incremental_streaming=table.get("incremental_streaming", "finding"),
         cache_probe_tokens=probe,
         length_bands=tuple(bands),
     )

@@ -388,7 +388,7 @@ def _timing(s: Mapping[str, Any]) -> list[str]:
                 spread_text(lane["e2e_s"]),
                 f"{lane['passed']}/{lane['items']}",
             ))
-        out += table(("Context lane", "Prompt tokens (server)", "TTFT", "End to end", "Passed"), rows)
+        out += table(("Context lane", "Prompt tokens (server)", "TTFT (first chunk)", "End to end", "Passed"), rows)
         out += ["", "Median over repetitions, (min – max) when there is more than one.", ""]
         flags = [f for lane in lanes for f in lane["flags"]]
         if flags:
@@ -404,7 +404,8 @@ def _timing(s: Mapping[str, Any]) -> list[str]:
          f"n={d['n']}" if d else "no streamed request with >1 token"),
         ("Decode tok/s p95 (derived)", rate(d["p95"]) if d else "-", ""),
         ("Prefill tok/s p50", rate(pf["p50"]) if pf else "-", f"n={pf['n']}" if pf else "no streamed request"),
-        ("TTFT (all streamed items)", spread_text(t["ttft_s"]), f"{t['streamed_measured']} streamed of {t['requests_measured']} measured"),
+        ("TTFT at the first chunk (all streamed items)", spread_text(t["ttft_s"]),
+         f"{t['streamed_measured']} streamed of {t['requests_measured']} measured"),
     ]
     out += table(("Metric", "Value", "Sample"), rows)
     out += [
@@ -413,10 +414,32 @@ def _timing(s: Mapping[str, Any]) -> list[str]:
         "Token counts are the server's `usage`; times are observed by the client (network and HTTP included). "
         "Each item contributes its first streamed request. The decode figures above are derived from answers of "
         "whatever length they had (often a few tokens); the load module's decode probe (below) decodes a fixed "
-        "number of tokens, and its TPOT is the figure a decode SLO should use.",
+        "number of tokens, and its TPOT is the figure a decode SLO should use. TTFT is taken at the first chunk "
+        "with `choices` (a role-only chunk counts, as in `vllm bench serve`); the time to the first content "
+        "token is recorded beside it (`ttfvt_s`).",
         "",
     ]
-    return out + _load(t.get("load"))
+    return out + _streaming(t.get("streaming")) + _load(t.get("load"))
+
+
+def _streaming(streaming: Mapping[str, Any] | None) -> list[str]:
+    """How the streamed answers came in chunks: said whenever one arrived whole with its finish."""
+    if not streaming or not streaming.get("answers"):
+        return []
+    per_chunk = streaming.get("tokens_per_chunk_p50")
+    out = ["## Streaming", "",
+           f"{streaming['answers']} timed streamed answers; output tokens per chunk p50 "
+           f"{per_chunk:g} (max {streaming['tokens_per_chunk_max']:g})." if per_chunk is not None else
+           f"{streaming['answers']} timed streamed answers.", ""]
+    whole = streaming.get("whole_at_finish") or 0
+    if whole:
+        out += [f"**{whole} streamed answer(s) arrived whole in one chunk with their finish**: the engine did not "
+                "stream them as it decoded them, so their time to first token is their end to end "
+                "(a finding; a failure where the profile sets `[integrity] incremental_streaming = \"required\"`):", ""]
+        out += [f"- {cell(i)}" for i in streaming.get("whole_at_finish_items") or []] + [""]
+        if streaming.get("engine_note"):
+            out += [f"Engine behaviour: {cell(streaming['engine_note'])}.", ""]
+    return out
 
 
 def _load(load: Mapping[str, Any] | None) -> list[str]:
@@ -434,16 +457,23 @@ def _load(load: Mapping[str, Any] | None) -> list[str]:
             " / ".join(ms(r.get(f"ttft_s_p{q}")) for q in (50, 95, 99)),
             " / ".join(ms(r.get(f"tpot_s_p{q}")) for q in (50, 95, 99)),
             " / ".join(ms(r.get(f"itl_s_p{q}")) for q in (50, 95, 99)),
+            " / ".join(ms(r.get(f"itl_token_s_p{q}")) for q in (50, 95, 99)),
+            (f"{r['tokens_per_chunk_p50']:g} (max {r['tokens_per_chunk_max']:g})"
+             if r.get("tokens_per_chunk_p50") is not None and r.get("tokens_per_chunk_max") is not None else "-"),
             f"{r['requests_per_s']:.2f}" if r.get("requests_per_s") is not None else "-",
             rate(r.get("output_tok_s")) if r.get("output_tok_s") is not None else "-",
             ms(r.get("queue_time_s_mean")),
             f"{r['goodput']:.1%}" if r.get("goodput") is not None else "-",
         ))
-    out += table(("Concurrency", "Answered right", "Batch variance", "TTFT p50/p95/p99", "TPOT p50/p95/p99",
-                  "ITL p50/p95/p99", "Requests/s", "Output tok/s", "Queue (mean, server)", "Goodput"), rows)
+    out += table(("Concurrency", "Answered right", "Batch variance", "TTFT (first chunk) p50/p95/p99",
+                  "TPOT p50/p95/p99", "ITL per chunk p50/p95/p99", "ITL per token p50/p95/p99",
+                  "Tokens per chunk p50", "Requests/s", "Output tok/s", "Queue (mean, server)", "Goodput"), rows)
     probe = f"exactly {load['probe_tokens']} tokens" if load.get("probe_tokens") else "a fixed length"
     out += ["", f"Latency from the decode probes ({probe}, `min_tokens` and `ignore_eos`), streamed, with `vllm bench "
-                "serve`'s definitions; throughput over every request of the level; queue time from the server's "
+                "serve`'s definitions; TTFT at the first chunk; ITL per chunk the gaps between chunks, ITL per "
+                "token each gap over the tokens its chunk brought (the stream's running usage, "
+                "`continuous_usage_stats`): on an engine that packs many tokens a chunk only the per-token ITL "
+                "compares with TPOT; throughput over every request of the level; queue time from the server's "
                 "`vllm:request_queue_time_seconds`; goodput: the probes inside the profile's TTFT and TPOT limits. "
                 "Each figure is its worst repetition. Batch variance: answers that differ from the same request's "
                 "answer at concurrency 1 (a finding; a failure when graded wrong, or when the profile declares "
