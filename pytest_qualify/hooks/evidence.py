@@ -210,6 +210,23 @@ class EvidenceHooks:
             self.collector.pytest_runtest_logreport(report)
 
     @pytest.hookimpl(wrapper=True)
+    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> Generator[None, Any, Any]:
+        """The protocol item's verdicts (``checks.require``) go to the answer journal while its body
+        runs: the proof that a pass was graded. Around the body itself, so a plugin that answers the
+        call without running it leaves no verdict."""
+        if module_of(pyfuncitem) is None:
+            return (yield)
+        from pytest_qualify import checks
+        from pytest_qualify.evidence.answers import append_verdict
+
+        run_dir, test = self.state.run_dir, pyfuncitem.nodeid
+        token = checks.VERDICT_SINK.set(lambda ok: append_verdict(run_dir, test, ok))
+        try:
+            return (yield)
+        finally:
+            checks.VERDICT_SINK.reset(token)
+
+    @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
         """Scrape /metrics around each context-lane item: the server's own TTFT for the lane and any
         prefix-cache hit during it land in the item's properties."""
