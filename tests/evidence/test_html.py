@@ -19,7 +19,7 @@ from pytest_qualify.evidence import bundle, job_summary, transcripts
 from pytest_qualify.evidence.html import HTML_FILE
 from pytest_qualify.bundle_format.manifest import verify_manifest
 
-from ..browser import FAIL_FAULT, Page, browser_page, chromium, reference_bundle
+from ..browser import FAIL_FAULT, INSTALL_CHROMIUM, Page, browser_page, chromium, reference_bundle
 from ..real_vllm import in_ci
 
 SECRET = "sk-test-transcript-secret-98765"
@@ -38,7 +38,8 @@ def pass_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def browser() -> None:
     if chromium() is None:
-        message = "chromium is not installed (apt-get install -y chromium; .ci/run installs it)"
+        message = (f"chromium is not installed: install Debian's chromium (sudo {INSTALL_CHROMIUM}; the "
+                   "README's test command does it through .ci/browser.sh where it runs as root or with sudo)")
         if in_ci():
             pytest.fail(message + " CI=true: the browser tests must run in CI.", pytrace=False)
         pytest.skip(message)
