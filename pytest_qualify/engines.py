@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -40,6 +40,8 @@ class EngineBehaviour:
     prefix_cache_block_tokens: int
     tiny_qwen3_thinking_fails: str
     image_as_video_status: int
+    # fact -> the regular expressions that read it from this build's start-up log (server/facts.py)
+    log_facts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def cut_call_note(self) -> str:
         """What the engine does with a cut tool call, for a failure's reason."""
@@ -130,6 +132,7 @@ def known(text: str | None) -> EngineBehaviour | None:
         prefix_cache_block_tokens=int(row["prefix_cache_block_tokens"]),
         tiny_qwen3_thinking_fails=str(row["tiny_qwen3_thinking_fails"]),
         image_as_video_status=int(row["image_as_video_status"]),
+        log_facts={k: tuple(v) for k, v in (row.get("log_facts") or {}).items()},
     )
 
 

@@ -64,8 +64,9 @@ def run_record(
         snapshots=ev.snapshots,
         metrics_errors=ev.metrics_errors,
         metrics_files=bundle.metrics_files(run_dir) if run_dir.is_dir() else [],
-        protocol=protocol_section(state.profile.required_modules, modules),
+        protocol=protocol_section(state.profile.required_modules, [m for m, info in modules.items() if info.protocol]),
         provenance=provenance_section(os.environ),
+        serving=state.serving_facts,
     )
     baseline = None
     if ev.baseline is not None:
@@ -75,7 +76,7 @@ def run_record(
         results=results, modules=modules, required=tuple(required),
         stage=stage_run.stage if stage_run is not None else None,
         problems=tuple(problems), incomplete=tuple(incomplete), target_unavailable=bool(state.startup_error),
-        waivers=ev.waivers, slo=state.profile.slo, facts=facts, baseline=baseline,
+        waivers=ev.waivers, slo=state.profile.slo, claims=state.profile.claims, facts=facts, baseline=baseline,
         answers_void=tuple(answers_void), checks=_journal_checks(run_dir),
     )
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_qualify.gate.baseline import DEFAULT_THRESHOLD_PCT, compare
+from pytest_qualify.gate.claims import check_rows as claim_check_rows, evaluate_claims
 from pytest_qualify.gate.slo import CheckRow, check_rows, evaluate_slo
 from pytest_qualify.stats import flips
 from pytest_qualify.gate.waivers import WaiverSet, candidates, hard_module_conflicts
@@ -373,6 +374,7 @@ class RunRecord:
     checks: tuple[CheckRow, ...] = ()
     waivers: WaiverSet | None = None
     slo: Any = None  # the profile's Slo, or None
+    claims: Any = None  # the profile's Claims, or None (gate/claims.py)
     facts: Mapping[str, Any] = field(default_factory=dict)
     baseline: BaselineInput | None = None
     answers_void: tuple[str, ...] = ()  # a steered run's forced answers that did not hold
@@ -386,6 +388,8 @@ class Decision(GateVerdict):
     - ``waiver_errors``: waivers naming an item of a hard module (a usage error: exit 4);
     - ``waivers``: the waiver file as applied (``summary.json``'s ``waivers`` section);
     - ``slo``: the SLO rows (``summary.json``'s ``slo`` section; their gate rows are ``checks``);
+    - ``claims``: the recipe's claims held to the run's figures (``summary.json``'s ``claims``; their
+      gate rows are ``checks`` too);
     - ``baseline``: the comparison with the earlier run, flips included; ``regressions`` the ones
       beyond the threshold (failing the gate with ``--qualify-fail-on-regression``).
 
@@ -394,6 +398,7 @@ class Decision(GateVerdict):
     waiver_errors: tuple[str, ...] = ()
     waivers: Mapping[str, Any] | None = None
     slo: tuple[Mapping[str, Any], ...] = ()
+    claims: tuple[Mapping[str, Any], ...] = ()
     baseline: Mapping[str, Any] | None = None
     regressions: tuple[str, ...] = ()
 
@@ -419,7 +424,8 @@ def decide(record: RunRecord) -> Decision:
     rows, missing = _rows(items, record.modules, record.required, record.stage)
 
     slo_rows = evaluate_slo(record.slo, record.facts.get("items") or [], record.facts.get("timing") or {}) if record.slo else []
-    checks = [*record.checks, *check_rows(slo_rows)]
+    claim_rows = evaluate_claims(record.claims, record.facts)
+    checks = [*record.checks, *check_rows(slo_rows), *claim_check_rows(claim_rows)]
 
     comparison = None
     regressions: list[str] = []
@@ -441,7 +447,7 @@ def decide(record: RunRecord) -> Decision:
     return Decision(**{f: getattr(verdict, f) for f in GateVerdict.__dataclass_fields__},
                     waiver_errors=tuple(waiver_errors),
                     waivers=applied_waivers.as_dict() if applied_waivers is not None else None,
-                    slo=tuple(slo_rows), baseline=comparison, regressions=tuple(regressions))
+                    slo=tuple(slo_rows), claims=tuple(claim_rows), baseline=comparison, regressions=tuple(regressions))
 
 
 def with_unjudged(decision: Decision, reason: str) -> Decision:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from pytest_qualify.client.answer import Answer
     from pytest_qualify.client.endpoint import QualifyClient
     from pytest_qualify.graders.contract import Contract
+    from pytest_qualify.tasks.sizing import Sizer
 
 
 def _state(request: pytest.FixtureRequest) -> RunState:
@@ -62,6 +63,26 @@ def qualify_client(request: pytest.FixtureRequest, _qualify_session_client: Qual
     """The endpoint's client; fails at once when the server never started or has died."""
     fail_if_server_gone(request.config, _state(request), request.node.nodeid)
     return _qualify_session_client
+
+
+@pytest.fixture(scope="session")
+def _qualify_session_sizer(request: pytest.FixtureRequest, _qualify_session_client: QualifyClient) -> Sizer:
+    from pytest_qualify.tasks.sizing import SIZING_FILE, Sizer, tokenizer_identity
+
+    state = _state(request)
+    client = _qualify_session_client
+    deployment = state.profile.deployment
+    identity = tokenizer_identity(client.base_url, client.model, deployment.model, deployment.revision)
+    store = state.run_dir / SIZING_FILE if state.run_dir.is_dir() else None
+    return Sizer(client.count_chat_tokens, identity, store)
+
+
+@pytest.fixture
+def qualify_sizer(qualify_client: QualifyClient, _qualify_session_sizer: Sizer) -> Sizer:
+    """The run's one sizer of prompts in the server's tokens (``tasks/sizing.py``): each distinct
+    prompt counted once per run, a finished sizing (a lane, a bracket edge) rebuilt, not searched
+    again, by every later item and xdist worker."""
+    return _qualify_session_sizer
 
 
 @pytest.fixture

@@ -96,9 +96,9 @@ def write_gate_table(tr: Any, state: RunState) -> None:
     if stage is not None and not stage.qualifies:
         title = f"{stage.name} gate (not a qualification): profile {state.profile.name}"
     from pytest_qualify.evidence.summary import protocol_section
-    from pytest_qualify.profiles import module_registry
+    from pytest_qualify.profiles import protocol_modules
 
-    protocol = protocol_section(state.profile.required_modules, module_registry())
+    protocol = protocol_section(state.profile.required_modules, protocol_modules())
     if state.settings.mode == REFERENCE:
         title += " (SIMULATED reference server, not vLLM)"
     elif state.simulated:

@@ -20,6 +20,7 @@ from typing import Any
 from pytest_qualify.profiles import Profile
 from pytest_qualify.reference import SIMULATED_LABEL, oracle, shaping, tokenizer
 from pytest_qualify.reference.faults import Faults
+from pytest_qualify.reference import serving
 from pytest_qualify.reference.state import ReferenceState
 from pytest_qualify.request_key import request_key
 from pytest_qualify.reference.validation import (
@@ -330,6 +331,10 @@ class Handler(BaseHTTPRequestHandler):
 def serve(host: str, port: int, profile: Profile, faults: Faults, api_key: str | None = None,
           prefill_tok_s: float = 0.0, decode_tok_s: float = 0.0) -> None:
     state = ReferenceState(profile, faults, api_key, prefill_tok_s, decode_tok_s)
+    delay = serving.startup_delay_s(faults)
+    if delay:
+        time.sleep(delay)  # slow_startup: not listening yet, as a vLLM still loading its weights
+    print(serving.SIMULATED_LINE + json.dumps(state.serving_facts), flush=True)
     handler = type("BoundHandler", (Handler,), {"state": state})
     httpd = ThreadingHTTPServer((host, port), handler)
     httpd.daemon_threads = True

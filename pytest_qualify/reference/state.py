@@ -10,7 +10,7 @@ import threading
 from typing import Any
 
 from pytest_qualify.profiles import Profile
-from pytest_qualify.reference import oracle
+from pytest_qualify.reference import oracle, serving
 from pytest_qualify.reference.fault_effects import FaultEffects
 from pytest_qualify.reference.faults import Faults
 from pytest_qualify.reference.scheduler import Scheduler
@@ -36,6 +36,14 @@ class Metrics:
         self.success = Counter("vllm:request_success", "Count of successfully processed requests.", labels, registry=self.registry)
         self.running = Gauge("vllm:num_requests_running", "Number of requests in model execution batches.", labels, registry=self.registry)
         self.model = model
+
+    def cache_config(self, labels: dict[str, str]) -> None:
+        """``vllm:cache_config_info``: the KV pool as vLLM shows it (a gauge of 1 whose labels are the values)."""
+        from prometheus_client import Gauge
+
+        gauge = Gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", list(labels),
+                      registry=self.registry)
+        gauge.labels(**labels).set(1)
 
     def text(self) -> bytes:
         from prometheus_client import generate_latest
@@ -73,9 +81,11 @@ class ReferenceState:
         self.effects = FaultEffects(faults)
         self.api_key = api_key
         self.prefill_tok_s = prefill_tok_s
-        self.decode_tok_s = decode_tok_s
+        self.decode_tok_s = serving.decode_rate(decode_tok_s, faults)
+        self.serving_facts = serving.simulated_facts(profile, faults)
         self.ctx = oracle.OracleContext(profile, faults)
         self.metrics = Metrics(profile.deployment.served_name)
+        self.metrics.cache_config(serving.cache_config_labels(self.serving_facts, profile))
         self.cache = PrefixCache("ignore_cache_salt" in faults)
         self.scheduler = Scheduler(profile.limits.max_num_seqs, faults, self.metrics,
                                    profile.load.levels[-1] if profile.load else 2)
