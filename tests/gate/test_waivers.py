@@ -305,7 +305,7 @@ CORPUS_IDS = [f"test_corpus_item[{kind}-{n:02d}]" for kind, count in (("image", 
               for n in range(1, count + 1)]
 
 
-def _corpus(reps: int = 2) -> list[Candidate]:
+def _whole_corpus(reps: int = 2) -> list[Candidate]:
     return [Candidate(f"suites/test_multimodal.py::{i[:-1]}-rep{r}of{reps}]", "multimodal",
                       item_ids(f"suites/test_multimodal.py::{i[:-1]}-rep{r}of{reps}]", i))
             for i in CORPUS_IDS for r in range(1, reps + 1)]
@@ -318,7 +318,7 @@ def _globs(*patterns: tuple[str, int]) -> tuple[Waiver, ...]:
 def test_waivers_that_each_keep_their_count_may_not_together_waive_a_whole_module():
     waivers = _globs(("test_corpus_item[image-*]", 12), ("test_corpus_item[mixed-*]", 4),
                      ("test_corpus_item[video-*]", 14))
-    items = _corpus()
+    items = _whole_corpus()
     assert count_conflicts(waivers, items) == []  # each alone is what it says
     (problem,) = total_conflicts(waivers, items, {"multimodal": 30})
     assert problem == ("waiver #1 ('test_corpus_item[image-*]'), waiver #2 ('test_corpus_item[mixed-*]'), waiver #3 "
@@ -337,7 +337,7 @@ def test_waivers_that_each_keep_their_count_may_not_together_waive_a_whole_modul
      "at most 0 (modules.max_waived)"),
 ])
 def test_all_waivers_together_waive_at_most_the_profiles_count_of_items(patterns, allowed, problem):
-    found = total_conflicts(_globs(*patterns), _corpus(reps=3), {"multimodal": allowed})
+    found = total_conflicts(_globs(*patterns), _whole_corpus(reps=3), {"multimodal": allowed})
     assert found == ([problem] if problem else [])
 
 
