@@ -40,7 +40,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -622,7 +622,3 @@ def grade_fields(obj: Mapping[str, Any], fields: Mapping[str, Accept]) -> Verdic
 def accepts(raw: Mapping[str, Any] | None) -> dict[str, Accept]:
     """Fixture data ``{field: forms or table}`` → ``{field: Accept}``."""
     return {name: Accept.of(value) for name, value in (raw or {}).items()}
-
-
-def accepted_forms(values: Iterable[Any]) -> tuple[str, ...]:
-    return tuple(str(v) for v in values)

@@ -183,11 +183,11 @@ class Collection:
                 drop.append(item)
                 continue
             item.user_properties.append((properties.MODULE, module))
-            item.user_properties.append(("item", item_label(item)))
+            item.user_properties.append((properties.ITEM, item_label(item)))
             item.user_properties.append((properties.REPETITION, params.get(REPEAT_FIXTURE, 1)))
-            item.user_properties.append(("repetitions", repetitions_of(item, state.settings.repeat)))
+            item.user_properties.append((properties.REPETITIONS, repetitions_of(item, state.settings.repeat)))
             if lane_name is not None:
-                item.user_properties.append(("lane", lane_name))
+                item.user_properties.append((properties.LANE, lane_name))
             if is_protocol_path(item.path):
                 item.user_properties.append((properties.JOURNALED, True))
             keep.append(item)

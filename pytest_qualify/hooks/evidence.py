@@ -22,14 +22,6 @@ from pytest_qualify.redaction import redact
 from pytest_qualify.run import RunState, module_of
 from pytest_qualify import properties
 
-EVIDENCE_KEY = pytest.StashKey[EvidenceState]()
-
-
-def evidence_of(config: pytest.Config) -> EvidenceState | None:
-    """The run's evidence so far, or None without --qualify."""
-    return config.stash.get(EVIDENCE_KEY, None)
-
-
 def load_evidence_state(config: pytest.Config, state: RunState) -> EvidenceState:
     """Waivers and the baseline, loaded now: a bad file is a usage error before any server starts."""
     from pytest_qualify.gate.baseline import (
@@ -61,7 +53,6 @@ def load_evidence_state(config: pytest.Config, state: RunState) -> EvidenceState
         ev.workers = int(getattr(config.option, "numprocesses", 0) or 0)
     except (TypeError, ValueError):
         ev.workers = 0
-    config.stash[EVIDENCE_KEY] = ev
     return ev
 
 
@@ -235,12 +226,12 @@ class EvidenceHooks:
         prefix-cache hit during it land in the item's properties."""
         state = self.state
         props = dict(item.user_properties)
-        lane = props.get("lane")
+        lane = props.get(properties.LANE)
         if lane is None or state.client is None or state.startup_error or state.dead:
             return (yield)
         from pytest_qualify.evidence.bundle import lane_metrics_name
 
-        label, rep = str(props.get("item", item.name)), int(props.get(properties.REPETITION, 1))
+        label, rep = str(props.get(properties.ITEM, item.name)), int(props.get(properties.REPETITION, 1))
         before = scrape(state, lane_metrics_name(label, str(lane), rep, "before"), state.client)
         try:
             return (yield)
@@ -264,8 +255,8 @@ class EvidenceHooks:
         props = item.user_properties
         keys = {k for k, _ in props}
         if properties.MODULE in keys:
-            if "module" not in keys:
-                props.append(("module", dict(props)[properties.MODULE]))
+            if properties.JUNIT_MODULE not in keys:
+                props.append((properties.JUNIT_MODULE, dict(props)[properties.MODULE]))
             if report.failed and properties.REASON not in keys:
                 props.append((properties.REASON, ("" if report.when == "call" else f"[{report.when}] ") + reason_of(report)))
             kind = getattr(call.excinfo.value, properties.FAILURE_KIND, None) if call.excinfo is not None else None
@@ -277,7 +268,7 @@ class EvidenceHooks:
                 # Every protocol name on every test case, empty where the item has no such value.
                 from pytest_qualify.evidence.junit import PROTOCOL_PROPERTIES
 
-                missing = [(k, "") for k in PROTOCOL_PROPERTIES if k not in keys and k != "module"]
+                missing = [(k, "") for k in PROTOCOL_PROPERTIES if k not in keys and k != properties.JUNIT_MODULE]
                 props.extend(missing)
                 report.user_properties.extend(missing)
         return report
