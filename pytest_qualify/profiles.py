@@ -232,12 +232,15 @@ class IntegrityRules:
     ``prefix_cache``: "salted" — a fresh ``cache_salt`` must see 0 cached tokens (the context lanes'
     rule), "unchecked" — the deployment's cache does not report or honour salts.
     ``repeat_e2e_ratio_min``: a repeated request's end-to-end time over a fresh one's, at least.
-    ``cache_probe_tokens``: the size of the repeated prompt (default: the smallest lane)."""
+    ``cache_probe_tokens``: the size of the repeated prompt (default: the smallest lane).
+    ``incremental_streaming``: "finding" — a streamed answer whose output all came in one chunk with
+    its finish is recorded and reported; "required" — it fails (graders/answer_checks.py)."""
 
     prefix_cache: str = "salted"
     repeat_e2e_ratio_min: float = 0.5
     cache_probe_tokens: int | None = None
     length_bands: tuple[LengthBand, ...] = ()
+    incremental_streaming: str = "finding"
 
     def band(self, module: str) -> LengthBand | None:
         return next((b for b in self.length_bands if b.module == module), None)
@@ -505,33 +508,35 @@ def _claims(raw: dict[str, Any], path: Path, lane_names: list[str], modules: tup
     for name, spec in table.items():
         if name == "source":
             continue
-        where = f"profile file {path}: field 'claims.{name}'"
+
+        def bad(sub: str, why: str) -> ProfileError:
+            return ProfileError(f"profile file {path}: field 'claims.{name}{sub}' is invalid: {why}")
+
         figure = spec.get("figure", name)
         if figure not in CLAIM_FIGURES:
-            raise ProfileError(f"{where} is invalid: {figure!r} is no figure a claim can name "
-                               f"(expected one of {', '.join(CLAIM_FIGURES)}; or set 'figure')")
+            raise bad("", f"{figure!r} is no figure a claim can name (expected one of {', '.join(CLAIM_FIGURES)}; "
+                          "or set 'figure')")
         lane, tokens = spec.get("lane"), spec.get("prompt_tokens")
         if lane is not None and tokens is not None:
-            raise ProfileError(f"{where} is invalid: names both a lane and prompt_tokens; a claim is at one of them")
+            raise bad("", "names both a lane and prompt_tokens; a claim is at one of them")
         if lane is not None:
             if figure not in LANE_FIGURES:
-                raise ProfileError(f"{where}.lane is invalid: {figure} is not measured per lane "
-                                   f"(lane figures: {', '.join(LANE_FIGURES)})")
+                raise bad(".lane", f"{figure} is not measured per lane (lane figures: {', '.join(LANE_FIGURES)})")
             if lane not in lane_names:
-                raise ProfileError(f"{where}.lane is invalid: no such lane {lane!r} (expected one of {', '.join(lane_names)})")
+                raise bad(".lane", f"no such lane {lane!r} (expected one of {', '.join(lane_names)})")
             if "context" not in modules:
-                raise ProfileError(f"{where}.lane is invalid: the context module, which times the lanes, is not in "
-                                   "modules.required")
+                raise bad(".lane", "the context module, which times the lanes, is not in modules.required")
         elif figure in ("ttft_s", "e2e_s", "prefill_tok_s", "decode_tok_s"):
             if tokens is None or figure == "e2e_s":
-                raise ProfileError(f"{where} is invalid: {figure} is claimed at a prompt size "
-                                   + ("or a lane: set prompt_tokens or lane" if figure == "ttft_s" else
-                                      "(lane for e2e_s)" if figure == "e2e_s" else "(prompt_tokens)"))
+                raise bad("", f"{figure} is claimed at "
+                              + ("a lane: set lane" if figure == "e2e_s" else
+                                 "a prompt size or a lane: set prompt_tokens or lane" if figure == "ttft_s" else
+                                 "a prompt size: set prompt_tokens"))
             if "sweep" not in modules:
-                raise ProfileError(f"{where}.prompt_tokens is invalid: the sweep module, which measures {figure} at a "
-                                   "prompt size, is not in modules.required")
+                raise bad(".prompt_tokens", f"the sweep module, which measures {figure} at a prompt size, is not in "
+                                            "modules.required")
         elif tokens is not None:
-            raise ProfileError(f"{where}.prompt_tokens is invalid: {figure} is not measured at a prompt size")
+            raise bad(".prompt_tokens", f"{figure} is not measured at a prompt size")
         out.append(Claim(name=name, figure=figure, claimed=float(spec["claimed"]), direction=spec["direction"],
                          tolerance=float(spec.get("tolerance", 0.0)), required=bool(spec.get("required", False)),
                          prompt_tokens=tokens, lane=lane, said=str(spec.get("said", ""))))
@@ -598,6 +603,7 @@ def _integrity(raw: dict[str, Any], path: Path, limits: Limits, known: dict[str,
     return IntegrityRules(
         prefix_cache=table.get("prefix_cache", "salted"),
         repeat_e2e_ratio_min=table.get("repeat_e2e_ratio_min", 0.5),
+        incremental_streaming=table.get("incremental_streaming", "finding"),
         cache_probe_tokens=probe,
         length_bands=tuple(bands),
     )

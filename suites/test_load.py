@@ -92,7 +92,7 @@ def test_load(qualify_run, qualify_profile, qualify_client, qualify_salt, qualif
                     problems.append(f"{at}: {length.reason}")
                 elif timeline is not None and timeline.ttft_s is not None and timeline.e2e_s is not None:
                     probes.append(ProbeTiming(timeline.ttft_s, timeline.e2e_s, answer.completion_tokens,
-                                              tuple(timeline.inter_chunk_s)))
+                                              tuple(timeline.inter_chunk_s), answer.stream.chunk_tokens))
                 continue
             item = one.job
             verdict = grade_item(item, answer)

@@ -50,6 +50,13 @@ class StreamShape:
     output_after_finish: int = 0  # chunks after the finish chunk whose delta carried output
     usage_before_finish: int = 0  # usage chunks that came before the finish chunk
     done: bool | None = None  # the stream ended with ``data: [DONE]`` (None: not observable)
+    # The output tokens each chunk with ``choices`` carried, in order, where the stream said so
+    # (``stream_options.continuous_usage_stats``: vLLM's running usage on every chunk); empty otherwise.
+    chunk_tokens: tuple[int, ...] = ()
+    output_chunks: int = 0  # chunks whose delta carried content, reasoning or a tool call
+    # Every output delta came in one chunk that carried the finish or came right before it: the
+    # answer was not streamed as it was decoded (time to first token is then end to end).
+    whole_at_finish: bool = False
 
 
 @dataclass(frozen=True)
@@ -125,8 +132,16 @@ class StreamAssembly:
     """A streamed answer put together chunk by chunk. Each ``delta.tool_calls`` entry is kept once,
     as the :class:`ToolDelta` it came as; the calls are added up from those at the end."""
 
-    def __init__(self, usage_asked: bool) -> None:
+    def __init__(self, usage_asked: bool, continuous_usage: bool = False) -> None:
         self.usage_asked = usage_asked
+        # Running usage on every chunk was asked for: a usage riding on a chunk with choices is
+        # that chunk's token count, not the answer's usage chunk.
+        self.continuous_usage = continuous_usage and usage_asked
+        self.chunk_tokens: list[int] = []
+        self._tokens_so_far = 0
+        self._choice_chunks = 0
+        self._output_at: list[int] = []  # indexes (among chunks with choices) of chunks with output
+        self._finish_at: int | None = None
         self.content: list[str] = []
         self.reasoning: list[str] = []
         self.tool_deltas: list[ToolDelta] = []
@@ -159,8 +174,20 @@ class StreamAssembly:
                 finished_here = True
         if output and counts["finish"] and not finished_here:
             counts["after_finish"] += 1  # the finish chunk said the answer was over
-        if data.get("usage"):
-            self.usage = data["usage"]
+        if choices:
+            if output:
+                self._output_at.append(self._choice_chunks)
+            if finished_here and self._finish_at is None:
+                self._finish_at = self._choice_chunks
+            self._choice_chunks += 1
+        usage = data.get("usage")
+        running = usage.get("completion_tokens") if isinstance(usage, Mapping) else None
+        if choices and self.continuous_usage and isinstance(running, int):
+            self.chunk_tokens.append(max(0, running - self._tokens_so_far))
+            self._tokens_so_far = max(self._tokens_so_far, running)
+            self.usage = usage
+        elif usage:
+            self.usage = usage
             counts["usage"] += 1
             if not counts["finish"]:
                 counts["usage_early"] += 1
@@ -190,6 +217,10 @@ class StreamAssembly:
             usage_chunks=counts["usage"], usage_asked=self.usage_asked,
             tool_deltas=tuple(self.tool_deltas), output_after_finish=counts["after_finish"],
             usage_before_finish=counts["usage_early"], done=done,
+            chunk_tokens=tuple(self.chunk_tokens) if len(self.chunk_tokens) == self._choice_chunks else (),
+            output_chunks=len(self._output_at),
+            whole_at_finish=(len(self._output_at) == 1 and self._finish_at is not None
+                             and 0 <= self._finish_at - self._output_at[0] <= 1),
         )
         return Answer(
             content="".join(self.content) if self.content else None,

@@ -117,6 +117,8 @@ def suite_properties(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
               for module, k in kinds if any(k.values())]
     props += [(f"check_{c['title']}", f"{'ok' if c['ok'] else 'FAIL'}: {c['measured'] or 'not measured'} ({c['limit']})")
               for c in summary.get("checks") or ()]
+    props += [(f"claim_{c['name']}", f"{c['status']}: {c.get('measured_text') or 'not measured'} (claimed {c['claimed_text']})")
+              for c in summary.get("claims") or ()]
     props += stage_properties(summary)
     return props
 

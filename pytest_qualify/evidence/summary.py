@@ -12,7 +12,9 @@ from typing import Any
 
 from typing import TYPE_CHECKING
 
+from pytest_qualify import engines
 from pytest_qualify.evidence.metrics import Snapshot, delta
+from pytest_qualify.graders.answer_checks import INCREMENTAL_MIN_TOKENS
 from pytest_qualify.bundle_format.schema import SCHEMA_ID, SCHEMA_VERSION
 from pytest_qualify.redaction import redact_command, safe_url
 from pytest_qualify.stats import percentile, spread
@@ -103,7 +105,8 @@ def item_section(result: ItemResult, case: CaseRecord | None) -> dict[str, Any]:
     }
 
 
-def timing_section(items: Sequence[Mapping[str, Any]], lane_order: Sequence[str]) -> dict[str, Any]:
+def timing_section(items: Sequence[Mapping[str, Any]], lane_order: Sequence[str],
+                   engine_version: str | None = None) -> dict[str, Any]:
     """Suite-level decode p50/p95 and prefill p50 over every item's recorded request, and the
     context lanes' TTFT / end-to-end as median with min-max over repetitions."""
     props = [i["properties"] for i in items]
@@ -126,6 +129,9 @@ def timing_section(items: Sequence[Mapping[str, Any]], lane_order: Sequence[str]
         ],
         "lanes": lanes_section(items, lane_order),
     }
+    streaming = streaming_section(items, engine_version)
+    if streaming is not None:
+        out["streaming"] = streaming
     load = load_section(items)
     if load is not None:
         out["load"] = load
@@ -133,6 +139,35 @@ def timing_section(items: Sequence[Mapping[str, Any]], lane_order: Sequence[str]
     if sweep is not None:
         out["sweep"] = sweep
     return out
+
+
+def streaming_section(items: Sequence[Mapping[str, Any]], engine_version: str | None = None) -> dict[str, Any] | None:
+    """How the items' streamed answers (each item's timed one) came in chunks: how many, how many
+    arrived whole in one chunk with their finish (at least ``INCREMENTAL_MIN_TOKENS`` tokens), and
+    the tokens per output chunk. None when nothing was streamed."""
+    streamed = [i for i in items if (i["properties"] or {}).get("timing_source") == "streamed"
+                and _num(i["properties"], "output_chunks") is not None]
+    if not streamed:
+        return None
+    whole = [i for i in streamed if str(i["properties"].get("whole_at_finish")) in ("True", "true", "1")
+             and (_num(i["properties"], "completion_tokens") or 0) >= INCREMENTAL_MIN_TOKENS]
+    per_chunk = [v for v in (_num(i["properties"], "tokens_per_chunk") for i in streamed) if v is not None]
+    return {
+        "label": (f"each item's timed streamed answer; whole at finish: every output token in one chunk with the "
+                  f"finish, for an answer of {INCREMENTAL_MIN_TOKENS} tokens or more (its TTFT, at the first chunk, "
+                  "is then its end to end)"),
+        "answers": len(streamed),
+        "whole_at_finish": len(whole),
+        "whole_at_finish_items": [f"{i['module']}: {i['item']} (repetition {i['repetition']})" for i in whole][:20],
+        "tokens_per_chunk_p50": percentile(per_chunk, 50) if per_chunk else None,
+        "tokens_per_chunk_max": max(per_chunk) if per_chunk else None,
+        "engine_note": _stream_note(engine_version) if whole else None,
+    }
+
+
+def _stream_note(engine_version: str | None) -> str | None:
+    found = engines.known(engine_version)
+    return found.stream_note() if found is not None else None
 
 
 SWEEP_MODULE = "sweep"
@@ -196,7 +231,8 @@ def sweep_section(items: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
 
 
 # The load module's per-level figures (suites/test_load.py) and which way is worse for each.
-LOAD_CEILINGS = tuple(f"{m}_p{q}" for m in ("ttft_s", "tpot_s", "itl_s") for q in (50, 95, 99)) + ("queue_time_s_mean",)
+LOAD_CEILINGS = (tuple(f"{m}_p{q}" for m in ("ttft_s", "tpot_s", "itl_s", "itl_token_s") for q in (50, 95, 99))
+                 + ("queue_time_s_mean", "tokens_per_chunk_p50", "tokens_per_chunk_max"))
 LOAD_FLOORS = ("requests_per_s", "output_tok_s", "goodput")
 LOAD_COUNTS = ("requests", "failed", "batch_variance")
 
@@ -423,7 +459,7 @@ def facts_section(
         "simulated": bool(target.get("simulated")),
         "target": dict(target),
         "profile": profile_section(profile),
-        "timing": timing_section(items, [lane.name for lane in profile.limits.lanes]),
+        "timing": timing_section(items, [lane.name for lane in profile.limits.lanes], target.get("engine_version")),
         "server_metrics": server_metrics_section(snapshots, metrics_errors, metrics_files),
         "items": items,
     }

@@ -118,7 +118,8 @@ def measure(claim: Any, facts: Mapping[str, Any]) -> tuple[float | None, str]:
         value = fact.get("value")
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             return None, f"the serving fact is {fact.get('status')}: {fact.get('source')}"
-        return float(value), str(fact.get("source"))
+        source = str(fact.get("source"))
+        return float(value), source + (simulated if "SIMULATED" not in source else "")
     if claim.lane is not None:
         for lane in timing.get("lanes") or []:
             if lane.get("lane") == claim.lane and lane.get(figure):

@@ -122,7 +122,7 @@ class Recorder:
         from pytest_qualify.evidence.junit import merge_answer_properties
         from pytest_qualify.client.timing import request_metrics
 
-        metrics = request_metrics(answer.timeline, answer.prompt_tokens, answer.completion_tokens)
+        metrics = request_metrics(answer.timeline, answer.prompt_tokens, answer.completion_tokens, answer.stream)
         merge_answer_properties(self._item.user_properties, metrics, bool(answer.streamed), answer.cached_tokens)
         # vLLM's own count of the prompt tokens each kind of media cost (--enable-prompt-tokens-details).
         media = (answer.usage.get("prompt_tokens_details") or {}).get("multimodal_tokens") or {}
@@ -142,7 +142,8 @@ class Recorder:
 
         module = module_of(self._item)
         band = self._profile.integrity.band(module) if self._profile is not None and module else None
-        checks = check_answer(answer, tool_turn=tool_turn, band=band, contract=contract)
+        required = self._profile is not None and self._profile.integrity.incremental_streaming == "required"
+        checks = check_answer(answer, tool_turn=tool_turn, band=band, contract=contract, incremental_required=required)
         # One finish pair per item: a failing check fails the test at once, so "ok" means every answer so far.
         props = self._item.user_properties
         props[:] = [(k, v) for k, v in props if k not in FINISH_PROPERTIES]

@@ -65,7 +65,7 @@ def steering_void(state: RunState) -> list[str]:
     vLLM, read from the steering proxy's log. Such a run judged nothing: INCOMPLETE, never graded."""
     if state.target is None or state.target.proxy is None:
         return []
-    from pytest_qualify.reference.steer import STEER_LOG, incomplete_reasons
+    from pytest_qualify.reference.steer_log import STEER_LOG, incomplete_reasons
 
     return incomplete_reasons(state.run_dir / STEER_LOG, state.settings.reference_faults)
 

@@ -29,6 +29,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--decode-tok-s", type=float,
                         default=float(os.environ.get("QUALIFY_REFERENCE_DECODE_TOK_S", 2_000.0)),
                         help="simulated decode rate (0: none; env QUALIFY_REFERENCE_DECODE_TOK_S)")
+    parser.add_argument("--stream-whole", action="store_true",
+                        default=os.environ.get("QUALIFY_REFERENCE_STREAM_WHOLE", "") not in ("", "0"),
+                        help="stream each answer's content in one chunk with its finish, as vLLM 0.32.0 does with "
+                             "--enable-auto-tool-choice and a tool parser (env QUALIFY_REFERENCE_STREAM_WHOLE)")
     steering = parser.add_argument_group("steering mode (steer.py)")
     steering.add_argument("--steer", metavar="URL", default=None,
                           help="forward every request to the real vLLM at URL, forcing the oracles' answers")
@@ -47,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.steer:
         from pathlib import Path
 
-        from pytest_qualify.reference.steer import SteerConfig, SteerError, check_faults, serve_steer
+        from pytest_qualify.reference.steer import SteerConfig, check_faults, serve_steer
+        from pytest_qualify.reference.steer_forcing import SteerError
 
         try:
             check_faults(list(faults.active))
@@ -60,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
     serve(args.host, args.port, profile, faults, api_key=api_key,
-          prefill_tok_s=args.prefill_tok_s, decode_tok_s=args.decode_tok_s)
+          prefill_tok_s=args.prefill_tok_s, decode_tok_s=args.decode_tok_s, stream_whole=args.stream_whole)
     return 0
 
 

@@ -42,7 +42,7 @@ import pytest
 
 from pytest_qualify import engines
 from pytest_qualify.hooks.collection import suites_dir
-from pytest_qualify.reference.steer import STEER_LOG, incomplete_reasons
+from pytest_qualify.reference.steer_log import STEER_LOG, incomplete_reasons
 from ..real_vllm import (Run, Served, finish, items, one_item, probe, profile_copy, require_vllm, served, start,
                         steered_run, summary)
 
