@@ -46,7 +46,7 @@ UNSTEERABLE_FAULTS = frozenset({
     "wrong_identity", "overwindow_500", "overwindow_accept", "die_after", "hang_after", "slow", "latency",
     "ignore_cache_salt", "health_500", "hostile_500", "drop_connection", "engine_version", "engine_swap_after",
     "accept_over_limit", "malformed_500", "tool_name_repeated_in_stream", "cached_tokens", "finish_length",
-    "leak_reasoning", "leak_think_tag", "thinking_overridable", "smoke_empty", "empty_answer",
+    "leak_reasoning", "leak_think_tag", "thinking_overridable", "thinking_override_blank", "smoke_empty", "empty_answer",
     "load_500_at", "load_drop_at", "load_wrong_concurrent", "load_batch_variance",
 })
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "server", "date"}

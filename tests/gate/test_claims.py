@@ -170,3 +170,22 @@ def test_a_baseline_compares_the_capacity_facts_and_the_sweep():
     assert rows["KV cache (tokens)"]["regression"] and rows["KV cache (tokens)"]["delta_pct"] == -50.0
     assert rows["TTFT at 512 tokens (s)"]["regression"] and not rows["decode probe at 512 tokens (tok/s)"]["regression"]
     assert not any("startup" in name or "ready" in name for name in rows)  # start-up times vary with the host
+
+
+def test_the_plot_draws_the_sweep_and_the_claimed_ttft(tmp_path):
+    from pytest_qualify.evidence.bundle import plot_marks
+    from pytest_qualify.evidence.plot import plot_ttft
+
+    summary = {"profile": {"limits": {"window_tokens": 4096, "lanes": [{"name": "1K", "prompt_tokens": 1024}]}},
+               "timing": {"sweep": {"points": [{"prompt_tokens": 512, "ttft_s": 0.2, "ttft_s_samples": [0.19, 0.2, 0.3]}]}},
+               "claims": [{"figure": "ttft_s", "prompt_tokens": 512, "lane": None, "claimed": 0.1, "high": 0.11, "status": "broken"},
+                          {"figure": "ttft_s", "prompt_tokens": None, "lane": "1K", "claimed": 1.0, "high": 1.1, "status": "held"},
+                          {"figure": "kv_cache_tokens", "prompt_tokens": None, "lane": None, "claimed": 9.0, "high": None,
+                           "status": "held"}]}
+    marks = plot_marks(summary)
+    assert marks["claims"] == [{"prompt_tokens": 512, "ttft_s": 0.1, "bound": 0.11, "status": "broken"},
+                               {"prompt_tokens": 1024, "ttft_s": 1.0, "bound": 1.1, "status": "held"}]
+    assert marks["sweep"][0]["ttft_s_samples"] == [0.19, 0.2, 0.3]
+    with_marks = plot_ttft([], tmp_path / "a.png", "t", False, **marks).read_bytes()
+    without = plot_ttft([], tmp_path / "b.png", "t", False, window_tokens=4096).read_bytes()
+    assert with_marks != without

@@ -190,3 +190,21 @@ def test_attached_the_facts_no_endpoint_shows_are_not_visible_and_a_required_cla
     # Not required: listed, deciding nothing.
     row = next(c for c in summary["claims"] if c["name"] == "model_memory_gib")
     assert row["ok"] and not row["required"]
+
+
+def test_the_recipes_profile_runs_on_the_reference_server_and_says_simulated(tmp_path):
+    ev = tmp_path / "ev"
+    run = run_pytest("--qualify=a1-spark-recipe", "--qualify-endpoint", "reference", "--qualify-evidence", str(ev),
+                     "-p", "no:randomly", cwd=tmp_path, timeout=900)
+    assert run.returncode == 0, run.stdout[-3000:]
+    last = run.stdout.strip().splitlines()[-1]
+    assert last.startswith("QUALIFICATION: PASS (exit 0)") and "SIMULATED" in last, last
+    (bundle,) = [p for p in ev.iterdir() if p.is_dir()]
+    summary = json.loads((bundle / "summary.json").read_text())
+    assert {c["status"] for c in summary["claims"]} == {"held"} and len(summary["claims"]) == 13
+    assert all("SIMULATED" in c["source"] for c in summary["claims"]), [c["source"] for c in summary["claims"]]
+    assert [p["prompt_tokens"] for p in summary["timing"]["sweep"]["points"]] == [511, 2042, 8208, 144_950, 253_840]
+    assert all(p["samples"] == 3 and p["measured_prompt_tokens"] == [p["prompt_tokens"]]
+               for p in summary["timing"]["sweep"]["points"])
+    assert summary["timing"]["sweep"]["decode"][0]["output_tokens"] == 256
+    assert summary["artifacts"]["plot"] and (bundle / summary["artifacts"]["plot"]).stat().st_size > 0
