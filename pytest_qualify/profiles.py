@@ -258,6 +258,8 @@ class Profile:
     serve: Serve
     required_modules: tuple[str, ...]
     waivable_modules: tuple[str, ...] = ()
+    # (module, the most of its items all waivers together may waive), per waivable module.
+    max_waived: tuple[tuple[str, int], ...] = ()
     robustness_examples: int = 200
     slo: Slo | None = None
     stages: tuple[Stage, ...] = ()
@@ -288,13 +290,15 @@ class ModuleInfo:
     # False: a module that measures for the profile's claims (the sweep) and is no part of the
     # protocol-v3 contract; a profile without it is not "protocol v3 less" anything.
     protocol: bool = True
+    max_waived: int = 0  # the most items all waivers together may waive, unless a profile says otherwise
 
 
 @cache
 def module_registry() -> dict[str, ModuleInfo]:
     """The protocol modules, in protocol order, from ``modules.toml``."""
     data = tomllib.loads(resources.files("pytest_qualify").joinpath("modules.toml").read_text())
-    return {m["id"]: ModuleInfo(m["id"], m["title"], bool(m["waivable"]), bool(m.get("protocol", True)))
+    return {m["id"]: ModuleInfo(m["id"], m["title"], bool(m["waivable"]), bool(m.get("protocol", True)),
+                                int(m.get("max_waived", 0)))
             for m in data["module"]}
 
 
@@ -454,7 +458,8 @@ def _build(raw: dict[str, Any], path: Path) -> Profile:
             attach_only=bool(s.get("attach_only", False)) or _init_refusal(s["command"]),
         ),
         required_modules=modules,
-        waivable_modules=_waivable(raw, path, known),
+        waivable_modules=(waivable := _waivable(raw, path, known)),
+        max_waived=_max_waived(raw, path, known, waivable),
         robustness_examples=raw["modules"].get("robustness_examples", 200),
         slo=_slo(raw, path, names),
         stages=stages,
@@ -620,6 +625,18 @@ def _slo(raw: dict[str, Any], path: Path, lane_names: list[str]) -> Slo | None:
     lanes.sort(key=lambda lane: lane_names.index(lane.lane))
     load = tuple((key, float(table["load"][key])) for key in LOAD_SLO_KEYS if key in table.get("load", {}))
     return Slo(tuple(lanes), table.get("decode_tok_s_p50_min"), table.get("ttft_s_p95_max"), load)
+
+
+def _max_waived(raw: dict[str, Any], path: Path, known: dict[str, ModuleInfo],
+                waivable: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
+    """How many items of each waivable module all waivers together may waive: the profile's
+    ``[modules] max_waived`` table, else the registry's figure (``modules.toml``)."""
+    listed = raw["modules"].get("max_waived", {})
+    for mod in listed:
+        if mod not in waivable:
+            raise ProfileError(f"profile file {path}: field 'modules.max_waived.{mod}' is invalid: module {mod!r} "
+                               f"is not waivable here (waivable: {', '.join(waivable) or 'none'})")
+    return tuple((mod, int(listed.get(mod, known[mod].max_waived if mod in known else 0))) for mod in waivable)
 
 
 def _waivable(raw: dict[str, Any], path: Path, known: dict[str, ModuleInfo]) -> tuple[str, ...]:
