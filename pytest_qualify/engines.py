@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -40,6 +40,18 @@ class EngineBehaviour:
     prefix_cache_block_tokens: int
     tiny_qwen3_thinking_fails: str
     image_as_video_status: int
+    # fact -> the regular expressions that read it from this build's start-up log (server/facts.py)
+    log_facts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    stream_whole_with_tool_parser: bool = False
+    stream_tokens_per_chunk: str = "one"
+
+    def stream_note(self) -> str:
+        """How this build streams text, for a report that found answers arriving whole."""
+        parser = ("holds a streamed answer's text until its finish when a tool parser is on "
+                  "(--enable-auto-tool-choice --tool-call-parser qwen3_coder), tools offered or not"
+                  if self.stream_whole_with_tool_parser else "streams text as decoded with a tool parser on")
+        return (f"vLLM {self.version} {parser}; without one it sends {self.stream_tokens_per_chunk} token(s) a "
+                f"chunk: the engine's own behaviour ({self.characterised})")
 
     def cut_call_note(self) -> str:
         """What the engine does with a cut tool call, for a failure's reason."""
@@ -106,6 +118,10 @@ def rows() -> tuple[Mapping[str, Any], ...]:
     table = tuple(data["vllm"])
     for row in table:
         SpecifierSet(row["versions"])  # a bad range fails here, naming nothing else
+        for fact, patterns in (row.get("log_facts") or {}).items():
+            for pattern in patterns:  # a bad pattern, or one without its figure, fails here too
+                if "value" not in re.compile(pattern).groupindex:
+                    raise ValueError(f"{TABLE}: {row['versions']} log_facts.{fact}: {pattern!r} has no (?P<value>...) group")
     return table
 
 
@@ -130,6 +146,9 @@ def known(text: str | None) -> EngineBehaviour | None:
         prefix_cache_block_tokens=int(row["prefix_cache_block_tokens"]),
         tiny_qwen3_thinking_fails=str(row["tiny_qwen3_thinking_fails"]),
         image_as_video_status=int(row["image_as_video_status"]),
+        stream_whole_with_tool_parser=bool(row["stream_whole_with_tool_parser"]),
+        stream_tokens_per_chunk=str(row["stream_tokens_per_chunk"]),
+        log_facts={k: tuple(v) for k, v in (row.get("log_facts") or {}).items()},
     )
 
 

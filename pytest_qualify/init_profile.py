@@ -313,7 +313,7 @@ def lanes_for(window_tokens: int, budget_tokens: int) -> list[tuple[str, int]]:
 
 def modules_for(p: Probed) -> tuple[list[str], list[str]]:
     """The protocol modules this endpoint can be held to, and why any is left out."""
-    from pytest_qualify.profiles import module_registry
+    from pytest_qualify.profiles import protocol_modules
 
     left_out = []
     drop = set()
@@ -326,7 +326,7 @@ def modules_for(p: Probed) -> tuple[list[str], list[str]]:
     if not p.images.value and not p.videos.value:
         drop |= {"multimodal", "media_admission"}
         left_out.append("multimodal, media_admission: no images or videos accepted")
-    return [m for m in module_registry() if m not in drop], left_out
+    return [m for m in protocol_modules() if m not in drop], left_out
 
 
 def _toml(value: Any) -> str:

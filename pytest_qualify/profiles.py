@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pytest_qualify.datafile import read_toml
 from pytest_qualify.promotion.stages import Stage, StageError, resolve_stages
@@ -164,6 +164,58 @@ class LoadRules:
     goodput_tpot_s_max: float | None = None
 
 
+# A claim's figure and where it is measured: a serving fact (server/facts.py), the sweep module's
+# TTFT at a prompt size or its decode probe, a context lane, or the run's client-observed figures.
+FACT_FIGURES: tuple[str, ...] = ("kv_cache_tokens", "kv_cache_gib", "max_concurrency", "model_memory_gib",
+                                 "weight_load_s", "startup_s", "compile_s", "graph_capture_s")
+SWEEP_FIGURES: tuple[str, ...] = ("ttft_s", "prefill_tok_s", "decode_tok_s")  # at prompt_tokens
+LANE_FIGURES: tuple[str, ...] = ("ttft_s", "e2e_s")  # at a lane
+RUN_FIGURES: tuple[str, ...] = ("decode_tok_s_p50", "decode_tok_s_p95", "prefill_tok_s_p50")
+CLAIM_FIGURES: tuple[str, ...] = (*FACT_FIGURES, "ttft_s", "e2e_s", "prefill_tok_s", "decode_tok_s", *RUN_FIGURES)
+Direction = Literal["at_most", "at_least", "within"]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One published figure of the recipe the deployment is held to: measured ``at_most`` /
+    ``at_least`` / ``within`` the claimed value, give or take ``tolerance`` (a share of the claimed
+    value). ``required``: a claim the endpoint cannot show leaves the run INCOMPLETE; otherwise it
+    is listed as not verifiable here."""
+
+    name: str
+    figure: str
+    claimed: float
+    direction: Direction
+    tolerance: float = 0.0
+    required: bool = False
+    prompt_tokens: int | None = None
+    lane: str | None = None
+    said: str = ""
+
+
+@dataclass(frozen=True)
+class Claims:
+    """The profile's ``[claims]`` table: the claims in the order written, and where they come from."""
+
+    claims: tuple[Claim, ...]
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class SweepRules:
+    """The profile's ``[sweep]`` table and the sizes its claims name: the TTFT sweep's prompt sizes
+    (server tokens, exact), samples per size after one warm-up, the output length of each sample;
+    the decode probe's prompt sizes, output length (``min_tokens = max_tokens``, ``ignore_eos``)
+    and samples."""
+
+    prompt_tokens: tuple[int, ...] = ()
+    samples: int = 3
+    output_tokens: int = 16
+    decode_prompt_tokens: tuple[int, ...] = ()
+    decode_tokens: int = 128
+    decode_samples: int = 3
+
+
 @dataclass(frozen=True)
 class LengthBand:
     """The visible answer's length, in characters, that a module's answers stay within (TEST09)."""
@@ -180,12 +232,15 @@ class IntegrityRules:
     ``prefix_cache``: "salted" — a fresh ``cache_salt`` must see 0 cached tokens (the context lanes'
     rule), "unchecked" — the deployment's cache does not report or honour salts.
     ``repeat_e2e_ratio_min``: a repeated request's end-to-end time over a fresh one's, at least.
-    ``cache_probe_tokens``: the size of the repeated prompt (default: the smallest lane)."""
+    ``cache_probe_tokens``: the size of the repeated prompt (default: the smallest lane).
+    ``incremental_streaming``: "finding" — a streamed answer whose output all came in one chunk with
+    its finish is recorded and reported; "required" — it fails (graders/answer_checks.py)."""
 
     prefix_cache: str = "salted"
     repeat_e2e_ratio_min: float = 0.5
     cache_probe_tokens: int | None = None
     length_bands: tuple[LengthBand, ...] = ()
+    incremental_streaming: str = "finding"
 
     def band(self, module: str) -> LengthBand | None:
         return next((b for b in self.length_bands if b.module == module), None)
@@ -217,6 +272,8 @@ class Profile:
     serve: Serve
     required_modules: tuple[str, ...]
     waivable_modules: tuple[str, ...] = ()
+    # (module, the most of its items all waivers together may waive), per waivable module.
+    max_waived: tuple[tuple[str, int], ...] = ()
     robustness_examples: int = 200
     slo: Slo | None = None
     stages: tuple[Stage, ...] = ()
@@ -224,6 +281,8 @@ class Profile:
     integrity: IntegrityRules = IntegrityRules()
     load: LoadRules | None = None
     ab: AbRules = AbRules()
+    claims: Claims | None = None
+    sweep: SweepRules = SweepRules()
 
     def stage(self, name: str) -> Stage:
         """The stage called ``name`` (see stages.py); ValueError when unknown or empty here."""
@@ -264,13 +323,24 @@ class ModuleInfo:
     id: str
     title: str
     waivable: bool
+    # False: a module that measures for the profile's claims (the sweep) and is no part of the
+    # protocol-v3 contract; a profile without it is not "protocol v3 less" anything.
+    protocol: bool = True
+    max_waived: int = 0  # the most items all waivers together may waive, unless a profile says otherwise
 
 
 @cache
 def module_registry() -> dict[str, ModuleInfo]:
     """The protocol modules, in protocol order, from ``modules.toml``."""
     data = tomllib.loads(resources.files("pytest_qualify").joinpath("modules.toml").read_text())
-    return {m["id"]: ModuleInfo(m["id"], m["title"], bool(m["waivable"])) for m in data["module"]}
+    return {m["id"]: ModuleInfo(m["id"], m["title"], bool(m["waivable"]), bool(m.get("protocol", True)),
+                                int(m.get("max_waived", 0)))
+            for m in data["module"]}
+
+
+def protocol_modules() -> tuple[str, ...]:
+    """The protocol-v3 modules, in protocol order: the registry less the modules outside it."""
+    return tuple(m for m, info in module_registry().items() if info.protocol)
 
 
 @cache
@@ -405,6 +475,7 @@ def _build(raw: dict[str, Any], path: Path) -> Profile:
         raise ProfileError(f"profile file {path}: {exc}") from None
     t = raw["timeouts"]
     s = raw["serve"]
+    claims = _claims(raw, path, names, modules)
     return Profile(
         name=raw["name"],
         source=str(path),
@@ -423,7 +494,8 @@ def _build(raw: dict[str, Any], path: Path) -> Profile:
             attach_only=bool(s.get("attach_only", False)) or _init_refusal(s["command"]),
         ),
         required_modules=modules,
-        waivable_modules=_waivable(raw, path, known),
+        waivable_modules=(waivable := _waivable(raw, path, known)),
+        max_waived=_max_waived(raw, path, known, waivable),
         robustness_examples=raw["modules"].get("robustness_examples", 200),
         slo=_slo(raw, path, names),
         stages=stages,
@@ -431,6 +503,8 @@ def _build(raw: dict[str, Any], path: Path) -> Profile:
         integrity=_integrity(raw, path, limits, known),
         load=_load(raw, path),
         ab=_ab(raw, path),
+        claims=claims,
+        sweep=_sweep(raw, path, claims, limits, modules),
     )
 
 
@@ -468,6 +542,74 @@ def _load(raw: dict[str, Any], path: Path) -> LoadRules | None:
         goodput_ttft_s_max=goodput.get("ttft_s_max"),
         goodput_tpot_s_max=goodput.get("tpot_s_max"),
     )
+
+
+def _claims(raw: dict[str, Any], path: Path, lane_names: list[str], modules: tuple[str, ...]) -> Claims | None:
+    """The ``[claims]`` table: each claim's figure is measured where the profile can measure it (a
+    lane it names is one of the profile's; a prompt size for a sweep figure, a lane for a lane
+    figure; the sweep or context module in ``modules.required``)."""
+    table = raw.get("claims")
+    if table is None:
+        return None
+    out = []
+    for name, spec in table.items():
+        if name == "source":
+            continue
+
+        def bad(sub: str, why: str) -> ProfileError:
+            return ProfileError(f"profile file {path}: field 'claims.{name}{sub}' is invalid: {why}")
+
+        figure = spec.get("figure", name)
+        if figure not in CLAIM_FIGURES:
+            raise bad("", f"{figure!r} is no figure a claim can name (expected one of {', '.join(CLAIM_FIGURES)}; "
+                          "or set 'figure')")
+        lane, tokens = spec.get("lane"), spec.get("prompt_tokens")
+        if lane is not None and tokens is not None:
+            raise bad("", "names both a lane and prompt_tokens; a claim is at one of them")
+        if lane is not None:
+            if figure not in LANE_FIGURES:
+                raise bad(".lane", f"{figure} is not measured per lane (lane figures: {', '.join(LANE_FIGURES)})")
+            if lane not in lane_names:
+                raise bad(".lane", f"no such lane {lane!r} (expected one of {', '.join(lane_names)})")
+            if "context" not in modules:
+                raise bad(".lane", "the context module, which times the lanes, is not in modules.required")
+        elif figure in ("ttft_s", "e2e_s", "prefill_tok_s", "decode_tok_s"):
+            if tokens is None or figure == "e2e_s":
+                raise bad("", f"{figure} is claimed at "
+                              + ("a lane: set lane" if figure == "e2e_s" else
+                                 "a prompt size or a lane: set prompt_tokens or lane" if figure == "ttft_s" else
+                                 "a prompt size: set prompt_tokens"))
+            if "sweep" not in modules:
+                raise bad(".prompt_tokens", f"the sweep module, which measures {figure} at a prompt size, is not in "
+                                            "modules.required")
+        elif tokens is not None:
+            raise bad(".prompt_tokens", f"{figure} is not measured at a prompt size")
+        out.append(Claim(name=name, figure=figure, claimed=float(spec["claimed"]), direction=spec["direction"],
+                         tolerance=float(spec.get("tolerance", 0.0)), required=bool(spec.get("required", False)),
+                         prompt_tokens=tokens, lane=lane, said=str(spec.get("said", ""))))
+    return Claims(tuple(out), str(table.get("source", "")))
+
+
+def _sweep(raw: dict[str, Any], path: Path, claims: Claims | None, limits: Limits, modules: tuple[str, ...]) -> SweepRules:
+    """The sweep's sizes: the ``[sweep]`` table's and every size a claim names, each fitting the
+    window with its output."""
+    table = raw.get("sweep") or {}
+    named = [c for c in (claims.claims if claims else ()) if c.prompt_tokens is not None]
+    ttft = sorted({*table.get("prompt_tokens", ()), *(c.prompt_tokens for c in named if c.figure != "decode_tok_s")})
+    decode = sorted({*([table["decode_prompt_tokens"]] if "decode_prompt_tokens" in table else []),
+                     *(c.prompt_tokens for c in named if c.figure == "decode_tok_s")})
+    rules = SweepRules(prompt_tokens=tuple(int(t) for t in ttft), samples=table.get("samples", 3),
+                       output_tokens=table.get("output_tokens", 16), decode_prompt_tokens=tuple(int(t) for t in decode),
+                       decode_tokens=table.get("decode_tokens", 128), decode_samples=table.get("decode_samples", 3))
+    if "sweep" in modules and not (rules.prompt_tokens or rules.decode_prompt_tokens):
+        raise ProfileError(f"profile file {path}: field 'sweep' is invalid: the sweep module is required but names no "
+                           "prompt size (sweep.prompt_tokens, sweep.decode_prompt_tokens, or a claim's prompt_tokens)")
+    for size, out in [*((t, rules.output_tokens) for t in rules.prompt_tokens),
+                      *((t, rules.decode_tokens) for t in rules.decode_prompt_tokens)]:
+        if size + out > limits.window_tokens:
+            raise ProfileError(f"profile file {path}: field 'sweep' is invalid: a prompt of {size} tokens and its "
+                               f"{out} output tokens exceed the window ({limits.window_tokens})")
+    return rules
 
 
 def _init_refusal(command: list[str]) -> bool:
@@ -508,6 +650,7 @@ def _integrity(raw: dict[str, Any], path: Path, limits: Limits, known: dict[str,
     return IntegrityRules(
         prefix_cache=table.get("prefix_cache", "salted"),
         repeat_e2e_ratio_min=table.get("repeat_e2e_ratio_min", 0.5),
+        incremental_streaming=table.get("incremental_streaming", "finding"),
         cache_probe_tokens=probe,
         length_bands=tuple(bands),
     )
@@ -529,6 +672,18 @@ def _slo(raw: dict[str, Any], path: Path, lane_names: list[str]) -> Slo | None:
     lanes.sort(key=lambda lane: lane_names.index(lane.lane))
     load = tuple((key, float(table["load"][key])) for key in LOAD_SLO_KEYS if key in table.get("load", {}))
     return Slo(tuple(lanes), table.get("decode_tok_s_p50_min"), table.get("ttft_s_p95_max"), load)
+
+
+def _max_waived(raw: dict[str, Any], path: Path, known: dict[str, ModuleInfo],
+                waivable: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
+    """How many items of each waivable module all waivers together may waive: the profile's
+    ``[modules] max_waived`` table, else the registry's figure (``modules.toml``)."""
+    listed = raw["modules"].get("max_waived", {})
+    for mod in listed:
+        if mod not in waivable:
+            raise ProfileError(f"profile file {path}: field 'modules.max_waived.{mod}' is invalid: module {mod!r} "
+                               f"is not waivable here (waivable: {', '.join(waivable) or 'none'})")
+    return tuple((mod, int(listed.get(mod, known[mod].max_waived if mod in known else 0))) for mod in waivable)
 
 
 def _waivable(raw: dict[str, Any], path: Path, known: dict[str, ModuleInfo]) -> tuple[str, ...]:

@@ -4,15 +4,18 @@ read them. On the ground floor: plain names, no imports."""
 
 from __future__ import annotations
 
-MODULE = "qualify_module"  # the protocol module (JUnit shows it as ``module``)
+MODULE = "qualify_module"  # the protocol module
+JUNIT_MODULE = "module"  # the same, as JUnit's readers see it
 ITEM = "item"  # the item's label without its repetition
 REPETITION = "repetition"  # this item's repetition, 1-based
 REPETITIONS = "repetitions"  # how many the item has
 LANE = "lane"  # the context lane a lane item measured
 REASON = "reason"  # a failed item's reason, one line
 FAILURE_KIND = "failure_kind"  # a failed item's kind, one of FAILURE_KINDS
-WAIVER = "waiver"  # the waiver a failed item carries
 CORPUS_KIND = "corpus_kind"  # a multimodal item's kind of media
+# An item of the protocol's own suites: its grader journals every verdict (``checks.require``), so
+# a pass with no verdict in the answer journal was not graded (``gate.decide.proof_of_grading``).
+JOURNALED = "qualify_journaled"
 
 # A failure's kind. FORMAT: the answer did not follow its contract (its slot is missing or
 # malformed). FACT: it did, and the slot is wrong. OTHER: no verdict judged it (a timeout, a

@@ -37,6 +37,8 @@ class RunState:
     startup_error: str | None = None
     dead: str | None = None  # why the server is gone (first line, then its log tail)
     server_info: dict[str, Any] = field(default_factory=dict)
+    # What the engine said of its capacity and start-up, read once after start-up (server/facts.py).
+    serving_facts: dict[str, Any] | None = None
     results: dict[str, gate_mod.ItemResult] = field(default_factory=dict)
     verdict: gate_mod.GateVerdict | None = None
     deselected_modules: set[str] = field(default_factory=set)

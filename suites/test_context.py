@@ -14,7 +14,7 @@ import pytest
 from pytest_qualify.checks import fail, require, sizing
 from pytest_qualify.evidence.answers import TIMED
 from pytest_qualify.graders.needle import grade_needle
-from pytest_qualify.tasks.haystack import lane_plan, size_lane, unit_rate
+from pytest_qualify.tasks.haystack import lane_plan
 from pytest_qualify.hooks import state_of
 
 pytestmark = pytest.mark.qualify_module("context")
@@ -27,11 +27,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("lane", lanes, ids=[lane.name for lane in lanes])
 
 
-def test_context_retrieval(lane, qualify_client, qualify_ask, qualify_profile, qualify_run, qualify_record, qualify_repetition):
+def test_context_retrieval(lane, qualify_sizer, qualify_ask, qualify_profile, qualify_run, qualify_record, qualify_repetition):
     where = f"{lane.name} lane, repetition {qualify_repetition}"
     limits = qualify_profile.limits
     # The integrity module rebuilds the smallest lane's request with the same two calls and asks it
-    # again (suites/test_integrity.py, test_timed_answer_held): change them together.
+    # again (suites/test_integrity.py, test_timed_answer_held): change them together. The run's
+    # sizer sizes a lane once; the rebuild gets the same messages.
     plan = lane_plan(qualify_run.run_id, [x.name for x in limits.lanes], lane.name, qualify_repetition)
     qualify_record.props(
         haystack_seed=plan.seed, needle_template=plan.template.id, needle_key=plan.target.key,
@@ -39,8 +40,7 @@ def test_context_retrieval(lane, qualify_client, qualify_ask, qualify_profile, q
     )
     tolerance = limits.lane_tolerance_tokens
     with sizing(where, "the lane"):
-        sized = size_lane(plan, qualify_client.count_chat_tokens, lane.prompt_tokens, tolerance,
-                          teach=unit_rate(qualify_client.base_url))
+        sized = qualify_sizer.lane(plan, lane.prompt_tokens, tolerance)
     qualify_record.props(tokenize_calls=sized.calls, sized_prompt_tokens=sized.tokens)
 
     needles = {f"{'target' if n.target else 'distractor'} {n.key}": n.value for n in (plan.target, *plan.distractors)}

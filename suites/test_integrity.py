@@ -27,7 +27,7 @@ import time
 import pytest
 
 from pytest_qualify import engines
-from pytest_qualify.checks import fail, require, sizing
+from pytest_qualify.checks import fail, held, require, sizing
 from pytest_qualify.graders import Verdict
 from pytest_qualify.client.errors import EndpointError
 from pytest_qualify.evidence.answers import HELD, REASKED, answers_to, timed_answers
@@ -39,9 +39,7 @@ from pytest_qualify.graders.integrity import (
     RecordedAnswer, check_cut_call, check_length_band, check_no_result_cache, check_same_answers, too_fast,
     check_stream_shape, compare_stream_plain, parsed_calls,
 )
-from pytest_qualify.tasks.haystack import (
-    Haystack, haystack_seed, lane_plan, plan_haystack, size_lane, size_to_tokens, unit_rate,
-)
+from pytest_qualify.tasks.haystack import Haystack, haystack_seed, lane_plan, plan_haystack, size_to_tokens
 
 pytestmark = pytest.mark.qualify_module("integrity")
 
@@ -67,6 +65,7 @@ def _require_all(where: str, checks: list[tuple[str, Verdict]]) -> None:
     problems = [f"{label}: {verdict.reason}" if label else verdict.reason for label, verdict in checks if not verdict.ok]
     if problems:
         fail(where, " | ".join(problems))
+    held(where, "every rule held")
 
 
 @pytest.mark.parametrize("sample", SAMPLES, ids=[s.id for s in SAMPLES])
@@ -149,7 +148,7 @@ def test_answer_held_through_run(sample, qualify_ask, qualify_run, qualify_recor
 
 
 @pytest.mark.qualify_reads("context")
-def test_timed_answer_held(lane, qualify_client, qualify_ask, qualify_profile, qualify_run, qualify_record,
+def test_timed_answer_held(lane, qualify_sizer, qualify_ask, qualify_profile, qualify_run, qualify_record,
                            qualify_salt, qualify_repetition):
     """TEST01 on the timing phase: the context module's timed answer (streamed, measured, graded by
     its needle contract only) equals the same request's answer asked without streaming. A server
@@ -157,10 +156,11 @@ def test_timed_answer_held(lane, qualify_client, qualify_ask, qualify_profile, q
     route) gives itself away here even where both answers pass the needle grader."""
     where = f"{lane.name} lane, repetition {qualify_repetition}"
     limits = qualify_profile.limits
-    # The context module's own request, rebuilt: same seed, same sizing against the same counts.
+    # The context module's own request, rebuilt: same seed, and the run's sizer's record of the
+    # lane's sizing (sized here first when this item comes before the lane: the lane then reuses it).
     plan = lane_plan(qualify_run.run_id, [x.name for x in limits.lanes], lane.name, qualify_repetition)
     with sizing(where, "the lane"):
-        sized = size_lane(plan, qualify_client.count_chat_tokens, lane.prompt_tokens, limits.lane_tolerance_tokens)
+        sized = qualify_sizer.lane(plan, lane.prompt_tokens, limits.lane_tolerance_tokens)
     messages = sized.messages
     timeout_s = qualify_profile.timeouts.for_prompt(lane.prompt_tokens)
     timed = timed_answers(qualify_run.run_dir, qualify_ask.key(messages))
@@ -185,7 +185,8 @@ def test_timed_answer_held(lane, qualify_client, qualify_ask, qualify_profile, q
         earlier = [RecordedAnswer("this item's own stream", True, own.content, parsed_calls(own.tool_calls),
                                   own.finish_reason)]
         source = "this item's own stream (the lane's timed answer is held at the end of the run)"
-    qualify_record.props(haystack_seed=plan.seed, sized_prompt_tokens=sized.tokens, timed_answer_from=source)
+    qualify_record.props(haystack_seed=plan.seed, sized_prompt_tokens=sized.tokens, tokenize_calls=sized.calls,
+                         timed_answer_from=source)
     answer = qualify_ask(messages, check_finish=False, cache_salt=salt, timeout_s=timeout_s, journal_role=REASKED)
     now = RecordedAnswer("now", False, answer.content, parsed_calls(answer.tool_calls), answer.finish_reason)
     verdict = check_same_answers(now, earlier)
@@ -194,18 +195,24 @@ def test_timed_answer_held(lane, qualify_client, qualify_ask, qualify_profile, q
     require(verdict, where)
 
 
-def test_no_result_cache(qualify_client, qualify_ask, qualify_profile, qualify_run, qualify_record, qualify_repetition):
+def test_no_result_cache(qualify_client, qualify_sizer, qualify_ask, qualify_profile, qualify_run, qualify_record,
+                        qualify_repetition):
     where = f"repetition {qualify_repetition}"
     rules = qualify_profile.integrity
     limits = qualify_profile.limits
     size = rules.cache_probe_tokens or limits.smallest_lane.prompt_tokens
+    calls_before = qualify_sizer.calls
 
     def probe(name: str) -> list[dict]:
         plan = plan_haystack(haystack_seed(qualify_run.run_id, "integrity", name, qualify_repetition), 0.5)
+        build = Haystack(plan).build
+        tolerance = max(limits.lane_tolerance_tokens // 2, 8)
         with sizing(where, "the cache probe"):
-            return size_to_tokens(Haystack(plan).build, qualify_client.count_chat_tokens, size,
-                                  tolerance=max(limits.lane_tolerance_tokens // 2, 8), max_calls=6,
-                                  rate=unit_rate(qualify_client.base_url)).messages
+            return qualify_sizer.sized(
+                f"cache probe {plan.seed} {size}±{tolerance}",
+                lambda: size_to_tokens(build, qualify_sizer.count, size, tolerance=tolerance, max_calls=6,
+                                       rate=qualify_sizer.rate),
+                build).messages
 
     prompts = [probe("a"), probe("b")]
     timeout_s = qualify_profile.timeouts.for_prompt(size)
@@ -227,7 +234,8 @@ def test_no_result_cache(qualify_client, qualify_ask, qualify_profile, qualify_r
                          repeat_e2e_s=",".join(f"{t:.4f}" for t in repeat_s), rounds=len(repeats),
                          repeat_ratio=round(max(repeat_s) / min(fresh_s), 4),
                          repeat_ratio_min=ratio_min, prefix_cache_rule=rules.prefix_cache)
-    qualify_record.props(engine_prompt_tokens="no /metrics" if engine is None else engine)
+    qualify_record.props(engine_prompt_tokens="no /metrics" if engine is None else engine,
+                         tokenize_calls=qualify_sizer.calls - calls_before)
     require(check_no_result_cache([a.cached_tokens for a in (*fresh, *repeats)], repeat_s, fresh_s, ratio_min,
                                   salted=rules.prefix_cache == "salted", prompt_tokens=repeats[0].prompt_tokens,
                                   engine_prompt_tokens=engine), where)

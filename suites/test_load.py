@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from pytest_qualify import checks
 from pytest_qualify.checks import fail
 from pytest_qualify.client.errors import EndpointError, RequestTimeout, ServerGone
 from pytest_qualify.graders.load import (
@@ -91,7 +92,7 @@ def test_load(qualify_run, qualify_profile, qualify_client, qualify_salt, qualif
                     problems.append(f"{at}: {length.reason}")
                 elif timeline is not None and timeline.ttft_s is not None and timeline.e2e_s is not None:
                     probes.append(ProbeTiming(timeline.ttft_s, timeline.e2e_s, answer.completion_tokens,
-                                              tuple(timeline.inter_chunk_s)))
+                                              tuple(timeline.inter_chunk_s), answer.stream.chunk_tokens))
                 continue
             item = one.job
             verdict = grade_item(item, answer)
@@ -135,3 +136,4 @@ def test_load(qualify_run, qualify_profile, qualify_client, qualify_salt, qualif
     if problems:
         more = f" (and {len(problems) - SHOWN} more)" if len(problems) > SHOWN else ""
         fail(where, f"{len(problems)} problem(s) under load: " + " | ".join(problems[:SHOWN]) + more)
+    checks.held(where, "every answer at every level graded right")

@@ -7,6 +7,11 @@ limit, after which the server is still serving (:mod:`pytest_qualify.server.live
 A tokenizer may not be able to hit a count exactly (one more filler piece adding two tokens); the
 prompt is then the nearest on the correct side, at most ``SLACK_TOKENS`` away, and its size is
 recorded. Hangs and a dead server surface as the run's timeout / dead-server reasons.
+
+The two edges are one haystack per run (a token count is a property of the prompt, so every
+repetition sends the prompts sized once, each repetition under its own cache salt): the fitting
+prompt is searched for, and the over-window one is the fitting one with one-token pad words until
+the server counts exactly window + 1 (usually one ``/tokenize`` call).
 """
 
 from __future__ import annotations
@@ -14,11 +19,11 @@ from __future__ import annotations
 import pytest
 
 from pytest_qualify.server import liveness
-from pytest_qualify.checks import fail, require, sizing
+from pytest_qualify.checks import fail, held, require, sizing
 from pytest_qualify.client.errors import EndpointError, error_message
 from pytest_qualify.graders.window import check_overwindow_refusal
 from pytest_qualify.tasks.haystack import (
-    Haystack, Sized, SizingError, haystack_seed, pad_to_tokens, plan_haystack, size_to_tokens, unit_rate,
+    Haystack, Sized, SizingError, haystack_seed, pad_to_tokens, plan_haystack, size_to_tokens,
 )
 
 pytestmark = pytest.mark.qualify_module("window")
@@ -32,13 +37,16 @@ def _budget(profile) -> int:
     return profile.limits.answer_budget_tokens  # what qualify_ask sends as max_tokens
 
 
-def _sized_prompt(client, run_id: str, label: str, repetition: int, target: int, side: str, where: str) -> Sized:
-    plan = plan_haystack(haystack_seed(run_id, "window", label, repetition), 0.5, distractors=0)
+def _fitting(sizer, run_id: str, target: int, where: str) -> Sized:
+    """The prompt of exactly ``target`` tokens (or the nearest below, at most ``SLACK_TOKENS``),
+    sized once per run."""
+    plan = plan_haystack(haystack_seed(run_id, "window", "fit"), 0.5, distractors=0)
     build = Haystack(plan).build
-    with sizing(where):
+
+    def search() -> Sized:
         try:
-            return size_to_tokens(build, client.count_chat_tokens, target, side=side, max_calls=MAX_TOKENIZE_CALLS,
-                                  rate=unit_rate(client.base_url))
+            return size_to_tokens(build, sizer.count, target, side="below", max_calls=MAX_TOKENIZE_CALLS,
+                                  rate=sizer.rate)
         except SizingError as exc:
             if exc.closest is not None and abs(exc.closest.tokens - target) <= SLACK_TOKENS:
                 return exc.closest
@@ -46,15 +54,39 @@ def _sized_prompt(client, run_id: str, label: str, repetition: int, target: int,
                 raise
             # A tokenizer that splits filler words into several tokens (a small vocabulary) skips
             # the target with whole pieces: pad the nearest shorter prompt with one-token words.
-            return pad_to_tokens(build, client.count_chat_tokens, target, exc.closest, max_calls=PAD_CALLS)
-    raise AssertionError("unreachable")
+            return pad_to_tokens(build, sizer.count, target, exc.closest, max_calls=PAD_CALLS)
+
+    with sizing(where):
+        return sizer.sized(f"window fit {plan.seed} {target}", search, build)
 
 
-def test_prompt_that_fits_is_answered(qualify_client, qualify_ask, qualify_profile, qualify_run, qualify_record, qualify_repetition):
+def _over(sizer, run_id: str, fit_target: int, target: int, where: str) -> Sized:
+    """The fitting prompt padded with one-token words until the server counts ``target`` (or the
+    nearest above, at most ``SLACK_TOKENS``), sized once per run."""
+    fit = _fitting(sizer, run_id, fit_target, where)
+    plan = plan_haystack(haystack_seed(run_id, "window", "fit"), 0.5, distractors=0)
+    build = Haystack(plan).build
+
+    def pad() -> Sized:
+        try:
+            return pad_to_tokens(build, sizer.count, target, fit, max_calls=PAD_CALLS)
+        except SizingError as exc:
+            if exc.closest is not None and target <= exc.closest.tokens <= target + SLACK_TOKENS:
+                return exc.closest
+            # Pad words that do not add one token each: search the filler from above instead.
+            return size_to_tokens(build, sizer.count, target, side="above", max_calls=MAX_TOKENIZE_CALLS,
+                                  rate=sizer.rate)
+
+    with sizing(where):
+        return sizer.sized(f"window over {plan.seed} {target}", pad, build)
+
+
+def test_prompt_that_fits_is_answered(qualify_sizer, qualify_ask, qualify_profile, qualify_run, qualify_record,
+                                      qualify_repetition):
     window, budget = qualify_profile.limits.window_tokens, _budget(qualify_profile)
     target = window - budget
     where = f"window {window}, repetition {qualify_repetition}: prompt of window − answer budget ({target} tokens)"
-    sized = _sized_prompt(qualify_client, qualify_run.run_id, "fit", qualify_repetition, target, "below", where)
+    sized = _fitting(qualify_sizer, qualify_run.run_id, target, where)
     qualify_record.props(window_tokens=window, fit_prompt_tokens=sized.tokens, tokenize_calls=sized.calls)
     try:
         # Recorded with its visible content and finish "stop".
@@ -64,13 +96,15 @@ def test_prompt_that_fits_is_answered(qualify_client, qualify_ask, qualify_profi
                     f"{error_message(exc.body)[:200]!r}")
     if answer.prompt_tokens is not None and answer.prompt_tokens > target:
         fail(where, f"the server counted {answer.prompt_tokens} prompt tokens, /tokenize {sized.tokens}")
+    held(where, "answered")
 
 
-def test_prompt_over_window_is_refused(qualify_client, qualify_profile, qualify_run, qualify_record, qualify_salt, qualify_repetition):
+def test_prompt_over_window_is_refused(qualify_client, qualify_sizer, qualify_profile, qualify_run, qualify_record,
+                                      qualify_salt, qualify_repetition):
     window, budget = qualify_profile.limits.window_tokens, _budget(qualify_profile)
     target = window + 1
     where = f"window {window}, repetition {qualify_repetition}"
-    sized = _sized_prompt(qualify_client, qualify_run.run_id, "over", qualify_repetition, target, "above", where)
+    sized = _over(qualify_sizer, qualify_run.run_id, window - budget, target, where)
     qualify_record.props(window_tokens=window, over_prompt_tokens=sized.tokens, tokenize_calls=sized.calls)
     status, message = None, ""
     try:

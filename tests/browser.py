@@ -4,7 +4,8 @@ for the tests that open report.html as a signer would, and for ``docs/make_scree
 Every request the page makes is seen (``Network.requestWillBeSent``) and kept in
 :attr:`Page.requests`; the browser also runs with a proxy that goes nowhere and no name
 resolution, so a request that did leave would fail rather than reach anything. Chromium is
-Debian's ``chromium`` package (``.ci/run`` installs it where it is missing).
+Debian's ``chromium`` package (the README's test command installs it where it is missing and the
+machine allows it: ``.ci/browser.sh``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
+# What .ci/browser.sh runs (as root, or through sudo) where none of the names above is found.
+INSTALL_CHROMIUM = "apt-get install -y --no-install-recommends chromium"
 
 
 def chromium() -> str | None:
@@ -118,7 +121,7 @@ def browser_page(width: int = 1280, height: int = 1000, timeout_s: float = 60.0)
 
     exe = chromium()
     if exe is None:
-        raise FileNotFoundError("chromium is not installed (apt-get install -y chromium)")
+        raise FileNotFoundError(f"chromium is not installed (Debian: sudo {INSTALL_CHROMIUM})")
     with tempfile.TemporaryDirectory(prefix="qualify-chromium-") as profile:
         argv = [exe, "--headless", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
                 "--remote-debugging-port=0", "--remote-allow-origins=*", f"--user-data-dir={profile}",

@@ -18,10 +18,14 @@ REASONING_FIELDS = ("reasoning_content", "reasoning")
 @dataclass(frozen=True)
 class ToolCall:
     name: str
-    arguments: str  # the raw JSON text, exactly as the server sent it
+    # Exactly as the server sent it: the API's JSON text, or whatever came in its place (a JSON
+    # object, null), kept so that the tools grader refuses it by name (graders/tools.py).
+    arguments: Any
     id: str = ""
 
     def parsed_arguments(self) -> Any:
+        if not isinstance(self.arguments, str):
+            return self.arguments
         return json.loads(self.arguments) if self.arguments else {}
 
 
@@ -34,7 +38,7 @@ class ToolDelta:
     id: str | None
     type: str | None
     name: str | None
-    arguments: str | None
+    arguments: Any  # a piece of JSON text by the API; anything else kept as it came
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,13 @@ class StreamShape:
     output_after_finish: int = 0  # chunks after the finish chunk whose delta carried output
     usage_before_finish: int = 0  # usage chunks that came before the finish chunk
     done: bool | None = None  # the stream ended with ``data: [DONE]`` (None: not observable)
+    # The output tokens each chunk with ``choices`` carried, in order, where the stream said so
+    # (``stream_options.continuous_usage_stats``: vLLM's running usage on every chunk); empty otherwise.
+    chunk_tokens: tuple[int, ...] = ()
+    output_chunks: int = 0  # chunks whose delta carried content, reasoning or a tool call
+    # Every output delta came in one chunk that carried the finish or came right before it: the
+    # answer was not streamed as it was decoded (time to first token is then end to end).
+    whole_at_finish: bool = False
 
 
 @dataclass(frozen=True)
@@ -103,7 +114,7 @@ def from_response(data: Mapping[str, Any], e2e_s: float) -> Answer:
     choice = (data.get("choices") or [{}])[0]
     msg = choice.get("message") or {}
     calls = tuple(
-        ToolCall(c["function"]["name"], c["function"].get("arguments") or "", c.get("id") or "")
+        ToolCall(c["function"]["name"], c["function"].get("arguments"), c.get("id") or "")
         for c in (msg.get("tool_calls") or [])
     )
     usage = data.get("usage") or {}
@@ -125,8 +136,16 @@ class StreamAssembly:
     """A streamed answer put together chunk by chunk. Each ``delta.tool_calls`` entry is kept once,
     as the :class:`ToolDelta` it came as; the calls are added up from those at the end."""
 
-    def __init__(self, usage_asked: bool) -> None:
+    def __init__(self, usage_asked: bool, continuous_usage: bool = False) -> None:
         self.usage_asked = usage_asked
+        # Running usage on every chunk was asked for: a usage riding on a chunk with choices is
+        # that chunk's token count, not the answer's usage chunk.
+        self.continuous_usage = continuous_usage and usage_asked
+        self.chunk_tokens: list[int] = []
+        self._tokens_so_far = 0
+        self._choice_chunks = 0
+        self._output_at: list[int] = []  # indexes (among chunks with choices) of chunks with output
+        self._finish_at: int | None = None
         self.content: list[str] = []
         self.reasoning: list[str] = []
         self.tool_deltas: list[ToolDelta] = []
@@ -159,8 +178,20 @@ class StreamAssembly:
                 finished_here = True
         if output and counts["finish"] and not finished_here:
             counts["after_finish"] += 1  # the finish chunk said the answer was over
-        if data.get("usage"):
-            self.usage = data["usage"]
+        if choices:
+            if output:
+                self._output_at.append(self._choice_chunks)
+            if finished_here and self._finish_at is None:
+                self._finish_at = self._choice_chunks
+            self._choice_chunks += 1
+        usage = data.get("usage")
+        running = usage.get("completion_tokens") if isinstance(usage, Mapping) else None
+        if choices and self.continuous_usage and isinstance(running, int):
+            self.chunk_tokens.append(max(0, running - self._tokens_so_far))
+            self._tokens_so_far = max(self._tokens_so_far, running)
+            self.usage = usage
+        elif usage:
+            self.usage = usage
             counts["usage"] += 1
             if not counts["finish"]:
                 counts["usage_early"] += 1
@@ -175,8 +206,10 @@ class StreamAssembly:
             if d.name:
                 slot["name"] += d.name
                 slot["names"] += 1
-            if d.arguments:
+            if isinstance(d.arguments, str) and isinstance(slot["arguments"], str):
                 slot["arguments"] += d.arguments
+            elif d.arguments is not None:
+                slot["arguments"] = d.arguments  # a JSON value in place of text: kept as it came
             if d.id:
                 slot["id"] = d.id
         return [slots[i] for i in sorted(slots)]
@@ -190,6 +223,10 @@ class StreamAssembly:
             usage_chunks=counts["usage"], usage_asked=self.usage_asked,
             tool_deltas=tuple(self.tool_deltas), output_after_finish=counts["after_finish"],
             usage_before_finish=counts["usage_early"], done=done,
+            chunk_tokens=tuple(self.chunk_tokens) if len(self.chunk_tokens) == self._choice_chunks else (),
+            output_chunks=len(self._output_at),
+            whole_at_finish=(len(self._output_at) == 1 and self._finish_at is not None
+                             and 0 <= self._finish_at - self._output_at[0] <= 1),
         )
         return Answer(
             content="".join(self.content) if self.content else None,

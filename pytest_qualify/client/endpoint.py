@@ -230,7 +230,9 @@ class QualifyClient:
         timeline = Timeline.start()
         stream = client.chat.completions.create(**kwargs, stream=True, extra_body=extra or None)
         ended = watch_for_done(stream)
-        assembly = StreamAssembly(usage_asked=bool((kwargs.get("stream_options") or {}).get("include_usage")))
+        options = kwargs.get("stream_options") or {}
+        assembly = StreamAssembly(usage_asked=bool(options.get("include_usage")),
+                                  continuous_usage=bool(options.get("continuous_usage_stats")))
         for data in chunks_with_idle_limit(stream, self.stream_idle_s, deadline, t0):
             assembly.add(data, timeline)
         timeline.finish()

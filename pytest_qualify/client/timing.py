@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from pytest_qualify.stats import percentile
 
@@ -75,6 +76,12 @@ class RequestMetrics:
     chunks: int | None = None
     inter_chunk_p50_s: float | None = None
     inter_chunk_max_s: float | None = None
+    # How the answer's output tokens came in chunks: the chunks that carried output, the mean tokens
+    # per such chunk (usage's completion tokens over them), and whether it all came in one chunk
+    # with its finish (then ``ttft_s``, taken at the first chunk, is the end to end, not a TTFT).
+    output_chunks: int | None = None
+    tokens_per_chunk: float | None = None
+    whole_at_finish: bool | None = None
 
     def as_properties(self) -> dict[str, float | int]:
         """The non-missing values, under the names the JUnit properties use."""
@@ -84,9 +91,11 @@ class RequestMetrics:
 TIMING_PROPERTIES: tuple[str, ...] = tuple(RequestMetrics.__dataclass_fields__)
 
 
-def request_metrics(timeline: Timeline | None, prompt_tokens: int | None, completion_tokens: int | None) -> RequestMetrics:
+def request_metrics(timeline: Timeline | None, prompt_tokens: int | None, completion_tokens: int | None,
+                    stream: Any = None) -> RequestMetrics:
     """One request's metrics. Rates that cannot be defined honestly stay None: no decode rate
-    from a single token or a non-streamed request, no prefill rate without a TTFT."""
+    from a single token or a non-streamed request, no prefill rate without a TTFT. ``stream``: the
+    streamed answer's chunk structure (``answer.StreamShape``), for its tokens per chunk."""
     ttft = timeline.ttft_s if timeline else None
     e2e = timeline.e2e_s if timeline else None
     decode = None
@@ -106,4 +115,8 @@ def request_metrics(timeline: Timeline | None, prompt_tokens: int | None, comple
         chunks=len(timeline.chunk_s) if streamed else None,
         inter_chunk_p50_s=percentile(gaps, 50) if gaps else None,
         inter_chunk_max_s=max(gaps) if gaps else None,
+        output_chunks=stream.output_chunks if stream is not None else None,
+        tokens_per_chunk=(completion_tokens / stream.output_chunks
+                          if stream is not None and stream.output_chunks and completion_tokens else None),
+        whole_at_finish=stream.whole_at_finish if stream is not None else None,
     )

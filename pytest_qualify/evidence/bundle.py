@@ -65,8 +65,15 @@ def plot_marks(summary: Mapping[str, Any]) -> dict[str, Any]:
             limits.append({"lane": None, "ttft_s": row["limit"], "label": f"SLO TTFT p95 <= {row['limit']:g} s"})
         elif row.get("scope") == "load" and row.get("bound") == "max":
             load_limits.append({"metric": row["metric"], "limit": row["limit"]})
+    lanes = {lane["name"]: lane["prompt_tokens"] for lane in ((summary.get("profile") or {}).get("limits") or {}).get("lanes") or []}
+    claims = []
+    for c in summary.get("claims") or []:
+        at = c.get("prompt_tokens") or lanes.get(c.get("lane"))
+        if c.get("figure") == "ttft_s" and at:
+            claims.append({"prompt_tokens": at, "ttft_s": c["claimed"], "bound": c.get("high"), "status": c["status"]})
     return {"window_tokens": (summary.get("profile") or {}).get("limits", {}).get("window_tokens"),
-            "limits": limits, "load": summary["timing"].get("load"), "load_limits": load_limits}
+            "limits": limits, "load": summary["timing"].get("load"), "load_limits": load_limits,
+            "sweep": (summary["timing"].get("sweep") or {}).get("points") or (), "claims": claims}
 
 
 def make_plot(summary: dict[str, Any], run_dir: Path) -> None:
@@ -87,7 +94,7 @@ def make_plot(summary: dict[str, Any], run_dir: Path) -> None:
 
 # Files a bundle may hold besides those every bundle has, linked from report.html when present.
 OPTIONAL_FILES = ("answers.jsonl", transcripts.TRANSCRIPTS_FILE, "server.log", "server-death.txt",
-                  "robustness-failures.jsonl")
+                  "robustness-failures.jsonl", "sizing.jsonl")
 
 
 def write_bundle(run_dir: Path, summary: dict[str, Any], cases: Mapping[str, Any],

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
+from pytest_qualify.evidence.report import claim_result, fact_value
 from pytest_qualify.evidence.transcripts import ASKED, SLOTS, by_item
 
 HTML_FILE = "report.html"
@@ -349,6 +350,8 @@ def _item_status(i: Mapping[str, Any]) -> tuple[str, str]:
         return "WAIVED", "b-other"
     if i["outcome"] == "skipped":
         return "SKIP", "b-other"
+    if i["outcome"] == "ungraded":
+        return "NOT GRADED", "b-other"
     return "FAIL", "b-fail"
 
 
@@ -400,7 +403,7 @@ def _short(text: str, limit: int = 160) -> str:
 
 def _order(items: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Failed items first, then waived or skipped ones, then passed; each group in run order."""
-    rank = {"FAIL": 0, "WAIVED": 1, "SKIP": 2, "PASS": 3}
+    rank = {"FAIL": 0, "NOT GRADED": 1, "WAIVED": 2, "SKIP": 3, "PASS": 4}
     return sorted(items, key=lambda i: rank[_item_status(i)[0]])
 
 
@@ -435,7 +438,35 @@ def _gate(s: Mapping[str, Any], stories: Mapping[str, Any], tool_sets: dict[str,
         out.append(f'<div class="row {"ok" if ok else "failing"}"><span>{_e(c["title"])}</span><span>'
                    f'{_e(c.get("measured") or "not measured")} ({_e(c["limit"])})</span>'
                    f'<span class="badge {"b-ok" if ok else "b-fail"}">{"ok" if ok else "FAIL"}</span></div>')
+    for c in s.get("claims") or []:
+        ok = c["ok"]
+        out.append(f'<div class="row claim {"ok" if ok else "failing"}" id="claim-{_slug(c["name"])}"><span>{_e(c["title"])}</span>'
+                   f'<span>{_e(claim_result(c))}</span>'
+                   f'<span class="badge {"b-ok" if ok else "b-fail"}">{"ok" if ok else "FAIL"}</span></div>')
     return "".join(out) + "</div>"
+
+
+def _serving(s: Mapping[str, Any]) -> str:
+    """The serving facts and the recipe's claims, as report.md shows them."""
+    sf = s.get("serving_facts")
+    out = []
+    if sf:
+        out.append(f'<h2 id="serving-facts">Serving facts{" (SIMULATED)" if sf.get("simulated") else ""}</h2>')
+        out.append(f'<p class="muted">Engine {_e(sf.get("engine_version") or "version unknown")}, {_e(sf["mode"])} mode; '
+                   f'log patterns: {_e(sf.get("characterised") or "not yet characterised")}.</p>')
+        out.append(_table(("Fact", "Value", "Status", "Source"),
+                          [(f["label"], fact_value(f, "{}"), f.get("status"), f.get("source") or "") for f in sf["facts"].values()]))
+        for note in ((sf.get("concurrency") or {}).get("note"), sf.get("note")):
+            if note:
+                out.append(f"<p><strong>{_e(note)}</strong></p>")
+    claims = s.get("claims") or []
+    if claims:
+        out.append('<h2 id="claims">Recipe claims</h2>')
+        out.append(_table(("Claim", "Claimed (tolerance)", "Measured", "Held", "Measured by", "The recipe says"),
+                          [(c["title"].split(": ", 1)[-1], c["claimed_text"], c.get("measured_text") or "—",
+                            c["status"] + (" (required)" if c["required"] and c["measured"] is None else ""),
+                            c["source"], c.get("said") or "") for c in claims]))
+    return "<section>" + "".join(out) + "</section>" if out else ""
 
 
 def _failures(s: Mapping[str, Any]) -> str:
@@ -513,6 +544,7 @@ def render(summary: Mapping[str, Any], records: Sequence[Mapping[str, Any]], plo
         (f'<p class="muted">{overall["passed"]}/{overall["attempts"]} attempts passed. Open a gate row for its items '
          "(failed first), an item for its requests, answers and the grader's reason.</p>") if overall else "",
         gate,
+        _serving(s),
         _timing(s, plot_png),
         _tool_sets(tool_sets),
         "</main>",

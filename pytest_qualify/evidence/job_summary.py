@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_qualify.evidence.report import cell, table
+from pytest_qualify.evidence.report import cell, claim_result, table
 from pytest_qualify.stats import headline, interval_text
 
 ENV = "GITHUB_STEP_SUMMARY"
@@ -53,6 +53,7 @@ def render(summary: Mapping[str, Any], *, bundle_dir: str, exit_code: int, max_b
     rows = [(g["title"], g["result"], "ok" if g["ok"] else "**FAIL**") for g in s["gate"]]
     rows += [(r["title"], f"{r['measured_text'] or 'not measured'} (limit {r['limit_text']})",
               "ok" if r["ok"] else "**FAIL**") for r in s.get("slo") or []]
+    rows += [(c["title"], claim_result(c), "ok" if c["ok"] else "**FAIL**") for c in s.get("claims") or []]
     head += table(("Gate", "Result", ""), rows) + [""]
     stats = s.get("stats")
     if stats:

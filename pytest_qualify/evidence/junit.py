@@ -32,19 +32,17 @@ from __future__ import annotations
 import platform
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_qualify.client.timing import TIMING_PROPERTIES, RequestMetrics
-from pytest_qualify.properties import FAILURE_KINDS
+from pytest_qualify.properties import FAILURE_KINDS, JUNIT_MODULE, LANE, REPETITION
 
 PRIMARY_KEYS = frozenset(TIMING_PROPERTIES) | {"timing_source", "timing_request", "cached_tokens"}
 COUNT_KEYS = frozenset({"requests", "requests_e2e_s"})
 # The protocol's per-testcase timing properties, present on every test case (empty when n/a).
 TIMING_COLUMNS = ("ttft_s", "e2e_s", "prompt_tokens", "completion_tokens", "decode_tok_s", "prefill_tok_s")
-PROTOCOL_PROPERTIES = ("module", "lane", "repetition", *TIMING_COLUMNS)
-# Where each protocol property comes from in the item's user properties.
-RENAMED = {"qualify_module": "module"}
+PROTOCOL_PROPERTIES = (JUNIT_MODULE, LANE, REPETITION, *TIMING_COLUMNS)
 # XML 1.0 cannot carry these characters at all; a model's answer may contain them.
 _ILLEGAL_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
@@ -119,6 +117,8 @@ def suite_properties(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
               for module, k in kinds if any(k.values())]
     props += [(f"check_{c['title']}", f"{'ok' if c['ok'] else 'FAIL'}: {c['measured'] or 'not measured'} ({c['limit']})")
               for c in summary.get("checks") or ()]
+    props += [(f"claim_{c['name']}", f"{c['status']}: {c.get('measured_text') or 'not measured'} (claimed {c['claimed_text']})")
+              for c in summary.get("claims") or ()]
     props += stage_properties(summary)
     return props
 
@@ -156,9 +156,6 @@ def clean(text: Any) -> str:
     return _ILLEGAL_XML.sub("\ufffd", str(text))
 
 
-_clean = clean
-
-
 def classname_and_name(nodeid: str) -> tuple[str, str]:
     # As pytest's own junitxml does: path segments become dots, the last part is the name.
     parts = nodeid.split("::")
@@ -166,10 +163,6 @@ def classname_and_name(nodeid: str) -> tuple[str, str]:
     if path.endswith(".py"):
         path = path[:-3]
     return ".".join([path, *parts[1:-1]]).lstrip("."), parts[-1]
-
-
-def _text(value: Any) -> str:
-    return "" if value is None else str(value)
 
 
 def key_facts(item: Mapping[str, Any]) -> str:
@@ -245,28 +238,31 @@ def build_xml(summary: Mapping[str, Any], cases: Mapping[str, Any], suite_name: 
     )
     sprops = ET.SubElement(suite, "properties")
     for name, value in suite_properties(summary):
-        ET.SubElement(sprops, "property", name=name, value=_clean(value))
+        ET.SubElement(sprops, "property", name=name, value=clean(value))
     for item in items:
         classname, name = classname_and_name(item["nodeid"])
         case = cases.get(item["nodeid"])
         tc = ET.SubElement(suite, "testcase", classname=classname, name=name,
                            time=f"{(item.get('duration_s') or 0.0):.3f}")
-        body = _clean(getattr(case, "longrepr", "") or item["reason"])
+        body = clean(getattr(case, "longrepr", "") or item["reason"])
         facts = key_facts(item)
         if item["outcome"] == "skipped":
-            ET.SubElement(tc, "skipped", type="pytest.skip", message=_clean(message(item["reason"])))
+            ET.SubElement(tc, "skipped", type="pytest.skip", message=clean(message(item["reason"])))
+        elif item["outcome"] == "ungraded":
+            # pytest reported it passed; the gate's own "not graded" test case says why it does not count.
+            facts += f"\n\n{item['reason']}"
         elif item["outcome"] != "passed" and item.get("waiver"):
             # A waived failure is still reported as what it was, with its waiver beside it.
             facts += f"\n\n{body}"
         elif item["outcome"] != "passed":
             kind, msg = item_failure(item)
-            fail = ET.SubElement(tc, "failure", type=kind, message=_clean(msg))
-            fail.text = _clean(f"{item['reason']}\n{facts}\n\n") + body
-        ET.SubElement(tc, "system-out").text = _clean(facts)
+            fail = ET.SubElement(tc, "failure", type=kind, message=clean(msg))
+            fail.text = clean(f"{item['reason']}\n{facts}\n\n") + body
+        ET.SubElement(tc, "system-out").text = clean(facts)
     for g in gate:
         tc = ET.SubElement(suite, "testcase", classname=GATE_CLASSNAME, name=g["name"], time="0.000")
-        node = ET.SubElement(tc, g["tag"], type=g["type"], message=_clean(g["message"]))
-        node.text = _clean(g["text"])
+        node = ET.SubElement(tc, g["tag"], type=g["type"], message=clean(g["message"]))
+        node.text = clean(g["text"])
     ET.indent(suites)
     data = b'<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="utf-8", xml_declaration=False)
     problems = structure_errors(data)

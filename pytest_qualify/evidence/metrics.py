@@ -87,6 +87,9 @@ class Delta:
     generation_tokens: float | None
     cache_hit_tokens: float | None
     cache_metric: str | None  # which name counted the hits, for the report
+    # The CPU seconds of the process that answers /metrics: vLLM's API server (prometheus_client's
+    # process collector), where the chat templates are rendered and prompts tokenized.
+    api_server_cpu_s: float | None = None
 
     @property
     def server_ttft_mean_s(self) -> float | None:
@@ -112,6 +115,7 @@ class Delta:
             "generation_tokens": self.generation_tokens,
             "cache_hit_tokens": self.cache_hit_tokens,
             "cache_metric": self.cache_metric,
+            "api_server_cpu_s": self.api_server_cpu_s,
         }
 
 
@@ -135,6 +139,7 @@ def delta(before: Snapshot, after: Snapshot) -> Delta:
         generation_tokens=_diff(before, after, "generation_tokens"),
         cache_hit_tokens=_diff(before, after, hit[0]) if hit else None,
         cache_metric=("vllm:" + hit[0]) if hit else None,
+        api_server_cpu_s=_diff(before, after, "process_cpu_seconds"),
     )
 
 

@@ -29,6 +29,8 @@ OTHER = (150, 150, 150)
 FAILED = (200, 0, 0)
 LIMIT = (120, 0, 0)
 EDGE = (90, 90, 90)
+SWEEP = (0, 90, 140)  # the sweep module's samples and medians
+CLAIM = (120, 40, 150)  # the recipe's claimed TTFT
 PERCENTILE_COLOURS = {50: PALETTE[0], 95: PALETTE[1], 99: PALETTE[5]}
 
 
@@ -110,6 +112,10 @@ class _Legend:
             d.ellipse([x, y + 2, x + 8, y + 10], fill=colour, outline=(40, 40, 40))
         elif mark == "cross":
             _cross(d, x + 4, y + 6, 4)
+        elif mark == "square":
+            d.rectangle([x, y + 2, x + 8, y + 10], fill=colour, outline=(40, 40, 40))
+        elif mark == "diamond":
+            d.polygon([(x + 4, y), (x + 9, y + 6), (x + 4, y + 12), (x - 1, y + 6)], outline=colour)
         elif mark == "line":
             d.line([(x - 2, y + 6), (x + 10, y + 6)], fill=colour, width=2)
         else:  # dashed
@@ -120,13 +126,17 @@ class _Legend:
 
 def plot_ttft(points: Sequence[Mapping[str, Any]], path: Path, title: str, simulated: bool, *,
               window_tokens: int | None = None, limits: Sequence[Mapping[str, Any]] = (),
-              load: Mapping[str, Any] | None = None, load_limits: Sequence[Mapping[str, Any]] = ()) -> Path:
+              load: Mapping[str, Any] | None = None, load_limits: Sequence[Mapping[str, Any]] = (),
+              sweep: Sequence[Mapping[str, Any]] = (), claims: Sequence[Mapping[str, Any]] = ()) -> Path:
     """Scatter every measured request's TTFT over its prompt tokens, one colour per lane; the SLO
     TTFT limits drawn (``limits``: ``{"lane": name or None, "ttft_s": limit, "label": ...}``), points
     of failed items or over their lane's limit crossed out, the window's edge a vertical line, the
     legend in the right margin. With ``load`` (the summary's ``timing.load``), a second panel: TTFT
     and TPOT percentiles against concurrency, ``[slo.load]`` limits drawn (``load_limits``:
-    ``{"metric": "ttft_s_p95", "limit": s}``) and every point over its limit crossed out."""
+    ``{"metric": "ttft_s_p95", "limit": s}``) and every point over its limit crossed out. ``sweep``:
+    the sweep module's points (``timing.sweep.points``), every sample and the median per size;
+    ``claims``: the recipe's TTFT claims (``{"prompt_tokens", "ttft_s": claimed, "bound": held up to,
+    "status"}``), a diamond at the claimed value and a bar at its tolerance's edge, crossed when broken."""
     from PIL import Image, ImageDraw
 
     small, normal = _font(11), _font(13)
@@ -140,8 +150,9 @@ def plot_ttft(points: Sequence[Mapping[str, Any]], path: Path, title: str, simul
     full_title = (title + (" - SIMULATED reference server" if simulated else "")).replace("\u2014", "-").replace("\u2013", "-")
     draw.text(((x0 + x1) / 2, 14), full_title, fill="black", font=normal, anchor="mt")
 
-    xs = [float(p["prompt_tokens"]) for p in points]
-    ys = [float(p["ttft_s"]) for p in points]
+    samples = [(float(p["prompt_tokens"]), float(v)) for p in sweep for v in p.get("ttft_s_samples") or ()]
+    xs = [float(p["prompt_tokens"]) for p in points] + [x for x, _ in samples] + [float(c["prompt_tokens"]) for c in claims]
+    ys = [float(p["ttft_s"]) for p in points] + [y for _, y in samples] + [float(c["bound"] or c["ttft_s"]) for c in claims]
     limit_ys = [float(lim["ttft_s"]) for lim in limits]
     xticks = nice_ticks(0.0, max(xs + ([float(window_tokens)] if window_tokens else []), default=1.0))
     yticks = nice_ticks(0.0, max(ys + limit_ys, default=1.0))
@@ -165,7 +176,7 @@ def plot_ttft(points: Sequence[Mapping[str, Any]], path: Path, title: str, simul
     draw.text(((x0 + x1) / 2, HEIGHT - 16), "prompt tokens (server usage)", fill="black", font=normal, anchor="mb")
     _side_label(img, "TTFT, client-observed (s)", normal, 8, (y0 + y1) / 2)
 
-    if not points:
+    if not points and not samples:
         draw.text(((x0 + x1) / 2, (y0 + y1) / 2), "no streamed request recorded", fill="black", font=normal, anchor="mm")
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for p in points:
@@ -200,9 +211,34 @@ def plot_ttft(points: Sequence[Mapping[str, Any]], path: Path, title: str, simul
             if p.get("outcome") not in (None, "passed") or over:
                 _cross(draw, cx, cy)
                 failed += 1
+    for x, y in samples:
+        cx, cy = sx(x), sy(y)
+        draw.rectangle([cx - 2.5, cy - 2.5, cx + 2.5, cy + 2.5], outline=SWEEP)
+    for p in sweep:
+        if p.get("ttft_s") is not None:
+            cx, cy = sx(float(p["prompt_tokens"])), sy(float(p["ttft_s"]))
+            draw.rectangle([cx - 4, cy - 4, cx + 4, cy + 4], fill=SWEEP, outline=(40, 40, 40))
+    broken = 0
+    for c in claims:
+        cx, cy = sx(float(c["prompt_tokens"])), sy(float(c["ttft_s"]))
+        if c.get("bound") is not None:
+            yb = sy(float(c["bound"]))
+            _dashed(draw, (cx, cy), (cx, yb), CLAIM, 3, 2)
+            draw.line([(cx - 7, yb), (cx + 7, yb)], fill=CLAIM, width=2)
+        draw.polygon([(cx, cy - 6), (cx + 6, cy), (cx, cy + 6), (cx - 6, cy)], outline=CLAIM)
+        if c.get("status") == "broken":
+            _cross(draw, cx, cy)
+            broken += 1
     legend = _Legend(draw, x1 + 18, y0 + 2, small)
     for name in names:
         legend.row(f"{name} (n={len(groups[name])})", "dot", colours[name])
+    if samples:
+        legend.row(f"sweep median ({len(samples)} samples)", "square", SWEEP)
+    if claims:
+        legend.row("recipe's claimed TTFT", "diamond", CLAIM)
+        legend.row("  held up to (tolerance)", "line", CLAIM)
+        if broken:
+            legend.row(f"claim broken ({broken})", "cross", FAILED)
     for name in lanes:
         lane = name[: -len(" lane")]
         if lane in lane_limit:

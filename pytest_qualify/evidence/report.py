@@ -193,6 +193,7 @@ def render(s: Mapping[str, Any]) -> str:
                    + ("" if r["ok"] else " — **FAIL**")) for r in s.get("slo") or []]
     gate_rows += [(c["title"], f"{c['measured'] or 'not measured'} ({c['limit']})"
                    + ("" if c["ok"] else " — **FAIL**")) for c in s.get("checks") or []]
+    gate_rows += [(c["title"], claim_result(c) + ("" if c["ok"] else " — **FAIL**")) for c in s.get("claims") or []]
     out += table(("Gate", "Result"), gate_rows)
     out.append("")
     out += _failure_kinds(s)
@@ -201,7 +202,10 @@ def render(s: Mapping[str, Any]) -> str:
                 "its worst repetition (max), run-wide limits by the percentile named.", ""]
     out += _evidence_strength(s)
 
+    out += serving_facts_block(s)
+    out += claims_block(s)
     out += _timing(s)
+    out += sweep_block(s)
     out += _server(s)
     out += _waivers(s)
     out += _failures(s)
@@ -299,6 +303,77 @@ def _identity(s: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def claim_result(c: Mapping[str, Any]) -> str:
+    """A claim's gate cell: measured and held or broken, or not verifiable here, beside the claim."""
+    got = f"{c['measured_text']} {c['status']}" if c.get("measured") is not None else c["status"]
+    return f"{got} (claimed {c['claimed_text']})"
+
+
+def fact_value(f: Mapping[str, Any], missing: str = "*{}*") -> str:
+    """A serving fact's figure with its unit, or its status where it has none."""
+    from pytest_qualify.server.facts import format_value
+
+    value = f.get("value")
+    return missing.format(f.get("status")) if value is None else format_value(value, str(f.get("unit")))
+
+
+def serving_facts_block(s: Mapping[str, Any]) -> list[str]:
+    """What the engine said of its own capacity and start-up, each fact with its source."""
+    sf = s.get("serving_facts")
+    if not sf:
+        return []
+    label = " (SIMULATED)" if sf.get("simulated") else ""
+    out = [f"## Serving facts{label}", "",
+           f"Engine {sf.get('engine_version') or 'version unknown'}, {sf['mode']} mode; log patterns: "
+           f"{sf.get('characterised') or 'not yet characterised'}. Window {sf['window_tokens']:,} tokens.", ""]
+    rows = [(f["label"], fact_value(f), f.get("status"), f.get("source") or "", f.get("line") or "")
+            for f in sf["facts"].values()]
+    out += table(("Fact", "Value", "Status", "Source", "Line"), rows) + [""]
+    c = sf.get("concurrency") or {}
+    engine = c.get("engine")
+    if engine is not None and c.get("from_kv_tokens") is not None:
+        out += [f"Concurrency at the window: vLLM's own figure {engine['value']:.2f}x"
+                + (f" (for {engine['at_tokens']:,} tokens per request)" if engine.get("at_tokens") else "")
+                + f", KV tokens / window {c['from_kv_tokens']:.2f}x"
+                + (" — they agree." if c.get("agree") else "."), ""]
+    for note in (c.get("note"), sf.get("note")):
+        if note:
+            out += [f"**{cell(note)}**", ""]
+    return out
+
+
+def claims_block(s: Mapping[str, Any]) -> list[str]:
+    """The recipe's claims: claimed, measured, tolerance, held or not, and the recipe's words."""
+    claims = s.get("claims") or []
+    if not claims:
+        return []
+    rows = []
+    for c in claims:
+        held = {"held": "held", "broken": "**broken**"}.get(c["status"], f"*{c['status']}*" + (" (required)" if c["required"] else ""))
+        rows.append((c["title"].split(": ", 1)[-1], c["claimed_text"], c.get("measured_text") or "—", held,
+                     c["source"], c.get("said") or ""))
+    return ["## Recipe claims", ""] + table(("Claim", "Claimed (tolerance)", "Measured", "Held", "Measured by", "The recipe says"), rows) + [""]
+
+
+def sweep_block(s: Mapping[str, Any]) -> list[str]:
+    """The sweep module's TTFT at each prompt size and its single-stream decode probe."""
+    sweep = (s.get("timing") or {}).get("sweep")
+    if not sweep:
+        return []
+    out = ["## TTFT sweep and single-stream decode", "", cell(sweep["label"]) + ".", ""]
+    rows = [(f"{p['prompt_tokens']:,}", seconds(p["ttft_s"]),
+             f"{seconds(p['ttft_s_min'])} – {seconds(p['ttft_s_max'])}" if p["samples"] > 1 else "",
+             p["samples"], rate(p["prefill_tok_s"])) for p in sweep["points"]]
+    if rows:
+        out += table(("Prompt tokens", "TTFT (median)", "min – max", "Samples", "Prefill tok/s"), rows) + [""]
+    rows = [(f"{d['prompt_tokens']:,}", d["output_tokens"], rate(d["decode_tok_s"]),
+             f"{rate(d['decode_tok_s_min'])} – {rate(d['decode_tok_s_max'])}", d["samples"]) for d in sweep["decode"]]
+    if rows:
+        out += table(("Decode probe at prompt tokens", "Output tokens", "Decode tok/s (median)", "min – max", "Samples"),
+                     rows) + [""]
+    return out
+
+
 def _timing(s: Mapping[str, Any]) -> list[str]:
     t = s["timing"]
     out = ["## Context lanes", ""]
@@ -313,7 +388,7 @@ def _timing(s: Mapping[str, Any]) -> list[str]:
                 spread_text(lane["e2e_s"]),
                 f"{lane['passed']}/{lane['items']}",
             ))
-        out += table(("Context lane", "Prompt tokens (server)", "TTFT", "End to end", "Passed"), rows)
+        out += table(("Context lane", "Prompt tokens (server)", "TTFT (first chunk)", "End to end", "Passed"), rows)
         out += ["", "Median over repetitions, (min – max) when there is more than one.", ""]
         flags = [f for lane in lanes for f in lane["flags"]]
         if flags:
@@ -329,7 +404,8 @@ def _timing(s: Mapping[str, Any]) -> list[str]:
          f"n={d['n']}" if d else "no streamed request with >1 token"),
         ("Decode tok/s p95 (derived)", rate(d["p95"]) if d else "-", ""),
         ("Prefill tok/s p50", rate(pf["p50"]) if pf else "-", f"n={pf['n']}" if pf else "no streamed request"),
-        ("TTFT (all streamed items)", spread_text(t["ttft_s"]), f"{t['streamed_measured']} streamed of {t['requests_measured']} measured"),
+        ("TTFT at the first chunk (all streamed items)", spread_text(t["ttft_s"]),
+         f"{t['streamed_measured']} streamed of {t['requests_measured']} measured"),
     ]
     out += table(("Metric", "Value", "Sample"), rows)
     out += [
@@ -338,10 +414,32 @@ def _timing(s: Mapping[str, Any]) -> list[str]:
         "Token counts are the server's `usage`; times are observed by the client (network and HTTP included). "
         "Each item contributes its first streamed request. The decode figures above are derived from answers of "
         "whatever length they had (often a few tokens); the load module's decode probe (below) decodes a fixed "
-        "number of tokens, and its TPOT is the figure a decode SLO should use.",
+        "number of tokens, and its TPOT is the figure a decode SLO should use. TTFT is taken at the first chunk "
+        "with `choices` (a role-only chunk counts, as in `vllm bench serve`); the time to the first content "
+        "token is recorded beside it (`ttfvt_s`).",
         "",
     ]
-    return out + _load(t.get("load"))
+    return out + _streaming(t.get("streaming")) + _load(t.get("load"))
+
+
+def _streaming(streaming: Mapping[str, Any] | None) -> list[str]:
+    """How the streamed answers came in chunks: said whenever one arrived whole with its finish."""
+    if not streaming or not streaming.get("answers"):
+        return []
+    per_chunk = streaming.get("tokens_per_chunk_p50")
+    out = ["## Streaming", "",
+           f"{streaming['answers']} timed streamed answers; output tokens per chunk p50 "
+           f"{per_chunk:g} (max {streaming['tokens_per_chunk_max']:g})." if per_chunk is not None else
+           f"{streaming['answers']} timed streamed answers.", ""]
+    whole = streaming.get("whole_at_finish") or 0
+    if whole:
+        out += [f"**{whole} streamed answer(s) arrived whole in one chunk with their finish**: the engine did not "
+                "stream them as it decoded them, so their time to first token is their end to end "
+                "(a finding; a failure where the profile sets `[integrity] incremental_streaming = \"required\"`):", ""]
+        out += [f"- {cell(i)}" for i in streaming.get("whole_at_finish_items") or []] + [""]
+        if streaming.get("engine_note"):
+            out += [f"Engine behaviour: {cell(streaming['engine_note'])}.", ""]
+    return out
 
 
 def _load(load: Mapping[str, Any] | None) -> list[str]:
@@ -359,16 +457,23 @@ def _load(load: Mapping[str, Any] | None) -> list[str]:
             " / ".join(ms(r.get(f"ttft_s_p{q}")) for q in (50, 95, 99)),
             " / ".join(ms(r.get(f"tpot_s_p{q}")) for q in (50, 95, 99)),
             " / ".join(ms(r.get(f"itl_s_p{q}")) for q in (50, 95, 99)),
+            " / ".join(ms(r.get(f"itl_token_s_p{q}")) for q in (50, 95, 99)),
+            (f"{r['tokens_per_chunk_p50']:g} (max {r['tokens_per_chunk_max']:g})"
+             if r.get("tokens_per_chunk_p50") is not None and r.get("tokens_per_chunk_max") is not None else "-"),
             f"{r['requests_per_s']:.2f}" if r.get("requests_per_s") is not None else "-",
             rate(r.get("output_tok_s")) if r.get("output_tok_s") is not None else "-",
             ms(r.get("queue_time_s_mean")),
             f"{r['goodput']:.1%}" if r.get("goodput") is not None else "-",
         ))
-    out += table(("Concurrency", "Answered right", "Batch variance", "TTFT p50/p95/p99", "TPOT p50/p95/p99",
-                  "ITL p50/p95/p99", "Requests/s", "Output tok/s", "Queue (mean, server)", "Goodput"), rows)
+    out += table(("Concurrency", "Answered right", "Batch variance", "TTFT (first chunk) p50/p95/p99",
+                  "TPOT p50/p95/p99", "ITL per chunk p50/p95/p99", "ITL per token p50/p95/p99",
+                  "Tokens per chunk p50", "Requests/s", "Output tok/s", "Queue (mean, server)", "Goodput"), rows)
     probe = f"exactly {load['probe_tokens']} tokens" if load.get("probe_tokens") else "a fixed length"
     out += ["", f"Latency from the decode probes ({probe}, `min_tokens` and `ignore_eos`), streamed, with `vllm bench "
-                "serve`'s definitions; throughput over every request of the level; queue time from the server's "
+                "serve`'s definitions; TTFT at the first chunk; ITL per chunk the gaps between chunks, ITL per "
+                "token each gap over the tokens its chunk brought (the stream's running usage, "
+                "`continuous_usage_stats`): on an engine that packs many tokens a chunk only the per-token ITL "
+                "compares with TPOT; throughput over every request of the level; queue time from the server's "
                 "`vllm:request_queue_time_seconds`; goodput: the probes inside the profile's TTFT and TPOT limits. "
                 "Each figure is its worst repetition. Batch variance: answers that differ from the same request's "
                 "answer at concurrency 1 (a finding; a failure when graded wrong, or when the profile declares "

@@ -12,7 +12,9 @@ from typing import Any
 
 from typing import TYPE_CHECKING
 
+from pytest_qualify import engines
 from pytest_qualify.evidence.metrics import Snapshot, delta
+from pytest_qualify.graders.answer_checks import INCREMENTAL_MIN_TOKENS
 from pytest_qualify.bundle_format.schema import SCHEMA_ID, SCHEMA_VERSION
 from pytest_qualify.redaction import redact_command, safe_url
 from pytest_qualify.stats import percentile, spread
@@ -103,7 +105,8 @@ def item_section(result: ItemResult, case: CaseRecord | None) -> dict[str, Any]:
     }
 
 
-def timing_section(items: Sequence[Mapping[str, Any]], lane_order: Sequence[str]) -> dict[str, Any]:
+def timing_section(items: Sequence[Mapping[str, Any]], lane_order: Sequence[str],
+                   engine_version: str | None = None) -> dict[str, Any]:
     """Suite-level decode p50/p95 and prefill p50 over every item's recorded request, and the
     context lanes' TTFT / end-to-end as median with min-max over repetitions."""
     props = [i["properties"] for i in items]
@@ -121,18 +124,115 @@ def timing_section(items: Sequence[Mapping[str, Any]], lane_order: Sequence[str]
             {"prompt_tokens": int(_num(p, "prompt_tokens") or 0), "ttft_s": _num(p, "ttft_s"),
              "lane": i.get("lane"), "module": i["module"], "outcome": i["outcome"]}
             for i, p in zip(items, props)
-            if _num(p, "ttft_s") is not None and _num(p, "prompt_tokens") is not None
+            # The sweep's items keep their warm-up's timing; their samples are timing.sweep's points.
+            if _num(p, "ttft_s") is not None and _num(p, "prompt_tokens") is not None and i["module"] != SWEEP_MODULE
         ],
         "lanes": lanes_section(items, lane_order),
     }
+    streaming = streaming_section(items, engine_version)
+    if streaming is not None:
+        out["streaming"] = streaming
     load = load_section(items)
     if load is not None:
         out["load"] = load
+    sweep = sweep_section(items)
+    if sweep is not None:
+        out["sweep"] = sweep
     return out
 
 
+def streaming_section(items: Sequence[Mapping[str, Any]], engine_version: str | None = None) -> dict[str, Any] | None:
+    """How the items' streamed answers (each item's timed one) came in chunks: how many, how many
+    arrived whole in one chunk with their finish (at least ``INCREMENTAL_MIN_TOKENS`` tokens), and
+    the tokens per output chunk. None when nothing was streamed."""
+    streamed = [i for i in items if (i["properties"] or {}).get("timing_source") == "streamed"
+                and _num(i["properties"], "output_chunks") is not None]
+    if not streamed:
+        return None
+    whole = [i for i in streamed if str(i["properties"].get("whole_at_finish")) in ("True", "true", "1")
+             and (_num(i["properties"], "completion_tokens") or 0) >= INCREMENTAL_MIN_TOKENS]
+    per_chunk = [v for v in (_num(i["properties"], "tokens_per_chunk") for i in streamed) if v is not None]
+    return {
+        "label": (f"each item's timed streamed answer; whole at finish: every output token in one chunk with the "
+                  f"finish, for an answer of {INCREMENTAL_MIN_TOKENS} tokens or more (its TTFT, at the first chunk, "
+                  "is then its end to end)"),
+        "answers": len(streamed),
+        "whole_at_finish": len(whole),
+        "whole_at_finish_items": [f"{i['module']}: {i['item']} (repetition {i['repetition']})" for i in whole][:20],
+        "tokens_per_chunk_p50": percentile(per_chunk, 50) if per_chunk else None,
+        "tokens_per_chunk_max": max(per_chunk) if per_chunk else None,
+        "engine_note": _stream_note(engine_version) if whole else None,
+    }
+
+
+def _stream_note(engine_version: str | None) -> str | None:
+    found = engines.known(engine_version)
+    return found.stream_note() if found is not None else None
+
+
+SWEEP_MODULE = "sweep"
+
+
+def _samples(text: Any) -> list[float]:
+    """A sweep item's per-sample figures (a comma-separated property: JUnit properties are scalars)."""
+    out = []
+    for part in str(text or "").split(","):
+        try:
+            value = float(part)
+        except ValueError:
+            continue
+        if math.isfinite(value):
+            out.append(value)
+    return out
+
+
+def sweep_section(items: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The sweep module's figures (suites/test_sweep.py): per prompt size, TTFT over every warm
+    sample of every repetition (median, min, max, the samples) and prefill tok/s as the size over
+    the median TTFT (the recipe's own arithmetic: 2,042 tokens in 403 ms is about 5,071 tok/s); per
+    decode-probe prompt size, single-stream decode tok/s (median of the probes). None when the module
+    recorded nothing."""
+    group = [i for i in items if i.get("module") == SWEEP_MODULE]
+    if not group:
+        return None
+    ttft: dict[int, list[float]] = {}
+    measured: dict[int, set[int]] = {}
+    decode: dict[int, list[float]] = {}
+    decode_out: dict[int, int] = {}
+    for i in group:
+        p = i["properties"]
+        size = _num(p, "sweep_prompt_tokens")
+        if size is not None:
+            ttft.setdefault(int(size), []).extend(_samples(p.get("sweep_ttft_s_samples")))
+            got = _num(p, "sweep_measured_prompt_tokens")
+            if got is not None:
+                measured.setdefault(int(size), set()).add(int(got))
+        size = _num(p, "decode_probe_prompt_tokens")
+        if size is not None:
+            decode.setdefault(int(size), []).extend(_samples(p.get("decode_probe_tok_s_samples")))
+            decode_out[int(size)] = int(_num(p, "decode_probe_tokens") or 0)
+    points = []
+    for size in sorted(ttft):
+        values = ttft[size]
+        median = percentile(values, 50) if values else None
+        points.append({"prompt_tokens": size, "samples": len(values), "ttft_s": median,
+                       "ttft_s_min": min(values) if values else None, "ttft_s_max": max(values) if values else None,
+                       "ttft_s_samples": values, "prefill_tok_s": size / median if median else None,
+                       "measured_prompt_tokens": sorted(measured.get(size, ()))})
+    probes = []
+    for size in sorted(decode):
+        values = decode[size]
+        probes.append({"prompt_tokens": size, "output_tokens": decode_out[size], "samples": len(values),
+                       "decode_tok_s": percentile(values, 50) if values else None,
+                       "decode_tok_s_min": min(values) if values else None,
+                       "decode_tok_s_max": max(values) if values else None, "decode_tok_s_samples": values})
+    return {"label": "warm, greedy, a fresh cache salt per sample, client-observed; prompts of exactly the named "
+                     "server-token counts", "points": points, "decode": probes}
+
+
 # The load module's per-level figures (suites/test_load.py) and which way is worse for each.
-LOAD_CEILINGS = tuple(f"{m}_p{q}" for m in ("ttft_s", "tpot_s", "itl_s") for q in (50, 95, 99)) + ("queue_time_s_mean",)
+LOAD_CEILINGS = (tuple(f"{m}_p{q}" for m in ("ttft_s", "tpot_s", "itl_s", "itl_token_s") for q in (50, 95, 99))
+                 + ("queue_time_s_mean", "tokens_per_chunk_p50", "tokens_per_chunk_max"))
 LOAD_FLOORS = ("requests_per_s", "output_tok_s", "goodput")
 LOAD_COUNTS = ("requests", "failed", "batch_variance")
 
@@ -241,8 +341,8 @@ def gate_section(verdict: GateVerdict) -> list[dict[str, Any]]:
 
 
 def checks_section(verdict: GateVerdict, slo: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The gate's run-level rows that are neither a module nor an SLO (the SLO rows have their own
-    section): today the integrity module's run-end row, every sampled answer held to the end of the
+    """The gate's run-level rows that are neither a module, an SLO nor a claim (those have their own
+    sections, ``slo`` and ``claims``): today the integrity module's run-end row, every sampled answer held to the end of the
     run. Written whether they passed or failed, so the evidence shows the row was decided."""
     slo_titles = {row["title"] for row in slo}
     return [{"title": c.title, "measured": c.measured, "limit": c.limit, "ok": c.ok, "reason": c.reason}
@@ -345,19 +445,21 @@ def facts_section(
     metrics_files: Sequence[str],
     protocol: Mapping[str, Any] | None = None,
     provenance: Mapping[str, Any] | None = None,
+    serving: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The summary's sections that are facts, not judgements: what ran, on what, what each item
     did and measured, by what (``provenance``). Built once at the end of a run; the gate reads its
     SLOs and the baseline from it (``gate.RunRecord.facts``), :func:`render_summary` adds the decision."""
     items = [item_section(r, cases.get(r.nodeid)) for r in results]
-    extra = {k: dict(v) for k, v in (("protocol", protocol), ("provenance", provenance)) if v is not None}
+    extra = {k: dict(v) for k, v in (("protocol", protocol), ("provenance", provenance), ("serving_facts", serving))
+             if v is not None}
     return {
         **extra,
         "run": dict(run),
         "simulated": bool(target.get("simulated")),
         "target": dict(target),
         "profile": profile_section(profile),
-        "timing": timing_section(items, [lane.name for lane in profile.limits.lanes]),
+        "timing": timing_section(items, [lane.name for lane in profile.limits.lanes], target.get("engine_version")),
         "server_metrics": server_metrics_section(snapshots, metrics_errors, metrics_files),
         "items": items,
     }
@@ -383,7 +485,7 @@ def render_summary(
     # The promotion stage this run was (stages.py), the served identity at both ends, and the
     # promoted run a post-promotion check was held to: present only when the plugin hands them in.
     extra = {k: dict(v) for k, v in (("stage", stage), ("identity", identity), ("promoted", promoted)) if v is not None}
-    extra.update({k: dict(facts[k]) for k in ("protocol", "provenance") if facts.get(k) is not None})
+    extra.update({k: dict(facts[k]) for k in ("protocol", "provenance", "serving_facts") if facts.get(k) is not None})
     if "stage" in extra and "protocol" in extra:
         extra["stage"] = _scoped_stage(extra["stage"], extra["protocol"])
     return {
@@ -402,7 +504,8 @@ def render_summary(
         "artifacts": dict(artifacts),
         "stats": stats_section(items, titles),
         "slo": [dict(row) for row in slo],
-        "checks": checks_section(verdict, slo),
+        "claims": [dict(row) for row in getattr(verdict, "claims", ())],
+        "checks": checks_section(verdict, [*slo, *getattr(verdict, "claims", ())]),
         "items": items,
         **extra,
     }

@@ -89,7 +89,7 @@ def answer_record(answer: Answer) -> dict[str, Any]:
         except json.JSONDecodeError as exc:
             parsed = {"invalid JSON": str(exc)}
         calls.append({"id": call.id, "name": call.name, "arguments": call.arguments, "parsed": parsed})
-    metrics = request_metrics(answer.timeline, answer.prompt_tokens, answer.completion_tokens)
+    metrics = request_metrics(answer.timeline, answer.prompt_tokens, answer.completion_tokens, answer.stream)
     stream = answer.stream
     return {
         "content": answer.content,

@@ -1,5 +1,6 @@
 """Head-to-head against an earlier run's ``summary.json``: per-lane TTFT and end to end, decode
-p50/p95, prefill p50, gate counts, with % deltas; regressions beyond a threshold are flagged
+p50/p95, prefill p50, the sweep's TTFT per prompt size and its decode probe, the engine's capacity
+facts (KV tokens and GiB, concurrency at the window, model memory), gate counts, with % deltas; regressions beyond a threshold are flagged
 (and, with ``--qualify-fail-on-regression PCT``, fail the gate). No pytest here."""
 
 from __future__ import annotations
@@ -70,7 +71,23 @@ def _metric_rows(summary: Mapping[str, Any]) -> dict[str, tuple[float | None, st
     rows["decode tok/s p50"] = (decode.get("p50"), "higher")
     rows["decode tok/s p95"] = (decode.get("p95"), "higher")
     rows["prefill tok/s p50"] = (prefill.get("p50"), "higher")
+    sweep = timing.get("sweep") or {}
+    for point in sweep.get("points") or []:
+        rows[f"TTFT at {point['prompt_tokens']:,} tokens (s)"] = (point.get("ttft_s"), "lower")
+    for probe in sweep.get("decode") or []:
+        rows[f"decode probe at {probe['prompt_tokens']:,} tokens (tok/s)"] = (probe.get("decode_tok_s"), "higher")
+    # The engine's own capacity figures (serving_facts): fixed for one deployment, so any move is the
+    # deployment's. Start-up times are reported in the run, not compared: they vary with the host's load.
+    facts = (summary.get("serving_facts") or {}).get("facts") or {}
+    for key, name, better in CAPACITY_FACTS:
+        if key in facts:
+            rows[name] = (facts[key].get("value"), better)
     return rows
+
+
+CAPACITY_FACTS = (("kv_cache_tokens", "KV cache (tokens)", "higher"), ("kv_cache_gib", "KV cache (GiB)", "higher"),
+                  ("max_concurrency", "concurrency at the window (x)", "higher"),
+                  ("model_memory_gib", "model memory (GiB)", "lower"))
 
 
 def _gate_rows(summary: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_qualify.gate.baseline import DEFAULT_THRESHOLD_PCT, compare
+from pytest_qualify.gate.claims import check_rows as claim_check_rows, evaluate_claims
 from pytest_qualify.gate.slo import CheckRow, check_rows, evaluate_slo
 from pytest_qualify.stats import flips
 from pytest_qualify.gate.waivers import WaiverSet, candidates, hard_module_conflicts
@@ -46,13 +47,16 @@ class ItemResult:
     repetition: int
     repetitions: int
     lane: str | None = None
-    outcome: str = "passed"  # passed | failed | skipped | rerun
+    outcome: str = "passed"  # passed | failed | skipped | rerun | ungraded (see ``proof_of_grading``)
     reason: str = ""
     properties: dict[str, Any] = field(default_factory=dict)
     waiver: str | None = None
+    called: bool = False  # its call phase reported (``--setup-only`` and a hook that skips the body report none)
 
     def record(self, when: str, outcome: str, reason: str) -> None:
         """Fold one phase's outcome in: any failing phase fails the item, for good."""
+        if when == "call":
+            self.called = True
         if outcome == "passed":
             return
         if self.outcome == "passed" or (self.outcome == "skipped" and outcome != "skipped"):
@@ -82,6 +86,42 @@ class ItemResult:
             parts.append(f"lane {self.lane}")
         parts.append(f"repetition {self.repetition}")
         return ", ".join(parts)
+
+
+UNGRADED = "ungraded"
+NOT_GRADED = "not graded"
+
+
+def proof_of_grading(results: Iterable[ItemResult], graded: Iterable[str],
+                     journaled: Callable[[ItemResult], bool] = lambda r: True) -> tuple[ItemResult, ...]:
+    """The results with every pass that has no proof of grading turned ``ungraded`` (a copy; the
+    results handed in are never changed). A report of "passed" proves only that nothing raised: an
+    item counts as passed when its call phase ran and, where its grader journals its verdicts
+    (``journaled``: the protocol's own suites, ``checks.require``), the answer journal holds a
+    verdict of its own (``graded``: the node ids with one). An ungraded item is neither passed nor
+    failed: the run is INCOMPLETE (``decide``), never PASS."""
+    graded = set(graded)
+    out = []
+    for r in results:
+        if r.passed and not r.called:
+            why = "reported passed, but its call phase did not run (no test body ran)"
+        elif r.passed and journaled(r) and r.nodeid not in graded:
+            why = "reported passed, but its grader recorded no verdict in the answer journal"
+        else:
+            out.append(r)
+            continue
+        out.append(replace(r, properties=dict(r.properties), outcome=UNGRADED, reason=why))
+    return tuple(out)
+
+
+def _not_graded(items: Sequence[ItemResult]) -> list[str]:
+    """One line for every ungraded item together, naming the first."""
+    ungraded = [r for r in items if r.outcome == UNGRADED]
+    if not ungraded:
+        return []
+    first = ungraded[0]
+    more = f" (and {len(ungraded) - 1} more item(s))" if len(ungraded) > 1 else ""
+    return [f"{NOT_GRADED}: {first.module}: {first.where}: {first.reason}{more}"]
 
 
 @dataclass(frozen=True)
@@ -197,6 +237,9 @@ def _apply_waivers(
     failures: list[ItemResult] = []
     waived: list[ItemResult] = []
     for r in results:
+        if r.outcome == UNGRADED:  # not judged: neither a pass nor a failure, and never waived
+            items.append(r)
+            continue
         if not r.passed:
             reason = waiver_for(r) if waiver_for and modules.get(r.module, None) and modules[r.module].waivable else None
             if reason and r.outcome == "failed":
@@ -331,6 +374,7 @@ class RunRecord:
     checks: tuple[CheckRow, ...] = ()
     waivers: WaiverSet | None = None
     slo: Any = None  # the profile's Slo, or None
+    claims: Any = None  # the profile's Claims, or None (gate/claims.py)
     facts: Mapping[str, Any] = field(default_factory=dict)
     baseline: BaselineInput | None = None
     answers_void: tuple[str, ...] = ()  # a steered run's forced answers that did not hold
@@ -344,6 +388,8 @@ class Decision(GateVerdict):
     - ``waiver_errors``: waivers naming an item of a hard module (a usage error: exit 4);
     - ``waivers``: the waiver file as applied (``summary.json``'s ``waivers`` section);
     - ``slo``: the SLO rows (``summary.json``'s ``slo`` section; their gate rows are ``checks``);
+    - ``claims``: the recipe's claims held to the run's figures (``summary.json``'s ``claims``; their
+      gate rows are ``checks`` too);
     - ``baseline``: the comparison with the earlier run, flips included; ``regressions`` the ones
       beyond the threshold (failing the gate with ``--qualify-fail-on-regression``).
 
@@ -352,6 +398,7 @@ class Decision(GateVerdict):
     waiver_errors: tuple[str, ...] = ()
     waivers: Mapping[str, Any] | None = None
     slo: tuple[Mapping[str, Any], ...] = ()
+    claims: tuple[Mapping[str, Any], ...] = ()
     baseline: Mapping[str, Any] | None = None
     regressions: tuple[str, ...] = ()
 
@@ -377,7 +424,8 @@ def decide(record: RunRecord) -> Decision:
     rows, missing = _rows(items, record.modules, record.required, record.stage)
 
     slo_rows = evaluate_slo(record.slo, record.facts.get("items") or [], record.facts.get("timing") or {}) if record.slo else []
-    checks = [*record.checks, *check_rows(slo_rows)]
+    claim_rows = evaluate_claims(record.claims, record.facts)
+    checks = [*record.checks, *check_rows(slo_rows), *claim_check_rows(claim_rows)]
 
     comparison = None
     regressions: list[str] = []
@@ -393,13 +441,13 @@ def decide(record: RunRecord) -> Decision:
             reasons.append(reason)
             named[reason] = ("regression", "regression")
 
-    verdict = _verdict(items, rows, failures, waived, reasons, [*record.incomplete, *missing], checks,
+    verdict = _verdict(items, rows, failures, waived, reasons, [*record.incomplete, *_not_graded(items), *missing], checks,
                        record.target_unavailable, record.stage, record.answers_void,
                        named={**named, **_module_names(missing)})
     return Decision(**{f: getattr(verdict, f) for f in GateVerdict.__dataclass_fields__},
                     waiver_errors=tuple(waiver_errors),
                     waivers=applied_waivers.as_dict() if applied_waivers is not None else None,
-                    slo=tuple(slo_rows), baseline=comparison, regressions=tuple(regressions))
+                    slo=tuple(slo_rows), claims=tuple(claim_rows), baseline=comparison, regressions=tuple(regressions))
 
 
 def with_unjudged(decision: Decision, reason: str) -> Decision:

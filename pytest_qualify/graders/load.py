@@ -4,7 +4,10 @@ no files.
 
 Figures follow ``vllm bench serve``'s definitions (client/timing.py): TTFT at the first chunk with
 ``choices``; TPOT ``(e2e - ttft) / (output_tokens - 1)`` per request; ITL the gaps between a
-stream's chunks, pooled over the level's probes; percentiles interpolated linearly (numpy's
+stream's chunks, pooled over the level's probes (``itl_s``: per chunk), and each gap over the
+tokens its chunk brought (``itl_token_s``: per token, from the stream's running usage), with the
+tokens per chunk beside them: on an engine that streams one token a chunk the two ITLs agree, on one
+that packs many a chunk only the per-token one compares with TPOT; percentiles interpolated linearly (numpy's
 default); request throughput and output tok/s over the level's wall time; goodput the share of
 probes inside both of the profile's limits (``--goodput ttft:… tpot:…``).
 """
@@ -87,6 +90,22 @@ class ProbeTiming:
     e2e_s: float
     output_tokens: int
     gaps_s: tuple[float, ...]
+    # Output tokens of each chunk with choices (gaps_s[i] ends at chunk i + 1); empty when the
+    # stream did not say (no running usage).
+    chunk_tokens: tuple[int, ...] = ()
+
+    @property
+    def token_gaps_s(self) -> tuple[float, ...]:
+        """Each gap over the tokens of the chunk that ended it: the per-token inter-token latency
+        (a chunk that brought no token, a finish-only chunk, has none)."""
+        if len(self.chunk_tokens) != len(self.gaps_s) + 1:
+            return ()
+        return tuple(gap / n for gap, n in zip(self.gaps_s, self.chunk_tokens[1:]) if n > 0)
+
+    @property
+    def tokens_per_chunk(self) -> tuple[int, ...]:
+        """The tokens of each chunk that brought any."""
+        return tuple(n for n in self.chunk_tokens if n > 0)
 
     @property
     def tpot_s(self) -> float | None:
@@ -124,14 +143,19 @@ def _stats(name: str, values: Sequence[float]) -> dict[str, float | None]:
 def level_figures(probes: Sequence[ProbeTiming], completed: int, output_tokens: int, wall_s: float,
                   goodput_ttft_s_max: float | None = None, goodput_tpot_s_max: float | None = None,
                   queue: Mapping[str, float] | None = None) -> dict[str, Any]:
-    """One level's figures (None where nothing measured them): TTFT, TPOT, ITL p50/p95/p99 over
-    its probes, request throughput and output tok/s over every completed request, the server's mean
+    """One level's figures (None where nothing measured them): TTFT, TPOT, ITL per chunk and per
+    token p50/p95/p99 and the tokens per chunk (p50, max) over its probes, request throughput and output tok/s over every completed request, the server's mean
     queue time (``queue``: the ``vllm:request_queue_time_seconds`` sum and count over the level),
     goodput."""
     ttft = [p.ttft_s for p in probes]
     tpot = [t for t in (p.tpot_s for p in probes) if t is not None]
     itl = [g for p in probes for g in p.gaps_s]
-    out: dict[str, Any] = {**_stats("ttft_s", ttft), **_stats("tpot_s", tpot), **_stats("itl_s", itl)}
+    itl_token = [g for p in probes for g in p.token_gaps_s]
+    per_chunk = [n for p in probes for n in p.tokens_per_chunk]
+    out: dict[str, Any] = {**_stats("ttft_s", ttft), **_stats("tpot_s", tpot), **_stats("itl_s", itl),
+                           **_stats("itl_token_s", itl_token)}
+    out["tokens_per_chunk_p50"] = percentile(per_chunk, 50) if per_chunk else None
+    out["tokens_per_chunk_max"] = max(per_chunk) if per_chunk else None
     out["requests_per_s"] = completed / wall_s if wall_s > 0 and completed else None
     out["output_tok_s"] = output_tokens / wall_s if wall_s > 0 and output_tokens else None
     count = (queue or {}).get("count")

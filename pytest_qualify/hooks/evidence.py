@@ -22,14 +22,6 @@ from pytest_qualify.redaction import redact
 from pytest_qualify.run import RunState, module_of
 from pytest_qualify import properties
 
-EVIDENCE_KEY = pytest.StashKey[EvidenceState]()
-
-
-def evidence_of(config: pytest.Config) -> EvidenceState | None:
-    """The run's evidence so far, or None without --qualify."""
-    return config.stash.get(EVIDENCE_KEY, None)
-
-
 def load_evidence_state(config: pytest.Config, state: RunState) -> EvidenceState:
     """Waivers and the baseline, loaded now: a bad file is a usage error before any server starts."""
     from pytest_qualify.gate.baseline import (
@@ -61,7 +53,6 @@ def load_evidence_state(config: pytest.Config, state: RunState) -> EvidenceState
         ev.workers = int(getattr(config.option, "numprocesses", 0) or 0)
     except (TypeError, ValueError):
         ev.workers = 0
-    config.stash[EVIDENCE_KEY] = ev
     return ev
 
 
@@ -189,12 +180,14 @@ class EvidenceHooks:
 
     def waiver_usage_error(self, items: list[pytest.Item]) -> str | None:
         """A waiver that names a hard serving-contract test, matches a whole module or another
-        number of items than it expects: a usage error, found at the end of collection, before the
+        number of items than it expects, or waivers that together match a whole module or more
+        items than the profile's ``max_waived``: a usage error, found at the end of collection, before the
         server starts (steps.collection_usage_error; on xdist workers too, for the controller)."""
         ev = self.ev
         if ev.waivers is None:
             return None
-        from pytest_qualify.gate.waivers import Candidate, count_conflicts, hard_module_conflicts, item_ids
+        from pytest_qualify.gate.waivers import (Candidate, count_conflicts, hard_module_conflicts, item_ids,
+                                                 total_conflicts)
 
         candidates = [
             Candidate(item.nodeid, module, item_ids(item.nodeid, item_label(item)))
@@ -203,6 +196,7 @@ class EvidenceHooks:
         ]
         conflicts = hard_module_conflicts(ev.waivers.waivers, candidates, ev.waivers.waivable_modules)
         conflicts = conflicts or count_conflicts(ev.waivers.waivers, candidates)
+        conflicts = conflicts or total_conflicts(ev.waivers.waivers, candidates, dict(self.state.profile.max_waived))
         return f"--qualify-waivers {ev.waivers.source}: " + "; ".join(conflicts) if conflicts else None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -210,17 +204,34 @@ class EvidenceHooks:
             self.collector.pytest_runtest_logreport(report)
 
     @pytest.hookimpl(wrapper=True)
+    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> Generator[None, Any, Any]:
+        """The protocol item's verdicts (``checks.require``) go to the answer journal while its body
+        runs: the proof that a pass was graded. Around the body itself, so a plugin that answers the
+        call without running it leaves no verdict."""
+        if module_of(pyfuncitem) is None:
+            return (yield)
+        from pytest_qualify import checks
+        from pytest_qualify.evidence.answers import append_verdict
+
+        run_dir, test = self.state.run_dir, pyfuncitem.nodeid
+        token = checks.VERDICT_SINK.set(lambda ok: append_verdict(run_dir, test, ok))
+        try:
+            return (yield)
+        finally:
+            checks.VERDICT_SINK.reset(token)
+
+    @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
         """Scrape /metrics around each context-lane item: the server's own TTFT for the lane and any
         prefix-cache hit during it land in the item's properties."""
         state = self.state
         props = dict(item.user_properties)
-        lane = props.get("lane")
+        lane = props.get(properties.LANE)
         if lane is None or state.client is None or state.startup_error or state.dead:
             return (yield)
         from pytest_qualify.evidence.bundle import lane_metrics_name
 
-        label, rep = str(props.get("item", item.name)), int(props.get(properties.REPETITION, 1))
+        label, rep = str(props.get(properties.ITEM, item.name)), int(props.get(properties.REPETITION, 1))
         before = scrape(state, lane_metrics_name(label, str(lane), rep, "before"), state.client)
         try:
             return (yield)
@@ -244,8 +255,8 @@ class EvidenceHooks:
         props = item.user_properties
         keys = {k for k, _ in props}
         if properties.MODULE in keys:
-            if "module" not in keys:
-                props.append(("module", dict(props)[properties.MODULE]))
+            if properties.JUNIT_MODULE not in keys:
+                props.append((properties.JUNIT_MODULE, dict(props)[properties.MODULE]))
             if report.failed and properties.REASON not in keys:
                 props.append((properties.REASON, ("" if report.when == "call" else f"[{report.when}] ") + reason_of(report)))
             kind = getattr(call.excinfo.value, properties.FAILURE_KIND, None) if call.excinfo is not None else None
@@ -257,7 +268,7 @@ class EvidenceHooks:
                 # Every protocol name on every test case, empty where the item has no such value.
                 from pytest_qualify.evidence.junit import PROTOCOL_PROPERTIES
 
-                missing = [(k, "") for k in PROTOCOL_PROPERTIES if k not in keys and k != "module"]
+                missing = [(k, "") for k in PROTOCOL_PROPERTIES if k not in keys and k != properties.JUNIT_MODULE]
                 props.extend(missing)
                 report.user_properties.extend(missing)
         return report

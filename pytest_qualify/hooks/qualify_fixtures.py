@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from pytest_qualify.client.answer import Answer
     from pytest_qualify.client.endpoint import QualifyClient
     from pytest_qualify.graders.contract import Contract
+    from pytest_qualify.tasks.sizing import Sizer
 
 
 def _state(request: pytest.FixtureRequest) -> RunState:
@@ -64,6 +65,26 @@ def qualify_client(request: pytest.FixtureRequest, _qualify_session_client: Qual
     return _qualify_session_client
 
 
+@pytest.fixture(scope="session")
+def _qualify_session_sizer(request: pytest.FixtureRequest, _qualify_session_client: QualifyClient) -> Sizer:
+    from pytest_qualify.tasks.sizing import SIZING_FILE, Sizer, tokenizer_identity
+
+    state = _state(request)
+    client = _qualify_session_client
+    deployment = state.profile.deployment
+    identity = tokenizer_identity(client.base_url, client.model, deployment.model, deployment.revision)
+    store = state.run_dir / SIZING_FILE if state.run_dir.is_dir() else None
+    return Sizer(client.count_chat_tokens, identity, store)
+
+
+@pytest.fixture
+def qualify_sizer(qualify_client: QualifyClient, _qualify_session_sizer: Sizer) -> Sizer:
+    """The run's one sizer of prompts in the server's tokens (``tasks/sizing.py``): each distinct
+    prompt counted once per run, a finished sizing (a lane, a bracket edge) rebuilt, not searched
+    again, by every later item and xdist worker."""
+    return _qualify_session_sizer
+
+
 @pytest.fixture
 def qualify_openai(qualify_client: QualifyClient) -> Any:
     """An ``openai.OpenAI`` client (max_retries=0, the profile's request timeout)."""
@@ -101,7 +122,7 @@ class Recorder:
         from pytest_qualify.evidence.junit import merge_answer_properties
         from pytest_qualify.client.timing import request_metrics
 
-        metrics = request_metrics(answer.timeline, answer.prompt_tokens, answer.completion_tokens)
+        metrics = request_metrics(answer.timeline, answer.prompt_tokens, answer.completion_tokens, answer.stream)
         merge_answer_properties(self._item.user_properties, metrics, bool(answer.streamed), answer.cached_tokens)
         # vLLM's own count of the prompt tokens each kind of media cost (--enable-prompt-tokens-details).
         media = (answer.usage.get("prompt_tokens_details") or {}).get("multimodal_tokens") or {}
@@ -121,7 +142,8 @@ class Recorder:
 
         module = module_of(self._item)
         band = self._profile.integrity.band(module) if self._profile is not None and module else None
-        checks = check_answer(answer, tool_turn=tool_turn, band=band, contract=contract)
+        required = self._profile is not None and self._profile.integrity.incremental_streaming == "required"
+        checks = check_answer(answer, tool_turn=tool_turn, band=band, contract=contract, incremental_required=required)
         # One finish pair per item: a failing check fails the test at once, so "ok" means every answer so far.
         props = self._item.user_properties
         props[:] = [(k, v) for k, v in props if k not in FINISH_PROPERTIES]

@@ -65,7 +65,7 @@ def steering_void(state: RunState) -> list[str]:
     vLLM, read from the steering proxy's log. Such a run judged nothing: INCOMPLETE, never graded."""
     if state.target is None or state.target.proxy is None:
         return []
-    from pytest_qualify.reference.steer import STEER_LOG, incomplete_reasons
+    from pytest_qualify.reference.steer_log import STEER_LOG, incomplete_reasons
 
     return incomplete_reasons(state.run_dir / STEER_LOG, state.settings.reference_faults)
 
@@ -96,9 +96,9 @@ def write_gate_table(tr: Any, state: RunState) -> None:
     if stage is not None and not stage.qualifies:
         title = f"{stage.name} gate (not a qualification): profile {state.profile.name}"
     from pytest_qualify.evidence.summary import protocol_section
-    from pytest_qualify.profiles import module_registry
+    from pytest_qualify.profiles import protocol_modules
 
-    protocol = protocol_section(state.profile.required_modules, module_registry())
+    protocol = protocol_section(state.profile.required_modules, protocol_modules())
     if state.settings.mode == REFERENCE:
         title += " (SIMULATED reference server, not vLLM)"
     elif state.simulated:
@@ -126,9 +126,9 @@ def write_gate_table(tr: Any, state: RunState) -> None:
 def _write_corpus_table(tr: Any, state: RunState) -> None:
     """The multimodal corpus per kind (x/12 images, x/4 mixed, x/14 videos), when it ran."""
     rows = [
-        (str(r.properties["corpus_kind"]), r.item, r.passed)
+        (str(r.properties[properties.CORPUS_KIND]), r.item, r.passed)
         for r in state.results.values()
-        if r.module == "multimodal" and "corpus_kind" in r.properties
+        if r.module == "multimodal" and properties.CORPUS_KIND in r.properties
     ]
     if rows:
         from pytest_qualify.tasks.kind_table import kind_table
@@ -155,10 +155,10 @@ class GateCollector:
             result = results[report.nodeid] = gate_mod.ItemResult(
                 nodeid=report.nodeid,
                 module=module,
-                item=str(props.get("item", report.nodeid)),
+                item=str(props.get(properties.ITEM, report.nodeid)),
                 repetition=int(props.get(properties.REPETITION, 1)),
-                repetitions=int(props.get("repetitions", 1)),
-                lane=props.get("lane"),
+                repetitions=int(props.get(properties.REPETITIONS, 1)),
+                lane=props.get(properties.LANE),
             )
         result.properties.update(props)
         outcome = report.outcome

@@ -157,7 +157,40 @@ class ServerSession:
         if state.server_info.get("simulated") and state.settings.mode != REFERENCE:
             self.progress("the endpoint declares itself SIMULATED (its /version or /v1/models): this run is SIMULATED "
                           "and can never back a promotion")
+        state.serving_facts = self.serving_facts()
+        from pytest_qualify.server.facts import header_lines
+
+        for line in header_lines(state.serving_facts):
+            self.progress(line)
         return True
+
+    def serving_facts(self) -> dict[str, Any]:
+        """The engine's own facts, read once the server is ready: its log (launch and reference) and
+        one ``/metrics`` scrape; attach mode sees only the scrape."""
+        from pathlib import Path
+
+        from pytest_qualify.server.facts import serving_facts
+
+        state = self.state
+        target = state.target
+        process = target.process if target is not None else None
+        log_text = None
+        if process is not None:
+            try:
+                log_text = Path(process.spec.log_path).read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                log_text = None
+        client = make_client(state)
+        try:
+            metrics_text = client.metrics_text()
+        except Exception:  # noqa: BLE001 - a server without /metrics shows fewer facts, each said so
+            metrics_text = None
+        finally:
+            client.close()
+        return serving_facts(mode=state.settings.mode, simulated=state.simulated,
+                             engine_version=state.server_info.get("version") or None,
+                             window_tokens=state.profile.limits.window_tokens, log_text=log_text,
+                             metrics_text=metrics_text, ready_s=process.ready_s if process is not None else None)
 
     def server_info(self) -> dict[str, Any]:
         """What the server says it is; recorded for the report, checked by the first step

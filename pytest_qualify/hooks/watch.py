@@ -9,6 +9,7 @@ readable line instead of a traceback.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, NoReturn
 
@@ -166,13 +167,25 @@ def _death_reason(state: RunState, during: str, how: str) -> str:
 def _declare_dead(state: RunState, during: str, how: str) -> str:
     """Record the server's death; the first finder's account wins, in every process."""
     reason = _death_reason(state, during, how)
+    # Written whole under a name of its own, then linked into place: the account appears complete or
+    # not at all, so a process that reads it never meets it half written (and never takes an empty
+    # file for no account and writes a second one).
+    draft = state.run_dir / f".{DEATH_FILE}.{os.getpid()}"
     try:
-        with open(state.run_dir / DEATH_FILE, "x", encoding="utf-8") as fh:
-            fh.write(reason)
+        draft.write_text(reason, encoding="utf-8")
+        os.link(draft, state.run_dir / DEATH_FILE)
     except FileExistsError:
         reason = _adopt_death(state) or reason
-    except OSError:
-        pass
+    except OSError:  # a file system without hard links: created exclusively, then written
+        try:
+            with open(state.run_dir / DEATH_FILE, "x", encoding="utf-8") as fh:
+                fh.write(reason)
+        except FileExistsError:
+            reason = _adopt_death(state) or reason
+        except OSError:
+            pass
+    finally:
+        draft.unlink(missing_ok=True)
     state.dead = reason
     return reason
 

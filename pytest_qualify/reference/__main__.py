@@ -48,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="boot-to-boot jitter: the sd of the log rate per boot (env QUALIFY_REFERENCE_JITTER)")
     parser.add_argument("--boot-seed", default=os.environ.get("QUALIFY_REFERENCE_BOOT_SEED", ""),
                         help="names this boot's jitter draw (env QUALIFY_REFERENCE_BOOT_SEED)")
+    parser.add_argument("--stream-whole", action="store_true",
+                        default=os.environ.get("QUALIFY_REFERENCE_STREAM_WHOLE", "") not in ("", "0"),
+                        help="stream each answer's content in one chunk with its finish, as vLLM 0.32.0 does with "
+                             "--enable-auto-tool-choice and a tool parser (env QUALIFY_REFERENCE_STREAM_WHOLE)")
     steering = parser.add_argument_group("steering mode (steer.py)")
     steering.add_argument("--steer", metavar="URL", default=None,
                           help="forward every request to the real vLLM at URL, forcing the oracles' answers")
@@ -66,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.steer:
         from pathlib import Path
 
-        from pytest_qualify.reference.steer import SteerConfig, SteerError, check_faults, serve_steer
+        from pytest_qualify.reference.steer import SteerConfig, check_faults, serve_steer
+        from pytest_qualify.reference.steer_forcing import SteerError
 
         try:
             check_faults(list(faults.active))
@@ -80,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
     factor = boot_factor(args.speed, args.jitter, args.boot_seed)
     serve(args.host, args.port, profile, faults, api_key=api_key,
-          prefill_tok_s=args.prefill_tok_s * factor, decode_tok_s=args.decode_tok_s * factor)
+          prefill_tok_s=args.prefill_tok_s * factor, decode_tok_s=args.decode_tok_s * factor,
+          stream_whole=args.stream_whole)
     return 0
 
 

@@ -44,6 +44,12 @@ SERVER_FAULTS = {
     "timed_answer_differs": "a context-lane prompt asked without streaming gets a near miss of the value its "
                             "streamed (timed, graded) answer gives: the timing phase answers otherwise than the "
                             "functional one",
+    # The serving facts and the recipe's claims (reference/serving.py applies them).
+    "kv_pool_shrink": "[=X]: the KV pool is X of its size (default 0.5): fewer KV tokens and less concurrency at "
+                      "the window, in the SIMULATED start-up facts and /metrics",
+    "slow_startup": "[=S]: the server waits S seconds (default 5) before it listens; its SIMULATED weight load "
+                    "took S seconds longer",
+    "slow_decode": "[=X]: decode runs X times slower (default 1.25: a fifth fewer tokens a second)",
     # The load module's rules (suites/test_load.py); scheduler.py and oracle_load.py apply them.
     "load_wrong_concurrent": "an answer served while another request is in flight (queued or running) is wrong: "
                              "right alone, wrong under concurrency",
@@ -176,6 +182,17 @@ def _check_arg(label: str, name: str, kind: str, arg: str | None, lanes: tuple[s
             raise FaultError(f"{label}: expected a count of at least {least}, got {n}")
         if name in PER_REPETITION and n > repeat:
             raise FaultError(f"{label}: cannot engage: it counts per repetition and --repeat is {repeat}")
+        return
+    if kind == "X":
+        import math
+
+        try:
+            factor = float(arg)
+        except ValueError:
+            raise FaultError(f"{label}: expected a factor, got {arg!r}") from None
+        if not math.isfinite(factor) or factor <= 0 or (name == "kv_pool_shrink" and factor >= 1):
+            raise FaultError(f"{label}: expected a factor above 0{' and below 1' if name == 'kv_pool_shrink' else ''}, "
+                             f"got {arg!r}")
         return
     if kind == "S":
         import math

@@ -14,12 +14,14 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from pytest_qualify.profiles import Profile
 from pytest_qualify.reference import SIMULATED_LABEL, oracle, shaping, tokenizer
 from pytest_qualify.reference.faults import Faults
+from pytest_qualify.reference.http_serving import serve_http
+from pytest_qualify.reference import serving
 from pytest_qualify.reference.state import ReferenceState
 from pytest_qualify.request_key import request_key
 from pytest_qualify.reference.validation import (
@@ -267,8 +269,19 @@ class Handler(BaseHTTPRequestHandler):
         created = int(time.time())
         model = st.profile.deployment.served_name
 
-        def send(choices: list[Any], extra: dict[str, Any] | None = None) -> None:
+        options = body.get("stream_options") or {}
+        # vLLM's continuous_usage_stats: every chunk with choices carries the running usage.
+        continuous = bool(options.get("include_usage")) and bool(options.get("continuous_usage_stats"))
+        running = [0]
+
+        def send(choices: list[Any], extra: dict[str, Any] | None = None, tokens: int = 0) -> None:
             payload = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model, "choices": choices}
+            if continuous and choices and isinstance(usage.get("completion_tokens"), int):
+                total, prompt = usage["completion_tokens"], usage.get("prompt_tokens") or 0
+                final = choices[0].get("finish_reason") is not None
+                running[0] = total if final else min(running[0] + tokens, total)
+                payload["usage"] = {"prompt_tokens": prompt, "completion_tokens": running[0],
+                                    "total_tokens": prompt + running[0]}
             payload.update(extra or {})
             self.wfile.write(f"data: {json.dumps(payload)}\n\n".encode())
             self.wfile.flush()
@@ -291,12 +304,22 @@ class Handler(BaseHTTPRequestHandler):
         time.sleep(faults.stream_latency_s())
         if reasoning:
             for piece in shaping.pieces(reasoning):
-                send([{"index": 0, "delta": {"reasoning_content": piece}, "finish_reason": None}])
+                send([{"index": 0, "delta": {"reasoning_content": piece}, "finish_reason": None}],
+                     tokens=tokenizer.count(piece))
         # late: deltas held back until after the finish chunk (stream_after_finish)
         pieces, late = faults.content_pieces(shaping.pieces(content or ""), content or "", bool(calls))
+        if st.stream_whole and pieces and not calls and not late and faults.finish_chunks() == 1:
+            # vLLM 0.32.0 with a tool parser on: the parser holds the text, which comes whole with the finish.
+            pause(len(pieces) * shaping.CONTENT_PIECE_TOKENS)
+            record()
+            send([{"index": 0, "delta": {"content": "".join(pieces)}, "finish_reason": finish}])
+            pieces = []
+            finish_sent = True
+        else:
+            finish_sent = False
         for piece in pieces:
             pause(shaping.CONTENT_PIECE_TOKENS)
-            send([{"index": 0, "delta": {"content": piece}, "finish_reason": None}])
+            send([{"index": 0, "delta": {"content": piece}, "finish_reason": None}], tokens=tokenizer.count(piece))
             stall()
         for i, (name, args) in enumerate(calls):
             first = faults.first_tool_delta(i, f"call_{i}_{uuid.uuid4().hex[:8]}", name)
@@ -311,10 +334,12 @@ class Handler(BaseHTTPRequestHandler):
                 late.append({"tool_calls": [{"index": index, "function": {"arguments": held}}]})
             for piece in arg_pieces:
                 pause(shaping.CONTENT_PIECE_TOKENS)
-                send([{"index": 0, "delta": {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}, "finish_reason": None}])
-        record()
-        for _ in range(faults.finish_chunks()):
-            send([{"index": 0, "delta": {}, "finish_reason": finish}])
+                send([{"index": 0, "delta": {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}, "finish_reason": None}],
+                     tokens=tokenizer.count(piece))
+        if not finish_sent:
+            record()
+            for _ in range(faults.finish_chunks()):
+                send([{"index": 0, "delta": {}, "finish_reason": finish}])
         for delta in late:
             send([{"index": 0, "delta": delta, "finish_reason": None}])
         asked = bool((body.get("stream_options") or {}).get("include_usage"))
@@ -328,16 +353,12 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def serve(host: str, port: int, profile: Profile, faults: Faults, api_key: str | None = None,
-          prefill_tok_s: float = 0.0, decode_tok_s: float = 0.0) -> None:
-    state = ReferenceState(profile, faults, api_key, prefill_tok_s, decode_tok_s)
-    handler = type("BoundHandler", (Handler,), {"state": state})
-    httpd = ThreadingHTTPServer((host, port), handler)
-    httpd.daemon_threads = True
-    print(f"{SIMULATED_LABEL}: profile {profile.name}, serving {profile.deployment.served_name} "
-          f"on http://{host}:{port}; faults: {', '.join(sorted(faults.active)) or 'none'}", flush=True)
-    try:
-        httpd.serve_forever(poll_interval=0.2)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        httpd.server_close()
+          prefill_tok_s: float = 0.0, decode_tok_s: float = 0.0, stream_whole: bool = False) -> None:
+    state = ReferenceState(profile, faults, api_key, prefill_tok_s, decode_tok_s, stream_whole)
+    delay = serving.startup_delay_s(faults)
+    if delay:
+        time.sleep(delay)  # slow_startup: not listening yet, as a vLLM still loading its weights
+    print(serving.SIMULATED_LINE + json.dumps(state.serving_facts), flush=True)
+    serve_http(host, port, Handler, state,
+               f"{SIMULATED_LABEL}: profile {profile.name}, serving {profile.deployment.served_name} "
+               f"on http://{host}:{port}; faults: {', '.join(sorted(faults.active)) or 'none'}")

@@ -10,7 +10,7 @@ import threading
 from typing import Any
 
 from pytest_qualify.profiles import Profile
-from pytest_qualify.reference import oracle
+from pytest_qualify.reference import oracle, serving
 from pytest_qualify.reference.fault_effects import FaultEffects
 from pytest_qualify.reference.faults import Faults
 from pytest_qualify.reference.scheduler import Scheduler
@@ -22,9 +22,11 @@ class Metrics:
     """vLLM-named Prometheus metrics, so evidence code parses the same names on both."""
 
     def __init__(self, model: str) -> None:
-        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
         self.registry = CollectorRegistry()
+        # process_cpu_seconds_total and the rest, as vLLM's API server exposes them (its default registry).
+        ProcessCollector(registry=self.registry)
         labels = ["model_name"]
         buckets = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0)
         self.ttft = Histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", labels, registry=self.registry, buckets=buckets)
@@ -36,6 +38,14 @@ class Metrics:
         self.success = Counter("vllm:request_success", "Count of successfully processed requests.", labels, registry=self.registry)
         self.running = Gauge("vllm:num_requests_running", "Number of requests in model execution batches.", labels, registry=self.registry)
         self.model = model
+
+    def cache_config(self, labels: dict[str, str]) -> None:
+        """``vllm:cache_config_info``: the KV pool as vLLM shows it (a gauge of 1 whose labels are the values)."""
+        from prometheus_client import Gauge
+
+        gauge = Gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", list(labels),
+                      registry=self.registry)
+        gauge.labels(**labels).set(1)
 
     def text(self) -> bytes:
         from prometheus_client import generate_latest
@@ -67,15 +77,20 @@ class PrefixCache:
 
 
 class ReferenceState:
-    def __init__(self, profile: Profile, faults: Faults, api_key: str | None, prefill_tok_s: float, decode_tok_s: float) -> None:
+    def __init__(self, profile: Profile, faults: Faults, api_key: str | None, prefill_tok_s: float, decode_tok_s: float,
+                 stream_whole: bool = False) -> None:
         self.profile = profile
         self.faults = faults
         self.effects = FaultEffects(faults)
         self.api_key = api_key
         self.prefill_tok_s = prefill_tok_s
-        self.decode_tok_s = decode_tok_s
+        self.decode_tok_s = serving.decode_rate(decode_tok_s, faults)
+        self.serving_facts = serving.simulated_facts(profile, faults)
+        # A streamed answer's content in one chunk with its finish (vLLM 0.32.0 with a tool parser on).
+        self.stream_whole = stream_whole
         self.ctx = oracle.OracleContext(profile, faults)
         self.metrics = Metrics(profile.deployment.served_name)
+        self.metrics.cache_config(serving.cache_config_labels(self.serving_facts, profile))
         self.cache = PrefixCache("ignore_cache_salt" in faults)
         self.scheduler = Scheduler(profile.limits.max_num_seqs, faults, self.metrics,
                                    profile.load.levels[-1] if profile.load else 2)

@@ -164,7 +164,7 @@ def steer_spec(profile: Profile, settings: Settings, upstream: LaunchSpec, run_d
     """The steering proxy in front of a launched vLLM (profile ``[steer]``, reference/steer.py):
     every request goes to ``upstream``, chat answers forced to the oracles'; its log of forced
     answers (``steer.jsonl``) is what the run's end reads."""
-    from pytest_qualify.reference.steer import STEER_LOG
+    from pytest_qualify.reference.steer_log import STEER_LOG
 
     assert profile.steer is not None
     port = free_port(upstream.host)

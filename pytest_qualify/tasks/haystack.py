@@ -304,6 +304,7 @@ class Sized:
     calls: int  # how many times ``count`` was called
     messages: Messages = field(repr=False)
     target: int = 0
+    pad: int = 0  # one-token pad words after the filler (pad_to_tokens), part of what rebuilds it
 
     @property
     def exact(self) -> bool:
@@ -322,8 +323,9 @@ class SizingError(ValueError):
 class UnitRate:
     """Tokens per filler unit as one server counts them, learned from every sizing against it: the
     next sizing's first guess, so a prompt the size of the window is found in two ``/tokenize``
-    calls rather than four. Only a guess: every size is measured. A sizing whose result must not
-    depend on what was sized before (a lane, rebuilt by the integrity module) takes none."""
+    calls rather than four. Only a guess: every size is measured. Held by the object that sizes
+    (``tasks/sizing.py`` ``Sizer``, one per run and process), which also remembers each finished
+    sizing, so a prompt rebuilt later is the same whatever the rate had learned by then."""
 
     tokens_per_unit: float | None = None
     overhead: float = 0.0  # tokens at zero units (system line, template, question), once two sizes are known
@@ -344,14 +346,6 @@ class UnitRate:
         if not self.tokens_per_unit or self.tokens_per_unit <= 0:
             return None
         return max(1, round((target - self.overhead) / self.tokens_per_unit))
-
-
-_RATES: dict[str, UnitRate] = {}
-
-
-def unit_rate(server: str) -> UnitRate:
-    """The rate learned for one server (its base URL) in this process."""
-    return _RATES.setdefault(server, UnitRate())
 
 
 def size_to_tokens(
@@ -450,16 +444,13 @@ def lane_plan(run_id: str, lane_names: Sequence[str], lane: str, repetition: int
 
 
 def size_lane(plan: HaystackPlan, count: Callable[[Messages], int], prompt_tokens: int, tolerance: int,
-               teach: UnitRate | None = None) -> Sized:
-    """The lane's prompt sized in the server's tokens: deterministic in the plan and the server's
-    counts, so sizing the same plan twice gives the same messages (no learned rate steers it; it
-    only ``teach``es one, for the sizings after it). Half the lane's tolerance: the chat request may
-    count a few template tokens more than ``/tokenize``."""
-    sized = size_to_tokens(Haystack(plan).build, count, prompt_tokens, tolerance=tolerance // 2,
-                           max_calls=LANE_TOKENIZE_CALLS)
-    if teach is not None:
-        teach.learn(sized.units, sized.tokens)
-    return sized
+              rate: UnitRate | None = None) -> Sized:
+    """The lane's prompt sized in the server's tokens, the first guess from ``rate`` (learned from
+    the sizings before it) where one is given. Half the lane's tolerance: the chat request may count
+    a few template tokens more than ``/tokenize``. A guess steers which prompt is found: the
+    integrity module's rebuild of the lane goes through the ``Sizer``, which remembers the result."""
+    return size_to_tokens(Haystack(plan).build, count, prompt_tokens, tolerance=tolerance // 2,
+                          max_calls=LANE_TOKENIZE_CALLS, rate=rate)
 
 
 # One token in every vocabulary seen (byte-level BPE, SentencePiece), but always measured, never assumed.
@@ -503,7 +494,7 @@ def pad_to_tokens(
         messages = pad_messages(start.messages, words)
         calls += 1
         tokens = count(messages)
-        got = Sized(start.units, tokens, near.calls + calls, messages, target)
+        got = Sized(start.units, tokens, near.calls + calls, messages, target, pad=start.pad + words)
         if tokens == target:
             return got
         if abs(tokens - target) < abs(best.tokens - target):

@@ -299,9 +299,11 @@ def oversized(target: RequestTarget) -> st.SearchStrategy[Hostile]:
     pool = data()["oversized"]
 
     def over_window(variant: tuple[int, bool, int], word: str, factor: float, where: str) -> Hostile:
+        # One word repeated: at least one token each in any tokenizer, and about one in most, so
+        # the prompt is over the window by the factor's margin and not by several times the window
+        # (a counter on each word made it 3-4 tokens a word: a million tokens to tokenize).
         count = int(target.window_tokens * factor)
-        block = " ".join(f"{word}{i}" for i in range(1000)) + " "
-        text = block * (count // 1000) + " ".join(f"{word}{i}" for i in range(count % 1000))
+        text = " ".join([word] * count)
         body = base_body(target, variant)
         if where == "system":
             body["messages"].insert(0, {"role": "system", "content": text})

@@ -93,7 +93,9 @@ def level_plan(items: Sequence[LoadItem], requests: int) -> list[LoadItem]:
 
 @dataclass(frozen=True)
 class Probe:
-    """The decode probe: exactly ``tokens`` output tokens, streamed with usage."""
+    """The decode probe: exactly ``tokens`` output tokens, streamed with usage on every chunk
+    (vLLM's ``continuous_usage_stats``: each chunk's tokens, so an inter-token latency is the gap
+    over the tokens it brought, on an engine that packs several tokens into one chunk too)."""
 
     tokens: int
 
@@ -105,7 +107,7 @@ class Probe:
     def params(self) -> dict[str, Any]:
         # vLLM's extra sampling parameters: no end of sequence before N tokens, and none at all.
         return {"max_tokens": self.tokens, "min_tokens": self.tokens, "ignore_eos": True, "stream": True,
-                "stream_options": {"include_usage": True}}
+                "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
 
 
 # -- sending a level ------------------------------------------------------------------------------

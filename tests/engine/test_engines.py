@@ -3,6 +3,8 @@ profile's ``engine`` write them, one row per characterised range, a loud refusal
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -44,13 +46,21 @@ def test_no_version_is_refused_too():
 
 def test_rows_are_complete_and_their_ranges_do_not_overlap():
     fields = {"versions", "characterised", "cut_tool_call_finish", "cut_tool_call_upstream", "window_counts_max_tokens",
-              "prefix_cache_block_tokens", "tiny_qwen3_thinking_fails", "image_as_video_status"}
+              "prefix_cache_block_tokens", "tiny_qwen3_thinking_fails", "image_as_video_status",
+              "stream_whole_with_tool_parser", "stream_tokens_per_chunk", "log_facts"}
     rows = engines.rows()
     assert len(rows) >= 2
     for row in rows:
         assert set(row) == fields, row
         assert set(row["cut_tool_call_finish"]) == {"streamed", "plain"}
         assert row["tiny_qwen3_thinking_fails"] in ("reasoning", "budget")
+        assert row["stream_tokens_per_chunk"] in ("one", "several")
+        # The serving facts' log patterns: every fact server/facts.py reads from a log, each pattern
+        # with its figure's group.
+        assert {"kv_cache_tokens", "max_concurrency", "model_memory_gib", "weight_load_s", "compile_s",
+                "graph_capture_s", "kv_cache_gib", "engine_init_s"} == set(row["log_facts"]), row["versions"]
+        for patterns in row["log_facts"].values():
+            assert all("value" in re.compile(p).groupindex for p in patterns), patterns
     probes = [Version(f"0.{minor}.{patch}") for minor in range(20, 40) for patch in range(4)]
     for v in probes:
         assert sum(SpecifierSet(r["versions"]).contains(v) for r in rows) <= 1, v
@@ -78,3 +88,9 @@ def test_the_table_ships_with_the_package():
     from importlib import resources
 
     assert resources.files("pytest_qualify").joinpath("engines.toml").is_file()
+
+
+def test_a_stream_note_names_the_version_the_flags_and_the_packing():
+    cpu, gpu = engines.behaviour("0.32.0").stream_note(), engines.behaviour("vLLM 0.26.0").stream_note()
+    assert "vLLM 0.32.0" in cpu and "--tool-call-parser qwen3_coder" in cpu and "one token(s) a chunk" in cpu
+    assert "vLLM 0.26.0" in gpu and "several token(s) a chunk" in gpu

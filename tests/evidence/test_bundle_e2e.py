@@ -121,7 +121,7 @@ def test_full_bundle_with_lane_cross_check(pytester, qualify_pytest, monkeypatch
 
     report = (d / "report.md").read_text()
     assert "> **SIMULATED**" in report and "| Gate | Result |" in report
-    assert "| Context lane | Prompt tokens (server) | TTFT | End to end | Passed |" in report
+    assert "| Context lane | Prompt tokens (server) | TTFT (first chunk) | End to end | Passed |" in report
     assert "| 1K |" in report and "| Decode tok/s p50 (derived from the answers' own lengths) |" in report and "Prefix-cache flags" in report
 
     # The protocol's figures on every item of summary.json; the bundle's JUnit and pytest's own

@@ -14,7 +14,7 @@ import pytest
 from ..helpers import SMOKE, pytester_run, write_profile
 from pytest_qualify.gate import decide as gate
 from pytest_qualify.evidence import job_summary, junit
-from pytest_qualify.profiles import module_registry
+from pytest_qualify.profiles import module_registry, protocol_modules
 from pytest_qualify.evidence.session import CaseRecord
 from pytest_qualify.stats import flips, stats_section, wilson
 from pytest_qualify.bundle_format.schema import validate
@@ -182,7 +182,7 @@ def test_a_failed_deployment_fails_in_every_place_ci_reads(pytester, tmp_path, m
     # The first step saw another model served: a judged FAIL, stopped after the smoke module.
     last = out.splitlines()[-1]
     assert last.startswith("QUALIFICATION: FAIL (exit 1): the served identity is not the profile's"), last
-    assert last.endswith(f" · protocol v3 subset: smoke (1 of {len(module_registry())} modules)"
+    assert last.endswith(f" · protocol v3 subset: smoke (1 of {len(protocol_modules())} modules)"
                          f" · SIMULATED (not vLLM; never backs a promotion) · evidence {d}"), last
     smoke = summary["stats"]["modules"][0]
     assert (smoke["passed"], smoke["attempts"]) == (8, 10) and 0.49 < smoke["wilson_low"] < smoke["wilson_high"] < 0.95

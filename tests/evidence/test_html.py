@@ -19,7 +19,7 @@ from pytest_qualify.evidence import bundle, job_summary, transcripts
 from pytest_qualify.evidence.html import HTML_FILE
 from pytest_qualify.bundle_format.manifest import verify_manifest
 
-from ..browser import FAIL_FAULT, Page, browser_page, chromium, reference_bundle
+from ..browser import FAIL_FAULT, INSTALL_CHROMIUM, Page, browser_page, chromium, reference_bundle
 from ..real_vllm import in_ci
 
 SECRET = "sk-test-transcript-secret-98765"
@@ -38,7 +38,8 @@ def pass_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def browser() -> None:
     if chromium() is None:
-        message = "chromium is not installed (apt-get install -y chromium; .ci/run installs it)"
+        message = (f"chromium is not installed: install Debian's chromium (sudo {INSTALL_CHROMIUM}; the "
+                   "README's test command does it through .ci/browser.sh where it runs as root or with sudo)")
         if in_ci():
             pytest.fail(message + " CI=true: the browser tests must run in CI.", pytrace=False)
         pytest.skip(message)
@@ -71,7 +72,8 @@ def test_every_bundle_has_the_page_and_its_data(which, request):
     page = job_summary.render(summary, bundle_dir=str(run_dir), exit_code=1)
     assert f"`{run_dir}/{HTML_FILE}`" in page
     # Every protocol answer of the journal has its request and answer in the transcripts.
-    journal = [json.loads(x) for x in (run_dir / "answers.jsonl").read_text().splitlines()]
+    journal = [line for x in (run_dir / "answers.jsonl").read_text().splitlines()
+               if (line := json.loads(x))["role"] != "verdict"]  # a grader's verdict is no answer
     asked = [r for r in transcripts.read(run_dir) if r["kind"] == transcripts.ASKED]
     assert sorted(r["key"] for r in asked) == sorted(j["key"] for j in journal) and asked
 

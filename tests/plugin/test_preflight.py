@@ -331,9 +331,9 @@ def test_the_reference_server_serves_the_declared_engine_version(qualify_pytest)
 
 def test_smoke_runs_first(pytester, tmp_path):
     result = pytester.runpytest_subprocess(f"--qualify={write_profile(tmp_path, ('json', 'smoke', 'tools'))}",
-                                           "--collect-only", "-q", "-p", "no:cacheprovider",
-                                           *suite("json", "tools", "smoke"))
-    ids = [line for line in result.stdout.lines if "::" in line]
+                                           "--qualify-endpoint", "reference", "--qualify-evidence", str(tmp_path / "ev"),
+                                           "-v", "-p", "no:cacheprovider", *suite("json", "tools", "smoke"))
+    ids = [line for line in result.stdout.lines if "::" in line and " PASSED" in line]
     modules = [line.split("::")[0].rsplit("/", 1)[-1] for line in ids]
     first_other = next(i for i, m in enumerate(modules) if m != "test_smoke.py")
     assert modules[:first_other] and set(modules[first_other:]) == {"test_json.py", "test_tools.py"}, modules

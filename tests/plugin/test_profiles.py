@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_qualify.profiles import ProfileError, builtin_profiles, load_profile, module_registry
+from pytest_qualify.profiles import ProfileError, builtin_profiles, load_profile, module_registry, protocol_modules
 
 
 def test_builtins_are_listed_and_valid():
@@ -31,7 +31,7 @@ def test_262k_is_the_promoted_deployment():
     assert p.thinking.enabled is False and p.thinking.overridable is False
     args = " ".join(p.serve.args)
     assert "--max-model-len 262144" in args and "--kv-cache-dtype fp8" in args and "--max-num-seqs 1" in args
-    assert set(p.required_modules) == set(module_registry())
+    assert set(p.required_modules) == set(protocol_modules())
     assert p.waivable_modules == ("multimodal",)
 
 
@@ -180,7 +180,7 @@ def test_qwen_cpu_is_the_text_protocol_on_a_4k_window():
     assert env["HF_HUB_OFFLINE"] == env["TRANSFORMERS_OFFLINE"] == "1"
     assert {"HF_HOME", "VLLM_CACHE_ROOT", "XDG_CACHE_HOME"} <= set(env)
     # A text-only model: the media modules are not in the profile, and the description says so.
-    assert set(module_registry()) - set(p.required_modules) == {"multimodal", "media_admission"}
+    assert set(protocol_modules()) - set(p.required_modules) == {"multimodal", "media_admission"}
     assert "text" in p.description and "multimodal" in p.description and "CPU" in p.description
 
 

@@ -16,11 +16,13 @@ from hypothesis import given, strategies as st
 from ..fake_vllm import fake_command
 from pytest_qualify.gate import decide as gate_mod
 from pytest_qualify.profiles import module_registry
-from pytest_qualify.reference import steer
-from pytest_qualify.reference.steer import (
-    Forced, Observed, SteerError, SteerRecord, StreamReader, force, held, held_cut, incomplete_reasons,
-    kept_for_cut, raised_max_tokens, regex_escape, render_tool_calls, request_key, steered_body, text_constraint,
+from pytest_qualify.reference import steer, steer_forcing, steer_log
+from pytest_qualify.reference.steer_forcing import (
+    Forced, SteerError, force, kept_for_cut, raised_max_tokens, regex_escape, render_tool_calls, request_key,
+    steered_body, text_constraint,
 )
+from pytest_qualify.reference.steer_log import SteerRecord, incomplete_reasons
+from pytest_qualify.reference.steer_observing import Observed, StreamReader, held, held_cut
 
 from ..judging import judge
 
@@ -106,10 +108,10 @@ def test_steered_body_replaces_response_format_strips_kwargs_and_raises_max_toke
 
 
 def test_tokens_needed_is_about_twice_the_minimal_count():
-    assert steer.tokens_needed(178) >= 344
-    assert steer.requested_max_tokens({"max_tokens": 256}) == 256
-    assert steer.requested_max_tokens({"max_completion_tokens": 9}) == 9
-    assert steer.requested_max_tokens({"max_tokens": True}) is None
+    assert steer_forcing.tokens_needed(178) >= 344
+    assert steer_forcing.requested_max_tokens({"max_tokens": 256}) == 256
+    assert steer_forcing.requested_max_tokens({"max_completion_tokens": 9}) == 9
+    assert steer_forcing.requested_max_tokens({"max_tokens": True}) is None
 
 
 def test_a_caller_limit_below_the_forced_answer_is_kept_for_a_cut():
@@ -126,7 +128,7 @@ def test_a_caller_limit_below_the_forced_answer_is_kept_for_a_cut():
 
 
 def test_an_ordinary_limit_short_of_a_random_spelling_is_still_raised():
-    need = steer.tokens_needed(5)  # 26
+    need = steer_forcing.tokens_needed(5)  # 26
     assert raised_max_tokens(16, need, 16_000) == need  # smoke's 16-token limit, a 5-token answer
     assert raised_max_tokens(256, need, 16_000) is None  # already enough
     assert raised_max_tokens(16, need, 20) == 20  # never past the window
@@ -257,14 +259,14 @@ def test_anything_else_after_a_cut_is_not_held(forced, observed, limit, why):
 # -- the log the run's end reads ------------------------------------------------------------------
 
 def _log(tmp_path, *records: SteerRecord):
-    path = tmp_path / steer.STEER_LOG
+    path = tmp_path / steer_log.STEER_LOG
     path.write_text("".join(json.dumps(r.__dict__) + "\n" for r in records))
     return path
 
 
 def test_a_steering_whose_answers_held_leaves_no_reason(tmp_path):
     path = _log(tmp_path, SteerRecord(1, 200, False, True, True, forced_text="Paris", prompt="capital?"),
-                SteerRecord(2, 400, False, False, None, f"{steer.PASSTHROUGH} the reference server would refuse it"),
+                SteerRecord(2, 400, False, False, None, f"{steer_log.PASSTHROUGH} the reference server would refuse it"),
                 SteerRecord(3, 400, True, True, None, prompt="too long"))
     assert incomplete_reasons(path) == []
 
@@ -335,7 +337,7 @@ def test_a_launched_steered_profile_starts_the_proxy_and_logs_every_forced_answe
     out = result.stdout.str()
     assert "qualify: steering: " in out and "steering proxy ready at" in out, out[-3000:]
     assert result.ret == 0, out[-3000:]
-    rows = [json.loads(line) for line in (qualify_pytest.run_dir() / steer.STEER_LOG).read_text().splitlines()]
+    rows = [json.loads(line) for line in (qualify_pytest.run_dir() / steer_log.STEER_LOG).read_text().splitlines()]
     forced = [r for r in rows if r["forced"]]
     assert forced and all(r["held"] for r in forced if r["status"] == 200), rows
     assert any(r["stream"] for r in forced) and any("<tool_call>" in (r["forced_text"] or "") for r in forced)
@@ -460,7 +462,7 @@ def test_the_proxy_keeps_a_deliberate_small_limit_and_raises_an_ordinary_one(tmp
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    log = tmp_path / steer.STEER_LOG
+    log = tmp_path / steer_log.STEER_LOG
     config = steer.SteerConfig(f"http://127.0.0.1:{upstream.server_port}", "hermes", True, log)
     threading.Thread(target=steer.serve_steer, args=("127.0.0.1", port, config, load_profile("small"), Faults.parse([])),
                      daemon=True).start()

@@ -21,7 +21,11 @@ from pytest_qualify.server.lifecycle import group_alive
 from pytest_qualify.hooks.collection import suites_dir
 
 SMOKE = str(suites_dir() / "test_smoke.py")
-EXIT_AFTER_SIGNAL_S = 20.0  # generous for a loaded 2-core CI machine; typical is about a second
+# The tests wait on events (a line in pytest's output, a line from the fake, the process's exit),
+# never on a time: this only ends a run that would otherwise hang. That pytest honoured the signal
+# is its exit status (INTERRUPTED; a run that ignored it would go on and end otherwise), not how
+# soon it exited: a loaded machine may take long over the evidence.
+HANG_GUARD_S = 300.0
 
 
 class PytestRun:
@@ -46,11 +50,11 @@ class PytestRun:
 
     def wait_exit(self) -> int:
         try:
-            return self.proc.wait(timeout=EXIT_AFTER_SIGNAL_S)
+            return self.proc.wait(timeout=HANG_GUARD_S)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-            pytest.fail(f"pytest did not exit within {EXIT_AFTER_SIGNAL_S:g} s of the signal:\n{self.output()}")
+            pytest.fail(f"pytest did not exit within {HANG_GUARD_S:g} s of the signal:\n{self.output()}")
 
     def wait_exit_after(self, timeout_s: float) -> int:
         """The exit status of a run left to end on its own."""
@@ -61,14 +65,14 @@ class PytestRun:
             self.proc.wait()
             pytest.fail(f"pytest did not end within {timeout_s:g} s:\n{self.output()}")
 
-    def wait_for_output(self, pattern: str, timeout_s: float = 60.0) -> re.Match[str]:
+    def wait_for_output(self, pattern: str, timeout_s: float = HANG_GUARD_S) -> re.Match[str]:
         assert wait_for(lambda: re.search(pattern, self.output()) is not None, timeout_s), (
             f"never saw {pattern!r} in:\n{self.output()}")
         match = re.search(pattern, self.output())
         assert match is not None
         return match
 
-    def wait_for_event(self, event: str, timeout_s: float = 60.0) -> None:
+    def wait_for_event(self, event: str, timeout_s: float = HANG_GUARD_S) -> None:
         assert wait_for(lambda: any(line.startswith(event) for line in read_events(self.events)), timeout_s), (
             f"the fake never reported {event!r}; events {read_events(self.events)}; output:\n{self.output()}")
 
@@ -150,7 +154,7 @@ def test_signal_during_a_test_reference_server(run_pytest, tmp_path, sig):
 def test_signal_during_teardown(run_pytest, tmp_path):
     # The server ignores SIGTERM for 60 s; Ctrl-C while teardown waits for it ends the wait.
     run = run_pytest(*launch_args(tmp_path, "--spawn-child", "--ignore-sigterm", "60"))
-    run.wait_for_event("sigterm", timeout_s=120)
+    run.wait_for_event("sigterm")
     t0 = time.monotonic()
     run.send(signal.SIGINT)
     run.wait_exit()
@@ -176,7 +180,8 @@ def test_sigint_during_a_test_under_xdist(run_pytest, tmp_path):
     run = run_pytest(*launch_args(tmp_path, "--spawn-child", "--fault", "slow=120"), "-n", "2")
     run.wait_for_event("chat")
     run.send(signal.SIGINT)
-    run.wait_exit()
+    code = run.wait_exit()
+    assert code == pytest.ExitCode.INTERRUPTED, run.output()
     assert_fake_tree_gone(run)
 
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-import time
 from pathlib import Path
 
 import pytest
 
 from pytest_qualify.evidence.answers import HELD_TITLE
+from pytest_qualify.graders.integrity import too_fast
 
 from ..helpers import QualifyPytest, junit_failures, suite, write_profile
 
@@ -150,26 +150,29 @@ def test_result_cache_and_stall_are_caught_and_the_run_goes_on(qualify_pytest, m
     # A prefill rate at which the probe's fresh time is the server's work, not HTTP overhead.
     monkeypatch.setenv("QUALIFY_REFERENCE_PREFILL_TOK_S", "20000")
     profile = _profile(qualify_pytest.pytester.path, ["integrity", "finish"], idle_s=2)
-    t0 = time.monotonic()
-    result = qualify_pytest("-k", "test_no_result_cache or test_finish_state", "--durations=0", profile=profile,
+    result = qualify_pytest("-k", "test_no_result_cache or test_finish_state", profile=profile,
                             faults=("result_cache", "stream_stall=600"), suites=suite("finish", "integrity"))
-    elapsed = time.monotonic() - t0
     assert result.ret == 1
     failures = _failures(qualify_pytest)
     cache = failures["test_no_result_cache[rep1of1]"]
-    assert "/metrics counted 0 prompt tokens while the repeated request" in cache  # the engine never saw it
-    # nor took its time, confirmed by a second round (a third fresh prompt, the repeat again)
-    assert re.search(r"the repeated request took [\d.]+ s in each of 2 rounds, [\d.]+ of a fresh one's", cache)
+    # The engine never saw the repeat: a count, the same on any machine however loaded.
+    assert "/metrics counted 0 prompt tokens while the repeated request" in cache
+    # The time rule judged the times the item recorded, as the grader's own rule reads them: a
+    # machine slow enough to hold the cached repeat up may leave it unjudged, never judged wrongly.
+    props = qualify_pytest.item_properties()["test_no_result_cache[rep1of1]"]
+    fresh_s = [float(s) for s in props["fresh_e2e_s"].split(",")]
+    repeat_s = [float(s) for s in props["repeat_e2e_s"].split(",")]
+    first_round_fast = too_fast(repeat_s[:1], fresh_s[:2], float(props["repeat_ratio_min"]))
+    assert int(props["rounds"]) == (2 if first_round_fast else 1), props
+    caught_by_time = re.search(r"the repeated request took [\d.]+ s in each of 2 rounds, [\d.]+ of a fresh one's", cache)
+    assert bool(caught_by_time) == too_fast(repeat_s, fresh_s, float(props["repeat_ratio_min"])), (props, cache)
+    # The stalled streams end on the idle clock (2 s without a chunk), not at the request timeout:
+    # the reason is the idle clock's own, which a request timeout never gives.
     stalled = {name: m for name, m in failures.items() if name.startswith("test_finish_state")}
     assert set(stalled) == {f"test_finish_state[rep1of1-{p}-streamed]" for p in ("planet", "sum", "opposite")}
     for message in stalled.values():
         assert re.search(r"stream idle for 2 s after \d+ chunks", message), message
-    # Each stalled item ends within the idle limit plus 5 s, not at the 60 s request timeout.
-    for line in result.stdout.lines:
-        m = re.match(r"\s*([\d.]+)s call .*test_finish_state\[rep1of1-\w+-streamed\]", line)
-        if m:
-            assert float(m.group(1)) < 2 + 5, line
-    assert elapsed < 120
+        assert "request timeout" not in message and "no answer after" not in message, message
     # pytest's count also holds the timed re-ask the profile dropped (no context module here); the
     # verdict counts only the selection's 15.
     result.stdout.fnmatch_lines(["*4 failed, 3 passed, 16 deselected*",

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pytest_qualify.reference import tokenizer
 from pytest_qualify.tasks import hostile
 from pytest_qualify.hooks.collection import suites_dir
 from pytest_qualify.profiles import load_profile
@@ -119,8 +120,11 @@ def test_an_over_window_message_is_sent_only_a_few_times_and_is_over_the_window(
     assert 1 <= len(over) <= hostile.over_window_examples() == 2
     assert len(chosen) == 23  # the rest of the class's share: names the engine refuses unread
     for example in over:
+        # Over by a clear margin (each word a token or more), and no larger than it needs to be:
+        # the reference tokenizer counts one token a word, so the prompt is 5-10% over the window.
         words = max(len(m["content"].split()) for m in json.loads(example.body)["messages"])
-        assert words >= TARGET.window_tokens, example.note
+        tokens = tokenizer.count_chat(json.loads(example.body)["messages"])
+        assert 1.05 * TARGET.window_tokens <= words and tokens <= 1.1 * TARGET.window_tokens + 32, example.note
     assert not any(e.over_window for kind in HOSTILE_CLASSES if kind != "oversized"
                    for e in hostile.examples(kind, TARGET, 23))
 

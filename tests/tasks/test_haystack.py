@@ -23,7 +23,6 @@ from pytest_qualify.tasks.haystack import (
     render_messages,
     size_lane,
     size_to_tokens,
-    unit_rate,
     UnitRate,
 )
 from pytest_qualify.reference import tokenizer
@@ -266,9 +265,9 @@ def test_a_learned_rate_finds_the_window_brackets_prompts_in_fewer_calls():
     cold_calls = warm_calls = 0
     for run in ("run", "r2", "r3"):
         rate, count = UnitRate(), Counter(per_word=bpe_like, overhead=40)
-        small = size_lane(lane_plan(run, ["32K", "128K"], "32K", 1), count, 32_768, 256, teach=rate)
-        assert rate.tokens_per_unit == small.tokens / small.units and rate.overhead == 0  # one size: proportional
-        size_lane(lane_plan(run, ["32K", "128K"], "128K", 1), count, 131_072, 256, teach=rate)
+        small = size_lane(lane_plan(run, ["32K", "128K"], "32K", 1), count, 32_768, 256, rate=rate)
+        assert abs(rate.tokens_per_unit - small.tokens / small.units) < 0.01
+        size_lane(lane_plan(run, ["32K", "128K"], "128K", 1), count, 131_072, 256, rate=rate)
         assert 0 < rate.overhead < 400  # two sizes: the line through them (the fake adds 40, and the template)
         fit = size_to_tokens(Haystack(plan_haystack(haystack_seed(run, "fit"), 0.5)).build, count, 262_144 - 256,
                              side="below", max_calls=10, rate=rate)
@@ -282,16 +281,16 @@ def test_a_learned_rate_finds_the_window_brackets_prompts_in_fewer_calls():
     assert warm_calls < cold_calls, (warm_calls, cold_calls)
 
 
-def test_a_lane_is_sized_the_same_whatever_was_learned_before():
-    # size_lane only teaches: the integrity module rebuilds the lane's request and must get the same one.
-    plan = lane_plan("run", ["32K"], "32K", 1)
-    first = size_lane(plan, Counter(per_word=bpe_like), 32_768, 256)
-    skewed = UnitRate(tokens_per_unit=0.3)
-    again = size_lane(plan, Counter(per_word=bpe_like), 32_768, 256, teach=skewed)
-    assert (again.units, again.tokens, again.messages) == (first.units, first.tokens, first.messages)
-    assert skewed.guess(first.tokens) is not None and skewed.tokens_per_unit != 0.3
-
-
-def test_rates_are_kept_per_server():
-    assert unit_rate("http://a:1") is unit_rate("http://a:1")
-    assert unit_rate("http://a:1") is not unit_rate("http://b:1")
+def test_a_learned_rate_sizes_a_lane_in_fewer_calls_than_a_cold_start():
+    # The lanes after the first in a run: the rate's guess lands within half the tolerance at once
+    # far more often than the proportional first step does.
+    cold = warm = 0
+    for run in ("run", "r2", "r3"):
+        rate = UnitRate()
+        size_lane(lane_plan(run, ["32K", "128K"], "32K", 1), Counter(per_word=bpe_like, overhead=40), 32_768, 256,
+                  rate=rate)
+        for rep in (1, 2, 3):
+            plan = lane_plan(run, ["32K", "128K"], "128K", rep)
+            cold += size_lane(plan, Counter(per_word=bpe_like, overhead=40), 131_072, 256).calls
+            warm += size_lane(plan, Counter(per_word=bpe_like, overhead=40), 131_072, 256, rate=rate).calls
+    assert warm < cold, (warm, cold)

@@ -1,0 +1,194 @@
+"""The recipe's claims: each published figure of the profile's ``[claims]`` held to what the run
+measured, one gate row per claim ("Recipe claims: ..."). No pytest here.
+
+A claim is held when the measured figure is
+
+- ``at_most``: no more than the claimed value plus its tolerance (``measured <= claimed × (1 + t)``);
+- ``at_least``: no less than the claimed value less its tolerance (``measured >= claimed × (1 − t)``);
+- ``within``: no further from the claimed value than its tolerance (``|measured − claimed| <= claimed × t``).
+
+Where the figure comes from (the summary's facts, never re-measured here):
+
+- a serving fact (KV tokens and GiB, concurrency at the window, model memory, weight load, compile,
+  graph capture, launch to ready): ``serving_facts`` (server/facts.py), with its source;
+- TTFT and prefill tok/s at a prompt size: the sweep module's points (``timing.sweep``), the median
+  of every sample at that size; single-stream decode tok/s at a prompt size: its decode probe;
+- TTFT and end to end at a lane: the context lane's median over repetitions (``timing.lanes``);
+- the run's decode p50/p95 and prefill p50: ``timing``, over every recorded request.
+
+A figure the run could not show is "not verifiable here": the row fails as not measured (the run is
+INCOMPLETE, never a PASS) only when the claim is ``required``; otherwise it is listed, held by
+nobody, and decides nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_qualify.gate.slo import CheckRow
+
+TITLE = "Recipe claims"
+NOT_VERIFIABLE = "not verifiable here"
+HELD, BROKEN = "held", "broken"
+
+UNITS = {
+    "kv_cache_tokens": "tokens", "kv_cache_gib": "GiB", "max_concurrency": "x", "model_memory_gib": "GiB",
+    "weight_load_s": "s", "startup_s": "s", "compile_s": "s", "graph_capture_s": "s", "ttft_s": "s", "e2e_s": "s",
+    "prefill_tok_s": "tok/s", "decode_tok_s": "tok/s", "decode_tok_s_p50": "tok/s", "decode_tok_s_p95": "tok/s",
+    "prefill_tok_s_p50": "tok/s",
+}
+LABELS = {
+    "kv_cache_tokens": "KV cache tokens", "kv_cache_gib": "KV cache GiB", "max_concurrency": "concurrency at the window",
+    "model_memory_gib": "model memory", "weight_load_s": "weight load", "startup_s": "launch to ready",
+    "compile_s": "torch.compile", "graph_capture_s": "graph capture", "ttft_s": "TTFT", "e2e_s": "end to end",
+    "prefill_tok_s": "prefill", "decode_tok_s": "single-stream decode", "decode_tok_s_p50": "decode p50 (all requests)",
+    "decode_tok_s_p95": "decode p95 (all requests)", "prefill_tok_s_p50": "prefill p50 (all requests)",
+}
+SERVING_FACTS = ("kv_cache_tokens", "kv_cache_gib", "max_concurrency", "model_memory_gib", "weight_load_s",
+                 "startup_s", "compile_s", "graph_capture_s")
+
+
+def fmt(value: float, unit: str) -> str:
+    if unit == "tokens":
+        return f"{int(round(value)):,} tokens"
+    if unit == "x":
+        return f"{value:.2f}x"
+    if unit == "s":
+        return f"{value * 1000:.0f} ms" if value < 1 else f"{value:,.2f} s"
+    return f"{value:,.2f} {unit}"
+
+
+def claim_label(claim: Any) -> str:
+    label = LABELS[claim.figure]
+    if claim.prompt_tokens is not None:
+        label += f" at {claim.prompt_tokens:,} prompt tokens"
+    if claim.lane is not None:
+        label += f", {claim.lane} lane"
+    return label
+
+
+def bound(claim: Any) -> tuple[float | None, float | None]:
+    """The lowest and highest measured value that holds the claim (None: unbounded)."""
+    c, t = claim.claimed, claim.tolerance
+    if claim.direction == "at_most":
+        return None, c * (1 + t)
+    if claim.direction == "at_least":
+        return c * (1 - t), None
+    return c * (1 - t), c * (1 + t)
+
+
+def holds(claim: Any, measured: float) -> bool:
+    low, high = bound(claim)
+    return (low is None or measured >= low) and (high is None or measured <= high)
+
+
+def claimed_text(claim: Any) -> str:
+    unit = UNITS[claim.figure]
+    word = {"at_most": "at most", "at_least": "at least", "within": "within"}[claim.direction]
+    tol = f"{claim.tolerance:.0%}" if claim.tolerance * 100 == round(claim.tolerance * 100) else f"{claim.tolerance:.1%}"
+    sign = {"at_most": "+", "at_least": "−", "within": "±"}[claim.direction]
+    return f"{word} {fmt(claim.claimed, unit)} ({sign}{tol})"
+
+
+def _sweep_point(timing: Mapping[str, Any], tokens: int) -> Mapping[str, Any] | None:
+    for point in ((timing.get("sweep") or {}).get("points") or []):
+        if point.get("prompt_tokens") == tokens:
+            return point
+    return None
+
+
+def _decode_probe(timing: Mapping[str, Any], tokens: int) -> Mapping[str, Any] | None:
+    for probe in ((timing.get("sweep") or {}).get("decode") or []):
+        if probe.get("prompt_tokens") == tokens:
+            return probe
+    return None
+
+
+def measure(claim: Any, facts: Mapping[str, Any]) -> tuple[float | None, str]:
+    """The figure the run measured for this claim and where it comes from; (None, why) when the run
+    cannot show it."""
+    timing = facts.get("timing") or {}
+    simulated = " (SIMULATED)" if facts.get("simulated") else ""
+    figure = claim.figure
+    if figure in SERVING_FACTS:
+        fact = ((facts.get("serving_facts") or {}).get("facts") or {}).get(figure)
+        if not fact:
+            return None, "no serving facts were read in this run"
+        value = fact.get("value")
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return None, f"the serving fact is {fact.get('status')}: {fact.get('source')}"
+        source = str(fact.get("source"))
+        return float(value), source + (simulated if "SIMULATED" not in source else "")
+    if claim.lane is not None:
+        for lane in timing.get("lanes") or []:
+            if lane.get("lane") == claim.lane and lane.get(figure):
+                s = lane[figure]
+                return float(s["median"]), f"{claim.lane} lane, median of {s['n']} repetition(s), client-observed{simulated}"
+        return None, f"the {claim.lane} lane recorded no {figure} in this run"
+    if figure in ("ttft_s", "prefill_tok_s"):
+        point = _sweep_point(timing, claim.prompt_tokens)
+        value = point.get(figure) if point else None
+        if value is None:
+            return None, f"the sweep module measured no prompt of {claim.prompt_tokens:,} tokens in this run"
+        return float(value), f"sweep, median of {point['samples']} warm sample(s) at {claim.prompt_tokens:,} tokens{simulated}"
+    if figure == "decode_tok_s":
+        probe = _decode_probe(timing, claim.prompt_tokens)
+        value = probe.get("decode_tok_s") if probe else None
+        if value is None:
+            return None, f"the sweep module's decode probe did not run at {claim.prompt_tokens:,} prompt tokens"
+        return float(value), (f"decode probe, median of {probe['samples']} at {claim.prompt_tokens:,} prompt tokens, "
+                              f"{probe['output_tokens']} output tokens{simulated}")
+    key, stat = figure.rsplit("_", 1)  # decode_tok_s_p50 -> decode_tok_s, p50
+    entry = timing.get(key)
+    if not entry or entry.get(stat) is None:
+        return None, f"no request recorded {key} in this run"
+    return float(entry[stat]), f"{stat} of {entry['n']} request(s), client-observed{simulated}"
+
+
+def evaluate_claims(claims: Any, facts: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One row per claim, in the profile's order: claimed, measured, tolerance, held or not, and a
+    reason that holds both figures."""
+    if claims is None:
+        return []
+    rows = []
+    for claim in claims.claims:
+        unit = UNITS[claim.figure]
+        label = claim_label(claim)
+        title = f"{TITLE}: {label}"
+        measured, source = measure(claim, facts)
+        wanted = claimed_text(claim)
+        if measured is None:
+            status = NOT_VERIFIABLE
+            ok = not claim.required
+            reason = (f"{title}: claimed {wanted}; {NOT_VERIFIABLE} ({source})"
+                      + ("; the claim is required, so the run cannot be judged" if claim.required else ""))
+        else:
+            ok = holds(claim, measured)
+            status = HELD if ok else BROKEN
+            reason = (f"{title}: measured {fmt(measured, unit)} ({source}) "
+                      f"{'holds' if ok else 'breaks'} the claim of {wanted}")
+        rows.append({
+            "name": claim.name, "title": title, "figure": claim.figure, "unit": unit,
+            "direction": claim.direction, "claimed": claim.claimed, "tolerance": claim.tolerance,
+            "required": claim.required, "prompt_tokens": claim.prompt_tokens, "lane": claim.lane,
+            "said": claim.said or None, "low": bound(claim)[0], "high": bound(claim)[1],
+            "measured": measured, "source": source, "status": status, "ok": ok,
+            "claimed_text": wanted, "measured_text": None if measured is None else fmt(measured, unit),
+            "reason": reason,
+        })
+    return rows
+
+
+def check_rows(rows: Sequence[Mapping[str, Any]]) -> list[CheckRow]:
+    """The gate's rows: a claim not verifiable here is a row that was not measured (INCOMPLETE)
+    only when it is required; a claim not required and not verifiable is listed as held by nothing."""
+    out = []
+    for r in rows:
+        if r["measured"] is None:
+            measured = None if r["required"] else f"{NOT_VERIFIABLE} (not required)"
+        else:
+            measured = f"{r['measured_text']} {r['status']}"
+        out.append(CheckRow(title=r["title"], measured=measured, limit=f"claimed {r['claimed_text']}", ok=r["ok"],
+                            reason=r["reason"]))
+    return out

@@ -1,0 +1,144 @@
+"""Sweep module — the figures a recipe's claims are held to (``[claims]``, gate/claims.py).
+
+- **TTFT sweep**: per prompt size the profile names (``[sweep] prompt_tokens`` and every size a
+  claim names), a prompt of exactly that many server tokens, sized like the lanes (a haystack of the
+  project's filler, counted with ``POST /tokenize``, padded by one-token words where whole pieces
+  skip the count), sent ``samples`` times after one warm-up request: greedy, streamed, each sample
+  under a fresh cache salt so no sample is served from the prefix cache (a cached token fails the
+  item: its TTFT would not be a prefill). Each sample decodes a fixed ``output_tokens``
+  (``min_tokens = max_tokens``, ``ignore_eos``). TTFT per sample is recorded; the summary's
+  ``timing.sweep`` keeps the median per size and prefill tok/s as the size over the median TTFT.
+- **Single-stream decode probe**: per ``decode_prompt_tokens``, a prompt of exactly that size, then
+  ``decode_samples`` requests alone on the server, each decoding exactly ``decode_tokens`` tokens
+  (``min_tokens = max_tokens``, ``ignore_eos``, as the load module's probes); decode tok/s is
+  ``(completion_tokens − 1) / (end to end − TTFT)``, vLLM bench's definition.
+
+The module asserts nothing of the answers (they are filler, cut at their length); it fails only when
+it could not measure: a prompt that cannot be sized, an HTTP error, a prefix-cache hit, a probe that
+did not decode its fixed length. What the figures must be is the claims' business.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_qualify.checks import fail, held, sizing
+from pytest_qualify.client.errors import EndpointError, error_message
+from pytest_qualify.hooks import state_of
+from pytest_qualify.tasks.haystack import (
+    Haystack, Sized, SizingError, haystack_seed, pad_to_tokens, plan_haystack, size_to_tokens,
+)
+
+pytestmark = pytest.mark.qualify_module("sweep")
+
+MAX_TOKENIZE_CALLS = 10
+PAD_CALLS = 8
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    state = state_of(metafunc.config)
+    rules = state.profile.sweep if state is not None else None
+    if "sweep_tokens" in metafunc.fixturenames:
+        sizes = rules.prompt_tokens if rules is not None else ()
+        metafunc.parametrize("sweep_tokens", sizes, ids=[f"{t}tok" for t in sizes])
+    if "decode_prompt_tokens" in metafunc.fixturenames:
+        sizes = rules.decode_prompt_tokens if rules is not None else ()
+        metafunc.parametrize("decode_prompt_tokens", sizes, ids=[f"{t}tok" for t in sizes])
+
+
+def _exact_prompt(sizer: Any, run_id: str, label: str, target: int, where: str) -> Sized:
+    """A haystack prompt of exactly ``target`` server tokens (the window module's way), sized once
+    per run: every repetition sends the same prompt, each sample under its own cache salt."""
+    plan = plan_haystack(haystack_seed(run_id, "sweep", label), 0.5, distractors=0)
+    build = Haystack(plan).build
+
+    def search() -> Sized:
+        try:
+            return size_to_tokens(build, sizer.count, target, max_calls=MAX_TOKENIZE_CALLS, rate=sizer.rate)
+        except SizingError as exc:
+            if exc.closest is None:
+                raise
+            return pad_to_tokens(build, sizer.count, target, exc.closest, max_calls=PAD_CALLS)
+
+    with sizing(where):
+        return sizer.sized(f"sweep {plan.seed} {target}", search, build)
+    raise AssertionError("unreachable")
+
+
+def _fixed(tokens: int) -> dict[str, Any]:
+    # vLLM's extra sampling parameters: exactly N output tokens, as the load module's decode probe.
+    return {"max_tokens": tokens, "min_tokens": tokens, "ignore_eos": True, "stream": True,
+            "stream_options": {"include_usage": True}}
+
+
+def _send(ask: Any, sized: Sized, tokens: int, salt: str, timeout_s: float, where: str) -> Any:
+    try:
+        return ask(sized.messages, salt_suffix=salt, check_finish=False, timeout_s=timeout_s, **_fixed(tokens))
+    except EndpointError as exc:
+        fail(where, f"HTTP {exc.status}: {error_message(exc.body)[:200]}")
+
+
+def _warm_up(ask: Any, sizer: Any, profile: Any, run_id: str, where: str) -> None:
+    """One request before the measured samples, at the sweep's smallest size, so the first sample
+    does not pay the server's first-request costs."""
+    sizes = [*profile.sweep.prompt_tokens, *profile.sweep.decode_prompt_tokens]
+    smallest = min(sizes)
+    sized = _exact_prompt(sizer, run_id, "warm-up", smallest, f"{where}: warm-up")
+    _send(ask, sized, profile.sweep.output_tokens, "warm-up", profile.timeouts.for_prompt(smallest), f"{where}: warm-up")
+
+
+def _samples(values: list[float]) -> str:
+    return ",".join(f"{v:.6f}" for v in values)
+
+
+def test_ttft_sweep(sweep_tokens, qualify_sizer, qualify_ask, qualify_profile, qualify_run, qualify_record,
+                    qualify_repetition):
+    rules = qualify_profile.sweep
+    where = f"TTFT sweep at {sweep_tokens:,} prompt tokens, repetition {qualify_repetition}"
+    _warm_up(qualify_ask, qualify_sizer, qualify_profile, qualify_run.run_id, where)
+    sized = _exact_prompt(qualify_sizer, qualify_run.run_id, f"ttft-{sweep_tokens}", sweep_tokens, where)
+    if sized.tokens != sweep_tokens:
+        fail(where, f"no prompt of exactly {sweep_tokens} server tokens could be built (closest {sized.tokens})")
+    ttft, counted = [], set()
+    for k in range(1, rules.samples + 1):
+        answer = _send(qualify_ask, sized, rules.output_tokens, f"sample-{k}", qualify_profile.timeouts.for_prompt(sweep_tokens),
+                       f"{where}, sample {k}")
+        if answer.cached_tokens:
+            fail(where, f"sample {k}: {answer.cached_tokens} of {answer.prompt_tokens} prompt tokens came from the "
+                        "prefix cache under a fresh cache_salt: its TTFT is no prefill")
+        if answer.timeline is None or answer.timeline.ttft_s is None:
+            fail(where, f"sample {k}: the stream gave no first token, so no TTFT")
+        ttft.append(answer.timeline.ttft_s)
+        if answer.prompt_tokens is not None:
+            counted.add(answer.prompt_tokens)
+    qualify_record.props(sweep_prompt_tokens=sweep_tokens, sweep_samples=len(ttft), sweep_ttft_s_samples=_samples(ttft),
+                         sweep_output_tokens=rules.output_tokens, tokenize_calls=sized.calls,
+                         **({"sweep_measured_prompt_tokens": counted.pop()} if len(counted) == 1 else {}))
+    held(where, f"{len(ttft)} samples timed")
+
+
+def test_decode_probe(decode_prompt_tokens, qualify_sizer, qualify_ask, qualify_profile, qualify_run, qualify_record,
+                      qualify_repetition):
+    rules = qualify_profile.sweep
+    where = f"decode probe at {decode_prompt_tokens:,} prompt tokens, repetition {qualify_repetition}"
+    _warm_up(qualify_ask, qualify_sizer, qualify_profile, qualify_run.run_id, where)
+    sized = _exact_prompt(qualify_sizer, qualify_run.run_id, f"decode-{decode_prompt_tokens}", decode_prompt_tokens,
+                          where)
+    rates = []
+    for k in range(1, rules.decode_samples + 1):
+        answer = _send(qualify_ask, sized, rules.decode_tokens, f"decode-{k}",
+                       qualify_profile.timeouts.for_prompt(decode_prompt_tokens) + rules.decode_tokens * 0.5,
+                       f"{where}, sample {k}")
+        if answer.completion_tokens != rules.decode_tokens:
+            fail(where, f"sample {k}: decoded {answer.completion_tokens} tokens, not the fixed {rules.decode_tokens} "
+                        "(min_tokens = max_tokens, ignore_eos)")
+        line = answer.timeline
+        if line is None or line.ttft_s is None or line.e2e_s is None or line.e2e_s <= line.ttft_s:
+            fail(where, f"sample {k}: no first token and end of stream to time the decode by")
+        rates.append((rules.decode_tokens - 1) / (line.e2e_s - line.ttft_s))
+    qualify_record.props(decode_probe_prompt_tokens=decode_prompt_tokens, decode_probe_tokens=rules.decode_tokens,
+                         decode_probe_samples=len(rates), decode_probe_tok_s_samples=_samples(rates),
+                         tokenize_calls=sized.calls)
+    held(where, f"{len(rates)} samples timed")

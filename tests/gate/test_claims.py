@@ -1,0 +1,191 @@
+"""The recipe's claims (gate/claims.py): the profile's [claims] table (schema, named errors), each
+direction held and broken at its tolerance's edge, where each figure is read from, and what a claim
+the run cannot show does to the verdict (required: INCOMPLETE; otherwise listed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_qualify.gate.claims import NOT_VERIFIABLE, evaluate_claims, holds
+from pytest_qualify.gate.decide import FAIL, INCOMPLETE, PASS, ItemResult, RunRecord, decide
+from pytest_qualify.profiles import Claim, Claims, ProfileError, builtin_profiles, load_profile, module_registry
+
+
+def claim(figure: str = "kv_cache_tokens", claimed: float = 100.0, direction: str = "at_least", tolerance: float = 0.1,
+          **kw) -> Claim:
+    return Claim(name=kw.pop("name", figure), figure=figure, claimed=claimed, direction=direction,  # type: ignore[arg-type]
+                 tolerance=tolerance, **kw)
+
+
+@pytest.mark.parametrize(("direction", "held", "broken"), [
+    ("at_least", [90.0, 100.0, 1e9], [89.99, 0.0]),
+    ("at_most", [0.0, 100.0, 110.0], [110.01, 1e9]),
+    ("within", [90.0, 100.0, 110.0], [89.99, 110.01]),
+])
+def test_each_direction_holds_inside_its_tolerance_and_breaks_outside(direction, held, broken):
+    c = claim(direction=direction)
+    assert all(holds(c, v) for v in held)
+    assert not any(holds(c, v) for v in broken)
+
+
+def facts(**serving):
+    return {"simulated": False,
+            "serving_facts": {"facts": {k: {"value": v, "status": "read" if v is not None else "not in the log",
+                                            "source": "server log" if v is not None else "no line matched"}
+                                        for k, v in serving.items()}},
+            "timing": {"sweep": {"points": [{"prompt_tokens": 511, "samples": 3, "ttft_s": 0.2, "prefill_tok_s": 2555.0}],
+                                 "decode": [{"prompt_tokens": 2048, "output_tokens": 256, "samples": 3, "decode_tok_s": 30.0}]},
+                       "lanes": [{"lane": "32K", "ttft_s": {"median": 1.5, "min": 1.4, "max": 1.6, "n": 3},
+                                  "e2e_s": {"median": 1.9, "min": 1.8, "max": 2.0, "n": 3}}],
+                       "decode_tok_s": {"p50": 170.0, "p95": 180.0, "n": 40}, "prefill_tok_s": {"p50": 10_000.0, "n": 40}}}
+
+
+def rows(*claims: Claim, **serving):
+    return evaluate_claims(Claims(tuple(claims)), facts(**serving))
+
+
+def test_each_figure_is_read_where_it_is_measured_with_both_figures_in_the_reason():
+    got = rows(claim("kv_cache_tokens", 412_980, tolerance=0.0),
+               claim("ttft_s", 0.196, "at_most", prompt_tokens=511, name="ttft_511"),
+               claim("prefill_tok_s", 5071, prompt_tokens=511, name="prefill"),
+               claim("decode_tok_s", 38.77, tolerance=0.05, prompt_tokens=2048, name="decode"),
+               claim("ttft_s", 1.571, "at_most", lane="32K", name="lane"),
+               claim("decode_tok_s_p50", 169.19, name="p50"),
+               kv_cache_tokens=206_490)
+    by = {r["name"]: r for r in got}
+    assert by["kv_cache_tokens"]["status"] == "broken" and not by["kv_cache_tokens"]["ok"]
+    assert "206,490 tokens" in by["kv_cache_tokens"]["reason"] and "412,980 tokens" in by["kv_cache_tokens"]["reason"]
+    assert "server log" in by["kv_cache_tokens"]["reason"]
+    assert by["ttft_511"]["measured"] == 0.2 and by["ttft_511"]["status"] == "held"  # 0.2 <= 0.196 × 1.1
+    assert by["prefill"]["measured"] == 2555.0 and by["prefill"]["status"] == "broken"
+    assert by["decode"]["measured"] == 30.0 and by["decode"]["status"] == "broken"
+    assert "decode probe" in by["decode"]["source"] and "256 output tokens" in by["decode"]["source"]
+    assert by["lane"]["measured"] == 1.5 and by["lane"]["status"] == "held" and "32K lane" in by["lane"]["source"]
+    assert by["p50"]["measured"] == 170.0 and by["p50"]["status"] == "held"
+    for r in got:
+        assert r["title"].startswith("Recipe claims: ") and r["claimed_text"] in r["reason"]
+
+
+def record(claims: Claims, serving: dict) -> RunRecord:
+    item = ItemResult(nodeid="suites/test_smoke.py::test_health[rep1of1]", module="smoke", item="test_health",
+                      repetition=1, repetitions=1)
+    item.record("call", "passed", "")
+    return RunRecord(results=(item,), modules=module_registry(), required=("smoke",), claims=claims,
+                     facts=facts(**serving))
+
+
+def test_a_broken_claim_fails_the_run_and_a_held_one_passes():
+    broken = decide(record(Claims((claim(tolerance=0.0),)), {"kv_cache_tokens": 50}))
+    assert broken.verdict == FAIL and any("Recipe claims: KV cache tokens" in r for r in broken.reasons)
+    assert [c.title for c in broken.checks] == ["Recipe claims: KV cache tokens"]
+    held = decide(record(Claims((claim(tolerance=0.0),)), {"kv_cache_tokens": 150}))
+    assert held.verdict == PASS and held.claims[0]["status"] == "held"
+
+
+def test_a_claim_not_verifiable_here_is_incomplete_only_when_required():
+    required = decide(record(Claims((claim("weight_load_s", 282, "at_most", required=True),)), {"weight_load_s": None}))
+    assert required.verdict == INCOMPLETE
+    assert any(NOT_VERIFIABLE in r and "required" in r for r in required.incomplete)
+    optional = decide(record(Claims((claim("weight_load_s", 282, "at_most"),)), {"weight_load_s": None}))
+    assert optional.verdict == PASS
+    (row,) = optional.claims
+    assert row["status"] == NOT_VERIFIABLE and row["ok"] and row["measured"] is None
+    assert optional.checks[0].measured == f"{NOT_VERIFIABLE} (not required)"
+    # No serving facts at all (a run whose server never started): not verifiable either.
+    assert evaluate_claims(Claims((claim(),)), {"timing": {}})[0]["status"] == NOT_VERIFIABLE
+
+
+# -- the profile's table ---------------------------------------------------------------------------
+
+
+def small_text() -> str:
+    return Path(builtin_profiles()["small"]).read_text()
+
+
+def write(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "p.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_the_recipe_profile_carries_the_recipes_figures_as_published():
+    p = load_profile("a1-spark-recipe")
+    by = {c.name: c for c in p.claims.claims}
+    assert (by["kv_cache_tokens"].claimed, by["max_concurrency"].claimed, by["model_memory_gib"].claimed) == (412_980, 1.58, 35.31)
+    assert by["decode_2k"].claimed == 38.77 and by["decode_2k"].prompt_tokens == 2048
+    assert by["prefill_2042"].claimed == 5071 and by["prefill_2042"].prompt_tokens == 2042
+    assert {c.prompt_tokens: c.claimed for c in p.claims.claims if c.figure == "ttft_s"} == {
+        511: 0.196, 2042: 0.403, 8208: 1.35, 144_950: 43.1, 253_840: 105.3}
+    assert (by["weight_load_s"].claimed, by["startup_s"].claimed) == (282, 420)
+    assert p.sweep.prompt_tokens == (511, 2042, 8208, 144_950, 253_840) and p.sweep.decode_prompt_tokens == (2048,)
+    assert p.deployment.engine == "vLLM 0.26.0" and not p.serve.attach_only
+    assert all(c.said for c in p.claims.claims)
+
+
+def test_the_262k_profile_carries_the_promotion_runs_figures():
+    p = load_profile("262k")
+    got = {(c.figure, c.lane): (c.claimed, c.direction) for c in p.claims.claims}
+    assert got[("ttft_s", "32K")] == (1.571, "at_most") and got[("ttft_s", "128K")] == (12.839, "at_most")
+    assert got[("ttft_s", "240K")] == (35.209, "at_most") and got[("e2e_s", "240K")] == (35.615, "at_most")
+    assert got[("decode_tok_s_p50", None)] == (169.19, "at_least")
+    assert not any(c.required for c in p.claims.claims)  # a stage without the lanes lists them, never INCOMPLETE
+
+
+@pytest.mark.parametrize(("table", "field"), [
+    ('[claims.x]\nfigure = "tok_s"\nclaimed = 1\ndirection = "at_least"\n', "claims.x.figure"),
+    ('[claims.x]\nclaimed = 1\ndirection = "at_least"\n', "claims.x"),
+    ('[claims.kv_cache_tokens]\nclaimed = 1\ndirection = "above"\n', "claims.kv_cache_tokens.direction"),
+    ('[claims.kv_cache_tokens]\nclaimed = 0\ndirection = "at_least"\n', "claims.kv_cache_tokens.claimed"),
+    ('[claims.kv_cache_tokens]\nclaimed = 1\ndirection = "at_least"\ntolerance = -0.1\n', "claims.kv_cache_tokens.tolerance"),
+    ('[claims.t]\nfigure = "ttft_s"\nclaimed = 1\ndirection = "at_most"\n', "claims.t"),
+    ('[claims.t]\nfigure = "ttft_s"\nlane = "64K"\nclaimed = 1\ndirection = "at_most"\n', "claims.t.lane"),
+    ('[claims.t]\nfigure = "ttft_s"\nprompt_tokens = 512\nclaimed = 1\ndirection = "at_most"\n', "claims.t.prompt_tokens"),
+    ('[claims.kv_cache_tokens]\nprompt_tokens = 512\nclaimed = 1\ndirection = "at_least"\n', "claims.kv_cache_tokens.prompt_tokens"),
+])
+def test_a_bad_claims_table_is_an_error_naming_the_field(tmp_path, table, field):
+    with pytest.raises(ProfileError, match=rf"field '{field}'"):
+        load_profile(write(tmp_path, small_text() + "\n" + table))
+
+
+def test_a_required_sweep_with_no_size_is_an_error(tmp_path):
+    text = small_text().replace('required = [', 'required = ["sweep", ', 1)
+    with pytest.raises(ProfileError, match=r"field 'sweep' is invalid: the sweep module is required but names no prompt size"):
+        load_profile(write(tmp_path, text))
+
+
+def test_a_baseline_compares_the_capacity_facts_and_the_sweep():
+    from pytest_qualify.gate.baseline import compare
+
+    def summary(kv: int, ttft: float) -> dict:
+        return {"run": {"id": "r"}, "gate": [], "profile": {"name": "p", "deployment": {}}, "simulated": False,
+                "timing": {"lanes": [], "decode_tok_s": None, "prefill_tok_s": None,
+                           "sweep": {"points": [{"prompt_tokens": 512, "ttft_s": ttft}],
+                                     "decode": [{"prompt_tokens": 512, "decode_tok_s": 40.0}]}},
+                "serving_facts": {"facts": {"kv_cache_tokens": {"value": kv}, "startup_s": {"value": 9.0}}}}
+
+    got = compare(summary(4096, 0.5), summary(8192, 0.2), threshold_pct=10.0)
+    rows = {r["metric"]: r for r in got["rows"]}
+    assert rows["KV cache (tokens)"]["regression"] and rows["KV cache (tokens)"]["delta_pct"] == -50.0
+    assert rows["TTFT at 512 tokens (s)"]["regression"] and not rows["decode probe at 512 tokens (tok/s)"]["regression"]
+    assert not any("startup" in name or "ready" in name for name in rows)  # start-up times vary with the host
+
+
+def test_the_plot_draws_the_sweep_and_the_claimed_ttft(tmp_path):
+    from pytest_qualify.evidence.bundle import plot_marks
+    from pytest_qualify.evidence.plot import plot_ttft
+
+    summary = {"profile": {"limits": {"window_tokens": 4096, "lanes": [{"name": "1K", "prompt_tokens": 1024}]}},
+               "timing": {"sweep": {"points": [{"prompt_tokens": 512, "ttft_s": 0.2, "ttft_s_samples": [0.19, 0.2, 0.3]}]}},
+               "claims": [{"figure": "ttft_s", "prompt_tokens": 512, "lane": None, "claimed": 0.1, "high": 0.11, "status": "broken"},
+                          {"figure": "ttft_s", "prompt_tokens": None, "lane": "1K", "claimed": 1.0, "high": 1.1, "status": "held"},
+                          {"figure": "kv_cache_tokens", "prompt_tokens": None, "lane": None, "claimed": 9.0, "high": None,
+                           "status": "held"}]}
+    marks = plot_marks(summary)
+    assert marks["claims"] == [{"prompt_tokens": 512, "ttft_s": 0.1, "bound": 0.11, "status": "broken"},
+                               {"prompt_tokens": 1024, "ttft_s": 1.0, "bound": 1.1, "status": "held"}]
+    assert marks["sweep"][0]["ttft_s_samples"] == [0.19, 0.2, 0.3]
+    with_marks = plot_ttft([], tmp_path / "a.png", "t", False, **marks).read_bytes()
+    without = plot_ttft([], tmp_path / "b.png", "t", False, window_tokens=4096).read_bytes()
+    assert with_marks != without
