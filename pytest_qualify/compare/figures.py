@@ -4,9 +4,10 @@
   lane's median over the boot's repetitions;
 - ``load.c<N>.<figure>``: the load module's decode probes at concurrency N (TTFT, TPOT and ITL p50,
   output and request throughput, goodput), the boot's worst repetition as the summary keeps it;
-- ``facts.<name>``: every number the serving facts hold (KV-cache tokens, concurrency at the
-  window, model memory, start-up), when the bundle has them;
-- any other ``timing.*`` section with per-level rows (a TTFT sweep, a decode probe) the same way.
+- ``sweep.p<N>.ttft_s`` / ``.prefill_tok_s`` and ``sweep.decode.p<N>.decode_tok_s``: the sweep
+  module's TTFT at exact prompt sizes and its single-stream decode probe, when the boot ran it;
+- ``facts.<name>``: every number the serving facts hold (KV-cache tokens and GiB, concurrency at
+  the window, model memory, weight load, compile, start-up), when the bundle has them.
 
 Which way is better is part of the figure: a time is better lower, a rate or a capacity higher.
 No pytest here.
@@ -23,8 +24,11 @@ LANE_FIGURES = {"ttft_s": ("TTFT", "s", "lower"), "e2e_s": ("end to end", "s", "
 LOAD_FIGURES = {"ttft_s_p50": ("TTFT p50", "s", "lower"), "tpot_s_p50": ("TPOT p50", "s", "lower"),
                 "itl_s_p50": ("ITL p50", "s", "lower"), "output_tok_s": ("output throughput", "tok/s", "higher"),
                 "requests_per_s": ("request throughput", "req/s", "higher"), "goodput": ("goodput", "", "higher")}
-# Serving facts: higher is better for capacities, lower for memory and times.
-LOWER_FACTS = ("_s", "_gib", "_bytes", "memory", "time", "seconds")
+# Serving facts (summary.json ``serving_facts.facts``): a capacity is better higher (KV-cache tokens
+# and GiB, concurrency at the window), the model's own memory and every time lower; the block size is
+# a setting, not a figure.
+LOWER_FACTS = ("model_memory_gib",)
+SKIPPED_FACTS = ("block_size_tokens",)
 
 
 @dataclass(frozen=True)
@@ -60,22 +64,26 @@ def figures_of(summary: Mapping[str, Any]) -> dict[str, Figure]:
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 fid = f"load.c{c}.{key}"
                 out[fid] = Figure(fid, f"{title} at concurrency {c}", unit, better, float(value))
-    facts = summary.get("serving_facts") or (summary.get("extra") or {}).get("serving_facts") or {}
-    for fid, title, value in _numbers(facts, "facts"):
-        better = "lower" if any(word in fid for word in LOWER_FACTS) else "higher"
-        out[fid] = Figure(fid, title, "", better, value)
-    return out
-
-
-def _numbers(section: Any, prefix: str) -> list[tuple[str, str, float]]:
-    """(id, title, value) of every number in a nested section; a fact given as ``{"value": x, "source": ...}``
-    is its value."""
-    out: list[tuple[str, str, float]] = []
-    if isinstance(section, Mapping):
-        if isinstance(section.get("value"), (int, float)) and not isinstance(section.get("value"), bool):
-            return [(prefix, prefix.split(".", 1)[-1].replace("_", " "), float(section["value"]))]
-        for key, value in section.items():
-            out += _numbers(value, f"{prefix}.{key}")
-    elif isinstance(section, (int, float)) and not isinstance(section, bool):
-        out.append((prefix, prefix.split(".", 1)[-1].replace("_", " "), float(section)))
+    sweep = timing.get("sweep") or {}
+    for point in sweep.get("points") or ():
+        n = point.get("prompt_tokens")
+        for key, title, unit, better in (("ttft_s", "TTFT", "s", "lower"), ("prefill_tok_s", "prefill", "tok/s", "higher")):
+            if isinstance(point.get(key), (int, float)):
+                fid = f"sweep.p{n}.{key}"
+                out[fid] = Figure(fid, f"{title} at {n:,} prompt tokens (sweep)", unit, better, float(point[key]))
+    for probe in sweep.get("decode") or ():
+        n = probe.get("prompt_tokens")
+        if isinstance(probe.get("decode_tok_s"), (int, float)):
+            fid = f"sweep.decode.p{n}.decode_tok_s"
+            out[fid] = Figure(fid, f"single-stream decode after {n:,} prompt tokens", "tok/s", "higher",
+                              float(probe["decode_tok_s"]))
+    facts = (summary.get("serving_facts") or {}).get("facts") or {}
+    for name, fact in facts.items():
+        if name in SKIPPED_FACTS or not isinstance(fact, Mapping):
+            continue
+        value = fact.get("value")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            better = "lower" if name in LOWER_FACTS or name.endswith("_s") else "higher"
+            fid = f"facts.{name}"
+            out[fid] = Figure(fid, str(fact.get("label") or name), str(fact.get("unit") or ""), better, float(value))
     return out
