@@ -519,9 +519,15 @@ def _ab(raw: dict[str, Any], path: Path) -> AbRules:
 
 
 def _load(raw: dict[str, Any], path: Path) -> LoadRules | None:
-    """The ``[load]`` table; its levels rise from 1 (the answers every other level is held to)."""
+    """The ``[load]`` table; its levels rise from 1 (the answers every other level is held to). A
+    profile that requires the load module declares its levels: without them the module would be
+    judged on a mistake of the profile's, not on the deployment."""
     table = raw.get("load")
     if table is None:
+        if "load" in raw["modules"]["required"]:
+            raise ProfileError(f"profile file {path}: modules.required names 'load' but the profile has no [load] "
+                               "table, so no concurrency level is declared (add [load] levels and "
+                               "requests_per_level, or drop 'load' from modules.required)")
         return None
     levels = tuple(table["levels"])
     if levels[0] != 1 or list(levels) != sorted(levels):
