@@ -47,13 +47,16 @@ class ItemResult:
     repetition: int
     repetitions: int
     lane: str | None = None
-    outcome: str = "passed"  # passed | failed | skipped | rerun
+    outcome: str = "passed"  # passed | failed | skipped | rerun | ungraded (see ``proof_of_grading``)
     reason: str = ""
     properties: dict[str, Any] = field(default_factory=dict)
     waiver: str | None = None
+    called: bool = False  # its call phase reported (``--setup-only`` and a hook that skips the body report none)
 
     def record(self, when: str, outcome: str, reason: str) -> None:
         """Fold one phase's outcome in: any failing phase fails the item, for good."""
+        if when == "call":
+            self.called = True
         if outcome == "passed":
             return
         if self.outcome == "passed" or (self.outcome == "skipped" and outcome != "skipped"):
@@ -83,6 +86,42 @@ class ItemResult:
             parts.append(f"lane {self.lane}")
         parts.append(f"repetition {self.repetition}")
         return ", ".join(parts)
+
+
+UNGRADED = "ungraded"
+NOT_GRADED = "not graded"
+
+
+def proof_of_grading(results: Iterable[ItemResult], graded: Iterable[str],
+                     journaled: Callable[[ItemResult], bool] = lambda r: True) -> tuple[ItemResult, ...]:
+    """The results with every pass that has no proof of grading turned ``ungraded`` (a copy; the
+    results handed in are never changed). A report of "passed" proves only that nothing raised: an
+    item counts as passed when its call phase ran and, where its grader journals its verdicts
+    (``journaled``: the protocol's own suites, ``checks.require``), the answer journal holds a
+    verdict of its own (``graded``: the node ids with one). An ungraded item is neither passed nor
+    failed: the run is INCOMPLETE (``decide``), never PASS."""
+    graded = set(graded)
+    out = []
+    for r in results:
+        if r.passed and not r.called:
+            why = "reported passed, but its call phase did not run (no test body ran)"
+        elif r.passed and journaled(r) and r.nodeid not in graded:
+            why = "reported passed, but its grader recorded no verdict in the answer journal"
+        else:
+            out.append(r)
+            continue
+        out.append(replace(r, properties=dict(r.properties), outcome=UNGRADED, reason=why))
+    return tuple(out)
+
+
+def _not_graded(items: Sequence[ItemResult]) -> list[str]:
+    """One line for every ungraded item together, naming the first."""
+    ungraded = [r for r in items if r.outcome == UNGRADED]
+    if not ungraded:
+        return []
+    first = ungraded[0]
+    more = f" (and {len(ungraded) - 1} more item(s))" if len(ungraded) > 1 else ""
+    return [f"{NOT_GRADED}: {first.module}: {first.where}: {first.reason}{more}"]
 
 
 @dataclass(frozen=True)
@@ -198,6 +237,9 @@ def _apply_waivers(
     failures: list[ItemResult] = []
     waived: list[ItemResult] = []
     for r in results:
+        if r.outcome == UNGRADED:  # not judged: neither a pass nor a failure, and never waived
+            items.append(r)
+            continue
         if not r.passed:
             reason = waiver_for(r) if waiver_for and modules.get(r.module, None) and modules[r.module].waivable else None
             if reason and r.outcome == "failed":
@@ -399,7 +441,7 @@ def decide(record: RunRecord) -> Decision:
             reasons.append(reason)
             named[reason] = ("regression", "regression")
 
-    verdict = _verdict(items, rows, failures, waived, reasons, [*record.incomplete, *missing], checks,
+    verdict = _verdict(items, rows, failures, waived, reasons, [*record.incomplete, *_not_graded(items), *missing], checks,
                        record.target_unavailable, record.stage, record.answers_void,
                        named={**named, **_module_names(missing)})
     return Decision(**{f: getattr(verdict, f) for f in GateVerdict.__dataclass_fields__},

@@ -379,8 +379,9 @@ def reply_slot(content: str | None) -> str:
 _ANSWER_LINE_RE = re.compile(
     r"^[\s>#*+\-_`]*(?:(?:the[ \t]+)?final[ \t]+)?answer(?:[ \t]+is)?[ \t]*[*_`]*[ \t]*:[*_`]*[ \t]*(.*)$", re.I)
 # A line that is one answer-tag pair ("<answer>42</answer>", markdown around it) is an answer line
-# too, labelled by its tags: beside an "ANSWER:" line it is a second one.
-_ANSWER_TAG_LINE_RE = re.compile(rf"^[\s>*_`]*(<\s*(?:{_ANSWER_TAGS})\s*>.*)$", re.I)
+# too, labelled by its tags: beside an "ANSWER:" line it is a second one. Only the tags that name
+# the answer label a line; <result> or <output> in the working may be a step's, not the answer.
+_ANSWER_TAG_LINE_RE = re.compile(r"^[\s>*_`]*(<\s*(?:answer|final[_ -]?answer)\s*>.*)$", re.I)
 # A display-math block given as the value on the lines after an empty label ("ANSWER:\n\\[\n42\n\\]").
 _DISPLAY_MATH_RE = re.compile(r"^(?:\\\[.*\\\]|\$\$.*\$\$)$", re.S)
 

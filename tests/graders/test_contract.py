@@ -452,9 +452,17 @@ def test_answer_tags_round_a_value_give_the_values_verdict(value, working, tag, 
     wrapped = shape.format(t=tag, v=value)
     alone = _verdict(working + f"ANSWER: {value}", SUM)
     assert _verdict(working + f"ANSWER: {wrapped}", SUM) == alone, wrapped
-    assert _verdict(working + wrapped, SUM) == alone, wrapped
+    if tag.lower() in ("answer", "final_answer", "final answer"):  # the tags that label an answer line
+        assert _verdict(working + wrapped, SUM) == alone, wrapped
     reply = Contract("reply", Accept(("42",), kind="number"))
     assert grade(wrapped, reply).ok == grade(value, reply).ok, wrapped
+
+
+def test_a_steps_result_tags_in_the_working_are_no_second_answer_line():
+    # Only the tags that name the answer label a line: a step's <result> or <output> is working.
+    assert grade("Step 1: <result>40</result>\nStep 2: <output>2</output>\nANSWER: 42", SUM).ok
+    assert grade("<result>40</result>\n<answer>42</answer>", SUM).ok
+    assert not grade("<answer>40</answer>\n<answer>42</answer>", SUM).ok
 
 
 @given(_TAG, st.sampled_from(["<{t}>42</{t}> <{t}>43</{t}>", "<{t}>42</{t}> or 43", "<{t}>42</{t}>\n<{t}>43</{t}>",
