@@ -37,9 +37,9 @@ def run_problems(session: pytest.Session, state: RunState, exitstatus: int) -> t
     problems: list[str] = []
     incomplete: list[str] = []
     if state.startup_error:
-        from pytest_qualify.hooks.watch import not_started_words
-
-        incomplete.append(f"{not_started_words(state)}: " + state.startup_error.splitlines()[0])
+        # Attach mode starts nothing: its error already says the endpoint could not be reached.
+        head = "not judged" if state.settings.mode == "attach" else "server startup failed"
+        incomplete.append(f"{head}: " + state.startup_error.splitlines()[0])
     if state.dead:
         problems.append(state.dead.splitlines()[0])
     if state.stop_reason and not state.startup_error:

@@ -285,7 +285,8 @@ def _harness_reason(state: RunState, item: pytest.Item, exc: BaseException) -> s
         if status is None and response is not None:
             status = getattr(response, "status_code", None)
         if status in (401, 403):
-            item.user_properties.append((properties.CREDENTIALS_REFUSED, status))
+            if hasattr(item, "user_properties"):
+                item.user_properties.append((properties.CREDENTIALS_REFUSED, status))
             if "rejected the API key" in str(e):
                 return str(e)
             return (
