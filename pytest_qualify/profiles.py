@@ -247,6 +247,20 @@ class IntegrityRules:
 
 
 @dataclass(frozen=True)
+class AbRules:
+    """The profile's ``[ab]`` table: how a comparison of this deployment with another decides.
+    ``figures``: the figure ids (globs allowed) that gate: B separably worse on one of them fails the
+    comparison; empty: every figure gates. ``tolerance_pct``: the difference an equivalence call
+    (two one-sided tests) allows. ``boots``: boots per arm of an A/B. ``noise_floor``: a file
+    written by an A/A campaign whose per-figure tolerances replace ``tolerance_pct``."""
+
+    figures: tuple[str, ...] = ()
+    tolerance_pct: float = 5.0
+    boots: int = 3
+    noise_floor: str | None = None
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     source: str
@@ -266,6 +280,7 @@ class Profile:
     steer: Steer | None = None
     integrity: IntegrityRules = IntegrityRules()
     load: LoadRules | None = None
+    ab: AbRules = AbRules()
     claims: Claims | None = None
     sweep: SweepRules = SweepRules()
 
@@ -274,6 +289,27 @@ class Profile:
         from pytest_qualify.promotion.stages import select
 
         return select(self.stages, name)
+
+    def workload(self, stage: str = "full") -> dict[str, Any]:
+        """The workload a run of this profile at ``stage`` measures, in the shape of
+        ``bundle_format.workload.of_summary`` (no items: those are known once the run collected):
+        what an A/B holds its two profiles to before any server starts."""
+        from pytest_qualify.bundle_format.workload import SAMPLING
+
+        st = self.stage(stage)
+        modules = list(st.modules)
+        return {
+            "modules": sorted(modules),
+            "lanes": {lane.name: lane.prompt_tokens for lane in self.limits.lanes
+                      if "context" in modules and lane.name in st.lanes},
+            "answer_tokens": self.limits.answer_tokens,
+            "reasoning_headroom_tokens": self.limits.reasoning_headroom_tokens,
+            "thinking": self.thinking.enabled,
+            "window_tokens": self.limits.window_tokens if "window" in modules else None,
+            "load": ({"levels": list(self.load.levels), "probe_tokens": self.load.probe_tokens}
+                     if self.load is not None and "load" in modules else None),
+            "sampling": SAMPLING,
+        }
 
     def lane(self, name: str) -> Lane:
         for lane in self.limits.lanes:
@@ -466,15 +502,32 @@ def _build(raw: dict[str, Any], path: Path) -> Profile:
         steer=Steer(**raw["steer"]) if "steer" in raw else None,
         integrity=_integrity(raw, path, limits, known),
         load=_load(raw, path),
+        ab=_ab(raw, path),
         claims=claims,
         sweep=_sweep(raw, path, claims, limits, modules),
     )
 
 
+def _ab(raw: dict[str, Any], path: Path) -> AbRules:
+    """The ``[ab]`` table; a noise-floor path is relative to the profile's file."""
+    table = raw.get("ab") or {}
+    floor = table.get("noise_floor")
+    if floor is not None and not Path(floor).is_absolute():
+        floor = str(path.parent / floor)
+    return AbRules(figures=tuple(table.get("figures", ())), tolerance_pct=float(table.get("tolerance_pct", 5.0)),
+                   boots=int(table.get("boots", 3)), noise_floor=floor)
+
+
 def _load(raw: dict[str, Any], path: Path) -> LoadRules | None:
-    """The ``[load]`` table; its levels rise from 1 (the answers every other level is held to)."""
+    """The ``[load]`` table; its levels rise from 1 (the answers every other level is held to). A
+    profile that requires the load module declares its levels: without them the module would be
+    judged on a mistake of the profile's, not on the deployment."""
     table = raw.get("load")
     if table is None:
+        if "load" in raw["modules"]["required"]:
+            raise ProfileError(f"profile file {path}: modules.required names 'load' but the profile has no [load] "
+                               "table, so no concurrency level is declared (add [load] levels and "
+                               "requests_per_level, or drop 'load' from modules.required)")
         return None
     levels = tuple(table["levels"])
     if levels[0] != 1 or list(levels) != sorted(levels):

@@ -429,7 +429,7 @@ def _streaming(streaming: Mapping[str, Any] | None) -> list[str]:
     per_chunk = streaming.get("tokens_per_chunk_p50")
     out = ["## Streaming", "",
            f"{streaming['answers']} timed streamed answers; output tokens per chunk p50 "
-           f"{per_chunk:g} (max {streaming['tokens_per_chunk_max']:g})." if per_chunk is not None else
+           f"{per_chunk:.1f} (max {streaming['tokens_per_chunk_max']:.0f})." if per_chunk is not None else
            f"{streaming['answers']} timed streamed answers.", ""]
     whole = streaming.get("whole_at_finish") or 0
     if whole:

@@ -44,7 +44,7 @@ def load_evidence_state(config: pytest.Config, state: RunState) -> EvidenceState
     if settings.baseline and not state.is_worker:
         try:
             ev.baseline = load_baseline(Path(settings.baseline))
-            check_comparable(ev.baseline, profile=state.profile.name, stage=settings.stage,
+            check_comparable(ev.baseline, workload=state.profile.workload(settings.stage),
                              path=str(settings.baseline))
         except BaselineError as exc:
             raise pytest.UsageError(f"--qualify-baseline: {exc}") from None

@@ -114,7 +114,8 @@ def preflight(state: RunState, collect_only: bool = False) -> None:
                       modules=stage.modules if stage is not None else state.profile.required_modules,
                       lanes=stage.lanes if stage is not None else [lane.name for lane in lanes],
                       repeat=settings.repeat, where="--qualify-reference-fault",
-                      default_lane=max(lanes, key=lambda lane: lane.prompt_tokens).name if lanes else None)
+                      default_lane=max(lanes, key=lambda lane: lane.prompt_tokens).name if lanes else None,
+                      load_levels=state.profile.load.levels if state.profile.load is not None else ())
     except FaultError as exc:
         raise pytest.UsageError(str(exc)) from None
 

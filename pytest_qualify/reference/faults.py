@@ -6,7 +6,7 @@ fault name is an error, so a typo cannot make a fault test pass vacuously.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 SERVER_FAULTS = {
@@ -116,13 +116,19 @@ def fault_specs() -> dict[str, FaultSpec]:
     return specs
 
 
+# Faults that engage at a concurrency (N: a request that finds N-1 others in flight): N is held to
+# the profile's highest [load] level, the most requests its load module ever has in flight.
+AT_CONCURRENCY = ("load_500_at", "load_drop_at")
+
+
 def check_for_run(
     specs: Iterable[str], *, modules: Iterable[str], lanes: Iterable[str], repeat: int, where: str,
-    default_lane: str | None = None,
+    default_lane: str | None = None, load_levels: Sequence[int] = (),
 ) -> None:
     """Every fault named, with an argument it takes, that can engage with this run: its module
     runs (``modules``: the profile's and the stage's), its lane or corpus item exists, its count
-    comes within ``repeat``. Raises :class:`FaultError` naming the first that cannot."""
+    comes within ``repeat``, its concurrency within the profile's highest load level
+    (``load_levels``). Raises :class:`FaultError` naming the first that cannot."""
     known = fault_specs()
     run_modules, run_lanes = tuple(modules), tuple(lanes)
     for text in specs:
@@ -139,6 +145,12 @@ def check_for_run(
                 raise FaultError(f"{label}: fault {name!r} takes no argument")
             continue
         _check_arg(label, name, spec.arg_kind, arg if has_arg else None, run_lanes, repeat, default_lane)
+        if name in AT_CONCURRENCY and has_arg:
+            top = max(load_levels, default=0)
+            if int(arg) > top:
+                raise FaultError(f"{label}: cannot engage: no request ever finds {int(arg) - 1} others in flight, "
+                                 f"since the profile's highest load level is {top} ([load] levels "
+                                 f"{', '.join(map(str, load_levels)) or 'none'})")
 
 
 def _check_arg(label: str, name: str, kind: str, arg: str | None, lanes: tuple[str, ...], repeat: int,

@@ -431,3 +431,32 @@ def test_the_first_steps_stop_reaches_xdist_workers(qualify_pytest, endpoint):
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     assert {i["module"] for i in json.loads(sorted(qualify_pytest.evidence.glob("*/summary.json"))[-1].read_text())
             ["items"]} == {"smoke"}
+
+
+# -- a load fault's concurrency is held to the profile's highest [load] level -----------------------
+
+
+@pytest.mark.parametrize("fault, levels, message", [
+    ("load_500_at=99", (1, 2, 4), "no request ever finds 98 others in flight, since the profile's highest load level "
+                                  "is 4 ([load] levels 1, 2, 4)"),
+    ("load_drop_at=5", (1, 2, 4), "highest load level is 4"),
+    ("load_500_at=2", (), "highest load level is 0 ([load] levels none)"),
+])
+def test_a_load_fault_beyond_the_highest_level_cannot_engage(fault, levels, message):
+    with pytest.raises(FaultError, match="cannot engage") as caught:
+        check_for_run([fault], modules=("load",), lanes=(), repeat=1, where="--qualify-reference-fault",
+                      load_levels=levels)
+    assert message in str(caught.value)
+
+
+@pytest.mark.parametrize("fault", ["load_500_at=4", "load_drop_at=1", "load_500_at", "load_drop_at"])
+def test_a_load_fault_within_the_levels_engages(fault):
+    check_for_run([fault], modules=("load",), lanes=(), repeat=1, where="--qualify-reference-fault",
+                  load_levels=(1, 2, 4))
+
+
+def test_the_issues_load_fault_on_small_is_a_usage_error_before_anything_starts(qualify_pytest):
+    assert load_profile("small").load.levels[-1] == 4
+    result = qualify_pytest(profile="small", faults=["load_500_at=99"])
+    assert_usage_error(qualify_pytest, result, "--qualify-reference-fault load_500_at=99: cannot engage",
+                       "highest load level is 4")
