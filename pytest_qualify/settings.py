@@ -77,7 +77,7 @@ OPTIONS: tuple[Option, ...] = (
            "(without it, regressions beyond 10% are flagged only)", metavar="PCT"),
     Option("qualify_stage", "--qualify-stage", "QUALIFY_STAGE", "qualify_stage",
            "the promotion stage to run: preflight, full (the whole protocol: the only qualification) "
-           "post-promotion or rollback", "full", "STAGE"),
+           "post-promotion, rollback, or timing (one boot of a comparison: python -m pytest_qualify ab)", "full", "STAGE"),
     Option("qualify_promoted", "--qualify-promoted", "QUALIFY_PROMOTED", "qualify_promoted",
            "with --qualify-stage post-promotion (or rollback, where it is required): the qualifying run's "
            "summary.json; the live route must serve exactly the identity it qualified", metavar="SUMMARY"),

@@ -95,6 +95,8 @@ def compare_arms(a: ArmBoots, b: ArmBoots, *, reference: ArmBoots | None = None,
     per_boot_b = [figures_of(boot.summary) for boot in b.finished]
     names = [n for n in (per_boot_a[0] if per_boot_a else {})
              if all(n in f for f in per_boot_a + per_boot_b)]
+    # A figure some boot lacks (a module that did not reach it) is not compared, and said so.
+    left_out = sorted({n for f in per_boot_a + per_boot_b for n in f} - set(names))
     gating = gating_set(names, gate_patterns)
     arms = {n: ([f[n].value for f in per_boot_a], [f[n].value for f in per_boot_b], per_boot_a[0][n].better)
             for n in names}
@@ -135,6 +137,7 @@ def compare_arms(a: ArmBoots, b: ArmBoots, *, reference: ArmBoots | None = None,
                                        "finished": bt.finished, "host_kind": bt.host_kind} for bt in arm.boots]}
                  for arm in (a, b) + ((reference,) if reference else ())},
         "figures": figures,
+        "figures_left_out": left_out,
         "items": items,
         "summary": {"figures": len(figures), "b_better": sum(f["call"] == "B better" for f in figures),
                     "b_worse": sum(f["call"] == "B worse" for f in figures),

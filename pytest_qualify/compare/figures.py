@@ -1,7 +1,7 @@
 """The figures one boot's ``summary.json`` holds, each under a stable id an ``[ab]`` table can name.
 
-- ``lane.<lane>.ttft_s`` / ``lane.<lane>.e2e_s`` / ``lane.<lane>.prefill_tok_s``: the context
-  lane's median over the boot's repetitions;
+- ``lane.<lane>.ttft_s`` / ``.e2e_s`` / ``.prefill_tok_s`` / ``.decode_tok_s``: the context
+  lane's median over the boot's repetitions (decode: the answer's tokens after the first over their time);
 - ``load.c<N>.<figure>``: the load module's decode probes at concurrency N (TTFT, TPOT and ITL p50,
   output and request throughput, goodput), the boot's worst repetition as the summary keeps it;
 - ``sweep.p<N>.ttft_s`` / ``.prefill_tok_s`` and ``sweep.decode.p<N>.decode_tok_s``: the sweep
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 LANE_FIGURES = {"ttft_s": ("TTFT", "s", "lower"), "e2e_s": ("end to end", "s", "lower"),
-                "prefill_tok_s": ("prefill", "tok/s", "higher")}
+                "prefill_tok_s": ("prefill", "tok/s", "higher"), "decode_tok_s": ("decode", "tok/s", "higher")}
 LOAD_FIGURES = {"ttft_s_p50": ("TTFT p50", "s", "lower"), "tpot_s_p50": ("TPOT p50", "s", "lower"),
                 "itl_s_p50": ("ITL p50", "s", "lower"), "output_tok_s": ("output throughput", "tok/s", "higher"),
                 "requests_per_s": ("request throughput", "req/s", "higher"), "goodput": ("goodput", "", "higher")}

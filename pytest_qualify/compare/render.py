@@ -88,6 +88,8 @@ def render_md(c: Mapping[str, Any]) -> str:
                      f"{'yes' if f['gating'] else 'no'} |")
     if c.get("not_separable_note"):
         lines += ["", c["not_separable_note"] + "."]
+    if c.get("figures_left_out"):
+        lines += ["", "Not compared (missing from some boot): " + ", ".join(c["figures_left_out"]) + "."]
     lines += ["", "## Gate rows, item by item", ""]
     if not c["items"]:
         lines.append("No item failed in any boot of either arm.")

@@ -198,3 +198,44 @@ def test_ab_refuses_profiles_of_different_workloads_before_any_server_starts(tmp
     assert code == 4 and "the two profiles measure different workloads: lanes: A (small)" in err
     assert not (tmp_path / "x").exists()
     assert sys.executable
+
+
+def test_attach_mode_compares_two_running_endpoints_run_by_run(tmp_path, capsys):
+    """Two reference servers that keep running: each sample is a run, and every output says the
+    spread is run-to-run, not boot-to-boot."""
+    import subprocess
+    import urllib.request
+
+    from pytest_qualify.server.lifecycle import free_port
+
+    from ..fake_vllm import wait_for
+
+    servers, urls = [], []
+    try:
+        for _ in range(2):
+            port = free_port()
+            servers.append(subprocess.Popen([sys.executable, "-m", "pytest_qualify.reference", "--port", str(port),
+                                             "--profile", "small"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            urls.append(f"http://127.0.0.1:{port}")
+
+        def healthy(url: str) -> bool:
+            try:
+                return urllib.request.urlopen(url + "/health", timeout=1).status == 200
+            except OSError:
+                return False
+
+        assert all(wait_for(lambda u=u: healthy(u), 60) for u in urls)
+        out = tmp_path / "attach"
+        code = main(["ab", "small", "small", "--boots", "2", "--attach", *urls, "--out", str(out)])
+        stdout = capsys.readouterr().out
+    finally:
+        for s in servers:
+            s.terminate()
+            s.wait(30)
+    assert code == 0, stdout
+    assert "the spread is run-to-run, not boot-to-boot" in stdout
+    c = json.loads((out / "comparison.json").read_text())
+    assert c["spread"] == "run-to-run" and c["arms"]["A"]["identity"]["mode"] == "attach"
+    assert "spread is run-to-run, not boot-to-boot" in (out / "comparison.md").read_text()
+    # Two endpoints are two arms even of one profile: no noise floor is measured from them.
+    assert not (out / "noise-floor.json").exists()
