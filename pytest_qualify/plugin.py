@@ -30,7 +30,7 @@ from pytest_qualify.hooks import (collection, evidence, hookspec, qualify_fixtur
 from pytest_qualify.hooks.collection import suites_dir
 from pytest_qualify.profiles import ProfileError, builtin_profiles, load_profile
 from pytest_qualify.run import RunState
-from pytest_qualify.settings import OPTIONS, REFERENCE, Settings, SettingsError, resolve
+from pytest_qualify.settings import OPTIONS, Mode, Settings, SettingsError, resolve
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -190,10 +190,10 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     if state is None:
         return None
     s, p = state.settings, state.profile
-    target = {"launch": "launch vLLM", REFERENCE: "reference server (SIMULATED, not vLLM)"}.get(
+    target = {Mode.LAUNCH: "launch vLLM", Mode.REFERENCE: "reference server (SIMULATED, not vLLM)"}.get(
         s.mode, f"attach {s.endpoint}"
     )
-    if state.simulated and s.mode != REFERENCE:
+    if state.simulated and s.mode != Mode.REFERENCE:
         target += " (SIMULATED: the endpoint says so; it can never back a promotion)"
     return [
         f"qualify: profile {p.name} ({p.source}); model {p.deployment.model}"

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_qualify.gate import decide as gate_mod
 from pytest_qualify.profiles import Profile
 from pytest_qualify.redaction import secrets_from_env
-from pytest_qualify.settings import Settings
+from pytest_qualify.settings import Mode, Settings
 from pytest_qualify import properties
 
 if TYPE_CHECKING:  # heavy or circular at run time; only for the types
@@ -66,7 +66,7 @@ class RunState:
     def simulated(self) -> bool:
         """The reference server, or an endpoint that says it is simulated (its /version or
         /v1/models), however it was reached: SIMULATED everywhere, never a promotion."""
-        return self.settings.mode == "reference" or bool(self.server_info.get("simulated"))
+        return self.settings.mode == Mode.REFERENCE or bool(self.server_info.get("simulated"))
 
     @property
     def secrets(self) -> tuple[str, ...]:

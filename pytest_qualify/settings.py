@@ -11,9 +11,18 @@ import shlex
 import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
-REFERENCE = "reference"
+
+class Mode(StrEnum):
+    """How the run reaches its server: it launches the profile's recipe, attaches to a running
+    endpoint (``--qualify-endpoint URL``), or starts the SIMULATED reference server
+    (``--qualify-endpoint reference``, the word the option takes)."""
+
+    LAUNCH = "launch"
+    ATTACH = "attach"
+    REFERENCE = "reference"
 
 
 class SettingsError(ValueError):
@@ -101,7 +110,7 @@ OPTIONS: tuple[Option, ...] = (
 class Settings:
     profile: str | None
     repeat: int
-    endpoint: str | None  # None: launch vLLM; REFERENCE; or a URL
+    endpoint: str | None  # None: launch vLLM; Mode.REFERENCE's word; or a URL
     api_key_env: str
     evidence_dir: Path
     serve_command: tuple[str, ...] | None
@@ -121,10 +130,10 @@ class Settings:
         return bool(self.profile)
 
     @property
-    def mode(self) -> str:
+    def mode(self) -> Mode:
         if self.endpoint is None:
-            return "launch"
-        return REFERENCE if self.endpoint == REFERENCE else "attach"
+            return Mode.LAUNCH
+        return Mode.REFERENCE if self.endpoint == Mode.REFERENCE else Mode.ATTACH
 
 
 def seconds(text: str, where: object) -> float:
@@ -168,7 +177,7 @@ def resolve(
         raise SettingsError(f"{sources['qualify_repeat']}: expected at least 1, got {repeat}")
 
     endpoint = values["qualify_endpoint"]
-    if endpoint and endpoint != REFERENCE:
+    if endpoint and endpoint != Mode.REFERENCE:
         parsed = urllib.parse.urlparse(endpoint)
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise SettingsError(

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_qualify.gate.baseline import render_rows
+from pytest_qualify.settings import Mode
 
 MAX_FAILURE_ROWS = 60
 SIMULATED_BANNER = (
@@ -180,7 +181,7 @@ def render(s: Mapping[str, Any]) -> str:
     out += ["## Deployment", ""] + table(("Field", "Value"), profile_rows(s)) + [""]
     if s["target"].get("startup_error"):
         # Attach mode starts nothing: its endpoint could not be reached, no startup failed.
-        head = "**Endpoint could not be reached:**" if s["target"].get("mode") == "attach" else "**Server startup failed:**"
+        head = "**Endpoint could not be reached:**" if s["target"].get("mode") == Mode.ATTACH else "**Server startup failed:**"
         out += [head, "", "```", s["target"]["startup_error"].strip(), "```", ""]
     if s["target"].get("died"):
         out += [f"**Server died during the run:** {cell(s['target']['died'])}", ""]
@@ -600,7 +601,7 @@ def _artifacts(s: Mapping[str, Any]) -> list[str]:
     out.append("`junit.xml`, `report.md`, `summary.json` (schema `pytest-qualify/summary` "
                f"v{s['schema_version']}), "
                + (f"`{a['provenance']}` (in-toto statement over the other files), " if a.get("provenance") else "")
-               + ("`server.log`, " if s["target"]["mode"] != "attach" else "")
+               + ("`server.log`, " if s["target"]["mode"] != Mode.ATTACH else "")
                + (", ".join(f"`{f}`" for f in s["server_metrics"]["files"]) or "no metrics snapshots")
                + (f", `{a['plot']}`" if a["plot"] else "")
                + "; `SHA256SUMS` verifies them all (`sha256sum -c SHA256SUMS`).")

@@ -10,7 +10,7 @@ import pytest
 
 from pytest_qualify.gate import decide as gate_mod
 from pytest_qualify.run import RunState
-from pytest_qualify.settings import REFERENCE
+from pytest_qualify.settings import Mode
 from pytest_qualify import properties
 
 
@@ -38,7 +38,7 @@ def run_problems(session: pytest.Session, state: RunState, exitstatus: int) -> t
     incomplete: list[str] = []
     if state.startup_error:
         # Attach mode starts nothing: its error already says the endpoint could not be reached.
-        head = "not judged" if state.settings.mode == "attach" else "server startup failed"
+        head = "not judged" if state.settings.mode == Mode.ATTACH else "server startup failed"
         incomplete.append(f"{head}: " + state.startup_error.splitlines()[0])
     if state.dead:
         problems.append(state.dead.splitlines()[0])
@@ -107,7 +107,7 @@ def write_gate_table(tr: Any, state: RunState) -> None:
     from pytest_qualify.profiles import protocol_modules
 
     protocol = protocol_section(state.profile.required_modules, protocol_modules())
-    if state.settings.mode == REFERENCE:
+    if state.settings.mode == Mode.REFERENCE:
         title += " (SIMULATED reference server, not vLLM)"
     elif state.simulated:
         title += " (SIMULATED: the endpoint says so, not vLLM)"

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_qualify.run import RunState
-from pytest_qualify.settings import OPTIONS, SelftestRequirement, Settings
+from pytest_qualify.settings import OPTIONS, Mode, SelftestRequirement, Settings
 from pytest_qualify.selftest.bundle import write_selftest_bundle
 
 
@@ -45,7 +45,7 @@ def run_selftest(config: pytest.Config, settings: Settings) -> int:
     run_dir = settings.evidence_dir / run_id
     env = engine.child_env(os.environ, [opt.env for opt in OPTIONS])
     jobs = engine.DEFAULT_JOBS
-    if settings.mode == "attach" or settings.stage != "full" or settings.waivers or settings.baseline:
+    if settings.mode == Mode.ATTACH or settings.stage != "full" or settings.waivers or settings.baseline:
         # Every run of the self-test is its own: the reference server, the full stage, no waiver.
         print("qualify self-test: the endpoint, stage, waiver and baseline settings do not apply: every run "
               "is against the reference server, the full stage, with no waiver or baseline", flush=True)

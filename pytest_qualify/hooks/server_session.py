@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_qualify.client.errors import AuthRejected
 from pytest_qualify.run import RunState
-from pytest_qualify.settings import REFERENCE
+from pytest_qualify.settings import Mode
 
 if TYPE_CHECKING:
     from pytest_qualify.client.endpoint import QualifyClient
@@ -55,14 +56,15 @@ def first_step(state: RunState) -> tuple[str, bool, tuple[str, ...]] | None:
 
     info, profile = state.server_info, state.profile
     if state.startup_error:
-        if state.settings.mode == "attach":
+        if state.settings.mode == Mode.ATTACH:
             return f"not judged: {state.startup_error.splitlines()[0]}", False, ()
         return None  # a failed launch: every protocol item reports it with the command and log tail
     status = info.get("models_status")
     if "models_error" in info:
         error = info["models_error"]
         if status in (401, 403):
-            why = error if "rejected the API key" in error else (
+            # The error's kind travels as its type's name (server_info is handed to xdist workers as JSON).
+            why = error if info.get("models_error_kind") == AuthRejected.__name__ else (
                 f"the endpoint refused the API key (the key is read from ${state.settings.api_key_env}): "
                 f"HTTP {status} on GET /v1/models")
             return f"not judged: {why}", False, ()
@@ -83,7 +85,7 @@ def first_step(state: RunState) -> tuple[str, bool, tuple[str, ...]] | None:
             problems.append(engine)
     declared = declared_fields(
         d, launch_argv=state.target.process.spec.argv if (
-            state.settings.mode == "launch" and state.target is not None and state.target.process is not None) else None,
+            state.settings.mode == Mode.LAUNCH and state.target is not None and state.target.process is not None) else None,
         served=read_identity(d.served_name, info.get("models"), info.get("version")))
     if state.stage_run is not None:
         state.stage_run.declared = declared
@@ -153,13 +155,13 @@ class ServerSession:
             state.server_info = self.server_info()
         except (StartupError, TargetError) as exc:
             state.startup_error = str(exc)
-            if state.settings.mode == "attach":
+            if state.settings.mode == Mode.ATTACH:
                 return False  # nothing was started: the first step says it in one line
             self.progress("server startup FAILED; every protocol test will fail with this report:")
             for line in str(exc).splitlines():
                 self.progress(line)
             return False
-        if state.server_info.get("simulated") and state.settings.mode != REFERENCE:
+        if state.server_info.get("simulated") and state.settings.mode != Mode.REFERENCE:
             self.progress("the endpoint declares itself SIMULATED (its /version or /v1/models): this run is SIMULATED "
                           "and can never back a promotion")
         state.serving_facts = self.serving_facts()
@@ -203,7 +205,7 @@ class ServerSession:
         endpoint whose ``/version`` or ``/v1/models`` says ``"simulated": true``."""
         state = self.state
         client = make_client(state)
-        info: dict[str, Any] = {"mode": state.settings.mode, "simulated": state.settings.mode == REFERENCE}
+        info: dict[str, Any] = {"mode": state.settings.mode, "simulated": state.settings.mode == Mode.REFERENCE}
         try:
             body = client.get_json("/version")
             info["version"] = str(body.get("version", "")) if isinstance(body, dict) else ""
@@ -222,7 +224,7 @@ class ServerSession:
             info["models_error"] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             info["models_status"] = getattr(exc, "status", None)
             info["models_error_kind"] = type(exc).__name__
-        if state.settings.mode == "attach" and "models" in info:
+        if state.settings.mode == Mode.ATTACH and "models" in info:
             # One minimal chat request: a key that lists the models may still be refused on chat.
             try:
                 client.chat([{"role": "user", "content": "Say OK."}], max_tokens=1, temperature=0)

@@ -12,6 +12,7 @@ import pytest
 from pytest_qualify.promotion.identity import Identity, read_identity
 from pytest_qualify.run import RunState
 from pytest_qualify.promotion.stage_run import StageRun, StageUsageError, plan
+from pytest_qualify.settings import Mode
 
 
 def stage_of(state: RunState) -> StageRun:
@@ -25,7 +26,7 @@ def configure(state: RunState) -> StageRun:
     before any server starts."""
     try:
         run = plan(state.profile, state.settings.stage, state.settings.promoted,
-                   simulated=state.settings.mode == "reference", load=not state.is_worker,
+                   simulated=state.settings.mode == Mode.REFERENCE, load=not state.is_worker,
                    key=state.settings.promoted_key, require_signature=state.profile.require_signature)
     except StageUsageError as exc:
         raise pytest.UsageError(str(exc)) from None

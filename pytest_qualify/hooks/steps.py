@@ -32,6 +32,7 @@ from pytest_qualify.hooks.server_session import ServerSession, first_step
 from pytest_qualify.hooks.xdist import is_xdist_controller, report_usage_error, workers_usage_error, write_handover
 from pytest_qualify.profiles import module_registry
 from pytest_qualify.run import RunState
+from pytest_qualify.settings import Mode
 
 
 def discard_run_dir(state: RunState) -> None:
@@ -64,7 +65,7 @@ class RunSteps:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         # Before the terminal reporter's header (trylast): an attached endpoint is only read, and
         # what it says it is (SIMULATED) belongs in the header.
-        if not session.config.option.collectonly and self.state.settings.mode == "attach":
+        if not session.config.option.collectonly and self.state.settings.mode == Mode.ATTACH:
             self._start()
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:

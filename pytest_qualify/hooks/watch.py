@@ -18,6 +18,7 @@ import pytest
 from pytest_qualify.hooks import state_of
 from pytest_qualify.redaction import redact
 from pytest_qualify.run import RunState, module_of
+from pytest_qualify.settings import Mode
 from pytest_qualify import properties
 
 
@@ -39,7 +40,7 @@ UNREACHABLE = "endpoint could not be reached"  # attach mode: nothing was starte
 def not_started_words(state: RunState) -> str:
     """What a run whose server never answered says: a startup that failed, or (attach mode, where
     the plugin starts nothing) an endpoint that could not be reached."""
-    return UNREACHABLE if state.settings.mode == "attach" else STARTUP_FAILED
+    return UNREACHABLE if state.settings.mode == Mode.ATTACH else STARTUP_FAILED
 _TAIL_SEP = f"\n--- last {DEATH_LOG_LINES} lines of the server log ---\n"
 
 
@@ -274,7 +275,7 @@ def _harness_reason(state: RunState, item: pytest.Item, exc: BaseException) -> s
     """One readable line for failures that are the server's state, not the test's assertion."""
     import sys
 
-    from pytest_qualify.client.errors import RequestTimeout
+    from pytest_qualify.client.errors import AuthRejected, RequestTimeout
 
     chain = _chain(exc)
     lane = _lane_of(item)
@@ -287,7 +288,7 @@ def _harness_reason(state: RunState, item: pytest.Item, exc: BaseException) -> s
         if status in (401, 403):
             if hasattr(item, "user_properties"):
                 item.user_properties.append((properties.CREDENTIALS_REFUSED, status))
-            if "rejected the API key" in str(e):
+            if isinstance(e, AuthRejected):  # the client's own account: which key, which request
                 return str(e)
             return (
                 f"the endpoint rejected the API key (the key is read from ${state.settings.api_key_env}): "

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pytest_qualify.engines import known
+from pytest_qualify.settings import Mode
 # The reference server's one line of SIMULATED facts (reference/handler.py writes it).
 from pytest_qualify.reference.serving import SIMULATED_LINE
 
@@ -212,7 +213,7 @@ def _concurrency(facts: dict[str, Fact], engine: Fact | None, engine_tokens: flo
     return section
 
 
-def serving_facts(*, mode: str, simulated: bool, engine_version: str | None, window_tokens: int,
+def serving_facts(*, mode: Mode, simulated: bool, engine_version: str | None, window_tokens: int,
                   log_text: str | None, metrics_text: str | None, ready_s: float | None) -> dict[str, Any]:
     """The summary's ``serving_facts`` section: every fact of :data:`FACTS` with its value and
     source, or the reason it has none."""
@@ -238,7 +239,7 @@ def serving_facts(*, mode: str, simulated: bool, engine_version: str | None, win
                 else:
                     facts[key] = Fact(key, value, "simulated", source, SIMULATED_LINE.strip())
         characterised = "reference server (SIMULATED): its own facts"
-    elif mode == "attach":
+    elif mode == Mode.ATTACH:
         facts.update(_from_metrics(labels))
         missing = "not visible here"
         characterised = behaviour.characterised if behaviour is not None else None
@@ -261,14 +262,14 @@ def serving_facts(*, mode: str, simulated: bool, engine_version: str | None, win
         for key, fact in metric_facts.items():
             if key != "max_concurrency":
                 facts.setdefault(key, fact)
-    if ready_s is not None and mode != "attach":
+    if ready_s is not None and mode != Mode.ATTACH:
         facts["startup_s"] = Fact("startup_s", round(ready_s, 3), "simulated" if simulated else "measured", CLOCK_SOURCE)
     concurrency = _concurrency(facts, engine_line, engine_tokens, window_tokens)
     note = None
-    if not simulated and mode != "attach" and behaviour is None:
+    if not simulated and mode != Mode.ATTACH and behaviour is None:
         note = (f"engine version {engine_version or 'unknown'} is not yet characterised in pytest_qualify/engines.toml: "
                 "its log is not read (the facts /metrics shows are)")
-    elif mode == "attach" and not simulated:
+    elif mode == Mode.ATTACH and not simulated:
         note = "attach mode: only /metrics is visible here (no server log, no launch clock)"
     out_facts: dict[str, Any] = {}
     for kind in FACTS:

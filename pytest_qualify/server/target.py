@@ -18,7 +18,7 @@ from pytest_qualify.server.lifecycle import (
 )
 from pytest_qualify.profiles import Profile
 from pytest_qualify.redaction import redact_file
-from pytest_qualify.settings import REFERENCE, Settings
+from pytest_qualify.settings import Mode, Settings
 
 SERVER_LOG = "server.log"
 STEER_PROXY_LOG = "steer-proxy.log"
@@ -30,7 +30,7 @@ class TargetError(RuntimeError):
 
 @dataclass
 class Target:
-    mode: str  # launch | reference | attach
+    mode: Mode
     base_url: str
     display_command: str = ""
     process: ServerProcess | None = None
@@ -87,12 +87,12 @@ def log_tail(path: str | os.PathLike[str] | None, secrets: tuple[str, ...] = (),
 def preflight(profile: Profile, settings: Settings) -> None:
     """Local problems that make a launch pointless, found before anything is started."""
     if settings.reference_faults and not (
-            settings.mode == REFERENCE or (settings.mode == "launch" and profile.steer is not None)):
+            settings.mode == Mode.REFERENCE or (settings.mode == Mode.LAUNCH and profile.steer is not None)):
         raise TargetError(
             f"--qualify-reference-fault {settings.reference_faults[0]}: cannot engage: faults are switched on in the "
             "reference server (--qualify-endpoint reference) or a steered profile's proxy, not in an endpoint "
-            f"this run {'attaches to' if settings.mode == 'attach' else 'launches'}")
-    if settings.reference_faults and settings.mode == "launch" and profile.steer is not None:
+            f"this run {'attaches to' if settings.mode == Mode.ATTACH else 'launches'}")
+    if settings.reference_faults and settings.mode == Mode.LAUNCH and profile.steer is not None:
         from pytest_qualify.reference.steer import check_faults
         from pytest_qualify.reference.steer_forcing import SteerError
 
@@ -100,9 +100,9 @@ def preflight(profile: Profile, settings: Settings) -> None:
             check_faults([spec.partition("=")[0] for spec in settings.reference_faults])
         except SteerError as exc:
             raise TargetError(f"--qualify-reference-fault: cannot engage: {exc}") from None
-    if settings.mode == "attach":
+    if settings.mode == Mode.ATTACH:
         return
-    if settings.mode == "launch" and profile.serve.attach_only:
+    if settings.mode == Mode.LAUNCH and profile.serve.attach_only:
         raise TargetError(
             f"--qualify={profile.source}: profile {profile.name} is attach-only (written from a running endpoint, "
             "which cannot say how it was launched): run it with --qualify-endpoint URL, or write [serve] command "
@@ -113,7 +113,7 @@ def preflight(profile: Profile, settings: Settings) -> None:
             f"profile {profile.name}: serve.port {profile.serve.port} on {host} is already in use "
             f"(profile file {profile.source})"
         )
-    if settings.mode == "launch":
+    if settings.mode == Mode.LAUNCH:
         command = settings.serve_command or profile.serve.command
         exe = command[0]
         where = "--qualify-serve-command" if settings.serve_command else f"serve.command of profile {profile.source}"
@@ -133,7 +133,7 @@ def launch_spec(profile: Profile, settings: Settings, run_dir: Path, api_key: st
     env = dict(profile.serve.env)
     secrets: tuple[str, ...] = (api_key,) if api_key else ()
     startup_timeout = settings.startup_timeout_s or profile.timeouts.startup_s
-    if settings.mode == REFERENCE:
+    if settings.mode == Mode.REFERENCE:
         argv: tuple[str, ...] = (
             sys.executable, "-m", "pytest_qualify.reference",
             "--host", host, "--port", str(port), "--profile", profile.source,
@@ -197,7 +197,7 @@ def start_target(
     progress: Callable[[str], None] | None = None,
 ) -> Target:
     """Launch (or attach) and wait until ``/health`` answers. Raises StartupError/TargetError."""
-    if settings.mode == "attach":
+    if settings.mode == Mode.ATTACH:
         assert settings.endpoint
         unreachable = unreachable_reason(settings.endpoint)
         if unreachable:
@@ -206,7 +206,7 @@ def start_target(
             # Not a dead server: nothing was ever judged, and the verdict says INCOMPLETE.
             raise TargetError(f"--qualify-endpoint {safe_url(settings.endpoint)}: the endpoint could not be "
                               f"reached: {unreachable}")
-        return Target(mode="attach", base_url=settings.endpoint)
+        return Target(mode=Mode.ATTACH, base_url=settings.endpoint)
     spec = launch_spec(profile, settings, run_dir, api_key)
     process = ServerProcess(spec)
     target = Target(
@@ -219,7 +219,7 @@ def start_target(
         progress(f"launching: {spec.display_command()}")
     process.start()
     try:
-        seconds = process.wait_ready(progress=progress, progress_every_s=2.0 if settings.mode == REFERENCE else 10.0)
+        seconds = process.wait_ready(progress=progress, progress_every_s=2.0 if settings.mode == Mode.REFERENCE else 10.0)
     except BaseException:
         # A failed start, a startup timeout, or Ctrl-C/SIGTERM while waiting: nothing may be
         # left running, and the caller never got a Target to stop.
@@ -227,7 +227,7 @@ def start_target(
         raise
     if progress:
         progress(f"server ready at {spec.base_url} after {seconds:.1f} s (pid {process.pid})")
-    if settings.mode == "launch" and profile.steer is not None:
+    if settings.mode == Mode.LAUNCH and profile.steer is not None:
         proxy_spec = steer_spec(profile, settings, spec, run_dir)
         target.proxy = ServerProcess(proxy_spec)
         if progress:

@@ -47,9 +47,14 @@ def test_endpoint_must_be_a_url(bad, problem):
 
 
 def test_endpoint_forms():
-    assert _resolve(cli={"qualify_endpoint": "reference"}).mode == "reference"
+    from pytest_qualify.settings import Mode
+
+    assert _resolve(cli={"qualify_endpoint": "reference"}).mode is Mode.REFERENCE
     s = _resolve(cli={"qualify_endpoint": "http://127.0.0.1:8000/v1/"})
-    assert (s.mode, s.endpoint) == ("attach", "http://127.0.0.1:8000")
+    assert (s.mode, s.endpoint) == (Mode.ATTACH, "http://127.0.0.1:8000")
+    assert _resolve().mode is Mode.LAUNCH
+    # One vocabulary, spelt as the evidence and the xdist hand-over write it.
+    assert [str(m) for m in Mode] == ["launch", "attach", "reference"]
 
 
 def test_serve_command_is_split():
