@@ -1,7 +1,10 @@
 """``python -m pytest_qualify init --endpoint URL [--api-key-env NAME] --out PROFILE.toml``: a
 starter profile probed from a running endpoint (``init_profile.py``), validated by the profile
 schema before it is kept. ``python -m pytest_qualify report BUNDLE_DIR``: the bundle's
-``report.html`` rebuilt from its ``summary.json``, ``transcripts.jsonl`` and plot."""
+``report.html`` rebuilt from its ``summary.json``, ``transcripts.jsonl`` and plot.
+``python -m pytest_qualify compare A_BUNDLE... --vs B_BUNDLE... --out DIR``: two deployments compared
+figure by figure across server boots; ``python -m pytest_qualify ab A.toml B.toml --boots N --out DIR``:
+the interleaved boots of an A/B campaign, then that comparison (``compare/``)."""
 
 from __future__ import annotations
 
@@ -103,8 +106,12 @@ def main(argv: list[str] | None = None) -> int:
     init.add_argument("--force", action="store_true", help="replace an existing file")
     report = sub.add_parser("report", help="rebuild an evidence bundle's report.html from its files")
     report.add_argument("bundle_dir", metavar="BUNDLE_DIR", help="the run's evidence folder (holds summary.json)")
+    from pytest_qualify.compare.cli import ab_main, add_parsers, compare_main
+
+    add_parsers(sub)
     args = parser.parse_args(argv)
-    return _report(args) if args.command == "report" else _init(args)
+    commands = {"report": _report, "init": _init, "compare": compare_main, "ab": ab_main}
+    return commands[args.command](args)
 
 
 if __name__ == "__main__":

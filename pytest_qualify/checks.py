@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import NoReturn
 
 import pytest
@@ -12,16 +13,28 @@ from pytest_qualify.client.errors import EndpointError, error_message
 from pytest_qualify.graders import Verdict
 from pytest_qualify.tasks.haystack import SizingError
 
+# Where the running item's verdicts go: the answer journal, set around each protocol item's call
+# phase (hooks/evidence.py). A pass is counted only with a verdict there (gate.decide.proof_of_grading).
+VERDICT_SINK: ContextVar[Callable[[bool], None] | None] = ContextVar("qualify_verdict_sink", default=None)
+
+
+def _journal(ok: bool) -> None:
+    sink = VERDICT_SINK.get()
+    if sink is not None:
+        sink(ok)
 
 
 def fail(where: str, reason: str) -> NoReturn:
     """Fail the current test with an operator-readable reason (no traceback)."""
+    _journal(False)
     pytest.fail(f"{where}: {reason}" if where else reason, pytrace=False)
 
 
 def require(verdict: Verdict, where: str = "") -> None:
     """Fail the current test with ``where: reason`` unless the verdict accepts; the failure carries
-    its kind, the verdict's ``kind`` field (format or fact)."""
+    its kind, the verdict's ``kind`` field (format or fact). Every verdict is journaled: the proof
+    that the item was graded."""
+    _journal(verdict.ok)
     if not verdict.ok:
         # pytest's own failure, as fail() raises it, with the kind on it for hooks/evidence.py.
         failure = pytest.fail.Exception(f"{where}: {verdict.reason}" if where else verdict.reason, pytrace=False)
@@ -40,3 +53,9 @@ def sizing(where: str, what: str = "the prompt") -> Iterator[None]:
     except EndpointError as exc:
         fail(where, f"POST /tokenize failed, so {what} cannot be sized in server tokens: "
                     f"HTTP {exc.status}: {error_message(exc.body)}")
+
+
+def held(where: str, what: str) -> None:
+    """The verdict of an item whose checks fail it one by one (``fail``): every one of them held.
+    Called last, so an item that stopped early without failing is never counted as graded."""
+    require(Verdict.accept(what), where)

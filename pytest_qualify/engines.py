@@ -50,8 +50,9 @@ class EngineBehaviour:
         parser = ("holds a streamed answer's text until its finish when a tool parser is on "
                   "(--enable-auto-tool-choice --tool-call-parser qwen3_coder), tools offered or not"
                   if self.stream_whole_with_tool_parser else "streams text as decoded with a tool parser on")
-        return (f"vLLM {self.version} {parser}; without one it sends {self.stream_tokens_per_chunk} token(s) a "
-                f"chunk: the engine's own behaviour ({self.characterised})")
+        without = ("without one, tokens per chunk not measured" if self.stream_tokens_per_chunk == "not measured"
+                   else f"without one it sends {self.stream_tokens_per_chunk} token(s) a chunk")
+        return f"vLLM {self.version} {parser}; {without}: the engine's own behaviour ({self.characterised})"
 
     def cut_call_note(self) -> str:
         """What the engine does with a cut tool call, for a failure's reason."""

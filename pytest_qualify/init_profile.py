@@ -329,6 +329,14 @@ def modules_for(p: Probed) -> tuple[list[str], list[str]]:
     return [m for m in protocol_modules() if m not in drop], left_out
 
 
+def load_levels_for(max_num_seqs: int) -> list[int]:
+    """The load module's concurrency levels for an admission of ``max_num_seqs`` sequences: one
+    request alone (the answers the others are held to), the admission limit, and twice it (requests
+    that must queue), rising from 1."""
+    admission = max(1, int(max_num_seqs))
+    return sorted({1, admission, 2 * admission})
+
+
 def _toml(value: Any) -> str:
     return json.dumps(value)  # strings, integers, booleans and lists of them read the same in TOML
 
@@ -341,6 +349,8 @@ def render(p: Probed, name: str, written_at: str) -> str:
     """The profile's TOML text, every value commented with how it was found."""
     modules, left_out = modules_for(p)
     headroom = DEFAULT_REASONING_HEADROOM if p.thinking_enabled.value else 0
+    admission = Finding(1, "default: not visible from the endpoint; the server's --max-num-seqs")
+    levels = load_levels_for(int(admission.value))
     lanes = lanes_for(int(p.window_tokens.value), DEFAULT_ANSWER_TOKENS + headroom)
     out = [
         f"# Written by `python -m pytest_qualify init --endpoint {p.endpoint}` at {written_at}.",
@@ -367,7 +377,7 @@ def render(p: Probed, name: str, written_at: str) -> str:
         _line("reasoning_headroom_tokens", Finding(headroom, "default: " + (
             "thinking is on by default, so the answer budget holds reasoning too" if headroom
             else "thinking is off by default"))),
-        _line("max_num_seqs", Finding(1, "default: not visible from the endpoint; the server's --max-num-seqs")),
+        _line("max_num_seqs", admission),
         _line("images_per_request", p.images),
         _line("videos_per_request", p.videos),
         _line("lane_tolerance_tokens", Finding(max(32, int(p.window_tokens.value) // 1024),
@@ -390,6 +400,19 @@ def render(p: Probed, name: str, written_at: str) -> str:
         _line("request_s", Finding(120, "default: seconds for one chat request, as the 262k profile allows")),
         _line("per_1k_prompt_tokens_s", Finding(1.0, "default: the 262k profile's allowance per 1K prompt tokens")),
         "",
+    ]
+    if "load" in modules:  # a required module's table: the load module has no levels without it
+        out += [
+            "[load]",
+            _line("levels", Finding(levels, f"default: one request alone, the admission limit (max_num_seqs "
+                                            f"{admission.value}) and twice it; set the production concurrency")),
+            _line("requests_per_level", Finding(max(8, 2 * levels[-1]), "default: the mix's requests at each level, "
+                                                "enough to keep the highest level in flight")),
+            _line("probes_per_level", Finding(4, "default: decode probes at each level (TTFT, TPOT, ITL)")),
+            _line("probe_tokens", Finding(32, "default: each decode probe's exact output length")),
+            "",
+        ]
+    out += [
         "[serve]",
         "# Not probed and not guessed: " + SERVE_REFUSAL + ".",
         "attach_only = true  # default: an endpoint cannot say how it was launched, so launch mode is refused",

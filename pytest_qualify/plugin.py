@@ -145,14 +145,17 @@ def pytest_configure(config: pytest.Config) -> None:
     # Without --qualify these two still serve: the suites stay inert, a protocol fixture explains itself.
     pm.register(collection.Collection(), "qualify-collection")
     pm.register(qualify_fixtures, "qualify-fixtures")
-    if not settings.active:
-        return
+    if not settings.active or config.getoption("help", False) or config.getoption("version", 0):
+        return  # --help and --version only print: nothing is started, written or judged
     retry = collection.retrying_plugin(config)
     if retry:
         raise pytest.UsageError(retry)
     state = _run_state(config, settings)
     try:
         ev = _check_before_start(config, state)
+        no_body = collection.no_test_body(config)
+        if no_body:
+            raise pytest.UsageError(no_body)
     except pytest.UsageError:
         # A usage error leaves no evidence behind: the run folder made a moment ago goes again.
         steps.discard_run_dir(state)

@@ -247,6 +247,20 @@ class IntegrityRules:
 
 
 @dataclass(frozen=True)
+class AbRules:
+    """The profile's ``[ab]`` table: how a comparison of this deployment with another decides.
+    ``figures``: the figure ids (globs allowed) that gate: B separably worse on one of them fails the
+    comparison; empty: every figure gates. ``tolerance_pct``: the difference an equivalence call
+    (two one-sided tests) allows. ``boots``: boots per arm of an A/B. ``noise_floor``: a file
+    written by an A/A campaign whose per-figure tolerances replace ``tolerance_pct``."""
+
+    figures: tuple[str, ...] = ()
+    tolerance_pct: float = 5.0
+    boots: int = 3
+    noise_floor: str | None = None
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     source: str
@@ -258,12 +272,18 @@ class Profile:
     serve: Serve
     required_modules: tuple[str, ...]
     waivable_modules: tuple[str, ...] = ()
+    # [promotion] require_signature: a post-promotion or rollback check is backed only by a promoted
+    # bundle whose signature verifies against the key named by --qualify-promoted-key.
+    require_signature: bool = False
+    # (module, the most of its items all waivers together may waive), per waivable module.
+    max_waived: tuple[tuple[str, int], ...] = ()
     robustness_examples: int = 200
     slo: Slo | None = None
     stages: tuple[Stage, ...] = ()
     steer: Steer | None = None
     integrity: IntegrityRules = IntegrityRules()
     load: LoadRules | None = None
+    ab: AbRules = AbRules()
     claims: Claims | None = None
     sweep: SweepRules = SweepRules()
 
@@ -272,6 +292,27 @@ class Profile:
         from pytest_qualify.promotion.stages import select
 
         return select(self.stages, name)
+
+    def workload(self, stage: str = "full") -> dict[str, Any]:
+        """The workload a run of this profile at ``stage`` measures, in the shape of
+        ``bundle_format.workload.of_summary`` (no items: those are known once the run collected):
+        what an A/B holds its two profiles to before any server starts."""
+        from pytest_qualify.bundle_format.workload import SAMPLING
+
+        st = self.stage(stage)
+        modules = list(st.modules)
+        return {
+            "modules": sorted(modules),
+            "lanes": {lane.name: lane.prompt_tokens for lane in self.limits.lanes
+                      if "context" in modules and lane.name in st.lanes},
+            "answer_tokens": self.limits.answer_tokens,
+            "reasoning_headroom_tokens": self.limits.reasoning_headroom_tokens,
+            "thinking": self.thinking.enabled,
+            "window_tokens": self.limits.window_tokens if "window" in modules else None,
+            "load": ({"levels": list(self.load.levels), "probe_tokens": self.load.probe_tokens}
+                     if self.load is not None and "load" in modules else None),
+            "sampling": SAMPLING,
+        }
 
     def lane(self, name: str) -> Lane:
         for lane in self.limits.lanes:
@@ -288,13 +329,15 @@ class ModuleInfo:
     # False: a module that measures for the profile's claims (the sweep) and is no part of the
     # protocol-v3 contract; a profile without it is not "protocol v3 less" anything.
     protocol: bool = True
+    max_waived: int = 0  # the most items all waivers together may waive, unless a profile says otherwise
 
 
 @cache
 def module_registry() -> dict[str, ModuleInfo]:
     """The protocol modules, in protocol order, from ``modules.toml``."""
     data = tomllib.loads(resources.files("pytest_qualify").joinpath("modules.toml").read_text())
-    return {m["id"]: ModuleInfo(m["id"], m["title"], bool(m["waivable"]), bool(m.get("protocol", True)))
+    return {m["id"]: ModuleInfo(m["id"], m["title"], bool(m["waivable"]), bool(m.get("protocol", True)),
+                                int(m.get("max_waived", 0)))
             for m in data["module"]}
 
 
@@ -454,22 +497,41 @@ def _build(raw: dict[str, Any], path: Path) -> Profile:
             attach_only=bool(s.get("attach_only", False)) or _init_refusal(s["command"]),
         ),
         required_modules=modules,
-        waivable_modules=_waivable(raw, path, known),
+        waivable_modules=(waivable := _waivable(raw, path, known)),
+        max_waived=_max_waived(raw, path, known, waivable),
         robustness_examples=raw["modules"].get("robustness_examples", 200),
         slo=_slo(raw, path, names),
         stages=stages,
+        require_signature=bool((raw.get("promotion") or {}).get("require_signature", False)),
         steer=Steer(**raw["steer"]) if "steer" in raw else None,
         integrity=_integrity(raw, path, limits, known),
         load=_load(raw, path),
+        ab=_ab(raw, path),
         claims=claims,
         sweep=_sweep(raw, path, claims, limits, modules),
     )
 
 
+def _ab(raw: dict[str, Any], path: Path) -> AbRules:
+    """The ``[ab]`` table; a noise-floor path is relative to the profile's file."""
+    table = raw.get("ab") or {}
+    floor = table.get("noise_floor")
+    if floor is not None and not Path(floor).is_absolute():
+        floor = str(path.parent / floor)
+    return AbRules(figures=tuple(table.get("figures", ())), tolerance_pct=float(table.get("tolerance_pct", 5.0)),
+                   boots=int(table.get("boots", 3)), noise_floor=floor)
+
+
 def _load(raw: dict[str, Any], path: Path) -> LoadRules | None:
-    """The ``[load]`` table; its levels rise from 1 (the answers every other level is held to)."""
+    """The ``[load]`` table; its levels rise from 1 (the answers every other level is held to). A
+    profile that requires the load module declares its levels: without them the module would be
+    judged on a mistake of the profile's, not on the deployment."""
     table = raw.get("load")
     if table is None:
+        if "load" in raw["modules"]["required"]:
+            raise ProfileError(f"profile file {path}: modules.required names 'load' but the profile has no [load] "
+                               "table, so no concurrency level is declared (add [load] levels and "
+                               "requests_per_level, or drop 'load' from modules.required)")
         return None
     levels = tuple(table["levels"])
     if levels[0] != 1 or list(levels) != sorted(levels):
@@ -616,6 +678,18 @@ def _slo(raw: dict[str, Any], path: Path, lane_names: list[str]) -> Slo | None:
     lanes.sort(key=lambda lane: lane_names.index(lane.lane))
     load = tuple((key, float(table["load"][key])) for key in LOAD_SLO_KEYS if key in table.get("load", {}))
     return Slo(tuple(lanes), table.get("decode_tok_s_p50_min"), table.get("ttft_s_p95_max"), load)
+
+
+def _max_waived(raw: dict[str, Any], path: Path, known: dict[str, ModuleInfo],
+                waivable: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
+    """How many items of each waivable module all waivers together may waive: the profile's
+    ``[modules] max_waived`` table, else the registry's figure (``modules.toml``)."""
+    listed = raw["modules"].get("max_waived", {})
+    for mod in listed:
+        if mod not in waivable:
+            raise ProfileError(f"profile file {path}: field 'modules.max_waived.{mod}' is invalid: module {mod!r} "
+                               f"is not waivable here (waivable: {', '.join(waivable) or 'none'})")
+    return tuple((mod, int(listed.get(mod, known[mod].max_waived if mod in known else 0))) for mod in waivable)
 
 
 def _waivable(raw: dict[str, Any], path: Path, known: dict[str, ModuleInfo]) -> tuple[str, ...]:

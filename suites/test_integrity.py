@@ -27,7 +27,7 @@ import time
 import pytest
 
 from pytest_qualify import engines
-from pytest_qualify.checks import fail, require, sizing
+from pytest_qualify.checks import fail, held, require, sizing
 from pytest_qualify.graders import Verdict
 from pytest_qualify.client.errors import EndpointError
 from pytest_qualify.evidence.answers import HELD, REASKED, answers_to, timed_answers
@@ -65,6 +65,7 @@ def _require_all(where: str, checks: list[tuple[str, Verdict]]) -> None:
     problems = [f"{label}: {verdict.reason}" if label else verdict.reason for label, verdict in checks if not verdict.ok]
     if problems:
         fail(where, " | ".join(problems))
+    held(where, "every rule held")
 
 
 @pytest.mark.parametrize("sample", SAMPLES, ids=[s.id for s in SAMPLES])

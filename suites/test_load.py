@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from pytest_qualify import checks
 from pytest_qualify.checks import fail
 from pytest_qualify.client.errors import EndpointError, RequestTimeout, ServerGone
 from pytest_qualify.graders.load import (
@@ -135,3 +136,4 @@ def test_load(qualify_run, qualify_profile, qualify_client, qualify_salt, qualif
     if problems:
         more = f" (and {len(problems) - SHOWN} more)" if len(problems) > SHOWN else ""
         fail(where, f"{len(problems)} problem(s) under load: " + " | ".join(problems[:SHOWN]) + more)
+    checks.held(where, "every answer at every level graded right")

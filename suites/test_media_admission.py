@@ -21,7 +21,7 @@ import itertools
 import pytest
 
 from pytest_qualify.server import liveness
-from pytest_qualify.checks import fail, require
+from pytest_qualify.checks import fail, held, require
 from pytest_qualify.client.errors import EndpointError, error_message, RequestTimeout, ServerGone
 from pytest_qualify.tasks.corpus import load_manifest, malformed_part, media_part, user_message
 from pytest_qualify.graders import Verdict
@@ -79,6 +79,7 @@ def _refused_then_serving(client, profile, record, case: str, verdict: Verdict) 
         fail("", f"{verdict.reason}; then {'still serving' if live.ok else 'NOT serving: ' + live.reason}")
     if not live.ok:
         fail(case, live.reason)
+    held(case, "refused, then still serving")
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=["images", "videos"])
@@ -145,3 +146,4 @@ def test_streaming_with_video(qualify_ask, qualify_record):
     failed = [v.reason for v in verdicts if not v.ok]
     if failed:
         fail("", "; ".join(failed))
+    held(f"item {item.id}", "streamed and not streamed")

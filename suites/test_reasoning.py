@@ -2,7 +2,10 @@
 
 With thinking disabled in the profile: no reasoning field (``reasoning_content`` / ``reasoning``),
 no ``<think>``-style or template markers in the content, no reasoning tokens in the usage — streamed and not. A caller's ``chat_template_kwargs.enable_thinking`` must have no
-effect unless the profile says thinking is overridable.
+effect unless the profile says thinking is overridable: the same request is asked without it first,
+and the answer with it must show what that one shows (no reasoning tokens, no reasoning text, no
+whitespace reasoning the first answer did not have, no visible answer lost to a budget spent on
+reasoning). When it took effect, the reason says so.
 
 With thinking enabled the contract turns around: reasoning may be returned, but only in its own
 field, never in the visible content. Nothing is stripped before grading.
@@ -18,7 +21,7 @@ import pytest
 
 from pytest_qualify.checks import require
 from pytest_qualify.tasks.fixture_data import reasoning_prompts
-from pytest_qualify.graders.reasoning import check_no_reasoning, check_reasoning_separated
+from pytest_qualify.graders.reasoning import check_no_reasoning, check_override_had_no_effect, check_reasoning_separated
 
 pytestmark = pytest.mark.qualify_module("reasoning")
 
@@ -73,5 +76,21 @@ def test_thinking_override(stream, qualify_ask, qualify_profile, qualify_record,
     prompt = PROMPTS[0]
     # Recorded before asking: an answer that fails its finish state still shows what was asked.
     qualify_record.props(thinking_requested=requested, thinking_expected=effective)
-    qualify_ask(prompt.prompt, stream=stream, chat_template_kwargs={"enable_thinking": requested},
-                grade=_leak_check(qualify_record, effective, where, prompt))
+    if thinking.overridable:
+        qualify_ask(prompt.prompt, stream=stream, chat_template_kwargs={"enable_thinking": requested},
+                    grade=_leak_check(qualify_record, effective, where, prompt))
+        return
+    # Not overridable: what the override may not change is what the same request shows without it
+    # (a disabled template's empty think block is whitespace in both, and no leak).
+    plain_where = (f"prompt {prompt.id} without chat_template_kwargs (the override's baseline), "
+                   f"{'streamed' if stream else 'not streamed'}, repetition {qualify_repetition}")
+    baseline = qualify_ask(prompt.prompt, stream=stream, grade=lambda answer: _grade(answer, thinking.enabled, plain_where))
+    qualify_record.props(baseline_reasoning_chars=len(baseline.reasoning or ""), baseline_finish_reason=baseline.finish_reason)
+
+    def override_check(answer) -> None:
+        _record(qualify_record, answer, prompt)
+        # Graded before the finish state: a budget spent on reasoning is the override taking effect.
+        require(check_override_had_no_effect(answer, baseline, requested), where)
+        _grade(answer, effective, where)
+
+    qualify_ask(prompt.prompt, stream=stream, chat_template_kwargs={"enable_thinking": requested}, grade=override_check)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_qualify.checks import fail, require
+from pytest_qualify.checks import fail, held, require
 from pytest_qualify.graders.identity import check_identity
 from pytest_qualify.promotion.identity import engine_version_reason
 from pytest_qualify.tasks.fixture_data import smoke_questions
@@ -19,6 +19,7 @@ def test_health(qualify_client):
     status = qualify_client.health()
     if status != 200:
         fail("GET /health", f"expected HTTP 200, got {status}")
+    held("GET /health", "HTTP 200")
 
 
 def test_identity(qualify_client, qualify_profile, qualify_record):
@@ -37,6 +38,7 @@ def test_engine_version(qualify_client, qualify_profile, qualify_record):
     differs = engine_version_reason(qualify_profile.deployment.engine, version)
     if differs:
         fail("GET /version", differs)
+    held("GET /version", f"engine version {version}")
 
 
 @pytest.mark.parametrize("question", QUESTIONS, ids=[f"q{i + 1}" for i in range(len(QUESTIONS))])

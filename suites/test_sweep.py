@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from pytest_qualify.checks import fail, sizing
+from pytest_qualify.checks import fail, held, sizing
 from pytest_qualify.client.errors import EndpointError, error_message
 from pytest_qualify.hooks import state_of
 from pytest_qualify.tasks.haystack import (
@@ -116,6 +116,7 @@ def test_ttft_sweep(sweep_tokens, qualify_sizer, qualify_ask, qualify_profile, q
     qualify_record.props(sweep_prompt_tokens=sweep_tokens, sweep_samples=len(ttft), sweep_ttft_s_samples=_samples(ttft),
                          sweep_output_tokens=rules.output_tokens, tokenize_calls=sized.calls,
                          **({"sweep_measured_prompt_tokens": counted.pop()} if len(counted) == 1 else {}))
+    held(where, f"{len(ttft)} samples timed")
 
 
 def test_decode_probe(decode_prompt_tokens, qualify_sizer, qualify_ask, qualify_profile, qualify_run, qualify_record,
@@ -140,3 +141,4 @@ def test_decode_probe(decode_prompt_tokens, qualify_sizer, qualify_ask, qualify_
     qualify_record.props(decode_probe_prompt_tokens=decode_prompt_tokens, decode_probe_tokens=rules.decode_tokens,
                          decode_probe_samples=len(rates), decode_probe_tok_s_samples=_samples(rates),
                          tokenize_calls=sized.calls)
+    held(where, f"{len(rates)} samples timed")

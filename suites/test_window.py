@@ -19,7 +19,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_qualify.server import liveness
-from pytest_qualify.checks import fail, require, sizing
+from pytest_qualify.checks import fail, held, require, sizing
 from pytest_qualify.client.errors import EndpointError, error_message
 from pytest_qualify.graders.window import check_overwindow_refusal
 from pytest_qualify.tasks.haystack import (
@@ -96,6 +96,7 @@ def test_prompt_that_fits_is_answered(qualify_sizer, qualify_ask, qualify_profil
                     f"{error_message(exc.body)[:200]!r}")
     if answer.prompt_tokens is not None and answer.prompt_tokens > target:
         fail(where, f"the server counted {answer.prompt_tokens} prompt tokens, /tokenize {sized.tokens}")
+    held(where, "answered")
 
 
 def test_prompt_over_window_is_refused(qualify_client, qualify_sizer, qualify_profile, qualify_run, qualify_record,

@@ -211,3 +211,25 @@ class Styles:
         assert not verdict.ok, f"accepted: {verdict.reason}"
         assert why in verdict.reason, verdict.reason
         assert verdict.is_format is why.startswith("format:"), verdict.reason
+
+
+def seal_hand_bundle(run_dir: Path, summary: Mapping[str, Any]) -> None:
+    """A hand-made bundle sealed as a run seals its own: the in-toto statement over its files, saying
+    the summary's verdict, run id and identity, then ``SHA256SUMS`` over everything."""
+    from pytest_qualify.bundle_format.manifest import MANIFEST, STATEMENT, sha256_file
+    from pytest_qualify.evidence.bundle import write_manifest
+
+    subjects = [{"name": p.name, "digest": {"sha256": sha256_file(p)}} for p in sorted(run_dir.iterdir())
+                if p.is_file() and p.name not in (MANIFEST, STATEMENT)]
+    deployment = (summary.get("profile") or {}).get("deployment") or {}
+    predicate = {
+        "verdict": {"result": (summary.get("verdict") or {}).get("result")},
+        "run": {"id": (summary.get("run") or {}).get("id")},
+        "deployment": {"model": deployment.get("model"), "served_name": deployment.get("served_name"),
+                       "engine_version": (summary.get("target") or {}).get("engine_version"),
+                       "simulated": summary.get("simulated")},
+    }
+    statement = {"_type": "https://in-toto.io/Statement/v1", "subject": subjects,
+                 "predicateType": "https://pytest-qualify/attestations/qualification/v1", "predicate": predicate}
+    (run_dir / STATEMENT).write_text(json.dumps(statement, indent=2) + "\n")
+    write_manifest(run_dir)

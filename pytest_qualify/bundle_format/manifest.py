@@ -14,6 +14,7 @@ SUMMARY = "summary.json"
 JUNIT = "junit.xml"
 REPORT = "report.md"
 SELFTEST_FILE = "selftest.json"
+STATEMENT = "provenance.intoto.json"  # the in-toto statement over the bundle's files
 
 
 def sha256_file(path: Path) -> str:

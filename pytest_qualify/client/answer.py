@@ -18,10 +18,14 @@ REASONING_FIELDS = ("reasoning_content", "reasoning")
 @dataclass(frozen=True)
 class ToolCall:
     name: str
-    arguments: str  # the raw JSON text, exactly as the server sent it
+    # Exactly as the server sent it: the API's JSON text, or whatever came in its place (a JSON
+    # object, null), kept so that the tools grader refuses it by name (graders/tools.py).
+    arguments: Any
     id: str = ""
 
     def parsed_arguments(self) -> Any:
+        if not isinstance(self.arguments, str):
+            return self.arguments
         return json.loads(self.arguments) if self.arguments else {}
 
 
@@ -34,7 +38,7 @@ class ToolDelta:
     id: str | None
     type: str | None
     name: str | None
-    arguments: str | None
+    arguments: Any  # a piece of JSON text by the API; anything else kept as it came
 
 
 @dataclass(frozen=True)
@@ -110,7 +114,7 @@ def from_response(data: Mapping[str, Any], e2e_s: float) -> Answer:
     choice = (data.get("choices") or [{}])[0]
     msg = choice.get("message") or {}
     calls = tuple(
-        ToolCall(c["function"]["name"], c["function"].get("arguments") or "", c.get("id") or "")
+        ToolCall(c["function"]["name"], c["function"].get("arguments"), c.get("id") or "")
         for c in (msg.get("tool_calls") or [])
     )
     usage = data.get("usage") or {}
@@ -202,8 +206,10 @@ class StreamAssembly:
             if d.name:
                 slot["name"] += d.name
                 slot["names"] += 1
-            if d.arguments:
+            if isinstance(d.arguments, str) and isinstance(slot["arguments"], str):
                 slot["arguments"] += d.arguments
+            elif d.arguments is not None:
+                slot["arguments"] = d.arguments  # a JSON value in place of text: kept as it came
             if d.id:
                 slot["id"] = d.id
         return [slots[i] for i in sorted(slots)]

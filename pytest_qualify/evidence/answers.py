@@ -28,6 +28,11 @@ HELD = "held"  # the integrity module's sample: the whole journal is held to its
 TIMED = "timed"  # the context module's timed, streamed lane answer
 REASKED = "reasked"  # the integrity module's re-ask of a timed request (TEST01 on the timing phase)
 ROLES = (ANSWER, HELD, TIMED, REASKED)
+# Not an answer: a grader's verdict on one item (``checks.require``), the proof that a passed item
+# was graded (``gate.decide.proof_of_grading``). Its line has no request key.
+VERDICT = "verdict"
+
+
 def request_key(messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any]) -> str:
     """The journal's key of a request asked with these messages and parameters (``request_key.py``
     says what the same request is)."""
@@ -41,6 +46,16 @@ def append(run_dir: Path, key: str, answer: RecordedAnswer, salt: str | None = N
         raise ValueError(f"journal role {role!r}: expected one of {', '.join(ROLES)}")
     fields = {"key": key, "role": role, **answer.as_dict(), **({"salt": salt} if salt is not None else {})}
     append_line(run_dir / JOURNAL_FILE, json.dumps(fields, ensure_ascii=False, default=str))
+
+
+def append_verdict(run_dir: Path, test: str, ok: bool) -> None:
+    """One verdict a grader reached on the item ``test`` (its node id)."""
+    append_line(run_dir / JOURNAL_FILE, json.dumps({"role": VERDICT, "test": test, "ok": ok}))
+
+
+def graded_tests(run_dir: Path) -> set[str]:
+    """The node ids of the items whose graders recorded at least one verdict in this run."""
+    return {str(d.get("test")) for d in _lines(run_dir) if d.get("role") == VERDICT}
 
 
 def _lines(run_dir: Path) -> list[dict[str, Any]]:

@@ -350,6 +350,8 @@ def _item_status(i: Mapping[str, Any]) -> tuple[str, str]:
         return "WAIVED", "b-other"
     if i["outcome"] == "skipped":
         return "SKIP", "b-other"
+    if i["outcome"] == "ungraded":
+        return "NOT GRADED", "b-other"
     return "FAIL", "b-fail"
 
 
@@ -401,7 +403,7 @@ def _short(text: str, limit: int = 160) -> str:
 
 def _order(items: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Failed items first, then waived or skipped ones, then passed; each group in run order."""
-    rank = {"FAIL": 0, "WAIVED": 1, "SKIP": 2, "PASS": 3}
+    rank = {"FAIL": 0, "NOT GRADED": 1, "WAIVED": 2, "SKIP": 3, "PASS": 4}
     return sorted(items, key=lambda i: rank[_item_status(i)[0]])
 
 

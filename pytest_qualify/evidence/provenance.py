@@ -62,9 +62,45 @@ def versions() -> dict[str, str]:
     return out
 
 
-def host() -> dict[str, str]:
+# A CI job names its runner's kind here (a runner label, e.g. "h200-x1"), replacing what is read.
+HOST_KIND_ENV = "QUALIFY_HOST_KIND"
+
+
+def host_kind(environ: Mapping[str, str]) -> str:
+    """What kind of machine measured the run, so that a comparison can refuse boots from unlike
+    hosts: the operator's name for it (``QUALIFY_HOST_KIND``), else the GPUs ``nvidia-smi`` lists
+    (name and count), else the CPU's model name and count. Never the hostname: two runners of one
+    kind are the same kind."""
+    named = environ.get(HOST_KIND_ENV, "").strip()
+    if named:
+        return named
+    import os
+    import shutil
+    import subprocess
+
+    if shutil.which("nvidia-smi"):
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                                 text=True, timeout=10, check=False).stdout
+        except (OSError, subprocess.SubprocessError):
+            out = ""
+        gpus = [line.strip() for line in out.splitlines() if line.strip()]
+        if gpus:
+            return ", ".join(f"{n} x {name}" for name, n in sorted({g: gpus.count(g) for g in gpus}.items()))
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"cpu: {os.cpu_count()} x {model}"
+
+
+def host(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     return {"hostname": platform.node(), "platform": platform.platform(), "machine": platform.machine(),
-            "python_implementation": platform.python_implementation()}
+            "python_implementation": platform.python_implementation(), "kind": host_kind(environ or {})}
 
 
 def ci_run(environ: Mapping[str, str]) -> dict[str, str | None] | None:
@@ -81,7 +117,7 @@ def ci_run(environ: Mapping[str, str]) -> dict[str, str | None] | None:
 
 def provenance_section(environ: Mapping[str, str]) -> dict[str, Any]:
     """``summary.json``'s ``provenance``: versions, host, CI run — for every run."""
-    return {"versions": versions(), "host": host(), "ci": ci_run(environ)}
+    return {"versions": versions(), "host": host(environ), "ci": ci_run(environ)}
 
 
 def subjects(run_dir: Path) -> list[dict[str, Any]]:

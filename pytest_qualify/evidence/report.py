@@ -179,7 +179,9 @@ def render(s: Mapping[str, Any]) -> str:
 
     out += ["## Deployment", ""] + table(("Field", "Value"), profile_rows(s)) + [""]
     if s["target"].get("startup_error"):
-        out += ["**Server startup failed:**", "", "```", s["target"]["startup_error"].strip(), "```", ""]
+        # Attach mode starts nothing: its endpoint could not be reached, no startup failed.
+        head = "**Endpoint could not be reached:**" if s["target"].get("mode") == "attach" else "**Server startup failed:**"
+        out += [head, "", "```", s["target"]["startup_error"].strip(), "```", ""]
     if s["target"].get("died"):
         out += [f"**Server died during the run:** {cell(s['target']['died'])}", ""]
 
@@ -429,7 +431,7 @@ def _streaming(streaming: Mapping[str, Any] | None) -> list[str]:
     per_chunk = streaming.get("tokens_per_chunk_p50")
     out = ["## Streaming", "",
            f"{streaming['answers']} timed streamed answers; output tokens per chunk p50 "
-           f"{per_chunk:g} (max {streaming['tokens_per_chunk_max']:g})." if per_chunk is not None else
+           f"{per_chunk:.1f} (max {streaming['tokens_per_chunk_max']:.0f})." if per_chunk is not None else
            f"{streaming['answers']} timed streamed answers.", ""]
     whole = streaming.get("whole_at_finish") or 0
     if whole:

@@ -13,13 +13,14 @@ from typing import Any
 
 from pytest_qualify.gate import decide as gate
 from pytest_qualify.evidence import bundle
-from pytest_qualify.evidence.answers import held_to_the_end
+from pytest_qualify.evidence.answers import graded_tests, held_to_the_end
 from pytest_qualify.evidence.session import EvidenceState
 from pytest_qualify.evidence.provenance import provenance_section
 from pytest_qualify.evidence.summary import facts_section, iso, protocol_section, render_summary, stage_fields, target_section, tool_version
 from pytest_qualify.gate.decide import BaselineInput, Decision, RunRecord
 from pytest_qualify.profiles import ModuleInfo
 from pytest_qualify.run import RunState
+from pytest_qualify import properties
 from pytest_qualify.promotion.stage_run import StageRun
 
 # Where a user plugin's summary fields go (the schema leaves this one object open).
@@ -44,7 +45,8 @@ def run_record(
     run_dir = state.run_dir
     if died is None and state.dead:
         died = state.dead.splitlines()[0]
-    results = tuple(state.results.values())
+    results = gate.proof_of_grading(state.results.values(), graded_tests(run_dir) if run_dir.is_dir() else (),
+                                    journaled=lambda r: bool(r.properties.get(properties.JOURNALED)))
     facts = facts_section(
         run={
             "id": state.run_id,
@@ -73,7 +75,7 @@ def run_record(
     return RunRecord(
         results=results, modules=modules, required=tuple(required),
         stage=stage_run.stage if stage_run is not None else None,
-        problems=tuple(problems), incomplete=tuple(incomplete), target_unavailable=bool(state.startup_error),
+        problems=tuple(problems), incomplete=tuple(incomplete), target_unavailable=bool(state.startup_error or state.credentials_refused),
         waivers=ev.waivers, slo=state.profile.slo, claims=state.profile.claims, facts=facts, baseline=baseline,
         answers_void=tuple(answers_void), checks=_journal_checks(run_dir),
     )

@@ -11,6 +11,7 @@ from typing import Any
 
 from pytest_qualify.bundle_format.earlier import EarlierRunError, read_earlier
 from pytest_qualify.bundle_format.schema import SCHEMA_ID, SummaryError, validate
+from pytest_qualify.bundle_format.workload import differences, of_summary
 
 DEFAULT_THRESHOLD_PCT = 10.0
 
@@ -31,22 +32,19 @@ def load_baseline(path: Path) -> dict[str, Any]:
     return data
 
 
-def check_comparable(baseline: Mapping[str, Any], *, profile: str, stage: str, path: str = "") -> None:
-    """A baseline from another profile or another stage measured another workload (other lanes,
-    other modules, another window): its deltas and flips would compare unlike things, so it is
-    refused rather than noted. A summary written before stages existed was the full stage."""
+def check_comparable(baseline: Mapping[str, Any], *, workload: Mapping[str, Any], path: str = "") -> None:
+    """A baseline is comparable when it measured this run's workload (``bundle_format/workload.py``:
+    modules, lanes and their prompt sizes, budgets, thinking, load levels and probe length, sampling),
+    whatever its profile is called and whatever it deployed: a candidate against the incumbent is the
+    point. A baseline of another workload would compare unlike things, so it is refused naming what
+    differs. One boot on each side has no boot-to-boot spread: ``python -m pytest_qualify compare``
+    makes the separability call across boots."""
     label = f"baseline {path}" if path else "baseline"
-    base_profile = str((baseline.get("profile") or {}).get("name", ""))
-    base_stage = str((baseline.get("stage") or {}).get("name", "full"))
     run_id = (baseline.get("run") or {}).get("id", "?")
-    problems = []
-    if base_profile != profile:
-        problems.append(f"profile {base_profile!r}, this run profile {profile!r}")
-    if base_stage != stage:
-        problems.append(f"stage {base_stage!r}, this run stage {stage!r}")
-    if problems:
-        raise BaselineError(f"{label}: run {run_id} used " + " and ".join(problems)
-                            + "; a baseline must come from the same profile and stage")
+    diff = differences(of_summary(baseline), workload, a_name="baseline", b_name="this run")
+    if diff:
+        raise BaselineError(f"{label}: run {run_id} measured another workload: " + "; ".join(diff)
+                            + "; a baseline must measure the same workload")
 
 
 def delta_pct(baseline: float | None, current: float | None) -> float | None:

@@ -47,13 +47,16 @@ class ItemResult:
     repetition: int
     repetitions: int
     lane: str | None = None
-    outcome: str = "passed"  # passed | failed | skipped | rerun
+    outcome: str = "passed"  # passed | failed | skipped | rerun | ungraded (see ``proof_of_grading``)
     reason: str = ""
     properties: dict[str, Any] = field(default_factory=dict)
     waiver: str | None = None
+    called: bool = False  # its call phase reported (``--setup-only`` and a hook that skips the body report none)
 
     def record(self, when: str, outcome: str, reason: str) -> None:
         """Fold one phase's outcome in: any failing phase fails the item, for good."""
+        if when == "call":
+            self.called = True
         if outcome == "passed":
             return
         if self.outcome == "passed" or (self.outcome == "skipped" and outcome != "skipped"):
@@ -83,6 +86,42 @@ class ItemResult:
             parts.append(f"lane {self.lane}")
         parts.append(f"repetition {self.repetition}")
         return ", ".join(parts)
+
+
+UNGRADED = "ungraded"
+NOT_GRADED = "not graded"
+
+
+def proof_of_grading(results: Iterable[ItemResult], graded: Iterable[str],
+                     journaled: Callable[[ItemResult], bool] = lambda r: True) -> tuple[ItemResult, ...]:
+    """The results with every pass that has no proof of grading turned ``ungraded`` (a copy; the
+    results handed in are never changed). A report of "passed" proves only that nothing raised: an
+    item counts as passed when its call phase ran and, where its grader journals its verdicts
+    (``journaled``: the protocol's own suites, ``checks.require``), the answer journal holds a
+    verdict of its own (``graded``: the node ids with one). An ungraded item is neither passed nor
+    failed: the run is INCOMPLETE (``decide``), never PASS."""
+    graded = set(graded)
+    out = []
+    for r in results:
+        if r.passed and not r.called:
+            why = "reported passed, but its call phase did not run (no test body ran)"
+        elif r.passed and journaled(r) and r.nodeid not in graded:
+            why = "reported passed, but its grader recorded no verdict in the answer journal"
+        else:
+            out.append(r)
+            continue
+        out.append(replace(r, properties=dict(r.properties), outcome=UNGRADED, reason=why))
+    return tuple(out)
+
+
+def _not_graded(items: Sequence[ItemResult]) -> list[str]:
+    """One line for every ungraded item together, naming the first."""
+    ungraded = [r for r in items if r.outcome == UNGRADED]
+    if not ungraded:
+        return []
+    first = ungraded[0]
+    more = f" (and {len(ungraded) - 1} more item(s))" if len(ungraded) > 1 else ""
+    return [f"{NOT_GRADED}: {first.module}: {first.where}: {first.reason}{more}"]
 
 
 @dataclass(frozen=True)
@@ -198,6 +237,9 @@ def _apply_waivers(
     failures: list[ItemResult] = []
     waived: list[ItemResult] = []
     for r in results:
+        if r.outcome == UNGRADED:  # not judged: neither a pass nor a failure, and never waived
+            items.append(r)
+            continue
         if not r.passed:
             reason = waiver_for(r) if waiver_for and modules.get(r.module, None) and modules[r.module].waivable else None
             if reason and r.outcome == "failed":
@@ -220,12 +262,9 @@ def _unique_rows(findings: Sequence[Finding]) -> list[Finding]:
 
 
 def _module_names(missing: Sequence[str]) -> dict[str, tuple[str, str]]:
-    # "module 'smoke' (Smoke) did not run: ..." is the row module_smoke_not_run.
-    out = {}
-    for reason in missing:
-        module = reason.split("'")[1] if reason.count("'") >= 2 else row_name(reason)
-        out[reason] = (f"module_{row_name(module)}_not_run", "module")
-    return out
+    # The required modules that did not run are one reason, one gate row (``modules_not_run``): a
+    # run stopped for one cause shows that cause once, not once per module it kept from running.
+    return {reason: ("modules_not_run", "module") for reason in missing}
 
 
 def _rows(items: Sequence[ItemResult], modules: Mapping[str, ModuleInfo], required: Sequence[str],
@@ -236,7 +275,7 @@ def _rows(items: Sequence[ItemResult], modules: Mapping[str, ModuleInfo], requir
     for r in items:
         by_module.setdefault(r.module, []).append(r)
     rows: list[GateRow] = []
-    missing: list[str] = []
+    not_run: list[str] = []
     order = [m for m in modules if m in required] + [m for m in by_module if m not in required]
     for mod in order:
         ran = by_module.get(mod, [])
@@ -253,9 +292,13 @@ def _rows(items: Sequence[ItemResult], modules: Mapping[str, ModuleInfo], requir
         )
         rows.append(row)
         if mod in required and not ran:
-            needs = "every required module" if stage is None or stage.qualifies else f"every module of stage {stage.name}"
-            missing.append(f"module '{mod}' ({row.title}) did not run: the gate needs {needs}")
-    return rows, missing
+            not_run.append(f"'{mod}' ({row.title})")
+    if not not_run:
+        return rows, []
+    needs = "every required module" if stage is None or stage.qualifies else f"every module of stage {stage.name}"
+    what = f"module {not_run[0]} did not run" if len(not_run) == 1 else (
+        f"{len(not_run)} modules did not run: {', '.join(not_run)}")
+    return rows, [f"{what}: the gate needs {needs}"]
 
 
 def _verdict(items: Sequence[ItemResult], rows: Sequence[GateRow], failures: Sequence[ItemResult],
@@ -400,7 +443,7 @@ def decide(record: RunRecord) -> Decision:
             reasons.append(reason)
             named[reason] = ("regression", "regression")
 
-    verdict = _verdict(items, rows, failures, waived, reasons, [*record.incomplete, *missing], checks,
+    verdict = _verdict(items, rows, failures, waived, reasons, [*record.incomplete, *_not_graded(items), *missing], checks,
                        record.target_unavailable, record.stage, record.answers_void,
                        named={**named, **_module_names(missing)})
     return Decision(**{f: getattr(verdict, f) for f in GateVerdict.__dataclass_fields__},

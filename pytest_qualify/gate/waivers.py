@@ -16,7 +16,10 @@ Rules, because a waiver is the one way to turn a failure into a pass:
 - a pattern (``*`` or ``?``) states how many items it expects to match (``expect = N``, items
   without their repetitions), held to the collection: another count is a usage error, so a
   pattern cannot quietly grow to waive more than its author read;
-- no waiver may match every item of a module: a module is judged, not waived;
+- no waiver may match every item of a module, nor may all waivers together: a module is judged,
+  not waived;
+- all waivers together may match at most the profile's ``[modules] max_waived`` items of a module
+  (items without their repetitions; the seed waived 2 of 30 corpus items);
 - a waiver that matches no test at all is reported as stale (it may hide a renamed test);
 - waived items are listed in the report with the waiver's reason, never hidden.
 
@@ -30,7 +33,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -199,6 +202,35 @@ def count_conflicts(waivers: Sequence[Waiver], items: Iterable[Candidate]) -> li
         elif w.expect is not None and len(matched) != w.expect:
             problems.append(f"{w.label} expects to match {w.expect} item(s) and matches {len(matched)} "
                             f"({', '.join(sorted(matched)[:3])}{', ...' if len(matched) > 3 else ''})")
+    return problems
+
+
+def total_conflicts(waivers: Sequence[Waiver], items: Iterable[Candidate], max_waived: Mapping[str, int]) -> list[str]:
+    """One message per module whose items all waivers together match beyond what the profile
+    allows: every item of it (a module is judged, never waived whole, not even by several waivers
+    that each name part of it), or more than its ``max_waived`` items. Each waiver alone may keep
+    to its ``expect`` and still, with the others, waive the whole module."""
+    per_module: dict[str, dict[str, tuple[str, ...]]] = {}
+    for cand in items:
+        per_module.setdefault(cand.module, {})[without_repetition(cand.nodeid)] = cand.ids
+    problems = []
+    for module, labels in per_module.items():
+        if module not in max_waived:
+            continue  # not waivable: hard_module_conflicts says so
+        by: list[Waiver] = []
+        matched: set[str] = set()
+        for w in waivers:
+            hit = {label for label, ids in labels.items() if w.matches(ids)}
+            if hit:
+                by.append(w)
+                matched |= hit
+        named = ", ".join(w.label for w in by)
+        if len(labels) > 1 and len(matched) == len(labels):
+            problems.append(f"{named} together match every item of module '{module}' ({len(matched)} of "
+                            f"{len(labels)}): a module is judged, never waived whole")
+        elif len(matched) > max_waived[module]:
+            problems.append(f"{named} together match {len(matched)} items of module '{module}'; the profile "
+                            f"allows at most {max_waived[module]} (modules.max_waived)")
     return problems
 
 

@@ -31,7 +31,10 @@ contract reads (:func:`measured_span`), never the working a ``line`` prompt invi
 
 What a slot accepts is data (:class:`Accept`): the accepted forms and the normalisation rules —
 text or number, case, separators, thousands separators, units, a tolerance. Nothing else is
-normalised, and nothing outside the slot is graded. Line ends are not content: a CRLF or CR reply
+normalised, and nothing outside the slot is graded. Three spellings read alike everywhere, since
+none can hide a second candidate: answer tags round the whole value ("<answer>42</answer>"),
+digits grouped by a thin or no-break space as by commas ("1 234 567"), and a listed unit written
+out or as a symbol ("-80 degrees C" for "°C"). Line ends are not content: a CRLF or CR reply
 reads as its LF form, and trailing whitespace never changes a verdict.
 """
 
@@ -47,6 +50,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from pytest_qualify.graders import FORMAT, Verdict
+from pytest_qualify.graders.text import space_groups_as_commas
 
 FORMS = ("reply", "line", "json")
 
@@ -117,8 +121,14 @@ class Accept:
         return " or ".join(repr(f) for f in self.forms)
 
 
+def _nfkc(text: str) -> str:
+    """NFKC, after digits grouped by thin or no-break spaces are written with commas (NFKC would
+    make those spaces plain ones, and "1 234" two numbers)."""
+    return unicodedata.normalize("NFKC", space_groups_as_commas(text))
+
+
 def _fold(text: str, accept: Accept) -> str:
-    text = unicodedata.normalize("NFKC", text)
+    text = _nfkc(text)
     if accept.separators:
         text = re.sub(r"[\s_\-\u2010-\u2015\u2212]+", " ", text)
     text = re.sub(r"\s+", " ", text).strip()
@@ -131,16 +141,7 @@ _NUMBER_RE = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+")
 
 def _number(text: str, accept: Accept) -> Decimal | None:
     """The slot read as one number under the slot's rules, or None when it is not one number."""
-    text = unicodedata.normalize("NFKC", text).strip()
-    # A listed unit may follow the number ("2,350 EUR") or precede it ("€2,350", "CAD 176.30").
-    for unit in sorted(accept.units, key=len, reverse=True):
-        folded = unit.casefold()
-        if text.casefold().endswith(folded):
-            text = text[: len(text) - len(unit)].rstrip()
-            break
-        if text.casefold().startswith(folded) and len(text) > len(unit):
-            text = text[len(unit):].lstrip()
-            break
+    text = _without_unit(_nfkc(text).strip(), accept.units)
     text = re.sub(f"^[{_MINUS}]", "-", text)
     if not re.fullmatch(_NUMBER_RE, text):
         return None
@@ -154,9 +155,40 @@ def _number(text: str, accept: Accept) -> Decimal | None:
         return None
 
 
+# A unit as written out or as a symbol reads alike: "degrees C", "deg. C", "°C", "℃" and "° C" are
+# one unit, "degrees" and "°" another. Words become symbols, then case, spaces and periods go.
+_UNIT_WORDS = ((re.compile(r"(?<![^\W\d_])(?:degrees?|deg)(?![^\W\d_])\.?", re.I), "°"),
+               (re.compile(r"(?<![^\W\d_])(?:celsius|centigrade)(?![^\W\d_])", re.I), "c"),
+               (re.compile(r"(?<![^\W\d_])fahrenheit(?![^\W\d_])", re.I), "f"))
+# The slot split round its one number: what comes before it, the number, what comes after it.
+_UNIT_SPLIT_RE = re.compile(f"(?P<pre>\\D*?)\\s*(?P<num>[-+{_MINUS}]?\\.?\\d[\\d,.]*)\\s*(?P<post>\\D*)")
+
+
+def _unit_key(unit: str) -> str:
+    text = unicodedata.normalize("NFKC", unit)
+    for pattern, symbol in _UNIT_WORDS:
+        text = pattern.sub(symbol, text)
+    return re.sub(r"[\s.]+", "", text).casefold()
+
+
+def _without_unit(text: str, units: Sequence[str]) -> str:
+    """The number without one listed unit before or after it ("2,350 EUR", "€2,350", "-80 degrees
+    C" for "°C"); the text unchanged when anything else is round the number. A unit holds no digit,
+    so no second candidate can hide in it."""
+    if not units:
+        return text
+    m = _UNIT_SPLIT_RE.fullmatch(text)
+    if m is None:
+        return text
+    pre, num, post = m.group("pre"), m.group("num"), m.group("post")
+    if pre and post or not (pre or post):
+        return text
+    return num if _unit_key(pre or post) in {_unit_key(u) for u in units} else text
+
+
 def numbers_in(text: str) -> list[str]:
     """Every number written in a slot (to tell a hedge, "2 or 3", from a malformed slot)."""
-    return _NUMBER_RE.findall(re.sub(f"[{_MINUS}](?=\\d)", "-", unicodedata.normalize("NFKC", text)))
+    return _NUMBER_RE.findall(re.sub(f"[{_MINUS}](?=\\d)", "-", _nfkc(text)))
 
 
 def compare(value: Any, accept: Accept, name: str = "answer") -> Verdict:
@@ -202,6 +234,22 @@ _LIST_MARK_RE = re.compile(r"^(?:[-*+>]|#{1,6})\s+")
 # A value inside the angle brackets of a template's placeholder ("ANSWER: <42>"): the brackets are
 # copied from a prompt's notation, not part of the value. One pair, around the whole value only.
 _PLACEHOLDER_RE = re.compile(r"^<([^<>]+)>$")
+# Answer tags round a whole value ("<answer>42</answer>", "<final_answer>…</final_answer>"): what
+# some chat templates (Hunyuan's) and many prompts put round the answer. A pair is read as its
+# content only when it wraps the whole value and holds no answer tag of its own, so
+# "<answer>42</answer> <answer>43</answer>" stays two values; its block over three lines
+# ("<answer>\n42\n</answer>") is that one line.
+_ANSWER_TAGS = r"answer|final[_ -]?answer|final|response|result|output"
+_ANSWER_TAG_RE = re.compile(
+    rf"^<\s*({_ANSWER_TAGS})\s*>[ \t]*((?:(?!<\s*/?\s*(?:{_ANSWER_TAGS})\s*>).)*?)[ \t]*<\s*/\s*\1\s*>$", re.I | re.S)
+_ANSWER_BLOCK_RE = re.compile(
+    rf"^([^\n<]*?)<\s*({_ANSWER_TAGS})\s*>[ \t]*\n?[ \t]*((?:(?!<\s*/?\s*(?:{_ANSWER_TAGS})\s*>)[^\n])*?)[ \t]*\n?[ \t]*<\s*/\s*\2\s*>([ \t*_`]*)$",
+    re.I | re.M)
+
+
+def _one_line_answer_tags(text: str) -> str:
+    """An answer-tag block over several lines, holding one line, written as one line."""
+    return _ANSWER_BLOCK_RE.sub(lambda m: f"{m.group(1)}<{m.group(2)}>{m.group(3)}</{m.group(2)}>{m.group(4)}", text)
 
 
 def _unfence(text: str) -> str:
@@ -288,7 +336,8 @@ def unwrap_math(value: str) -> str:
 def clean_value(text: str, marks: bool = True) -> str:
     """A one-line value without its formatting noise: list marks, a heading mark, markdown
     emphasis and quotes around it, trailing punctuation, a leading ``Answer:`` label, the angle
-    brackets of a copied placeholder ("<42>"), math notation around it (:func:`unwrap_math`).
+    brackets of a copied placeholder ("<42>"), answer tags around it ("<answer>42</answer>"), math
+    notation around it (:func:`unwrap_math`).
     ``marks=False`` (a JSON string) keeps a leading "- ", "> " or "# " and any "$": inside a JSON
     string they are no markdown or math, and "> 4", "- 80" or "$42" would change the value."""
     value = text.strip()
@@ -301,6 +350,7 @@ def clean_value(text: str, marks: bool = True) -> str:
         value = _PLACEHOLDER_RE.sub(r"\1", value)
         value = value.rstrip(_TRAILING_PUNCT).strip()
         if marks:
+            value = _ANSWER_TAG_RE.sub(r"\2", value).strip()
             value = unwrap_math(value)
         if value == before:
             return value
@@ -308,7 +358,7 @@ def clean_value(text: str, marks: bool = True) -> str:
 
 def reply_slot(content: str | None) -> str:
     """The whole reply as one value; :class:`FormatError` when it is empty or several lines."""
-    text = _newlines(content or "").strip()
+    text = _one_line_answer_tags(_newlines(content or "")).strip()
     if not text:
         raise FormatError("empty reply, expected the answer alone")
     text = _drop_preamble(_unfence(_drop_preamble(text)))
@@ -328,19 +378,28 @@ def reply_slot(content: str | None) -> str:
 # answer line, so a second one anywhere ("answer: 43" in the working) is a second candidate.
 _ANSWER_LINE_RE = re.compile(
     r"^[\s>#*+\-_`]*(?:(?:the[ \t]+)?final[ \t]+)?answer(?:[ \t]+is)?[ \t]*[*_`]*[ \t]*:[*_`]*[ \t]*(.*)$", re.I)
+# A line that is one answer-tag pair ("<answer>42</answer>", markdown around it) is an answer line
+# too, labelled by its tags: beside an "ANSWER:" line it is a second one. Only the tags that name
+# the answer label a line; <result> or <output> in the working may be a step's, not the answer.
+_ANSWER_TAG_LINE_RE = re.compile(r"^[\s>*_`]*(<\s*(?:answer|final[_ -]?answer)\s*>.*)$", re.I)
 # A display-math block given as the value on the lines after an empty label ("ANSWER:\n\\[\n42\n\\]").
 _DISPLAY_MATH_RE = re.compile(r"^(?:\\\[.*\\\]|\$\$.*\$\$)$", re.S)
 
 
 def _answer_lines(content: str | None) -> tuple[list[str], list[int]]:
     """The reply's non-empty lines (NFKC, a closing code fence dropped) and which are answer lines."""
-    text = _newlines(content or "").strip()
+    text = _one_line_answer_tags(_newlines(content or "")).strip()
     lines = [line for line in text.split("\n") if line.strip()]
     while lines and lines[-1].strip() in ("```", "~~~"):
         lines.pop()
     # NFKC: a fullwidth label ("ANSWER：42") is the same label.
-    lines = [unicodedata.normalize("NFKC", line) for line in lines]
-    return lines, [i for i, line in enumerate(lines) if _ANSWER_LINE_RE.match(line)]
+    lines = [_nfkc(line) for line in lines]
+    return lines, [i for i, line in enumerate(lines) if _ANSWER_LINE_RE.match(line) or _is_tag_line(line)]
+
+
+def _is_tag_line(line: str) -> bool:
+    m = _ANSWER_TAG_LINE_RE.match(line)
+    return m is not None and _ANSWER_TAG_RE.match(m.group(1).rstrip().rstrip("*_`").rstrip()) is not None
 
 
 def line_slot(content: str | None) -> str:
@@ -356,7 +415,8 @@ def line_slot(content: str | None) -> str:
     if len(answers) > 1:
         shown = "; ".join(repr(lines[i].strip()) for i in answers)
         raise FormatError(f"{len(answers)} ANSWER lines ({shown}), expected exactly one")
-    raw = _ANSWER_LINE_RE.match(lines[answers[0]]).group(1)  # type: ignore[union-attr]
+    label = _ANSWER_LINE_RE.match(lines[answers[0]])
+    raw = label.group(1) if label else lines[answers[0]]  # an answer-tag line: clean_value reads the tags
     rest = lines[answers[0] + 1:]
     # An empty label with its value on the one line after it ("**Answer:**\n42"), or a display-math
     # block after it, reads as that value; anything more after the label is text after it.
@@ -382,7 +442,7 @@ def measured_span(content: str | None, contract: "Contract") -> tuple[str, str]:
     lines, answers = _answer_lines(text)
     if len(answers) != 1:
         return text, "visible answer"
-    normalised = unicodedata.normalize("NFKC", _newlines(text))
+    normalised = _nfkc(_one_line_answer_tags(_newlines(text)))
     at = normalised.rfind(lines[answers[0]])
     return (normalised[at:] if at >= 0 else text), "answer line"
 
@@ -426,6 +486,9 @@ def locate_json(content: str | None) -> tuple[str, Any, str]:
     text = _newlines(content or "").strip()
     if not text:
         raise FormatError("empty reply, expected one JSON object")
+    tagged = _ANSWER_TAG_RE.match(text)  # answer tags round the whole reply, and nothing else
+    if tagged is not None:
+        text = tagged.group(2).strip()
     fence = _INNER_FENCE_RE.search(text)
     if fence is not None:
         text = (text[:fence.start()] + fence.group(2) + text[fence.end():]).strip()

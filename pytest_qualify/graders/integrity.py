@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pytest_qualify.graders import Verdict
-from pytest_qualify.graders.tools import CallLike, same_calls
+from pytest_qualify.graders.tools import ArgumentsError, CallLike, read_arguments, same_calls
 
 # Below this, client-observed times are HTTP and JSON overhead, not the server's work: a ratio of
 # two such times says nothing about a cache.
@@ -197,9 +197,17 @@ def check_tool_deltas(deltas: Sequence[ToolDeltaLike], parse: bool = True) -> li
             call = seen[d.index] = {"id": d.id, "arguments": ""}
         elif d.id and call["id"] and d.id != call["id"]:
             problems.append(f"tool call {d.index} changes its id from {call['id']!r} to {d.id!r} mid-stream")
-        call["arguments"] += d.arguments or ""
+        if d.arguments is not None and not isinstance(d.arguments, str):
+            # The API streams arguments as pieces of one JSON text; a JSON value in their place
+            # cannot be concatenated, and is named instead.
+            problems.append(f"tool-call delta {n} carries arguments as {type(d.arguments).__name__} "
+                            f"{_short(json.dumps(d.arguments))}, not as a piece of JSON text")
+            call["arguments"] = None
+            continue
+        if call["arguments"] is not None:
+            call["arguments"] += d.arguments or ""
     for index, call in seen.items() if parse else ():
-        text = call["arguments"].strip()
+        text = (call["arguments"] or "").strip()
         if not text:
             continue
         try:
@@ -277,9 +285,9 @@ def parsed_calls(calls: Sequence[CallLike]) -> tuple[tuple[str, Any], ...]:
     out = []
     for c in calls:
         try:
-            out.append((c.name, json.loads(c.arguments) if c.arguments.strip() else {}))
-        except json.JSONDecodeError:
-            out.append((c.name, "invalid JSON: " + c.arguments))
+            out.append((c.name, read_arguments(c.arguments)))
+        except ArgumentsError as exc:
+            out.append((c.name, f"invalid: {exc}"))
     # Sorted by the canonical form: 1 and 1.0 must not order two lists of the same calls differently.
     return tuple(sorted(out, key=canonical))
 

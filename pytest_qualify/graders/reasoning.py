@@ -6,34 +6,61 @@ out of the visible content.
 Prose working is not a leak: a visible answer that starts "**Reasoning:**" or "Thoughts:" is the
 model answering a prompt that asked it to think it through, in words the caller was meant to read.
 Only what the engine and its template produce for hidden reasoning (fields, tags, markers, usage)
-is. Nothing is stripped before grading: the content is judged exactly as the caller would see it.
+is, in the forms the open model families write it (their chat templates and vLLM's reasoning
+parsers): think tags by any name, harmony's channels whole or with their special tokens stripped
+("analysis...assistantfinal..."), Gemma's and Apertus's tokens, Granite's two phrases. A reasoning
+field that holds only whitespace holds no reasoning. Nothing is stripped before grading: the
+content is judged exactly as the caller would see it.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from pytest_qualify.graders import Verdict
 
-# Markers reasoning models and their chat templates emit around hidden reasoning.
+# What open model families' chat templates and vLLM's reasoning parsers (vllm/reasoning/*.py) put
+# round hidden reasoning, as it reads once it reaches the visible content. Think tags by any name:
+# an angle-bracket tag or template token whose name holds one of these stems (<think>, </think>,
+# <thinking>, <thought> (EXAONE), <seed:think> (Seed-OSS), <mm:think>, <longcat_think>,
+# <|begin_of_thought|>, <|START_THINKING|> (Cohere Command A), <reasoning>, <|think|>, ...).
+# A stem ends the word it starts: <thoughts> and <reasoning> are tags, <reasonable> is not one.
+_TAG_STEMS = r"(?:think(?:ing)?|thoughts?|reason(?:ing)?|reflect(?:ion)?|scratchpad|monologue)(?![a-z])"
+_TAG_RE = rf"<\s*\|?\s*/?\s*\|?\s*[\w:.|-]*?{_TAG_STEMS}[\w:.|-]*?\s*\|?\s*/?\s*>"
 MARKER_RE = re.compile(
-    r"</?\s*think(?:ing)?\s*>"            # Qwen3 / DeepSeek-R1 <think>, some templates <thinking>
-    r"|<\|?/?\s*(?:begin|end)_of_thought\s*\|?>"  # <|begin_of_thought|>
-    r"|</?\s*reasoning\s*>"
-    r"|\[/?THINK\]"                        # Mistral Magistral
-    r"|◁/?think▷"                          # Kimi
-    r"|<\|channel\|>\s*analysis"           # gpt-oss harmony
-    r"|<\|start_thinking\|>|<\|end_thinking\|>",
+    _TAG_RE
+    + r"|\[/?THINK\]"                         # Mistral Magistral
+    + r"|◁/?\s*\w*think\w*\s*▷"                # Kimi-VL
+    # gpt-oss harmony: its channel tokens (<|channel|>analysis<|message|>..., <|start|>assistant)
+    + r"|<\|channel\|>\s*[a-z]*|<\|(?:message|constrain)\|>|<\|start\|>\s*assistant"
+    + r"|<\|channel>|<channel\|>"                # Gemma 4: <|channel>thought\n...<channel|>
+    + r"|<\|inner_(?:prefix|suffix)\|>",          # Apertus
     re.I,
 )
+# Harmony with its special tokens stripped (skip_special_tokens) leaves the channel names glued to
+# the text: "analysisThe user asks...assistantfinalBlue". The glued "assistant"+channel never occurs
+# in prose; a leading lowercase channel name glued to a capital is the analysis channel's start.
+_STRIPPED_HARMONY_RE = re.compile(r"(?i:assistant(?:final|analysis|commentary))|\A\s*(?:analysis|commentary)(?=[A-Z])")
+# IBM Granite writes its reasoning between two phrases, not tags (vLLM's granite parser): both, in
+# order, are its template's reasoning; the first alone is prose working a prompt may invite.
+_GRANITE_RE = re.compile(r"(Here(?:'s|\u2019s| is) my thought process:).*?(Here(?:'s|\u2019s| is) my response:)", re.S)
 
 
 def reasoning_markers(content: str | None) -> list[str]:
-    """The reasoning markers (tags and template tokens) found in visible content."""
+    """The reasoning markers (tags, template tokens, stripped channel names, a template's phrases)
+    found in visible content, in the order they stand."""
     if not content:
         return []
-    return [m.group(0) for m in MARKER_RE.finditer(unicodedata.normalize("NFKC", content))]
+    text = unicodedata.normalize("NFKC", content)
+    found = [(m.start(), m.group(0)) for m in MARKER_RE.finditer(text)]
+    found += [(m.start(), m.group(0)) for m in _STRIPPED_HARMONY_RE.finditer(text)]
+    granite = _GRANITE_RE.search(text)
+    if granite is not None:
+        found += [(granite.start(1), granite.group(1)), (granite.start(2), granite.group(2))]
+    return [marker for _, marker in sorted(found)]
 
 
 def _shown(text: str) -> str:
@@ -66,3 +93,56 @@ def check_reasoning_separated(content: str | None, reasoning: str | None) -> Ver
         )
     where = "in the reasoning field" if reasoning and reasoning.strip() else "none returned"
     return Verdict.accept(f"visible content free of reasoning markers; reasoning {where}")
+
+
+class AnswerLike(Protocol):
+    """What the override check reads of an answer (client/answer.py ``Answer``)."""
+
+    content: str | None
+    reasoning: str | None
+    reasoning_tokens: int | None
+    finish_reason: str | None
+    usage: Mapping[str, Any]
+
+
+def check_override_had_no_effect(overridden: AnswerLike, baseline: AnswerLike, requested: bool) -> Verdict:
+    """A caller's ``chat_template_kwargs.enable_thinking=requested`` against a profile that says
+    thinking is not caller-overridable: the answer to the request with it (``overridden``) must
+    show what the same request without it (``baseline``) shows.
+
+    Asking for thinking while it is disabled took effect when the overridden answer reports
+    reasoning tokens, carries reasoning text or reasoning markers, holds whitespace reasoning the
+    baseline did not (vLLM 0.26.0 with a random model fills the field with whitespace until the
+    budget), or lost its visible answer to a budget spent on reasoning. A whitespace-only field
+    the baseline shows too (a disabled template's empty think block) is no effect. Asking to
+    disable thinking while it is enabled took effect when the baseline reasoned and the overridden
+    answer did not. The reason says the override took effect, then each sign of it."""
+    said = f"the caller's chat_template_kwargs enable_thinking={requested} took effect, although thinking is " \
+           f"{'enabled' if not requested else 'disabled'} and not caller-overridable"
+    reasoning, before = overridden.reasoning or "", baseline.reasoning or ""
+    signs = []
+    if requested:
+        if overridden.reasoning_tokens:
+            signs.append(f"usage reports {overridden.reasoning_tokens} reasoning tokens")
+        if reasoning.strip():
+            signs.append(f"reasoning field populated ({len(reasoning)} chars: {_shown(reasoning)})")
+        elif reasoning != before:
+            signs.append(f"the reasoning field holds {len(reasoning)} characters of whitespace, "
+                         f"{f'{len(before)}' if before else 'none'} without the override")
+        markers = reasoning_markers(overridden.content)
+        if markers and not reasoning_markers(baseline.content):
+            signs.append(f"reasoning markers in the visible content: {', '.join(repr(m) for m in markers[:3])}")
+        if overridden.finish_reason == "length" and reasoning and baseline.finish_reason != "length":
+            visible = (overridden.content or "").strip()
+            lost = "no visible answer" if not visible else f"the visible answer cut at {len(visible)} chars"
+            tokens = (overridden.usage or {}).get("completion_tokens")
+            spent = f" after {tokens} completion tokens" if tokens is not None else ""
+            signs.append(f"the answer budget was spent on reasoning (finish_reason 'length'{spent}, {lost}; "
+                         f"without the override finish_reason {baseline.finish_reason!r})")
+    elif before.strip() and not reasoning.strip() and not overridden.reasoning_tokens:
+        signs.append(f"no reasoning came back, where the same request without the override returned "
+                     f"{len(before)} chars of it")
+    if signs:
+        return Verdict.reject(f"{said}: {'; '.join(signs)}")
+    return Verdict.accept(f"the caller's enable_thinking={requested} had no effect: the answer shows what the "
+                          "same request without it shows")

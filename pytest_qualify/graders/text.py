@@ -51,13 +51,32 @@ def tokens(text: str) -> list[str]:
     return TOKEN_RE.findall(prepared(text))
 
 
+# Digit grouping as SI and French typography write it: a thin space (U+2009), a narrow no-break
+# space (U+202F) or a no-break space (U+00A0) between groups of three digits. One separator
+# throughout, 1-3 digits then groups of exactly three: "1 234 567" is the number "1,234,567"
+# is. A plain space, a group of another size ("12 34"), a trailing short group ("1 234 56") or two
+# separators mixed keep the digits apart, so two separate numbers never merge into one.
+GROUP_SPACES = "\u2009\u202f\u00a0"
+_SPACE_GROUPED_RE = re.compile(
+    r"(?<![\d.,])(?<!\d[" + GROUP_SPACES + r"])\d{1,3}([" + GROUP_SPACES + r"])\d{3}(?:\1\d{3})*(?!\d|\1\d|[" + GROUP_SPACES + r"]\d)")
+
+
+def space_groups_as_commas(text: str) -> str:
+    """Digits grouped by a thin, narrow no-break or no-break space, written with commas instead
+    ("1\u202f234\u202f567" -> "1,234,567"), so they read as one number wherever a comma-grouped one
+    does; every other character is left as it is. Apply before NFKC, which turns those spaces into
+    plain ones."""
+    return _SPACE_GROUPED_RE.sub(lambda m: m.group(0).replace(m.group(1), ","), text)
+
+
 # A number as people and models write it: optional sign, thousands commas, decimals ("1,299.50").
 NUMBER_RE = re.compile(r"(?<![\d.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\d])")
 
 
 def parse_number(text: str) -> Decimal | None:
-    """The value of one number as written ("1,299.50", "+3", "3.0"), or None when it is not one."""
-    text = text.strip()
+    """The value of one number as written ("1,299.50", "1 299.50" with a thin space, "+3",
+    "3.0"), or None when it is not one."""
+    text = space_groups_as_commas(text).strip()
     if not NUMBER_RE.fullmatch(text):
         return None
     try:

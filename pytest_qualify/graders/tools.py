@@ -5,6 +5,11 @@ A call is checked in this order, and the first problem names its kind in the rea
 ``schema_violation`` (the tool's JSON Schema, via jsonschema) → ``wrong_value``. A set of calls
 first checks ``wrong_count``; parallel calls match in any order.
 
+``function.arguments`` is, by the API, a string holding the JSON text of an object. Arguments
+that are not (a JSON object sent as an object, ``null``, text that does not parse, JSON that is no
+object) are the call's slot malformed: an ``invalid_json`` *format* failure whose reason says what
+came, never an exception (:func:`read_arguments`).
+
 Expected values are compared the way a careful reviewer would: strings ignore case, whitespace and
 punctuation between words ("New York" = "new-york") but not between digits ("50.2" is not "502"),
 numbers compare by value (68 = 68.0, "3" = "3.0" where the schema allows a string). What a case
@@ -52,7 +57,7 @@ class CallLike(Protocol):
     def name(self) -> str: ...
 
     @property
-    def arguments(self) -> str: ...
+    def arguments(self) -> Any: ...  # a JSON string by the API; anything else is kept to be refused
 
 
 @dataclass(frozen=True)
@@ -60,7 +65,7 @@ class RawCall:
     """A tool call built from plain values (tests, or calls found written as text)."""
 
     name: str
-    arguments: str
+    arguments: Any
 
 
 @dataclass(frozen=True)
@@ -311,6 +316,48 @@ def schema_problems(arguments: Any, schema: Mapping[str, Any]) -> list[str]:
 # -- one call, several calls, no call -------------------------------------------------------------
 
 
+class ArgumentsError(ValueError):
+    """A call's ``arguments`` are not the JSON text of an object; the message says what came."""
+
+
+def read_arguments(raw: Any) -> dict[str, Any]:
+    """A call's ``arguments`` as the object they encode. The API sends a string holding JSON; an
+    empty string is a call with no arguments. :class:`ArgumentsError` for anything else: a JSON
+    value sent in place of the string (an object, a list, a number), ``null``, text that does not
+    parse, JSON that is not an object."""
+    if raw is None:
+        raise ArgumentsError("arguments are null, expected a string holding a JSON object")
+    if not isinstance(raw, str):
+        raise ArgumentsError(f"arguments came as a JSON {_json_kind(raw)} ({_short_json(raw)}), not as a string holding JSON")
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ArgumentsError(f"arguments {raw[:120]!r} are not JSON ({exc.msg})") from None
+    if not isinstance(value, dict):
+        raise ArgumentsError(f"arguments are a JSON {_json_kind(value)}, not an object: {raw[:120]!r}")
+    return value
+
+
+def _json_kind(value: Any) -> str:
+    kinds = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
+    return kinds.get(type(value), "number" if isinstance(value, (int, float)) else type(value).__name__)
+
+
+def _short_json(value: Any, limit: int = 120) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def _arguments_text(raw: Any) -> str:
+    """The arguments as a reason shows them: the string as sent, anything else as JSON."""
+    return raw if isinstance(raw, str) else _short_json(raw)
+
+
 def _reject(kind: str, message: str, call_name: str) -> Verdict:
     return Verdict.reject(f"{kind}: {message} ({call_name})")
 
@@ -326,11 +373,9 @@ def grade_call(call: CallLike, expected: ExpectedCall, schemas: Mapping[str, Map
     if call.name != expected.name:
         return Verdict.reject(f"wrong_function: called {call.name or '(no name)'!r}, expected {expected.name!r}")
     try:
-        arguments = json.loads(call.arguments) if call.arguments.strip() else {}
-    except json.JSONDecodeError as exc:
-        return _reject("invalid_json", f"arguments {call.arguments[:120]!r} are not JSON ({exc.msg})", call.name)
-    if not isinstance(arguments, dict):
-        return _reject("invalid_json", f"arguments {call.arguments[:120]!r} are not a JSON object", call.name)
+        arguments = read_arguments(call.arguments)
+    except ArgumentsError as exc:
+        return Verdict.reject(f"{FORMAT}: invalid_json: {exc} ({call.name})", FORMAT)
     schema = schemas.get(call.name)
     if schema is None:
         return Verdict.reject(f"wrong_function: {call.name!r} is not one of the offered tools")
@@ -347,7 +392,7 @@ def grade_call(call: CallLike, expected: ExpectedCall, schemas: Mapping[str, Map
 
 
 def _describe(calls: Sequence[CallLike]) -> str:
-    return ", ".join(f"{c.name}({c.arguments})" for c in calls) if calls else "none"
+    return ", ".join(f"{c.name}({_arguments_text(c.arguments)})" for c in calls) if calls else "none"
 
 
 def grade_calls(
@@ -387,7 +432,7 @@ def _likeness(call: CallLike, expected: ExpectedCall) -> float:
     import difflib
 
     want = json.dumps(canonical_arguments(expected.arguments), sort_keys=True)
-    return float(call.name == expected.name) + difflib.SequenceMatcher(None, want, call.arguments).ratio()
+    return float(call.name == expected.name) + difflib.SequenceMatcher(None, want, _arguments_text(call.arguments)).ratio()
 
 
 def grade_no_call(calls: Sequence[CallLike], content: str | None) -> Verdict:
@@ -417,9 +462,9 @@ def call_in_text(content: str | None) -> RawCall | None:
 
 def _parsed(call: CallLike) -> tuple[str, Any]:
     try:
-        return call.name, json.loads(call.arguments) if call.arguments.strip() else {}
-    except json.JSONDecodeError:
-        return call.name, "invalid JSON: " + call.arguments
+        return call.name, read_arguments(call.arguments)
+    except ArgumentsError as exc:
+        return call.name, f"invalid: {exc}"
 
 
 def same_calls(streamed: Sequence[CallLike], plain: Sequence[CallLike]) -> Verdict:

@@ -98,6 +98,29 @@ def _retry_reason(what: str, given: str) -> str:
             "repetition outside --repeat would count one answer as several (use --repeat N)")
 
 
+# pytest's options that run no test body (config.option dest, the flag): under them every item
+# would "pass" without an answer asked or graded, so a qualification refuses them.
+NO_TEST_BODY_OPTIONS = (
+    ("collectonly", "--collect-only"),
+    ("setuponly", "--setup-only"),
+    ("setupplan", "--setup-plan"),
+    ("showfixtures", "--fixtures"),
+    ("show_fixtures_per_test", "--fixtures-per-test"),
+    ("markers", "--markers"),
+)
+
+
+def no_test_body(config: pytest.Config) -> str | None:
+    """Why the options given would run no test body (a usage error with --qualify), or None."""
+    given = [flag for dest, flag in NO_TEST_BODY_OPTIONS if config.getoption(dest, None)]
+    if "--setup-plan" in given:  # pytest turns --setup-only on for it
+        given.remove("--setup-only")
+    if not given:
+        return None
+    return (f"{' and '.join(given)} cannot be combined with --qualify: it runs no test body, so no item would be "
+            "asked or graded (a qualification runs every item; use --qualify-profiles to list the profiles)")
+
+
 def retried_items(config: pytest.Config, items: list[pytest.Item]) -> str | None:
     """A protocol item that a loaded rerun or repetition plugin's marker would run more than once."""
     pm = config.pluginmanager
@@ -165,6 +188,8 @@ class Collection:
             item.user_properties.append((properties.REPETITIONS, repetitions_of(item, state.settings.repeat)))
             if lane_name is not None:
                 item.user_properties.append((properties.LANE, lane_name))
+            if is_protocol_path(item.path):
+                item.user_properties.append((properties.JOURNALED, True))
             keep.append(item)
         # First the modules that say whether the deployment can be judged at all (smoke: health,
         # identity, engine version), so a deployment that cannot be identified costs seconds, not

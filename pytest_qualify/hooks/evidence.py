@@ -44,7 +44,7 @@ def load_evidence_state(config: pytest.Config, state: RunState) -> EvidenceState
     if settings.baseline and not state.is_worker:
         try:
             ev.baseline = load_baseline(Path(settings.baseline))
-            check_comparable(ev.baseline, profile=state.profile.name, stage=settings.stage,
+            check_comparable(ev.baseline, workload=state.profile.workload(settings.stage),
                              path=str(settings.baseline))
         except BaselineError as exc:
             raise pytest.UsageError(f"--qualify-baseline: {exc}") from None
@@ -180,12 +180,14 @@ class EvidenceHooks:
 
     def waiver_usage_error(self, items: list[pytest.Item]) -> str | None:
         """A waiver that names a hard serving-contract test, matches a whole module or another
-        number of items than it expects: a usage error, found at the end of collection, before the
+        number of items than it expects, or waivers that together match a whole module or more
+        items than the profile's ``max_waived``: a usage error, found at the end of collection, before the
         server starts (steps.collection_usage_error; on xdist workers too, for the controller)."""
         ev = self.ev
         if ev.waivers is None:
             return None
-        from pytest_qualify.gate.waivers import Candidate, count_conflicts, hard_module_conflicts, item_ids
+        from pytest_qualify.gate.waivers import (Candidate, count_conflicts, hard_module_conflicts, item_ids,
+                                                 total_conflicts)
 
         candidates = [
             Candidate(item.nodeid, module, item_ids(item.nodeid, item_label(item)))
@@ -194,11 +196,29 @@ class EvidenceHooks:
         ]
         conflicts = hard_module_conflicts(ev.waivers.waivers, candidates, ev.waivers.waivable_modules)
         conflicts = conflicts or count_conflicts(ev.waivers.waivers, candidates)
+        conflicts = conflicts or total_conflicts(ev.waivers.waivers, candidates, dict(self.state.profile.max_waived))
         return f"--qualify-waivers {ev.waivers.source}: " + "; ".join(conflicts) if conflicts else None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if not self.state.is_worker:
             self.collector.pytest_runtest_logreport(report)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> Generator[None, Any, Any]:
+        """The protocol item's verdicts (``checks.require``) go to the answer journal while its body
+        runs: the proof that a pass was graded. Around the body itself, so a plugin that answers the
+        call without running it leaves no verdict."""
+        if module_of(pyfuncitem) is None:
+            return (yield)
+        from pytest_qualify import checks
+        from pytest_qualify.evidence.answers import append_verdict
+
+        run_dir, test = self.state.run_dir, pyfuncitem.nodeid
+        token = checks.VERDICT_SINK.set(lambda ok: append_verdict(run_dir, test, ok))
+        try:
+            return (yield)
+        finally:
+            checks.VERDICT_SINK.reset(token)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:

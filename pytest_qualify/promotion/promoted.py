@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_qualify.bundle_format.earlier import EarlierRunError, read_earlier, verify_bundle
+from pytest_qualify.bundle_format.earlier import EarlierRunError, read_earlier, verify_bundle, verify_statement
 from pytest_qualify.bundle_format.schema import SCHEMA_ID
 from pytest_qualify.promotion.identity import Identity, differences
 
@@ -60,7 +60,8 @@ def _qualified_identity(summary: dict[str, Any]) -> Identity:
 
 def load_promoted(path_text: str) -> Promoted:
     """The promoted run, or :class:`PromotedError`: missing, not JSON, not a summary, not a PASS of
-    the full stage, no identity recorded, or a bundle whose ``SHA256SUMS`` does not verify."""
+    the full stage, no identity recorded, a bundle whose ``SHA256SUMS`` does not verify, or whose
+    in-toto statement disagrees with its files or its summary (``verify_statement``)."""
     path = Path(path_text).expanduser()
     label = f"promoted summary {path}"
     try:
@@ -90,6 +91,7 @@ def load_promoted(path_text: str) -> Promoted:
         raise PromotedError(f"{label}: run {run_id} recorded no served identity ({identity.describe()})")
     try:
         manifest = verify_bundle(earlier, label)
+        verify_statement(earlier, label)
     except EarlierRunError as exc:
         raise PromotedError(str(exc)) from None
     return Promoted(

@@ -14,6 +14,16 @@ from pytest_qualify.reference.faults import Faults, FaultError
 from pytest_qualify.reference.handler import serve
 
 
+def boot_factor(speed: float, jitter: float, seed: str) -> float:
+    """This boot's rate factor: ``speed`` times a seeded lognormal draw of sd ``jitter``."""
+    import math
+    import random
+
+    if jitter <= 0:
+        return speed
+    return speed * math.exp(random.Random(f"reference-boot:{seed}").gauss(0.0, jitter))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pytest_qualify.reference", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
@@ -29,6 +39,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--decode-tok-s", type=float,
                         default=float(os.environ.get("QUALIFY_REFERENCE_DECODE_TOK_S", 2_000.0)),
                         help="simulated decode rate (0: none; env QUALIFY_REFERENCE_DECODE_TOK_S)")
+    # A known shift inside or outside a known noise, for the comparison's tests (compare/): every
+    # rate is multiplied by the speed factor and by this boot's own draw of exp(N(0, jitter)), seeded
+    # by the boot's name (an A/B campaign names each boot), so a boot-to-boot spread is reproducible.
+    parser.add_argument("--speed", type=float, default=float(os.environ.get("QUALIFY_REFERENCE_SPEED", 1.0)),
+                        help="rate factor, e.g. 0.986 for a 1.4%% slower server (env QUALIFY_REFERENCE_SPEED)")
+    parser.add_argument("--jitter", type=float, default=float(os.environ.get("QUALIFY_REFERENCE_JITTER", 0.0)),
+                        help="boot-to-boot jitter: the sd of the log rate per boot (env QUALIFY_REFERENCE_JITTER)")
+    parser.add_argument("--boot-seed", default=os.environ.get("QUALIFY_REFERENCE_BOOT_SEED", ""),
+                        help="names this boot's jitter draw (env QUALIFY_REFERENCE_BOOT_SEED)")
     parser.add_argument("--stream-whole", action="store_true",
                         default=os.environ.get("QUALIFY_REFERENCE_STREAM_WHOLE", "") not in ("", "0"),
                         help="stream each answer's content in one chunk with its finish, as vLLM 0.32.0 does with "
@@ -64,8 +83,10 @@ def main(argv: list[str] | None = None) -> int:
                     profile, faults)
         return 0
     api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
+    factor = boot_factor(args.speed, args.jitter, args.boot_seed)
     serve(args.host, args.port, profile, faults, api_key=api_key,
-          prefill_tok_s=args.prefill_tok_s, decode_tok_s=args.decode_tok_s, stream_whole=args.stream_whole)
+          prefill_tok_s=args.prefill_tok_s * factor, decode_tok_s=args.decode_tok_s * factor,
+          stream_whole=args.stream_whole)
     return 0
 
 

@@ -2,8 +2,11 @@
 
 ``finalize`` decides for every answer whether reasoning is returned: when the profile enables
 thinking, or when a caller's ``chat_template_kwargs.enable_thinking`` is honoured (the profile says
-it is overridable, or the ``thinking_overridable`` fault is on). Reasoning goes to its own field,
-as vLLM's reasoning parser does; the leak faults break that on the reasoning module's prompts.
+it is overridable, or the ``thinking_overridable`` or ``thinking_override_blank`` fault is on).
+Reasoning goes to its own field, as vLLM's reasoning parser does; the leak faults break that on the
+reasoning module's prompts. ``thinking_override_blank`` honours the caller as vLLM 0.26.0 does with
+a random-weight model (docs/real-vllm.md): the reasoning field fills with whitespace until the
+answer budget is spent, and no visible answer comes.
 """
 
 from __future__ import annotations
@@ -15,11 +18,15 @@ from pytest_qualify.tasks.fixture_data import reasoning_prompts
 from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Reply
 
 PRIORITY = 60
-FAULTS = {
+SERVED_FAULTS = {
     "leak_reasoning": "answers to the reasoning prompts carry reasoning_content although thinking is disabled",
     "leak_think_tag": "answers to the reasoning prompts start with <think>...</think> in the content",
     "thinking_overridable": "a caller's chat_template_kwargs enable_thinking is honoured although the profile forbids it",
+    "thinking_override_blank": "a caller's chat_template_kwargs enable_thinking=true is honoured although the profile "
+                               "forbids it, as vLLM 0.26.0 honours it on a random-weight model: the reasoning field "
+                               "fills with whitespace until the answer budget is spent (finish 'length', no visible answer)",
 }
+HONOURING_FAULTS = ("thinking_overridable", "thinking_override_blank")
 REASONING_TEXT = "The user asks a short question. I recall the fact and answer it briefly."
 
 
@@ -36,12 +43,24 @@ def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:
 def thinking_on(req: ChatRequest, ctx: OracleContext) -> bool:
     thinking = ctx.profile.thinking
     kwargs = req.body.get("chat_template_kwargs") or {}
-    if "enable_thinking" in kwargs and (thinking.overridable or "thinking_overridable" in ctx.faults):
+    if "enable_thinking" in kwargs and (thinking.overridable or any(f in ctx.faults for f in HONOURING_FAULTS)):
         return bool(kwargs["enable_thinking"])
     return thinking.enabled
 
 
+def _blank_override(req: ChatRequest, ctx: OracleContext) -> bool:
+    """The caller's enable_thinking=true, honoured by the whitespace fault alone."""
+    kwargs = req.body.get("chat_template_kwargs") or {}
+    thinking = ctx.profile.thinking
+    return ("thinking_override_blank" in ctx.faults and bool(kwargs.get("enable_thinking"))
+            and not thinking.enabled and not thinking.overridable)
+
+
 def finalize(req: ChatRequest, reply: Reply, ctx: OracleContext) -> Reply:
+    if _blank_override(req, ctx):
+        budget = int(req.body.get("max_tokens") or req.body.get("max_completion_tokens") or 256)
+        return Reply(content=None, reasoning="\n" * budget, finish_reason="length",
+                     faults=(*reply.faults, "thinking_override_blank"))
     if thinking_on(req, ctx) and not reply.reasoning:
         reply = dataclasses.replace(reply, reasoning=REASONING_TEXT)
     if req.last_user_text().strip() in prompts():

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pytest_qualify.gate import decide as gate
 from pytest_qualify.evidence import junit, report
-from pytest_qualify.evidence.bundle import write_manifest
+from ..helpers import seal_hand_bundle
 from pytest_qualify.bundle_format.schema import validate
 from pytest_qualify.evidence.summary import stage_fields
 from pytest_qualify.promotion.identity import Identity
@@ -91,7 +91,7 @@ def _promoted_bundle(tmp_path: Path) -> Path:
     run = tmp_path / full["run"]["id"]
     run.mkdir()
     (run / "summary.json").write_text(json.dumps(full))
-    write_manifest(run)
+    seal_hand_bundle(run, full)
     return run / "summary.json"
 
 

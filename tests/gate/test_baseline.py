@@ -115,20 +115,40 @@ def test_load_baseline_rejects_what_is_not_a_summary(tmp_path):
         load_baseline(tmp_path / "missing.json")
 
 
-def test_a_baseline_from_the_same_profile_and_stage_is_comparable():
-    check_comparable(SEED, profile="262k", stage="full")  # no stage recorded: the full stage
-    check_comparable({**SEED, "stage": {"name": "preflight"}}, profile="262k", stage="preflight")
+def _summary_of(name: str, stage: str = "full") -> dict:
+    """A summary's workload fields as a run of this built-in profile writes them."""
+    from pytest_qualify.profiles import load_profile
+
+    p = load_profile(name)
+    st = p.stage(stage)
+    return {**SEED, "profile": {"name": p.name, "deployment": {"model": p.deployment.model},
+                                "limits": {"window_tokens": p.limits.window_tokens, "answer_tokens": p.limits.answer_tokens,
+                                           "reasoning_headroom_tokens": p.limits.reasoning_headroom_tokens,
+                                           "lanes": [{"name": x.name, "prompt_tokens": x.prompt_tokens} for x in p.limits.lanes]},
+                                "thinking": {"enabled": p.thinking.enabled}, "required_modules": list(p.required_modules)},
+            "stage": {"name": stage, "modules": list(st.modules), "lanes": list(st.lanes)},
+            "timing": {"load": {"probe_tokens": p.load.probe_tokens,
+                                "levels": [{"concurrency": c} for c in p.load.levels]} if p.load else None},
+            "items": []}
 
 
-def test_a_baseline_from_another_profile_or_stage_is_refused_naming_both_values():
-    with pytest.raises(BaselineError, match=r"baseline b\.json: run run used profile '262k', this run profile "
-                                            r"'small'; a baseline must come from the same profile and stage"):
-        check_comparable(SEED, profile="small", stage="full", path="b.json")
-    with pytest.raises(BaselineError, match=r"used stage 'preflight', this run stage 'full'"):
-        check_comparable({**SEED, "stage": {"name": "preflight"}}, profile="262k", stage="full")
-    with pytest.raises(BaselineError, match=r"used profile '262k', this run profile 'small' and stage 'full', "
-                                            r"this run stage 'post-promotion'"):
-        check_comparable(SEED, profile="small", stage="post-promotion")
+def test_a_baseline_of_the_same_workload_is_comparable_whatever_its_profile_is_called():
+    from pytest_qualify.profiles import load_profile
+
+    base = _summary_of("262k")
+    check_comparable(base, workload=load_profile("262k").workload("full"))
+    renamed = {**base, "profile": {**base["profile"], "name": "262k-candidate", "deployment": {"model": "another/model"}}}
+    check_comparable(renamed, workload=load_profile("262k").workload("full"))
+
+
+def test_a_baseline_of_another_workload_is_refused_naming_what_differs():
+    from pytest_qualify.profiles import load_profile
+
+    with pytest.raises(BaselineError, match=r"baseline b\.json: run run measured another workload: .*lanes: "
+                                            r"baseline \{32K 32768.*this run \{1K 1024"):
+        check_comparable(_summary_of("262k"), workload=load_profile("small").workload("full"), path="b.json")
+    with pytest.raises(BaselineError, match=r"modules: baseline \[.*\], this run \[context, json, smoke, tools\]"):
+        check_comparable(_summary_of("262k"), workload=load_profile("262k").workload("preflight"))
 
 
 # -- end to end ----------------------------------------------------------------------------------
@@ -185,15 +205,18 @@ def test_regression_against_a_baseline_fails_the_gate(pytester, tmp_path):
     # Everything passed: the regression alone failed the gate.
     assert summary["verdict"]["failures"] == [] and summary["gate"][0]["ok"] is True
 
-    # The same baseline from another stage and profile: a usage error before any server starts.
-    baseline["stage"]["name"] = "preflight"
+    # Another profile's name measuring the same workload is comparable (a candidate against the
+    # incumbent); another workload (its lanes at other sizes) is a usage error before any server starts.
     baseline["profile"]["name"] = "other-profile"
+    baseline["profile"]["limits"]["lanes"] = [{**lane, "prompt_tokens": lane["prompt_tokens"] * 2}
+                                              for lane in baseline["profile"]["limits"]["lanes"]]
+    baseline["stage"]["modules"] = ["smoke", "context"]
     path.write_text(json.dumps(baseline))
     third = run("ev3", "--qualify-baseline", str(path))
     assert third.ret == pytest.ExitCode.USAGE_ERROR, third.stdout.str()
     err = third.stderr.str()
-    assert (f"--qualify-baseline: baseline {path}: run {baseline['run']['id']} used profile 'other-profile', "
-            f"this run profile '{summary['profile']['name']}' and stage 'preflight', this run stage 'full'") in err
+    assert (f"--qualify-baseline: baseline {path}: run {baseline['run']['id']} measured another workload: "
+            "modules: baseline [context, smoke], this run [smoke]") in err
 
 
 def test_fail_on_regression_needs_a_baseline(pytester):

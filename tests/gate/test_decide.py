@@ -30,8 +30,7 @@ MODULES = module_registry()
 
 def item(module="tools", rep=1, reps=3, outcome="passed", reason="", name="test_case[c1]"):
     r = ItemResult(nodeid=f"{module}::{name}[rep{rep}of{reps}]", module=module, item=name, repetition=rep, repetitions=reps)
-    if outcome != "passed":
-        r.record("call", outcome, reason)
+    r.record("call", outcome, reason)
     return r
 
 
@@ -269,3 +268,43 @@ def test_the_end_of_a_run_decides_once_and_the_summary_renders_that_decision(tmp
     assert [i["waiver"] is not None for i in s["items"]] == [True, False]
     assert s["waivers"]["waivers"][0]["status"] == "applied"
     assert Path(ev.bundle_dir, "summary.json").is_file()
+
+
+# -- proof of grading: a pass counts only when its call ran and its grader said so -----------------
+
+
+def test_a_pass_without_its_call_phase_is_not_graded_and_the_run_incomplete():
+    """``--setup-only`` reports setup and teardown passed and no call at all."""
+    no_call = ItemResult(nodeid="tools::test_case[c1][rep1of3]", module="tools", item="test_case[c1]", repetition=1,
+                         repetitions=3)
+    for when in ("setup", "teardown"):
+        no_call.record(when, "passed", "")
+    results = gate.proof_of_grading([item("smoke", name="test_health"), no_call], graded={"smoke::test_health[rep1of3]"})
+    verdict = judge(results, MODULES, ["smoke", "tools"])
+    assert verdict.verdict == INCOMPLETE and EXIT_CODES[verdict.verdict] == 2
+    assert verdict.reasons == ("not graded: tools: test_case[c1], repetition 1: reported passed, but its call phase "
+                               "did not run (no test body ran)",)
+    assert [f.row for f in verdict.findings] == ["not_graded"] and not verdict.findings[0].judged
+    assert not verdict.failures and [r.passed for r in results] == [True, False]
+    assert {row.module: row.passed for row in verdict.rows} == {"smoke": 1, "tools": 0}
+
+
+def test_a_journaled_pass_with_no_verdict_is_not_graded_in_one_line_naming_the_first():
+    results = [(item("tools", rep=rep, name=f"test_case[c{n}]")) for rep in (1, 2) for n in (1, 2)]
+    graded = {results[0].nodeid}
+    verdict = judge(gate.proof_of_grading(results, graded), MODULES, ["tools"])
+    assert verdict.verdict == INCOMPLETE
+    (reason,) = verdict.reasons
+    assert reason == ("not graded: tools: test_case[c2], repetition 1: reported passed, but its grader recorded no "
+                      "verdict in the answer journal (and 2 more item(s))")
+    # Where the grader does not journal (a test file of the operator's own), the call phase suffices.
+    assert judge(gate.proof_of_grading(results, graded, journaled=lambda r: False), MODULES, ["tools"]).passed
+
+
+def test_proof_of_grading_changes_no_result_and_leaves_failures_judged():
+    failed = item("tools", outcome="failed", reason="wrong tool")
+    passed = (item("tools", name="test_case[c2]"))
+    out = gate.proof_of_grading([failed, passed], graded=())
+    assert passed.outcome == "passed" and out[1].outcome == gate.UNGRADED and out[0] is failed
+    # A judged failure outranks the unjudged pass: the deployment failed an item.
+    assert judge(out, MODULES, ["tools"]).verdict == FAIL

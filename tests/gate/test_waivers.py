@@ -15,7 +15,7 @@ from pytest_qualify.gate import decide as gate
 from pytest_qualify.bundle_format.schema import validate
 from pytest_qualify.gate.waivers import (
     Candidate, Waiver, WaiverError, WaiverSet, count_conflicts, hard_module_conflicts, item_ids, load_waivers,
-    without_repetition,
+    total_conflicts, without_repetition,
 )
 from pytest_qualify.profiles import module_registry
 from ..judging import judge
@@ -297,3 +297,89 @@ def test_a_waiver_pattern_is_held_to_the_collection_before_the_server_starts(pro
     assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
     assert message in result.stderr.str() and "waivers.toml" in result.stderr.str()
     _nothing_started(project, result)
+
+
+# -- waivers as a whole: their union is held to the module and to the profile's max_waived ----------
+
+CORPUS_IDS = [f"test_corpus_item[{kind}-{n:02d}]" for kind, count in (("image", 12), ("mixed", 4), ("video", 14))
+              for n in range(1, count + 1)]
+
+
+def _whole_corpus(reps: int = 2) -> list[Candidate]:
+    return [Candidate(f"suites/test_multimodal.py::{i[:-1]}-rep{r}of{reps}]", "multimodal",
+                      item_ids(f"suites/test_multimodal.py::{i[:-1]}-rep{r}of{reps}]", i))
+            for i in CORPUS_IDS for r in range(1, reps + 1)]
+
+
+def _globs(*patterns: tuple[str, int]) -> tuple[Waiver, ...]:
+    return tuple(Waiver(p, "under review", dt.date(2099, 1, 1), n, expect) for n, (p, expect) in enumerate(patterns, 1))
+
+
+def test_waivers_that_each_keep_their_count_may_not_together_waive_a_whole_module():
+    waivers = _globs(("test_corpus_item[image-*]", 12), ("test_corpus_item[mixed-*]", 4),
+                     ("test_corpus_item[video-*]", 14))
+    items = _whole_corpus()
+    assert count_conflicts(waivers, items) == []  # each alone is what it says
+    (problem,) = total_conflicts(waivers, items, {"multimodal": 30})
+    assert problem == ("waiver #1 ('test_corpus_item[image-*]'), waiver #2 ('test_corpus_item[mixed-*]'), waiver #3 "
+                       "('test_corpus_item[video-*]') together match every item of module 'multimodal' (30 of 30): "
+                       "a module is judged, never waived whole")
+
+
+@pytest.mark.parametrize("patterns, allowed, problem", [
+    ((("test_corpus_item[image-01]", None), ("test_corpus_item[video-1?]", 5)), 2,
+     "waiver #1 ('test_corpus_item[image-01]'), waiver #2 ('test_corpus_item[video-1?]') together match 6 items of "
+     "module 'multimodal'; the profile allows at most 2 (modules.max_waived)"),
+    ((("test_corpus_item[image-01]", None), ("test_corpus_item[video-14]", None)), 2, None),
+    ((("test_corpus_item[image-01]", None), ("test_corpus_item[image-01]", None)), 1, None),  # one item, twice
+    ((("test_corpus_item[image-01]", None),), 0,
+     "waiver #1 ('test_corpus_item[image-01]') together match 1 items of module 'multimodal'; the profile allows "
+     "at most 0 (modules.max_waived)"),
+])
+def test_all_waivers_together_waive_at_most_the_profiles_count_of_items(patterns, allowed, problem):
+    found = total_conflicts(_globs(*patterns), _whole_corpus(reps=3), {"multimodal": allowed})
+    assert found == ([problem] if problem else [])
+
+
+def test_the_profile_states_how_many_items_of_a_module_may_be_waived(tmp_path):
+    from pytest_qualify.profiles import ProfileError, builtin_profiles, load_profile
+
+    assert dict(load_profile("262k").max_waived) == {"multimodal": 2}
+    text = Path(builtin_profiles()["small"]).read_text()
+    path = tmp_path / "p.toml"
+    path.write_text(text.replace("max_waived = { multimodal = 2 }", "max_waived = { multimodal = 5 }"))
+    assert dict(load_profile(str(path)).max_waived) == {"multimodal": 5}
+    path.write_text(text.replace("max_waived = { multimodal = 2 }", "max_waived = { tools = 1 }"))
+    with pytest.raises(ProfileError, match=r"modules\.max_waived\.tools.*not waivable"):
+        load_profile(str(path))
+    path.write_text(text.replace("max_waived = { multimodal = 2 }", "max_waived = { multimodal = -1 }"))
+    with pytest.raises(ProfileError, match="max_waived"):
+        load_profile(str(path))
+
+
+def test_three_waivers_that_together_cover_the_corpus_stop_before_the_server_starts(qualify_pytest, tmp_path):
+    from ..helpers import suite
+
+    waivers = write(tmp_path, """
+        [[waiver]]
+        item = "test_corpus_item[image-*]"
+        reason = "the route answers media requests with a refusal"
+        expires = 2099-12-31
+        expect = 12
+
+        [[waiver]]
+        item = "test_corpus_item[mixed-*]"
+        reason = "the route answers media requests with a refusal"
+        expires = 2099-12-31
+        expect = 4
+
+        [[waiver]]
+        item = "test_corpus_item[video-*]"
+        reason = "the route answers media requests with a refusal"
+        expires = 2099-12-31
+        expect = 14
+    """)
+    result = qualify_pytest("--qualify-waivers", str(waivers), modules=("multimodal",), suites=suite("multimodal"))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    assert "together match every item of module 'multimodal' (30 of 30)" in result.stderr.str()
+    _nothing_started(qualify_pytest, result)

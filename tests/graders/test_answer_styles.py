@@ -59,6 +59,8 @@ SMOKE = Styles(
         ("capital", '"Paris"'), ("week", "7"), ("week", "**7**"), ("week", "```\n7\n```"), ("week", "7.0"),
         # CRLF line ends and trailing whitespace are not content.
         ("capital", "```text\r\nParis\r\n```"), ("week", "7\r\n"), ("capital", "\u201cParis\u201d\u00a0 \n"),
+        # Answer tags round the whole value, on one line or three.
+        ("capital", "<answer>Paris</answer>"), ("week", "<answer>\n7\n</answer>"), ("capital", "**<final_answer>Paris</final_answer>**"),
     ],
     near_misses=[
         (("capital", "Paris is France's largest city, but its capital is Lyon."), "expected 'Paris'"),
@@ -73,6 +75,11 @@ SMOKE = Styles(
         # A tilde is a hedge or a strikethrough, never formatting noise.
         (("week", "~7"), "answer '~7' holds more than the number"),
         (("capital", "~~Paris~~"), "answer is '~~Paris~~'"),
+        # answer tags never hide a second candidate
+        (("week", "<answer>7</answer> or <answer>8</answer>"), "holds 2 candidates (7, 8)"),
+        (("capital", "<answer>Paris</answer>\n<answer>Lyon</answer>"), FORMAT + " the reply must be the answer alone, got 2 lines"),
+        (("capital", "<answer><answer>Lyon</answer> Paris</answer>"), "expected 'Paris'"),
+        (("capital", "<answer>Lyon</answer>"), "answer is 'Lyon', expected 'Paris'"),
     ],
 )
 
@@ -135,9 +142,20 @@ CONTEXT = Styles(
         "1234567", "**1234567**", "1,234,567", "`1234567`", "```\n1234567\n```", "1234567.", "Answer: 1234567",
         "The access code for the amber vault:\n**1234567**", "> 1234567", '"1234567"', "  1234567\n",
         "```\r\n1234567\r\n```",
+        # SI and French digit grouping: a thin, a narrow no-break or a no-break space between groups.
+        "1\u2009234\u2009567", "1\u202f234\u202f567", "**1\u00a0234\u00a0567**", "Answer: 1\u202f234\u202f567.",
+        "<answer>1234567</answer>", "<answer>\n1,234,567\n</answer>",
     ],
     near_misses=[
         ("1234567 or maybe 1234568", "lacks needle value"),
+        # A space that is no grouping keeps the digits apart: never one number, never the needle.
+        ("1 234 567", "lacks needle value"),
+        ("1\u202f234\u00a0567", "lacks needle value"),
+        ("1234\u202f567", "lacks needle value"),
+        ("1\u202f234\u202f56", "lacks needle value"),
+        ("1\u202f234\u202f576", "gives distractor value '1234576' (key 'crimson')"),
+        ("<answer>1234567</answer><answer>1234576</answer>", "lacks needle value"),
+        ("<answer>1234576</answer>", "gives distractor value '1234576' (key 'crimson')"),
         ("~1234567", "answer '~1234567' lacks needle value"),
         ("0001234567", "lacks needle value"),
         ("1234567-8", "lacks needle value"),
@@ -203,6 +221,9 @@ def _calls(answer: tuple[str, Any]) -> Verdict:
     """A call case ``(case_id, [(name, args)])``; a no-tool-fits answer ``("no-tool:<case>", text)``
     under its contract; the round trip's final answer ``("final", text)`` after the result AMOUNT."""
     case_id, calls = answer
+    if case_id.startswith("raw:"):
+        # The arguments exactly as a server sent them (the API's JSON string, or what came instead).
+        return grade_calls([RawCall(name, raw) for name, raw in calls], TOOLS.tool_case(case_id.removeprefix("raw:")).calls, TOOLS.schemas)
     if case_id.startswith("no-tool:"):
         return IRRELEVANT[case_id.removeprefix("no-tool:")].grade(calls)
     if case_id == "final":
@@ -249,11 +270,17 @@ TOOL_STYLES = Styles(
         # The currency's symbol or code before the amount (units are data: they may precede or follow).
         ("final", '{"amount": "C$176.30", "currency": "CAD"}'), ("final", '{"amount": "CAD 176.30", "currency": "CAD"}'),
         ("final", '```json\r\n{"amount": 176.3, "currency": "CAD"}\r\n```'),
+        ("final", '<answer>{"amount": 176.3, "currency": "CAD"}</answer>'),
+        # The unit written out (data: the amount's units).
+        ("final", '{"amount": "176.30 Canadian dollars", "currency": "CAD"}'), ("final", '{"amount": "176.3 dollars", "currency": "CAD"}'),
         # One line of prose before the object, a colon at its end or not.
         ("final", 'The tool returned 176.3.\n\n```json\n{"amount": 176.3, "currency": "CAD"}\n```'),
         ("final", '120 EUR is 176.30 CAD.\n{"amount": 176.30, "currency": "CAD"}'),
         # Spanish opens an exclamation with "¡": the accepted form "¡Gracias!" is data.
         ("no-tool:irrelevant_translation", "\u00a1Gracias!"), ("no-tool:irrelevant_translation", "*\u00a1Gracias!*"),
+        # The arguments' JSON text as servers write it: spacing, escapes, key order are free.
+        ("raw:weather_lisbon_now", [("get_weather", '{ "unit" : "celsius" ,\n  "city" : "Lisbon" }')]),
+        ("raw:weather_lisbon_now", [("get_weather", '{"city": "\\u004cisbon", "unit": "celsius"}')]),
     ],
     near_misses=[
         (("ticket_login_regression", [("create_ticket", {**LOGIN, "title": "Login fails with 50.2 after deploy"})]),
@@ -281,6 +308,14 @@ TOOL_STYLES = Styles(
         (("final", '{"amount": 120, "currency": "EUR"}'), "field 'currency' is 'EUR'"),
         (("final", "120 euros is about 176.30 Canadian dollars."), FORMAT),
         (("final", '{"amount": 176.3}'), FORMAT),
+        (("final", '{"amount": "176.30 US dollars", "currency": "CAD"}'), "field 'amount' '176.30 US dollars' holds more than the number"),
+        (("final", '{"amount": "176.30 Canadian dollars (176.03 at noon)", "currency": "CAD"}'), "holds 2 candidates (176.30, 176.03)"),
+        # arguments that are not the API's JSON string: the call's slot malformed, never an exception
+        (("raw:weather_lisbon_now", [("get_weather", {"city": "Lisbon", "unit": "celsius"})]),
+         FORMAT + " invalid_json: arguments came as a JSON object"),
+        (("raw:weather_lisbon_now", [("get_weather", None)]), FORMAT + " invalid_json: arguments are null"),
+        (("raw:weather_lisbon_now", [("get_weather", "city=Lisbon, unit=celsius")]), FORMAT + " invalid_json: arguments 'city=Lisbon"),
+        (("raw:weather_lisbon_now", [("get_weather", '"{\\"city\\": \\"Lisbon\\"}"')]), FORMAT + " invalid_json: arguments are a JSON string, not an object"),
     ],
 )
 
@@ -318,6 +353,17 @@ RECALL = Styles(
         ("trip_booking", {**TRIP_TRUTH, "budget_eur": "\u20ac2,350", "my_hotel": "Hotel Aurelia.", "sister_hotel": "\u201cHotel Aurora\u201d"}),
         ("lab_samples", {**LAB_TRUTH, "freezer": "Freezer 12", "temperature_c": "-80\u00b0C"}),
         ("oncall_handover", "```json\r\n{\r\n  \"name\": \"Ingrid Vasquez\",\r\n  \"employee_number\": 48213,\r\n  \"door_code\": \"7Q-5531\"\r\n}\r\n```\r\n"),
+        # A listed unit however it is spelt: "degrees C", "°" (for "degrees"), "℃", "deg. C".
+        ("lab_samples", {**LAB_TRUTH, "temperature_c": "-80 degrees C"}),
+        ("lab_samples", {**LAB_TRUTH, "temperature_c": "-80\u00b0"}),
+        ("lab_samples", {**LAB_TRUTH, "temperature_c": "\u221280 \u2103"}),
+        ("lab_samples", {**LAB_TRUTH, "temperature_c": "-80 deg. C"}),
+        # Answer tags round the whole object (Hunyuan's template writes them).
+        ("trip_booking", "<answer>\n" + json.dumps(TRIP_TRUTH) + "\n</answer>"),
+        # SI and French digit grouping, as commas group: "2 350 EUR" with a narrow no-break space.
+        ("trip_booking", {**TRIP_TRUTH, "budget_eur": "2\u202f350 EUR"}),
+        ("trip_booking", {**TRIP_TRUTH, "budget_eur": "2\u2009350"}),
+        ("trip_booking", {**TRIP_TRUTH, "budget_eur": "\u20ac2\u00a0350"}),
     ],
     near_misses=[
         (("trip_booking", "Your sister is at the Hotel Aurelia and you're at the Hotel Aurora; booking KX7-42Q, budget 2,350 euros."), FORMAT),
@@ -326,6 +372,17 @@ RECALL = Styles(
         (("lab_samples", {**LAB_TRUTH, "temperature_c": 80}), "field 'temperature_c' is '80'"),
         (("lab_samples", {**LAB_TRUTH, "freezer": "12 or 21"}), "holds 2 candidates"),
         (("trip_booking", {**TRIP_TRUTH, "budget_eur": "~2350"}), "field 'budget_eur' '~2350' holds more than the number"),
+        # another unit, or a second number beside a unit: no unit can hide a second candidate
+        (("lab_samples", {**LAB_TRUTH, "temperature_c": "-80 \u00b0F"}), "field 'temperature_c' '-80 \u00b0F' holds more than the number"),
+        (("lab_samples", {**LAB_TRUTH, "temperature_c": "-80 \u00b0C (-112 \u00b0F)"}), "holds 2 candidates (-80, -112)"),
+        (("lab_samples", {**LAB_TRUTH, "temperature_c": "-80 degrees C or -70"}), "holds 2 candidates (-80, -70)"),
+        (("lab_samples", {**LAB_TRUTH, "temperature_c": "-8 degrees C"}), "field 'temperature_c' is '-8 degrees C'"),
+        (("trip_booking", "<answer>" + json.dumps(TRIP_TRUTH) + "</answer>\n<answer>" + json.dumps(TRIP_TRUTH) + "</answer>"),
+         FORMAT + " text after the JSON object: a second JSON object"),
+        # a space that is no digit grouping: two numbers, never 2350
+        (("trip_booking", {**TRIP_TRUTH, "budget_eur": "2 350"}), "holds 2 candidates (2, 350)"),
+        (("trip_booking", {**TRIP_TRUTH, "budget_eur": "2\u202f35 EUR"}), "holds 2 candidates (2, 35)"),
+        (("trip_booking", {**TRIP_TRUTH, "budget_eur": "2\u202f350\u00a0000"}), "holds 3 candidates"),
         (("lab_samples", {**LAB_TRUTH, "freezer": "Freezer 21"}), "field 'freezer' is 'Freezer 21'"),
         (("lab_samples", {**LAB_TRUTH, "study_lead": "Dr. Okafor (or maybe Dr. Okoro)"}), "field 'study_lead'"),
         (("lab_samples", {k: v for k, v in LAB_TRUTH.items() if k != "freezer"}), FORMAT),
@@ -358,6 +415,14 @@ REASONING = Styles(
         ("A spider has **8** legs. (Reasoning: arachnids have four pairs.)", None, None),
         ("| step | time |\n|---|---|\n| leave | 3 pm |\n| arrive | 5 pm |\n\nANSWER: 5 pm", None, None),
         ("<b>Blue</b>", None, None),
+        # The words the families' markers are made of, as prose; a whitespace-only reasoning field (a
+        # disabled template's empty think block) holds no reasoning.
+        ("Analysis: Rayleigh scattering favours short wavelengths.\n\nBlue", None, None),
+        ("Here is my thought process: 3 pm plus 2 hours is 5 pm.\n\nANSWER: 5 pm", None, None),
+        ("The assistant's final answer: Blue", None, None),
+        ("<answer>Blue</answer>", None, None),
+        ("Blue", "\n\n", None),
+        ("Blue", "   \n", 0),
     ],
     near_misses=[
         (("<think>\nThe sky is blue.\n</think>\n\nBlue", None, None), "reasoning markers in the visible content"),
@@ -367,6 +432,20 @@ REASONING = Styles(
         (("<|channel|>analysis<|message|>sky<|end|>Blue", None, None), "reasoning markers"),
         (("Blue</think>", None, None), "reasoning markers"),
         (("<thinking>3 + 2 = 5</thinking>\nANSWER: 5 pm", None, None), "reasoning markers"),
+        # other families' think tags, harmony whole or stripped of its special tokens, Granite's phrases
+        (("<seed:think>The user asks about the sky.</seed:think>Blue", None, None), "reasoning markers in the visible content: '<seed:think>'"),
+        (("<|START_THINKING|>sky<|END_THINKING|>Blue", None, None), "'<|START_THINKING|>'"),
+        (("<thought>sky</thought>\nBlue", None, None), "'<thought>'"),
+        (("<think>\nsky\n</think>\n<answer>\nBlue\n</answer>", None, None), "'<think>'"),
+        (("<|channel>thought\nsky<channel|>Blue", None, None), "'<|channel>'"),
+        (("<|channel|>analysis<|message|>sky<|end|><|start|>assistant<|channel|>final<|message|>Blue", None, None),
+         "'<|channel|>analysis'"),
+        (("analysisThe user asks what colour the sky is. Answer: blue.assistantfinalBlue", None, None),
+         "reasoning markers in the visible content: 'analysis', 'assistantfinal'"),
+        (("We need to answer briefly.assistantfinalBlue", None, None), "'assistantfinal'"),
+        (("Here is my thought process: sky scatters blue. Here is my response: Blue", None, None),
+         "'Here is my thought process:', 'Here is my response:'"),
+        (("<|inner_prefix|>sky<|inner_suffix|>Blue", None, None), "'<|inner_prefix|>'"),
     ],
 )
 
@@ -419,6 +498,9 @@ FINISH = Styles(
         ("sum", "12 + 30 = 42\nANSWER: <42>", "stop"),
         # A fullwidth colon (CJK-trained models) and a zero-width space are noise.
         ("sum", "12 + 30 = 42\nANSWER\uff1a42", "stop"), ("sum", "ANSWER: 42\u200b", "stop"),
+        # Answer tags: after the label, or as the answer line itself (their tags are its label).
+        ("sum", "12 + 30 = 42\nANSWER: <answer>42</answer>", "stop"), ("sum", "12 + 30 = 42\n\n<answer>42</answer>", "stop"),
+        ("sum", "12 + 30 = 42, not 43.\n<answer>\n42\n</answer>", "stop"),
     ],
     near_misses=[
         (("sum", "12 + 30 = 42. Wait, no: 43.", "stop"), FORMAT + " no final line 'ANSWER"),
@@ -428,6 +510,11 @@ FINISH = Styles(
         (("sum", "ANSWER: ~42", "stop"), "answer '~42' holds more than the number"),
         (("sum", "ANSWER: <43>", "stop"), "answer is '43', expected '42'"),
         (("sum", "ANSWER: 42\n\nHope this helps!", "stop"), FORMAT + " text after the ANSWER line"),
+        (("sum", "<answer>43</answer>\n12 + 30 = 42\nANSWER: 42", "stop"), FORMAT + " 2 ANSWER lines ('<answer>43</answer>'; 'ANSWER: 42')"),
+        (("sum", "<answer>42</answer>\nActually 43", "stop"), FORMAT + " text after the ANSWER line: 'Actually 43'"),
+        (("sum", "ANSWER: <answer>42 or 43</answer>", "stop"), "holds 2 candidates (42, 43)"),
+        (("sum", "<answer>42</answer> <answer>43</answer>", "stop"), FORMAT + " no final line 'ANSWER"),
+        (("sum", "12 + 30\n<answer>\n42\n43\n</answer>", "stop"), FORMAT),
         (("planet", "Saturn (Jupiter is only the second largest)", "stop"), "expected 'Jupiter'"),
         (("planet", "Jupiter or Saturn", "stop"), "expected 'Jupiter'"),
         (("planet", "Jupiter", "length"), "answer budget exhausted"),

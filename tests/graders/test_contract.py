@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from pytest_qualify.graders.contract import (
-    Accept, Contract, FormatError, block_slot, compare, grade, json_slot, line_slot, reply_slot,
+    Accept, Contract, FormatError, block_slot, compare, grade, json_slot, line_slot, numbers_in, reply_slot,
 )
 
 PARIS = Contract("reply", Accept(("Paris",)), value_hint="one word")
@@ -292,6 +292,49 @@ def test_a_json_string_value_is_cleaned_of_the_same_noise_as_a_reply():
     assert grade("\u00a1Gracias!", Contract("reply", Accept(("\u00a1Gracias!",)))).ok
 
 
+@given(st.integers(1_000, 10**9), st.sampled_from(["\u2009", "\u202f", "\u00a0"]), st.sampled_from(["", ".5", ".25"]),
+       st.sampled_from(["reply", "line", "json"]))
+def test_digits_grouped_by_thin_or_no_break_spaces_read_as_one_number_wherever_commas_do(n, space, decimals, form):
+    """SI and French grouping ("1 234 567" with a thin or a (narrow) no-break space) is the
+    number the comma grouping is, in every form; a rule that refuses commas refuses it too."""
+    written = f"{n:,}".replace(",", space) + decimals
+    value = f"{n}{decimals}"
+    reply = {"reply": written, "line": f"Working.\nANSWER: {written}", "json": json.dumps({"n": written})}[form]
+    contract = (Contract("json", fields={"n": Accept((value,), kind="number")}, schema={"type": "object"}) if form == "json"
+                else Contract(form, Accept((value,), kind="number")))
+    assert grade(reply, contract).ok, reply
+    no_commas = Accept((value,), kind="number", thousands=False)
+    assert not compare(written, no_commas).ok and not compare(f"{n:,}{decimals}", no_commas).ok
+    assert numbers_in(written) == [f"{n:,}{decimals}"]
+
+
+@pytest.mark.parametrize("written", [
+    "2 350",                   # a plain space: two numbers
+    "2\u202f35",               # a group of two
+    "2350\u202f000",           # four digits before the group
+    "2\u202f350\u00a0000",     # two kinds of space
+    "2\u202f350\u202f00",      # a short last group
+    "2,350\u202f000",          # a comma, then a space
+])
+def test_a_space_that_is_no_digit_grouping_never_joins_two_numbers(written):
+    verdict = compare(written, Accept(("2350",), kind="number"))
+    assert not verdict.ok and "candidates" in verdict.reason, verdict.reason
+    assert len(numbers_in(written)) >= 2
+
+
+@pytest.mark.parametrize("written,ok", [
+    ("-80 °C", True), ("-80°C", True), ("-80 \u2103", True), ("-80°", True), ("-80 degrees", True), ("-80 degrees C", True),
+    ("-80 deg. C", True), ("-80 Degrees Celsius", True), ("\u221280 \u00b0C", True), ("-80 C", False),
+    ("-80 °F", False), ("-80 degrees Fahrenheit", False), ("-80 K", False), ("-80 °C (-112 °F)", False),
+    ("-80 degrees C or -70", False), ("-80 °C°C", False), ("-8 degrees C", False), ("degrees -80 C", False),
+])
+def test_a_unit_written_out_or_as_a_symbol_reads_alike(written, ok):
+    """A listed unit reads alike however it is spelt ("°C", "degrees C", "℃"; "degrees" and "°");
+    another unit, a second number or anything else round the value is no unit."""
+    celsius = Accept(("-80",), kind="number", units=("°C", "degrees"))
+    assert compare(written, celsius).ok is ok, compare(written, celsius).reason
+
+
 def test_a_listed_unit_may_precede_or_follow_the_number():
     money = Accept(("2350",), kind="number", units=("\u20ac", "EUR"))
     for written in ("\u20ac2,350", "\u20ac 2350", "EUR 2,350", "2,350 EUR", "2350\u20ac"):
@@ -396,6 +439,41 @@ def test_a_math_wrapper_round_a_value_gives_the_values_verdict(value, working, w
     assert _verdict(working + f"ANSWER: {wrapped}", SUM) == _verdict(working + f"ANSWER: {value}", SUM), wrapped
     reply = Contract("reply", Accept(("42",), kind="number"))
     assert grade(wrapped, reply).ok == grade(value, reply).ok, wrapped
+
+
+_TAG = st.sampled_from(["answer", "ANSWER", "Answer", "final_answer", "final answer", "response", "result", "output"])
+
+
+@given(_SLOT_VALUE, _WORKING, _TAG, st.sampled_from(["<{t}>{v}</{t}>", "<{t}>\n{v}\n</{t}>", "**<{t}>{v}</{t}>**",
+                                                   "<{t}> {v} </{t}>", "<{t}>${v}$</{t}>"]))
+def test_answer_tags_round_a_value_give_the_values_verdict(value, working, tag, shape):
+    """Answer tags round the whole value are its label: the value's verdict, whether they stand after
+    an ANSWER label, alone as the answer line, or round a whole reply."""
+    wrapped = shape.format(t=tag, v=value)
+    alone = _verdict(working + f"ANSWER: {value}", SUM)
+    assert _verdict(working + f"ANSWER: {wrapped}", SUM) == alone, wrapped
+    if tag.lower() in ("answer", "final_answer", "final answer"):  # the tags that label an answer line
+        assert _verdict(working + wrapped, SUM) == alone, wrapped
+    reply = Contract("reply", Accept(("42",), kind="number"))
+    assert grade(wrapped, reply).ok == grade(value, reply).ok, wrapped
+
+
+def test_a_steps_result_tags_in_the_working_are_no_second_answer_line():
+    # Only the tags that name the answer label a line: a step's <result> or <output> is working.
+    assert grade("Step 1: <result>40</result>\nStep 2: <output>2</output>\nANSWER: 42", SUM).ok
+    assert grade("<result>40</result>\n<answer>42</answer>", SUM).ok
+    assert not grade("<answer>40</answer>\n<answer>42</answer>", SUM).ok
+
+
+@given(_TAG, st.sampled_from(["<{t}>42</{t}> <{t}>43</{t}>", "<{t}>42</{t}> or 43", "<{t}>42</{t}>\n<{t}>43</{t}>",
+                              "<{t}>42</{t}>\nANSWER: 43", "ANSWER: 42\n<{t}>43</{t}>", "<{t}>42</{t}>\nActually 43",
+                              "<{t}><{t}>42</{t}> 43</{t}>", "<{t}>\n42\n43\n</{t}>"]))
+def test_answer_tags_never_hide_a_second_candidate(tag, shape):
+    """Only one pair round one value is read: a second pair, a second answer line, text after it
+    or a pair inside another is never the value alone."""
+    reply = shape.format(t=tag)
+    assert not grade(reply, SUM).ok, reply
+    assert not grade(reply, Contract("reply", Accept(("42",), kind="number"))).ok, reply
 
 
 @given(_SLOT_VALUE, st.sampled_from(["Actually 43", "Hope this helps!", "ANSWER: 43", "$\\boxed{43}$", "(or 43)", "answer: 42"]))

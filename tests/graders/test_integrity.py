@@ -121,6 +121,24 @@ def test_tool_delta_breaches():
     assert not check_stream_shape(shape(tool_deltas=broken), 20, "tool_calls")
 
 
+def test_arguments_streamed_as_a_json_value_are_named_not_concatenated():
+    # A server that streams the arguments as an object (not as pieces of JSON text) breaks the
+    # delta rule; the check names it and still reads the rest of the stream.
+    sent = (ToolDelta(0, "call_0", "function", "get_weather", ""), ToolDelta(0, None, None, None, {"city": "Paris"}))
+    problems = check_tool_deltas(sent)
+    assert len(problems) == 1 and "tool-call delta 2 carries arguments as dict" in problems[0], problems
+    assert "not as a piece of JSON text" in problems[0]
+
+
+def test_calls_whose_arguments_are_not_json_text_compare_without_error():
+    as_object = ToolCall("get_weather", {"city": "Paris", "unit": "celsius"}, "call_1")
+    as_null = ToolCall("get_weather", None, "call_1")
+    verdict = compare_stream_plain(A(None, (as_object,), "tool_calls"), A(None, (CALL,), "tool_calls"))
+    assert not verdict and "differ" in verdict.reason
+    assert not compare_stream_plain(A(None, (as_null,), "tool_calls"), A(None, (CALL,), "tool_calls"))
+    assert parsed_calls([as_null]) == (("get_weather", "invalid: arguments are null, expected a string holding a JSON object"),)
+
+
 @given(st.lists(st.text(min_size=1, max_size=8), min_size=1, max_size=6))
 def test_any_split_of_valid_arguments_is_accepted(pieces):
     args = json.dumps({"note": "".join(pieces)})

@@ -80,3 +80,35 @@ def test_property_one_digit_off_is_rejected(value, position, delta):
 def test_property_the_value_in_any_noise_and_grouping_passes(value, style, grouped):
     written = f"{value:,}" if grouped else str(value)
     assert grade_needle(style.format(written), str(value)).ok
+
+
+GROUP_SPACES = ["\u2009", "\u202f", "\u00a0"]  # thin, narrow no-break, no-break
+
+
+@given(st.integers(min_value=1_000, max_value=9_999_999), st.sampled_from(GROUP_SPACES),
+       st.sampled_from(["{}", "**{}**", "`{}`", "{}.", "Answer: {}"]))
+def test_property_digits_grouped_by_a_thin_or_no_break_space_read_as_the_comma_grouped_value(value, space, style):
+    written = f"{value:,}".replace(",", space)
+    assert grade_needle(style.format(written), str(value)).ok, written
+
+
+@given(st.integers(min_value=1_000, max_value=9_999_999), st.sampled_from(GROUP_SPACES),
+       st.sampled_from(["short tail", "long head", "plain space", "mixed", "wrong place"]))
+def test_property_a_space_that_is_no_digit_grouping_keeps_two_numbers_apart(value, space, how):
+    # Only groups of three after 1-3 digits, one kind of space throughout, join; anything else is
+    # two numbers in the slot, and never the needle.
+    grouped = f"{value:,}"
+    if how == "short tail":
+        written = grouped.replace(",", space)[:-1]
+    elif how == "long head":
+        written = str(value)[:-3] + "0" + space + str(value)[-3:]
+    elif how == "plain space":
+        written = grouped.replace(",", " ")
+    elif how == "mixed":
+        other = GROUP_SPACES[(GROUP_SPACES.index(space) + 1) % 3]
+        written = grouped.replace(",", space, 1).replace(",", other)
+        if written.count(space) + written.count(other) < 2:
+            written = str(value)[:-2] + space + str(value)[-2:]
+    else:
+        written = str(value)[:-2] + space + str(value)[-2:]
+    assert not grade_needle(written, str(value)).ok, repr(written)

@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from pytest_qualify.graders.reasoning import check_no_reasoning, check_reasoning_separated, reasoning_markers
+from pytest_qualify.graders.reasoning import (
+    check_no_reasoning, check_override_had_no_effect, check_reasoning_separated, reasoning_markers,
+)
 
 
-@pytest.mark.parametrize("content", ["Blue", "It arrives at 5 pm.", "8", "The answer: thinking about it is optional.", None, ""])
+@pytest.mark.parametrize("content", [
+    "Blue", "It arrives at 5 pm.", "8", "The answer: thinking about it is optional.", None, "",
+    # words the markers are made of, written as prose
+    "Analysis: the sky scatters blue light.\nANSWER: Blue", "analysis of the sky: Blue", "My analysis: Blue",
+    "The assistant's final answer: Blue", "I thought about it: blue.", "A <reasonable> guess: blue", "<thoughtful> Blue",
+    "Here is my thought process: 3 pm + 2 h = 5 pm.\n\nANSWER: 5 pm",  # Granite's first phrase alone is prose
+    "Here is my response: Blue", "<answer>Blue</answer>", "**Thinking:** blue light scatters most.\n\nBlue",
+])
 def test_clean_answers_pass(content):
     verdict = check_no_reasoning(content, None, None)
     assert verdict.ok, verdict.reason
@@ -31,6 +44,25 @@ def test_zero_reasoning_tokens_and_empty_field_pass():
         "[THINK]x[/THINK]Blue",
         "◁think▷x◁/think▷Blue",
         "<|channel|>analysis<|message|>x<|end|>Blue",
+        # think tags by other names (vLLM's reasoning parsers and the families' templates)
+        "<seed:think>The user asks.</seed:think>Blue",                     # Seed-OSS
+        "<|START_THINKING|>x<|END_THINKING|>Blue",                          # Cohere Command A
+        "<thought>x</thought>Blue",                                         # EXAONE
+        "<mm:think>x</mm:think>Blue", "<longcat_think>x</longcat_think>Blue", "<|think|>x<|/think|>Blue",
+        "<reasoning>x</reasoning>Blue", "<thoughts>x</thoughts>Blue", "<think/>Blue",
+        "<think>\nx\n</think>\n<answer>\nBlue\n</answer>",             # Hunyuan
+        "<|channel>thought\nx<channel|>Blue",                              # Gemma 4
+        "<|inner_prefix|>x<|inner_suffix|>Blue",                            # Apertus
+        # harmony, whole and with its special tokens stripped (channel names left in the text)
+        "<|channel|>analysis<|message|>x<|end|><|start|>assistant<|channel|>final<|message|>Blue",
+        "<|start|>assistant<|channel|>final<|message|>Blue",
+        "analysisThe user asks about the sky. Answer briefly.assistantfinalBlue",
+        "analysisWe need to answer: blue.assistantfinalBlue",
+        "The sky scatters short wavelengths.assistantfinalBlue",
+        "commentaryChecking the question.assistantfinalBlue",
+        # IBM Granite's two phrases (vLLM's granite parser)
+        "Here is my thought process: the sky scatters blue light. Here is my response: Blue",
+        "Here's my thought process:\nRayleigh scattering.\n\nHere's my response:\nBlue",
     ],
 )
 def test_markers_in_content_fail(content):
@@ -60,11 +92,39 @@ def test_thinking_enabled_allows_the_field_but_not_markers():
 
 
 plain = st.text(alphabet=st.characters(blacklist_characters="<>[]◁▷|:"), max_size=80)
-marker = st.sampled_from(["<think>", "</think>", "<thinking>", "</ think>", "[THINK]", "<|begin_of_thought|>", "◁think▷"])
+marker = st.sampled_from(["<think>", "</think>", "<thinking>", "</ think>", "[THINK]", "<|begin_of_thought|>", "◁think▷",
+                          "<seed:think>", "</seed:think>", "<|START_THINKING|>", "<thought>", "<|channel>", "<channel|>",
+                          "<|channel|>analysis", "<|start|>assistant", "assistantfinal", "<|inner_prefix|>"])
 @given(plain)
 def test_property_text_without_markers_passes(text):
     assume(not text.lstrip().lower().startswith(("thought", "reasoning", "chain of thought", "thinking process")))
+    assume(not re.search(r"(?i:assistant(final|analysis|commentary))|^\s*(analysis|commentary)[A-Z]", text))
     assert check_no_reasoning(text, None, None).ok
+
+
+# A think tag by any name: a tag or template token whose name holds a reasoning stem.
+_TAG_NAME = st.builds(lambda prefix, stem, suffix: prefix + stem + suffix,
+                      st.sampled_from(["", "seed:", "mm:", "ifm|", "longcat_", "begin_of_", "end_of_", "START_", "x-"]),
+                      st.sampled_from(["think", "thinking", "thought", "thoughts", "reasoning", "THINK", "Thinking", "reflect"]),
+                      st.sampled_from(["", "_process", ":v2", "_block"]))
+
+
+@given(plain, _TAG_NAME, st.sampled_from(["<{}>", "</{}>", "<|{}|>", "< {} >", "<{}/>", "<|/{}|>"]), plain)
+def test_property_a_think_tag_by_any_name_fails(before, name, shape, after):
+    content = before + shape.format(name) + after
+    assert reasoning_markers(content), content
+    assert not check_no_reasoning(content, None, None).ok
+
+
+@given(st.sampled_from(["The user asks", "We need to", "User wants", "Let me"]), plain, plain)
+def test_property_stripped_harmony_fails_and_prose_analysis_passes(opening, reasoning, answer):
+    # The channel names glued to the text are the analysis channel reaching the content...
+    stripped = f"analysis{opening} {reasoning}assistantfinal{answer}"
+    assert not check_no_reasoning(stripped, None, None).ok
+    assert {"analysis", "assistantfinal"} <= set(reasoning_markers(stripped))
+    # ...the same words as a reader writes them are not.
+    assume(not re.search(r"(?i)assistant(final|analysis|commentary)", reasoning + answer))
+    assert check_no_reasoning(f"Analysis: {opening} {reasoning}\n\nFinal: {answer}", None, None).ok
 @given(plain, marker, plain, st.booleans())
 def test_property_a_marker_anywhere_fails(before, mark, after, upper):
     mark = mark.upper() if upper else mark
@@ -99,3 +159,70 @@ def test_the_prompt_that_invites_working_keeps_a_working_answer_passing():
     for prompt in inviting:
         assert "**Reasoning:**" in prompt.answer
         assert check_no_reasoning(prompt.answer, None, None).ok
+
+
+# -- the caller's override, against the same request without it --------------------------------------
+
+@dataclass(frozen=True)
+class Seen:
+    content: str | None = "Blue"
+    reasoning: str | None = None
+    reasoning_tokens: int | None = None
+    finish_reason: str | None = "stop"
+    usage: dict[str, Any] = field(default_factory=lambda: {"completion_tokens": 2})
+
+
+PLAIN = Seen()
+TOOK_EFFECT = "the caller's chat_template_kwargs enable_thinking=True took effect, although thinking is disabled and not caller-overridable"
+
+
+@pytest.mark.parametrize("overridden,sign", [
+    (Seen(reasoning="The user asks about the sky."), "reasoning field populated (28 chars: 'The user asks about the sky.')"),
+    (Seen(reasoning_tokens=9), "usage reports 9 reasoning tokens"),
+    (Seen(content="<think>sky</think>Blue"), "reasoning markers in the visible content: '<think>'"),
+    # vLLM 0.26.0 on a random-weight model: whitespace until the budget, no visible answer.
+    (Seen(content=None, reasoning="\n" * 256, finish_reason="length", usage={"completion_tokens": 256}),
+     "the reasoning field holds 256 characters of whitespace, none without the override; the answer budget was spent on "
+     "reasoning (finish_reason 'length' after 256 completion tokens, no visible answer; without the override finish_reason 'stop')"),
+    (Seen(content="Bl", reasoning="  ", finish_reason="length"), "the visible answer cut at 2 chars"),
+])
+def test_an_override_that_took_effect_fails_saying_so(overridden, sign):
+    verdict = check_override_had_no_effect(overridden, PLAIN, True)
+    assert not verdict.ok and verdict.reason.startswith(TOOK_EFFECT + ": "), verdict.reason
+    assert sign in verdict.reason, verdict.reason
+
+
+@pytest.mark.parametrize("overridden,baseline", [
+    (PLAIN, PLAIN),
+    # A disabled template's empty think block: whitespace with and without the override, no leak.
+    (Seen(reasoning="\n\n"), Seen(reasoning="\n\n")),
+    (Seen(reasoning=""), Seen(reasoning=None)),
+    (Seen(reasoning_tokens=0), PLAIN),
+])
+def test_an_override_without_effect_passes(overridden, baseline):
+    verdict = check_override_had_no_effect(overridden, baseline, True)
+    assert verdict.ok, verdict.reason
+    assert check_no_reasoning(overridden.content, overridden.reasoning, overridden.reasoning_tokens).ok
+
+
+def test_a_budget_the_request_spends_without_the_override_too_is_not_the_overrides():
+    cut = Seen(content="Bl", finish_reason="length")
+    assert check_override_had_no_effect(cut, cut, True).ok
+
+
+def test_disabling_thinking_where_it_is_enabled_took_effect_when_the_reasoning_went():
+    reasoned = Seen(reasoning="The sky scatters blue light.")
+    verdict = check_override_had_no_effect(Seen(), reasoned, False)
+    assert not verdict.ok and "enable_thinking=False took effect, although thinking is enabled" in verdict.reason
+    assert "no reasoning came back" in verdict.reason
+    assert check_override_had_no_effect(reasoned, reasoned, False).ok
+
+
+@given(st.text(alphabet=" \n\t\r", min_size=1, max_size=300))
+def test_property_whitespace_reasoning_is_no_leak_but_new_whitespace_is_the_override(blank):
+    # In any item a whitespace-only field holds no reasoning; beside the same request without the
+    # override, whitespace the override alone brought is the override taking effect.
+    assert check_no_reasoning("Blue", blank, None).ok
+    assert check_override_had_no_effect(Seen(reasoning=blank), Seen(reasoning=blank), True).ok
+    verdict = check_override_had_no_effect(Seen(reasoning=blank), PLAIN, True)
+    assert not verdict.ok and f"holds {len(blank)} characters of whitespace" in verdict.reason

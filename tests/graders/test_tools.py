@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pytest_qualify.client.answer import ToolCall
 from pytest_qualify.tasks.fixture_data import tool_fixtures
 from pytest_qualify.graders.tools import (
-    ExpectedCall, RawCall, call_in_text, canonical_arguments, grade_call, grade_calls, grade_no_call,
+    ExpectedCall, RawCall, call_in_text, canonical_arguments, compare_value, grade_call, grade_calls, grade_no_call,
     grade_stream_shape, normalize_string, same_calls,
 )
 
@@ -118,7 +118,46 @@ def test_wrong_function():
 @pytest.mark.parametrize("text", ['{"origin": "FRA", "destination": "SI', "origin=FRA", "[1, 2]", "null"])
 def test_invalid_json(text):
     verdict = grade_call(ToolCall("search_flights", text), FLIGHT, SCHEMAS)
-    assert not verdict.ok and verdict.reason.startswith("invalid_json")
+    assert not verdict.ok and verdict.reason.startswith("format: invalid_json") and verdict.is_format
+
+
+# What a non-conforming server sends in place of the arguments' JSON string: each a format failure
+# that says what came, never an exception (the API's function.arguments is a string holding JSON).
+NON_CONFORMING_ARGUMENTS = [
+    (FLIGHT_ARGS, "came as a JSON object"),
+    (None, "arguments are null"),
+    ([FLIGHT_ARGS], "came as a JSON array"),
+    (3, "came as a JSON number"),
+    (True, "came as a JSON boolean"),
+    ("origin=FRA, destination=SIN", "are not JSON"),
+    ("[1, 2]", "arguments are a JSON array, not an object"),
+    ("null", "arguments are a JSON null, not an object"),
+    ('"{\\"origin\\": \\"FRA\\"}"', "arguments are a JSON string, not an object"),  # JSON text encoded twice
+]
+
+
+@pytest.mark.parametrize("arguments,said", NON_CONFORMING_ARGUMENTS, ids=[s for _, s in NON_CONFORMING_ARGUMENTS])
+def test_non_conforming_arguments_are_a_format_failure_with_their_reason(arguments, said):
+    for verdict in (grade_call(ToolCall("search_flights", arguments), FLIGHT, SCHEMAS),
+                    grade_calls([ToolCall("search_flights", arguments)], (FLIGHT,), SCHEMAS)):
+        assert not verdict.ok and verdict.is_format, verdict.reason
+        assert verdict.reason.startswith("format: invalid_json: ") and said in verdict.reason, verdict.reason
+        assert "(search_flights)" in verdict.reason
+    # A second, conforming call beside it is still graded, and the pair is compared without error.
+    pair = grade_calls([ToolCall("search_flights", arguments), call("search_flights", FLIGHT_ARGS)], (FLIGHT, FLIGHT), SCHEMAS)
+    assert not pair.ok and pair.is_format and said in pair.reason
+    assert not same_calls([ToolCall("search_flights", arguments)], [call("search_flights", FLIGHT_ARGS)]).ok
+
+
+def test_the_object_sent_as_an_object_is_refused_although_its_values_are_right():
+    # The values are the expected ones, so only the wire form is wrong: a client that reads the
+    # string (every OpenAI SDK) would fail on this answer, and that is what the verdict says.
+    verdict = grade_calls([ToolCall("search_flights", FLIGHT_ARGS)], (FLIGHT,), SCHEMAS)
+    assert not verdict.ok and "not as a string holding JSON" in verdict.reason
+
+
+def test_an_empty_arguments_string_reads_as_no_arguments():
+    assert grade_call(ToolCall("search_flights", ""), FLIGHT, SCHEMAS).reason.startswith("missing_required")
 
 
 def test_missing_required_and_unexpected_param():
@@ -251,7 +290,7 @@ def test_property_truncated_arguments_are_invalid_json(case, cut):
     text = json.dumps(canonical_arguments(expected.arguments))
     prefix = text[: 1 + cut % (len(text) - 1)]
     verdict = grade_call(ToolCall(expected.name, prefix), expected, SCHEMAS)
-    assert not verdict.ok and verdict.reason.startswith("invalid_json"), verdict.reason
+    assert not verdict.ok and verdict.reason.startswith("format: invalid_json") and verdict.is_format, verdict.reason
 @given(case=st.sampled_from(SINGLE), key=st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12),
        value=st.one_of(st.integers(), st.text(max_size=5), st.booleans()))
 def test_property_extra_argument_is_unexpected(case, key, value):
@@ -295,3 +334,11 @@ def test_property_number_as_string_violates_a_number_schema(n):
     want = ExpectedCall("set_level", {"level": n})
     verdict = grade_call(call("set_level", {"level": str(n)}), want, NUMBER_SCHEMA)
     assert not verdict.ok and verdict.reason.startswith("schema_violation")
+
+
+@pytest.mark.parametrize("given,same", [
+    ("1,250", True), ("1\u2009250", True), ("1\u202f250", True), ("1\u00a0250", True),
+    ("1 250", False), ("1\u202f25", False), ("12\u202f50", False),
+])
+def test_a_number_grouped_by_a_thin_or_no_break_space_compares_as_the_comma_grouped_one(given, same):
+    assert (compare_value(1250, given, "amount") == []) is same, given

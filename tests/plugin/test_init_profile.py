@@ -210,3 +210,30 @@ def test_an_endpoint_that_does_not_answer_is_an_error_not_a_profile(tmp_path):
     run = _init(f"http://127.0.0.1:{free_port()}", tmp_path / "p.toml", "--timeout", "2")
     assert run.returncode == 1 and "init: http://127.0.0.1:" in run.stderr
     assert not (tmp_path / "p.toml").exists()
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("reference", ["small"], indirect=True)
+def test_the_written_profile_qualifies_the_endpoint_it_was_probed_from(reference, tmp_path):
+    """Every table its required modules need is written (the load module's levels from the
+    admission limit), so the starter profile judges the endpoint, not its own gaps."""
+    out = tmp_path / "probed.toml"
+    assert _init(reference, out).returncode == 0
+    got = load_profile(str(out))
+    assert "load" in got.required_modules and got.load is not None and got.load.levels == (1, 2)
+    assert "levels = [1, 2]  # default: one request alone, the admission limit" in out.read_text()
+    run = run_pytest(f"--qualify={out}", "--qualify-endpoint", reference, "--qualify-evidence", str(tmp_path / "ev"),
+                     "-p", "no:cacheprovider", cwd=tmp_path, timeout=600)
+    last = run.stdout.strip().splitlines()[-1]
+    assert run.returncode == 0 and last.startswith("QUALIFICATION: PASS (exit 0)"), run.stdout[-3000:] + run.stderr
+
+
+def test_a_profile_that_requires_load_without_its_table_is_refused_at_load(tmp_path):
+    from pytest_qualify.profiles import ProfileError, builtin_profiles
+
+    text = Path(builtin_profiles()["small"]).read_text()
+    start, end = text.index("[load]\n"), text.index("[serve]\n")
+    path = tmp_path / "no-load.toml"
+    path.write_text(text[:start] + text[end:])
+    with pytest.raises(ProfileError, match=r"modules.required names 'load' but the profile has no \[load\] table"):
+        load_profile(str(path))

@@ -41,7 +41,9 @@ def test_markers_and_profiles_are_listed(pytester):
 
 
 def test_repetitions_are_separate_items(pytester, tmp_path):
-    result = run(pytester, f"--qualify={write_profile(tmp_path)}", "--repeat", "3", "--collect-only", "-q", SMOKE)
+    # Run, not collected: --collect-only runs no test body, so a qualification refuses it.
+    result = run(pytester, f"--qualify={write_profile(tmp_path)}", "--qualify-endpoint", "reference", "--repeat", "3",
+                 "-v", SMOKE)
     out = result.stdout.str()
     for rep in ("rep1of3", "rep2of3", "rep3of3"):
         assert f"test_health[{rep}]" in out
@@ -60,7 +62,8 @@ def test_marker_pins_repetition_count(pytester, tmp_path):
         def test_each(qualify_repetition):
             assert 1 <= qualify_repetition <= 3
     """))
-    result = run(pytester, f"--qualify={write_profile(tmp_path)}", "--repeat", "3", "--collect-only", "-q", "test_probe.py")
+    result = run(pytester, f"--qualify={write_profile(tmp_path)}", "--qualify-endpoint", "reference", "--repeat", "3",
+                 "-v", "test_probe.py")
     out = result.stdout.str()
     assert "test_once[rep1of1]" in out and "test_once[rep2of" not in out
     assert "test_each[rep3of3]" in out

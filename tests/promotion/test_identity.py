@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_qualify.evidence.bundle import write_manifest
+from ..helpers import seal_hand_bundle
 from pytest_qualify.graders.identity import check_identity
 from pytest_qualify.promotion.identity import Identity, change_reason, differences, model_entry, read_identity, revision_in
 from pytest_qualify.promotion.promoted import PromotedError, load_promoted, mismatches
@@ -90,7 +90,7 @@ def _bundle(tmp_path: Path, summary: dict, manifest: bool = True) -> Path:
     path.write_text(json.dumps(summary))
     (run / "report.md").write_text("# report\n")
     if manifest:
-        write_manifest(run)
+        seal_hand_bundle(run, summary)
     return path
 
 
@@ -234,3 +234,76 @@ def test_check_identity_rejects_a_wrong_root_and_window_as_read_identity_reads_t
                                      "max_model_len is 4096, expected 2048")
     i = read_identity("small-chat-4k", SERVED, "v")
     assert (i.model_root, i.window_tokens, i.error) == ("pytest-qualify/small-chat", 4096, None)
+
+
+# -- a promoted bundle agrees with itself before it backs anything ---------------------------------
+
+
+def _rewrite_summary(path: Path, **over) -> None:
+    """What the issue's operator did: summary.json rewritten, its SHA256SUMS line redone, the
+    statement written at the end of the run left as it was."""
+    data = json.loads(path.read_text())
+    data.update(over)
+    path.write_text(json.dumps(data))
+    sums = path.parent / "SHA256SUMS"
+    lines = [f"{hashlib.sha256(path.read_bytes()).hexdigest()}  summary.json" if line.endswith("  summary.json")
+             else line for line in sums.read_text().splitlines()]
+    sums.write_text("\n".join(lines) + "\n")
+
+
+def test_a_summary_rewritten_to_pass_with_its_checksum_redone_backs_nothing(tmp_path):
+    path = _bundle(tmp_path, _summary(verdict={"result": "FAIL"}))
+    _rewrite_summary(path, verdict={"result": "PASS"})
+    with pytest.raises(PromotedError) as err:
+        load_promoted(str(path))
+    message = str(err.value)
+    assert message.startswith(f"promoted summary {path}: provenance.intoto.json: summary.json has sha256 ")
+    assert " in the statement, " in message and hashlib.sha256(path.read_bytes()).hexdigest() in message
+
+
+@pytest.mark.parametrize("field, said, read", [
+    ("verdict", {"result": "FAIL"}, "the verdict is 'FAIL' in the statement (predicate.verdict.result) but 'PASS'"),
+    ("run", {"id": "another-run"}, "the run id is 'another-run' in the statement (predicate.run.id) but "
+                                   "'20260729T101500Z-abc123'"),
+])
+def test_a_statement_that_says_another_verdict_or_run_is_refused_with_both_readings(tmp_path, field, said, read):
+    path = _bundle(tmp_path, _summary())
+    statement_path = path.parent / "provenance.intoto.json"
+    statement = json.loads(statement_path.read_text())
+    statement["predicate"][field] = said
+    statement_path.write_text(json.dumps(statement))
+    seal = path.parent / "SHA256SUMS"  # the statement's own line redone: only the contents disagree
+    seal.write_text("".join(
+        f"{hashlib.sha256(statement_path.read_bytes()).hexdigest()}  provenance.intoto.json\n"
+        if line.endswith("provenance.intoto.json") else line + "\n" for line in seal.read_text().splitlines()))
+    with pytest.raises(PromotedError, match="provenance.intoto.json: ") as err:
+        load_promoted(str(path))
+    assert read in str(err.value)
+
+
+def test_a_bundle_without_its_statement_or_with_a_file_it_does_not_name_is_refused(tmp_path):
+    path = _bundle(tmp_path / "a", _summary())
+    (path.parent / "provenance.intoto.json").unlink()
+    seal = path.parent / "SHA256SUMS"
+    seal.write_text("".join(l + "\n" for l in seal.read_text().splitlines() if "provenance" not in l))
+    with pytest.raises(PromotedError, match="provenance.intoto.json cannot be read"):
+        load_promoted(str(path))
+    path = _bundle(tmp_path / "b", _summary())
+    extra = path.parent / "notes.txt"
+    extra.write_text("added after the run\n")
+    with seal_of(path) as lines:
+        lines.append(f"{hashlib.sha256(extra.read_bytes()).hexdigest()}  notes.txt")
+    with pytest.raises(PromotedError, match="notes.txt is in SHA256SUMS .* but not a subject of the statement"):
+        load_promoted(str(path))
+
+
+class seal_of:  # noqa: N801 - a context manager over a bundle's SHA256SUMS lines
+    def __init__(self, summary: Path) -> None:
+        self.path = summary.parent / "SHA256SUMS"
+
+    def __enter__(self) -> list[str]:
+        self.lines = self.path.read_text().splitlines()
+        return self.lines
+
+    def __exit__(self, *exc) -> None:
+        self.path.write_text("\n".join(self.lines) + "\n")

@@ -17,10 +17,17 @@ def _by_name(stages):
     return {s.name: s for s in stages}
 
 
-def test_the_three_stages_in_promotion_order():
-    assert stage_names() == ("preflight", "full", "post-promotion", "rollback")
-    with pytest.raises(ValueError, match="unknown stage 'qualify'.*preflight, full, post-promotion, rollback"):
+def test_the_stages_in_promotion_order_then_the_comparisons_timing_stage():
+    assert stage_names() == ("preflight", "full", "post-promotion", "rollback", "timing")
+    with pytest.raises(ValueError, match="unknown stage 'qualify'.*preflight, full, post-promotion, rollback, timing"):
         check_stage_name("qualify")
+
+
+def test_the_timing_stage_runs_the_figures_a_comparison_reads_and_never_qualifies():
+    timing = _by_name(resolve_stages({}, KNOWN, LANES, KNOWN))["timing"]
+    assert set(timing.modules) == {"smoke", "context", "load", "sweep"}
+    assert timing.lanes == ("1K", "3K", "2K") and not timing.qualifies
+    assert timing.verdict_line("PASS") == "TIMING: PASS (stage timing; not a qualification)"
 
 
 def test_default_table_preflight_is_the_largest_lane_only():

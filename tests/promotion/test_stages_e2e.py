@@ -82,6 +82,15 @@ def promoted(full_run: Run, tmp_path_factory: pytest.TempPathFactory) -> Path:
     summary = json.loads((copy / "summary.json").read_text())
     summary["simulated"] = summary["target"]["simulated"] = False
     (copy / "summary.json").write_text(json.dumps(summary, indent=2))
+    # The statement written again over the new summary, as the run itself would have written it.
+    from pytest_qualify.evidence.provenance import PROVENANCE_FILE, statement
+
+    recorded = json.loads((copy / PROVENANCE_FILE).read_text())
+    (copy / PROVENANCE_FILE).unlink()
+    (copy / "SHA256SUMS").unlink()
+    again = statement(copy, summary, exit_code=recorded["predicate"]["verdict"]["exit_code"])
+    (copy / PROVENANCE_FILE).write_text(json.dumps(again, indent=2) + "\n")
+    (copy / "SHA256SUMS").write_text("".join(f"  {p.name}\n" for p in sorted(copy.iterdir()) if p.is_file()))
     lines = [line.partition("  ") for line in (copy / "SHA256SUMS").read_text().splitlines()]
     (copy / "SHA256SUMS").write_text("".join(
         f"{hashlib.sha256((copy / name).read_bytes()).hexdigest()}  {name}\n" for _, _, name in lines))

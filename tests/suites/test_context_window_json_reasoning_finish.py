@@ -110,6 +110,8 @@ REASONING = [f"test_no_reasoning_leak[REP-{p}-{s}]" for p in ("sky", "train", "s
 FINISH = [f"test_finish_state[REP-{p}-{s}]" for p in ("planet", "sum", "opposite") for s in ("plain", "streamed")]
 OVER = ["test_prompt_over_window_is_refused[REP]"]
 
+OVERRIDE_TOOK_EFFECT = (r"the caller's chat_template_kwargs enable_thinking=True took effect, although thinking is disabled "
+                        r"and not caller-overridable: ")
 # Each fault: the tests it must fail (REP: in every repetition; every other test must pass) and what
 # each reason must say.
 FAULTS = {
@@ -123,7 +125,13 @@ FAULTS = {
     "leak_reasoning": (REASONING, r"(prompt \w+|enable_thinking=True).*repetition \d.*: reasoning field populated"),
     "leak_think_tag": (REASONING, r"repetition \d.*: reasoning markers in the visible content: '<think>'"),
     "thinking_overridable": (OVERRIDE, r"^chat_template_kwargs enable_thinking=True with thinking disabled and not overridable, "
-                                       r"(not )?streamed, repetition \d: reasoning field populated"),
+                                       r"(not )?streamed, repetition \d: " + OVERRIDE_TOOK_EFFECT + r"reasoning field populated"),
+    # vLLM 0.26.0's way of honouring it: whitespace until the budget, no visible answer.
+    "thinking_override_blank": (OVERRIDE, r"^chat_template_kwargs enable_thinking=True with thinking disabled and not overridable, "
+                                          r"(not )?streamed, repetition \d: " + OVERRIDE_TOOK_EFFECT
+                                          + r"the reasoning field holds 256 characters of whitespace, none without the override; "
+                                            r"the answer budget was spent on reasoning \(finish_reason 'length' after 256 completion "
+                                            r"tokens, no visible answer; without the override finish_reason"),
     "finish_length": (FINISH, r"^finish state: answer budget exhausted \(finish_reason 'length' after \d+ completion tokens\)"),
     "empty_answer": (FINISH, r"^finish state: empty answer: no visible content"),
     "overwindow_500": (OVER, r"^window 4096, repetition \d: over-window prompt \(4097 tokens, window 4096\) got HTTP 500, expected 400"),
@@ -136,6 +144,7 @@ FAULT_RUNS = [
     (("drop_needle=2K", "json_nondeterministic", "leak_reasoning", "finish_length", "overwindow_500"), 1),
     (("cached_tokens", "json_invalid", "leak_think_tag", "empty_answer", "overwindow_accept"), 1),
     (("fail_repetition=2", "thinking_overridable"), 2),
+    (("thinking_override_blank",), 1),
 ]
 
 
@@ -167,8 +176,10 @@ def test_every_fault_of_these_modules_is_exercised():
     from pytest_qualify.reference import oracle_context, oracle_finish, oracle_json, oracle_reasoning
 
     names = {f.split("=")[0] for run_faults, _ in FAULT_RUNS for f in run_faults}
-    own = {**oracle_context.FAULTS, **oracle_json.FAULTS, **oracle_reasoning.FAULTS, **oracle_finish.FAULTS}
-    assert set(own) | {"overwindow_500", "overwindow_accept"} == names
+    mods = (oracle_context, oracle_json, oracle_reasoning, oracle_finish)
+    own = {name for mod in mods for name in (*getattr(mod, "FAULTS", {}), *getattr(mod, "SERVED_FAULTS", {}))}
+    # timed_answer_differs is the integrity module's to catch (tests/suites/test_integrity.py).
+    assert own - {"timed_answer_differs"} | {"overwindow_500", "overwindow_accept"} == names
 
 
 def test_salt_ignoring_prefix_cache_is_caught_by_context(qualify_pytest, small):

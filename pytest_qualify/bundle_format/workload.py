@@ -1,0 +1,72 @@
+"""What makes two runs comparable: the same workload, not the same name.
+
+Two runs measured the same thing when they ran the same protocol modules, the same context lanes at
+the same prompt sizes, the same items, under the same output budgets and sampling, with the same load
+levels and decode probe length. Everything else (model, quantization, engine, serve flags, the
+profile's name) may differ: that is what a head-to-head or an A/B compares. A SIMULATED run never
+measured a deployment, so it is never comparable with a real one.
+
+``of_summary`` reads a workload from an earlier run's ``summary.json``; ``profiles.Profile.workload``
+plans one from a profile and a stage in the same shape, so an A/B can be refused before any server
+starts. ``differences`` names what differs, one phrase per field. No pytest here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+# Sampling is the plugin's own, not the profile's: every question is asked at temperature 0 with
+# seed 1 (hooks/qualify_fixtures.py qualify_ask). Kept in the workload so a change is named.
+SAMPLING = "temperature 0, seed 1"
+
+
+def of_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """The workload an earlier run measured, read from its ``summary.json`` (any schema version)."""
+    profile = summary.get("profile") or {}
+    limits = profile.get("limits") or {}
+    stage = summary.get("stage") or {}
+    modules = list(stage.get("modules") or profile.get("required_modules") or [])
+    stage_lanes = stage.get("lanes")
+    lanes = {str(lane["name"]): int(lane["prompt_tokens"]) for lane in limits.get("lanes", ())
+             if "context" in modules and (stage_lanes is None or lane["name"] in stage_lanes)}
+    load = ((summary.get("timing") or {}).get("load") or None) if "load" in modules else None
+    items = sorted({f"{i['module']}::{i['item']}" for i in summary.get("items", ())})
+    return {
+        "modules": sorted(modules),
+        "lanes": lanes,
+        "answer_tokens": limits.get("answer_tokens"),
+        "reasoning_headroom_tokens": limits.get("reasoning_headroom_tokens", 0),
+        "thinking": bool((profile.get("thinking") or {}).get("enabled", False)),
+        "window_tokens": limits.get("window_tokens") if "window" in modules else None,
+        "load": ({"levels": [int(lv["concurrency"]) for lv in load.get("levels", ())],
+                  "probe_tokens": load.get("probe_tokens")} if load else None),
+        "sampling": SAMPLING,
+        "items": items,
+    }
+
+
+def differences(a: Mapping[str, Any], b: Mapping[str, Any], *, a_name: str = "A", b_name: str = "B") -> list[str]:
+    """What differs between two workloads, each as one phrase naming both values; empty when they
+    are the same workload. ``items`` are compared only when both sides list them (a planned
+    workload does not)."""
+    out: list[str] = []
+    for key in ("modules", "lanes", "answer_tokens", "reasoning_headroom_tokens", "thinking", "window_tokens",
+                "load", "sampling"):
+        if a.get(key) != b.get(key):
+            out.append(f"{key.replace('_', ' ')}: {a_name} {_text(a.get(key))}, {b_name} {_text(b.get(key))}")
+    if a.get("items") and b.get("items") and a["items"] != b["items"]:
+        only_a = sorted(set(a["items"]) - set(b["items"]))
+        only_b = sorted(set(b["items"]) - set(a["items"]))
+        parts = [f"only in {name}: {', '.join(x[:3])}{' …' if len(x) > 3 else ''} ({len(x)})"
+                 for name, x in ((a_name, only_a), (b_name, only_b)) if x]
+        out.append("items: " + "; ".join(parts))
+    return out
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k} {_text(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_text(v) for v in value) + "]"
+    return "none" if value is None else str(value)

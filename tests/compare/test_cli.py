@@ -1,0 +1,48 @@
+"""The documented compare and ab commands (docs/compare.md, docs/ci.md) parse as written, and the
+campaign's order interleaves the arms."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from pytest_qualify.compare.campaign import boot_order
+from pytest_qualify.compare.cli import add_parsers
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m pytest_qualify")
+    add_parsers(p.add_subparsers(dest="command", required=True))
+    return p
+
+
+@pytest.mark.parametrize("doc", ["compare.md", "ci.md"])
+def test_every_documented_command_parses(doc):
+    lines = re.findall(r"python -m pytest_qualify ((?:compare|ab) [^\n`]*)", (DOCS / doc).read_text())
+    assert lines, doc
+    for line in lines:
+        args = parser().parse_args(shlex.split(line.split("#")[0]))
+        assert args.out
+
+
+def test_boots_interleave_a_b_b_a():
+    assert [f"{arm}{n}" for arm, n in boot_order(3)] == ["A1", "B1", "B2", "A2", "A3", "B3"]
+    order = boot_order(4)
+    assert sum(arm == "A" for arm, _ in order) == 4 and order[-2:] == [("B", 4), ("A", 4)]
+
+
+def test_the_eager_recipe_is_the_gpu_recipe_plus_enforce_eager_on_the_same_workload():
+    from pytest_qualify.bundle_format.workload import differences
+    from pytest_qualify.profiles import load_profile
+
+    base, eager = load_profile("262k-gpu"), load_profile("262k-gpu-eager")
+    assert list(eager.serve.args) == [*base.serve.args, "--enforce-eager"]
+    assert eager.serve.env == base.serve.env and eager.deployment == base.deployment
+    assert differences(base.workload("timing"), eager.workload("timing")) == []
+    assert eager.ab == base.ab and "lane.*.decode_tok_s" in base.ab.figures
