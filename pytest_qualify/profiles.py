@@ -272,6 +272,9 @@ class Profile:
     serve: Serve
     required_modules: tuple[str, ...]
     waivable_modules: tuple[str, ...] = ()
+    # [promotion] require_signature: a post-promotion or rollback check is backed only by a promoted
+    # bundle whose signature verifies against the key named by --qualify-promoted-key.
+    require_signature: bool = False
     # (module, the most of its items all waivers together may waive), per waivable module.
     max_waived: tuple[tuple[str, int], ...] = ()
     robustness_examples: int = 200
@@ -499,6 +502,7 @@ def _build(raw: dict[str, Any], path: Path) -> Profile:
         robustness_examples=raw["modules"].get("robustness_examples", 200),
         slo=_slo(raw, path, names),
         stages=stages,
+        require_signature=bool((raw.get("promotion") or {}).get("require_signature", False)),
         steer=Steer(**raw["steer"]) if "steer" in raw else None,
         integrity=_integrity(raw, path, limits, known),
         load=_load(raw, path),

@@ -16,6 +16,9 @@ CORPUS_KIND = "corpus_kind"  # a multimodal item's kind of media
 # An item of the protocol's own suites: its grader journals every verdict (``checks.require``), so
 # a pass with no verdict in the answer journal was not graded (``gate.decide.proof_of_grading``).
 JOURNALED = "qualify_journaled"
+# A failed item whose request the endpoint refused with HTTP 401 or 403: its credentials, not the
+# deployment, decided it (most items so: the run is not judged).
+CREDENTIALS_REFUSED = "credentials_refused"
 
 # A failure's kind. FORMAT: the answer did not follow its contract (its slot is missing or
 # malformed). FACT: it did, and the slot is wrong. OTHER: no verdict judged it (a timeout, a

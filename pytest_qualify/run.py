@@ -58,6 +58,9 @@ class RunState:
     stop_keeps: tuple[str, ...] = ()
     handover_adopted: bool = False  # an xdist worker has read the controller's server hand-over
     usage_error: bool = False  # the run ended in a usage error before anything started: no bundle
+    # The endpoint refused the credentials on chat (the first step's request, or most items): the
+    # deployment was not judged, whatever its items show (hooks/results.run_problems).
+    credentials_refused: bool = False
 
     @property
     def simulated(self) -> bool:

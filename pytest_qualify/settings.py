@@ -81,6 +81,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("qualify_promoted", "--qualify-promoted", "QUALIFY_PROMOTED", "qualify_promoted",
            "with --qualify-stage post-promotion (or rollback, where it is required): the qualifying run's "
            "summary.json; the live route must serve exactly the identity it qualified", metavar="SUMMARY"),
+    Option("qualify_promoted_key", "--qualify-promoted-key", "QUALIFY_PROMOTED_KEY", "qualify_promoted_key",
+           "with --qualify-promoted: the public key (PEM; ECDSA P-256 as cosign makes, or Ed25519) the promoted "
+           "bundle's signature (qualification.sigstore.json, cosign attest-blob --key) must verify against; "
+           "required where the profile's [promotion] require_signature is true", metavar="PEM"),
     Option("qualify_selftest", "--qualify-selftest", "QUALIFY_SELFTEST", "qualify_selftest",
            "instead of qualifying: run the profile's protocol against the reference server once conforming "
            "and once per fault class its modules can see, and check the gate passes the first and fails "
@@ -108,6 +112,7 @@ class Settings:
     fail_on_regression_pct: float | None = None  # None: regressions are flagged, not failed
     stage: str = "full"
     promoted: str | None = None
+    promoted_key: str | None = None
     selftest: bool = False
     require_selftest: str | None = None
 
@@ -223,6 +228,7 @@ def resolve(
         fail_on_regression_pct=fail_on_regression_pct,
         stage=stage,
         promoted=values["qualify_promoted"],
+        promoted_key=values["qualify_promoted_key"],
         selftest=(values["qualify_selftest"] or "").strip().lower() in ("1", "true", "yes", "on"),
         require_selftest=require_selftest,
     )

@@ -179,7 +179,9 @@ def render(s: Mapping[str, Any]) -> str:
 
     out += ["## Deployment", ""] + table(("Field", "Value"), profile_rows(s)) + [""]
     if s["target"].get("startup_error"):
-        out += ["**Server startup failed:**", "", "```", s["target"]["startup_error"].strip(), "```", ""]
+        # Attach mode starts nothing: its endpoint could not be reached, no startup failed.
+        head = "**Endpoint could not be reached:**" if s["target"].get("mode") == "attach" else "**Server startup failed:**"
+        out += [head, "", "```", s["target"]["startup_error"].strip(), "```", ""]
     if s["target"].get("died"):
         out += [f"**Server died during the run:** {cell(s['target']['died'])}", ""]
 

@@ -70,7 +70,14 @@ def verdict_line(verdict: Any, ev: EvidenceState | None) -> str:
     text = verdict.headline  # names the stage: only the full stage reads QUALIFICATION
     if ev is not None and ev.exit_code is not None:
         text += f" (exit {ev.exit_code})"
-    if verdict.verdict != "PASS" and verdict.reasons:
+    stopped = [r for r in verdict.reasons if r.startswith("run stopped early")]
+    if verdict.verdict != "PASS" and verdict.failures and stopped:
+        # -x / --maxfail: the item that failed first, then the stop it caused.
+        f = verdict.failures[0]
+        text += f": {f.module}: {f.where}: {f.reason[:160]}; then {stopped[0][:120]}"
+        rest = len(verdict.failures) - 1 + len(verdict.reasons) - 1
+        text += f" (+{rest} more)" if rest else ""
+    elif verdict.verdict != "PASS" and verdict.reasons:
         first = verdict.reasons[0]
         text += f": {first[:160]}" + (f" (+{len(verdict.reasons) - 1} more)" if len(verdict.reasons) > 1 else "")
     elif verdict.verdict != "PASS" and verdict.failures:

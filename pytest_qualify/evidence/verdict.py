@@ -75,7 +75,7 @@ def run_record(
     return RunRecord(
         results=results, modules=modules, required=tuple(required),
         stage=stage_run.stage if stage_run is not None else None,
-        problems=tuple(problems), incomplete=tuple(incomplete), target_unavailable=bool(state.startup_error),
+        problems=tuple(problems), incomplete=tuple(incomplete), target_unavailable=bool(state.startup_error or state.credentials_refused),
         waivers=ev.waivers, slo=state.profile.slo, claims=state.profile.claims, facts=facts, baseline=baseline,
         answers_void=tuple(answers_void), checks=_journal_checks(run_dir),
     )

@@ -262,12 +262,9 @@ def _unique_rows(findings: Sequence[Finding]) -> list[Finding]:
 
 
 def _module_names(missing: Sequence[str]) -> dict[str, tuple[str, str]]:
-    # "module 'smoke' (Smoke) did not run: ..." is the row module_smoke_not_run.
-    out = {}
-    for reason in missing:
-        module = reason.split("'")[1] if reason.count("'") >= 2 else row_name(reason)
-        out[reason] = (f"module_{row_name(module)}_not_run", "module")
-    return out
+    # The required modules that did not run are one reason, one gate row (``modules_not_run``): a
+    # run stopped for one cause shows that cause once, not once per module it kept from running.
+    return {reason: ("modules_not_run", "module") for reason in missing}
 
 
 def _rows(items: Sequence[ItemResult], modules: Mapping[str, ModuleInfo], required: Sequence[str],
@@ -278,7 +275,7 @@ def _rows(items: Sequence[ItemResult], modules: Mapping[str, ModuleInfo], requir
     for r in items:
         by_module.setdefault(r.module, []).append(r)
     rows: list[GateRow] = []
-    missing: list[str] = []
+    not_run: list[str] = []
     order = [m for m in modules if m in required] + [m for m in by_module if m not in required]
     for mod in order:
         ran = by_module.get(mod, [])
@@ -295,9 +292,13 @@ def _rows(items: Sequence[ItemResult], modules: Mapping[str, ModuleInfo], requir
         )
         rows.append(row)
         if mod in required and not ran:
-            needs = "every required module" if stage is None or stage.qualifies else f"every module of stage {stage.name}"
-            missing.append(f"module '{mod}' ({row.title}) did not run: the gate needs {needs}")
-    return rows, missing
+            not_run.append(f"'{mod}' ({row.title})")
+    if not not_run:
+        return rows, []
+    needs = "every required module" if stage is None or stage.qualifies else f"every module of stage {stage.name}"
+    what = f"module {not_run[0]} did not run" if len(not_run) == 1 else (
+        f"{len(not_run)} modules did not run: {', '.join(not_run)}")
+    return rows, [f"{what}: the gate needs {needs}"]
 
 
 def _verdict(items: Sequence[ItemResult], rows: Sequence[GateRow], failures: Sequence[ItemResult],

@@ -37,12 +37,20 @@ def run_problems(session: pytest.Session, state: RunState, exitstatus: int) -> t
     problems: list[str] = []
     incomplete: list[str] = []
     if state.startup_error:
-        incomplete.append("server startup failed: " + state.startup_error.splitlines()[0])
+        # Attach mode starts nothing: its error already says the endpoint could not be reached.
+        head = "not judged" if state.settings.mode == "attach" else "server startup failed"
+        incomplete.append(f"{head}: " + state.startup_error.splitlines()[0])
     if state.dead:
         problems.append(state.dead.splitlines()[0])
     if state.stop_reason and not state.startup_error:
         # The run's first step stopped it (hooks/server.first_step): a judged FAIL, or not judged.
         (problems if state.stop_judged else incomplete).append(state.stop_reason)
+    refused = [r for r in state.results.values() if r.properties.get(properties.CREDENTIALS_REFUSED)]
+    if refused and 2 * len(refused) > len(state.results):
+        state.credentials_refused = True
+        statuses = "/".join(sorted({str(r.properties[properties.CREDENTIALS_REFUSED]) for r in refused}))
+        incomplete.append(f"not judged: credentials refused on chat: HTTP {statuses} on {len(refused)} of "
+                          f"{len(state.results)} protocol items (the key is read from ${state.settings.api_key_env})")
     if exitstatus == pytest.ExitCode.INTERRUPTED:
         incomplete.append("run interrupted before the protocol finished")
     if session.shouldfail:

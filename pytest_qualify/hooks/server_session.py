@@ -70,6 +70,10 @@ def first_step(state: RunState) -> tuple[str, bool, tuple[str, ...]] | None:
             return (f"not judged: not an OpenAI-compatible endpoint: GET /v1/models "
                     + (f"answered HTTP {status}" if status else f"answered no model list ({error})")), False, ()
         return f"not judged: the endpoint did not answer GET /v1/models: {error}", False, ()
+    if info.get("chat_status") in (401, 403):
+        return (f"not judged: credentials refused on chat: HTTP {info['chat_status']} on POST /v1/chat/completions "
+                f"although GET /v1/models accepted the key (the key is read from ${state.settings.api_key_env})"), \
+            False, ()
     d = profile.deployment
     verdict = check_identity(info.get("models") or [], d.served_name, d.model, profile.limits.window_tokens)
     problems = [] if verdict.ok else [verdict.reason]
@@ -218,6 +222,13 @@ class ServerSession:
             info["models_error"] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             info["models_status"] = getattr(exc, "status", None)
             info["models_error_kind"] = type(exc).__name__
+        if state.settings.mode == "attach" and "models" in info:
+            # One minimal chat request: a key that lists the models may still be refused on chat.
+            try:
+                client.chat([{"role": "user", "content": "Say OK."}], max_tokens=1, temperature=0)
+            except Exception as exc:  # judged by the first step (401/403) and by the smoke module
+                info["chat_status"] = getattr(exc, "status", None)
+                info["chat_error"] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if state.target is not None:
             info["launch_command"] = state.target.display_command
             if state.target.process is not None:

@@ -25,7 +25,8 @@ def configure(state: RunState) -> StageRun:
     before any server starts."""
     try:
         run = plan(state.profile, state.settings.stage, state.settings.promoted,
-                   simulated=state.settings.mode == "reference", load=not state.is_worker)
+                   simulated=state.settings.mode == "reference", load=not state.is_worker,
+                   key=state.settings.promoted_key, require_signature=state.profile.require_signature)
     except StageUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     state.stage_run = run

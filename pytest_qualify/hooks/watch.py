@@ -18,6 +18,7 @@ import pytest
 from pytest_qualify.hooks import state_of
 from pytest_qualify.redaction import redact
 from pytest_qualify.run import RunState, module_of
+from pytest_qualify import properties
 
 
 DEAD_PROPERTY = "server_dead"
@@ -32,6 +33,13 @@ DEATH_LOG_LINES = 20
 LOG_SECTION = f"server log (last {DEATH_LOG_LINES} lines)"
 STARTUP_LOG_SECTION = "server log at the failed startup"
 STARTUP_FAILED = "server startup failed"
+UNREACHABLE = "endpoint could not be reached"  # attach mode: nothing was started, so nothing failed to start
+
+
+def not_started_words(state: RunState) -> str:
+    """What a run whose server never answered says: a startup that failed, or (attach mode, where
+    the plugin starts nothing) an endpoint that could not be reached."""
+    return UNREACHABLE if state.settings.mode == "attach" else STARTUP_FAILED
 _TAIL_SEP = f"\n--- last {DEATH_LOG_LINES} lines of the server log ---\n"
 
 
@@ -276,12 +284,14 @@ def _harness_reason(state: RunState, item: pytest.Item, exc: BaseException) -> s
         response = getattr(e, "response", None)
         if status is None and response is not None:
             status = getattr(response, "status_code", None)
-        if status == 401:
+        if status in (401, 403):
+            if hasattr(item, "user_properties"):
+                item.user_properties.append((properties.CREDENTIALS_REFUSED, status))
             if "rejected the API key" in str(e):
                 return str(e)
             return (
                 f"the endpoint rejected the API key (the key is read from ${state.settings.api_key_env}): "
-                f"HTTP 401 ({type(e).__name__})"
+                f"HTTP {status} ({type(e).__name__})"
             )
     httpx = sys.modules.get("httpx")
     openai = sys.modules.get("openai")
@@ -306,7 +316,7 @@ def _harness_reason(state: RunState, item: pytest.Item, exc: BaseException) -> s
 def fail_if_server_gone(config: pytest.Config, state: RunState, nodeid: str) -> None:
     """Fail the current test at once when the server never started or is known to be gone."""
     if state.startup_error:
-        pytest.fail(f"{STARTUP_FAILED}:\n{_split_startup(state.startup_error)[0]}", pytrace=False)
+        pytest.fail(f"{not_started_words(state)}:\n{_split_startup(state.startup_error)[0]}", pytrace=False)
     if state.dead is None:
         state.dead = _adopt_death(state)
     if state.dead is None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 from pytest_qualify.promotion.identity import DeclaredField, Identity, change_reason
@@ -66,8 +67,11 @@ class StageRun:
         return out
 
 
-def plan(profile: StagedProfile, stage_name: str, promoted_path: str | None, *, simulated: bool, load: bool = True) -> StageRun:
-    """The stage and (``load``: on the controller) the promoted run, or :class:`StageUsageError`."""
+def plan(profile: StagedProfile, stage_name: str, promoted_path: str | None, *, simulated: bool, load: bool = True,
+         key: str | None = None, require_signature: bool = False) -> StageRun:
+    """The stage and (``load``: on the controller) the promoted run, or :class:`StageUsageError`.
+    ``key``: the public key the promoted bundle's signature must verify against;
+    ``require_signature``: the profile backs post-promotion and rollback only with a signed bundle."""
     try:
         stage = select(profile.stages, stage_name)
     except ValueError as exc:
@@ -88,4 +92,18 @@ def plan(profile: StagedProfile, stage_name: str, promoted_path: str | None, *, 
                 promoted = load_promoted(promoted_path)
             except PromotedError as exc:
                 raise StageUsageError(f"--qualify-promoted: {exc}") from None
+            if require_signature and not key:
+                raise StageUsageError(f"--qualify-promoted-key: profile {profile.name} requires a signed promoted bundle "
+                                      "([promotion] require_signature); name the public key its signature verifies "
+                                      "against")
+            if key:
+                from pytest_qualify.promotion.signature import SignatureError, verify_signature
+
+                try:
+                    verify_signature(Path(promoted.path).parent, key)
+                except SignatureError as exc:
+                    raise StageUsageError(f"--qualify-promoted-key: promoted bundle {Path(promoted.path).parent}: "
+                                          f"{exc}") from None
+    elif key:
+        raise StageUsageError("--qualify-promoted-key applies only with --qualify-promoted")
     return StageRun(stage=stage, promoted=promoted, simulated=simulated)

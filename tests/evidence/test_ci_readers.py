@@ -243,9 +243,11 @@ def test_an_unreachable_endpoint_is_incomplete_at_once(pytester, tmp_path):
     summary = json.loads((bundle_of(tmp_path) / "summary.json").read_text())
     assert summary["verdict"]["result"] == "INCOMPLETE"
     assert summary["verdict"]["incomplete"][0].startswith(
-        f"server startup failed: --qualify-endpoint http://127.0.0.1:{port}: the endpoint could not be reached: ConnectError")
+        f"not judged: --qualify-endpoint http://127.0.0.1:{port}: the endpoint could not be reached: ConnectError")
     assert suite_props(bundle_of(tmp_path))["verdict"] == "INCOMPLETE"
-    assert "QUALIFICATION: INCOMPLETE (exit 2): server startup failed" in out.splitlines()[-1]
+    assert "QUALIFICATION: INCOMPLETE (exit 2): not judged: --qualify-endpoint" in out.splitlines()[-1]
+    assert "the endpoint could not be reached" in out.splitlines()[-1]
+    assert "startup failed" not in out.splitlines()[-1]  # attach mode started nothing
 
 
 def test_baseline_lists_per_item_flips(pytester, tmp_path):

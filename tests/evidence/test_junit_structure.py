@@ -140,7 +140,7 @@ SLO_ITEMS = [{"module": "context", "lane": "1K", "properties": {"ttft_s": 3.0}}]
             "identity_changed_during_the_run": ("failure", "qualify.run")}),
     # a partial selection and a required module that did not run
     (dict(required=("smoke", "json"), incomplete=("partial run: 3 protocol items deselected (-k, -m, ...)",)),
-     INCOMPLETE, {"partial_run": ("error", "qualify.not_judged"), "module_json_not_run": ("error", "qualify.not_judged")}),
+     INCOMPLETE, {"partial_run": ("error", "qualify.not_judged"), "modules_not_run": ("error", "qualify.not_judged")}),
     # two reasons of one row are two test cases
     (dict(incomplete=("partial run: a", "partial run: b")),
      INCOMPLETE, {"partial_run": ("error", "qualify.not_judged"), "partial_run_2": ("error", "qualify.not_judged")}),

@@ -174,7 +174,7 @@ def test_a_partial_selection_is_incomplete_and_errors_in_junit(qualify_pytest, s
     result = qualify_pytest("-k", "smoke", modules=("smoke", "json"), suites=suite("smoke", "json"))
     summary = assert_one_verdict(result, qualify_pytest, step_summary, "INCOMPLETE")
     findings = summary["verdict"]["findings"]
-    assert {f["row"] for f in findings} == {"partial_run", "module_json_not_run"}
+    assert {f["row"] for f in findings} == {"partial_run", "modules_not_run"}
     assert not any(f["judged"] for f in findings)
     gate = gate_testcases(qualify_pytest.junit.read_bytes())
     assert gate["partial_run"].find("error").get("type") == "qualify.not_judged"

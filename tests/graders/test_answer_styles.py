@@ -271,6 +271,8 @@ TOOL_STYLES = Styles(
         ("final", '{"amount": "C$176.30", "currency": "CAD"}'), ("final", '{"amount": "CAD 176.30", "currency": "CAD"}'),
         ("final", '```json\r\n{"amount": 176.3, "currency": "CAD"}\r\n```'),
         ("final", '<answer>{"amount": 176.3, "currency": "CAD"}</answer>'),
+        # The unit written out (data: the amount's units).
+        ("final", '{"amount": "176.30 Canadian dollars", "currency": "CAD"}'), ("final", '{"amount": "176.3 dollars", "currency": "CAD"}'),
         # One line of prose before the object, a colon at its end or not.
         ("final", 'The tool returned 176.3.\n\n```json\n{"amount": 176.3, "currency": "CAD"}\n```'),
         ("final", '120 EUR is 176.30 CAD.\n{"amount": 176.30, "currency": "CAD"}'),
@@ -306,6 +308,8 @@ TOOL_STYLES = Styles(
         (("final", '{"amount": 120, "currency": "EUR"}'), "field 'currency' is 'EUR'"),
         (("final", "120 euros is about 176.30 Canadian dollars."), FORMAT),
         (("final", '{"amount": 176.3}'), FORMAT),
+        (("final", '{"amount": "176.30 US dollars", "currency": "CAD"}'), "field 'amount' '176.30 US dollars' holds more than the number"),
+        (("final", '{"amount": "176.30 Canadian dollars (176.03 at noon)", "currency": "CAD"}'), "holds 2 candidates (176.30, 176.03)"),
         # arguments that are not the API's JSON string: the call's slot malformed, never an exception
         (("raw:weather_lisbon_now", [("get_weather", {"city": "Lisbon", "unit": "celsius"})]),
          FORMAT + " invalid_json: arguments came as a JSON object"),

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pytest_qualify.client.answer import ToolCall
 from pytest_qualify.tasks.fixture_data import tool_fixtures
 from pytest_qualify.graders.tools import (
-    ExpectedCall, RawCall, call_in_text, canonical_arguments, grade_call, grade_calls, grade_no_call,
+    ExpectedCall, RawCall, call_in_text, canonical_arguments, compare_value, grade_call, grade_calls, grade_no_call,
     grade_stream_shape, normalize_string, same_calls,
 )
 
@@ -334,3 +334,11 @@ def test_property_number_as_string_violates_a_number_schema(n):
     want = ExpectedCall("set_level", {"level": n})
     verdict = grade_call(call("set_level", {"level": str(n)}), want, NUMBER_SCHEMA)
     assert not verdict.ok and verdict.reason.startswith("schema_violation")
+
+
+@pytest.mark.parametrize("given,same", [
+    ("1,250", True), ("1\u2009250", True), ("1\u202f250", True), ("1\u00a0250", True),
+    ("1 250", False), ("1\u202f25", False), ("12\u202f50", False),
+])
+def test_a_number_grouped_by_a_thin_or_no_break_space_compares_as_the_comma_grouped_one(given, same):
+    assert (compare_value(1250, given, "amount") == []) is same, given

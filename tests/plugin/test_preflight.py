@@ -159,6 +159,14 @@ def test_faults_where_no_reference_server_runs_are_an_error(qualify_pytest):
     assert_usage_error(qualify_pytest, result, "--qualify-reference-fault slow=1", "cannot engage")
 
 
+def test_a_fault_the_steering_proxy_cannot_impose_is_an_error(qualify_pytest):
+    # A steered launch: only the oracles' answer faults reach a real vLLM; padding is the reference
+    # server's own HTTP side, so with it on the run would prove nothing.
+    result = qualify_pytest("--qualify-reference-fault", "pad_answer", profile="tiny-qwen3-steered", endpoint=None)
+    assert_usage_error(qualify_pytest, result, "--qualify-reference-fault", "cannot engage", "pad_answer",
+                       "cannot be imposed on a real vLLM")
+
+
 # -- attach-only profiles, rerun and repetition plugins -------------------------------------------
 
 @pytest.mark.parametrize("serve", [
@@ -258,10 +266,11 @@ def endpoint(request):
 
 def assert_a_handful_of_gate_lines(out: str) -> None:
     """A run stopped before the protocol: no protocol item fails or errors; pytest's short summary
-    holds only the gate's not-judged test cases (junit.xml's), a handful at most."""
+    holds only the gate's not-judged test cases (junit.xml's), at most three: the cause once, and the
+    modules it kept from running as one test case naming them all."""
     lines = [line for line in out.splitlines() if line.startswith(("FAILED ", "ERROR "))]
     assert all(line.startswith("ERROR ") and "qualify.gate::" in line for line in lines), lines
-    assert 1 <= len(lines) <= 5, lines
+    assert 1 <= len(lines) <= 3, lines
 
 
 @pytest.mark.parametrize("endpoint, words", [
@@ -460,3 +469,125 @@ def test_the_issues_load_fault_on_small_is_a_usage_error_before_anything_starts(
     result = qualify_pytest(profile="small", faults=["load_500_at=99"])
     assert_usage_error(qualify_pytest, result, "--qualify-reference-fault load_500_at=99: cannot engage",
                        "highest load level is 4")
+
+
+# -- credentials refused on chat: not judged, never a FAIL ---------------------------------------------
+
+
+class _ChatRefused(BaseHTTPRequestHandler):
+    """An endpoint whose key lists the models but is refused on chat: after ``ANSWERED`` chat
+    requests (the first step's own, when 1), every chat request gets ``STATUS``."""
+
+    STATUS = 401
+    ANSWERED = 0
+    profile = load_profile("small")
+
+    def _send(self, status: int, payload: object) -> None:
+        body = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:  # noqa: N802
+        d = self.profile.deployment
+        if self.path == "/v1/models":
+            self._send(200, {"object": "list", "data": [{"id": d.served_name, "object": "model", "root": d.model,
+                                                         "max_model_len": self.profile.limits.window_tokens}]})
+        elif self.path == "/version":
+            self._send(200, {"version": "0.32.0"})
+        else:
+            self._send(200, {})
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        cls = type(self)
+        if cls.ANSWERED > 0:
+            cls.ANSWERED -= 1
+            self._send(200, {"id": "c", "object": "chat.completion", "created": 0, "model": "m",
+                             "choices": [{"index": 0, "message": {"role": "assistant", "content": "OK"},
+                                          "finish_reason": "stop"}],
+                             "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}})
+            return
+        self._send(self.STATUS, {"error": {"message": "Unauthorized", "type": "invalid_request_error"}})
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def chat_refused(request):
+    status, answered = request.param
+    handler = type("Handler", (_ChatRefused,), {"STATUS": status, "ANSWERED": answered})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.mark.parametrize("chat_refused", [(401, 0), (403, 0)], indirect=True)
+def test_a_key_refused_on_chat_at_the_first_step_is_not_judged(qualify_pytest, chat_refused):
+    result = qualify_pytest(endpoint=chat_refused, profile=write_profile(qualify_pytest.pytester.path,
+                                                                         ("smoke", "json")),
+                            suites=suite("smoke", "json"))
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.INTERRUPTED, out  # INCOMPLETE, never FAIL
+    assert_a_handful_of_gate_lines(out)
+    last = out.splitlines()[-1]
+    assert last.startswith("QUALIFICATION: INCOMPLETE (exit 2): not judged: credentials refused on chat: HTTP 40"), last
+    assert "although GET /v1/models accepted the key" in last
+    summary = qualify_pytest.summary()
+    assert summary["verdict"]["result"] == "INCOMPLETE" and summary["items"] == []
+
+
+@pytest.mark.parametrize("chat_refused", [(401, 1)], indirect=True)
+def test_a_key_refused_on_most_items_is_not_judged_never_a_fail(qualify_pytest, chat_refused):
+    """The first step's chat request is answered; then every chat request gets 401."""
+    result = qualify_pytest(endpoint=chat_refused, profile=write_profile(qualify_pytest.pytester.path,
+                                                                         ("smoke", "json")),
+                            suites=suite("smoke", "json"))
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.INTERRUPTED, out
+    summary = qualify_pytest.summary()
+    assert summary["verdict"]["result"] == "INCOMPLETE", summary["verdict"]
+    reason = next(r for r in summary["verdict"]["incomplete"] if r.startswith("not judged: credentials refused"))
+    assert reason.startswith("not judged: credentials refused on chat: HTTP 401 on 7 of 10 protocol items")
+    assert all(not f["judged"] for f in summary["verdict"]["findings"]), summary["verdict"]["findings"]
+    assert "QUALIFICATION: INCOMPLETE (exit 2)" in out.splitlines()[-1]
+    # JUnit agrees: red, and not one judged failure among the gate's test cases.
+    from pytest_qualify.evidence.junit import counts
+
+    assert counts((qualify_pytest.run_dir() / "junit.xml").read_bytes())["errors"] >= 1
+
+
+def test_an_unreachable_endpoint_in_attach_mode_was_not_started_so_nothing_failed_to_start(qualify_pytest):
+    from pytest_qualify.server.lifecycle import free_port
+
+    result = qualify_pytest(endpoint=f"http://127.0.0.1:{free_port()}",
+                            profile=write_profile(qualify_pytest.pytester.path, ("smoke", "json", "tools")),
+                            suites=suite("smoke", "json", "tools"))
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.INTERRUPTED, out
+    assert "startup failed" not in out.lower(), out
+    summary = qualify_pytest.summary()
+    assert all("startup failed" not in r.lower() for r in summary["verdict"]["reasons"]), summary["verdict"]["reasons"]
+    assert "startup failed" not in (qualify_pytest.run_dir() / "report.md").read_text().lower()
+    # The modules that did not run are one gate test case naming them all.
+    rows = [f["row"] for f in summary["verdict"]["findings"]]
+    assert rows.count("modules_not_run") == 1 and not any(r.startswith("module_") for r in rows), rows
+    not_run = next(f["reason"] for f in summary["verdict"]["findings"] if f["row"] == "modules_not_run")
+    assert not_run.startswith("3 modules did not run: 'smoke' (") and "'json' (" in not_run and "'tools' (" in not_run
+    assert_a_handful_of_gate_lines(out)
+
+
+def test_with_exitfirst_the_last_line_leads_with_the_failed_item_then_the_stop(qualify_pytest):
+    result = qualify_pytest("-x", faults=["json_invalid"], profile=write_profile(qualify_pytest.pytester.path,
+                                                                                 ("smoke", "json", "tools")),
+                            suites=suite("smoke", "json", "tools"))
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out  # judged: the item failed
+    last = out.splitlines()[-1]
+    assert last.startswith("QUALIFICATION: FAIL (exit 1): json: test_json_task["), last
+    assert "; then run stopped early: stopping after 1 failures" in last, last
+    assert len([line for line in out.splitlines() if line.startswith(("FAILED ", "ERROR "))]) <= 3, out

@@ -165,7 +165,8 @@ def test_a_failed_startup_keeps_its_reason_in_the_message_and_its_log_tail_for_a
     st.startup_error = account
     with pytest.raises(pytest.fail.Exception) as failed:
         fail_if_server_gone(None, st, "suites/test_x.py::test_y[rep1of1]")
-    assert str(failed.value) == f"server startup failed:\n{reason}"
+    # This state attaches (it names an endpoint): nothing was started, so the endpoint could not be reached.
+    assert str(failed.value) == f"endpoint could not be reached:\n{reason}"
     report = SimpleNamespace(longrepr="server startup failed:")
     _attach_log_tail(report, split_startup_error(account)[1], STARTUP_LOG_SECTION)
     assert report.longrepr == f"server startup failed:\n{STARTUP_LOG_SECTION}\nINFO loading\nCUDA error: no kernel image"
