@@ -53,6 +53,8 @@ def write_profile(
     if per_1k_prompt_tokens_s is not None:
         text = re.sub(r"(?m)^per_1k_prompt_tokens_s = .*$", f"per_1k_prompt_tokens_s = {per_1k_prompt_tokens_s}", text)
     if lanes is not None:
+        # The profile's claims name its lanes: with other lanes they would name none.
+        text = re.sub(r"(?ms)^\[claims(\.[^\]]+)?\]\n.*?(?=^\[(?!claims)|\Z)", "", text)
         text = re.sub(r"(\[\[limits\.lanes\]\]\nname = \"[^\"]+\"\nprompt_tokens = \d+\n\n?)+", "", text)
         text = text.replace(
             "[thinking]", "".join(f'[[limits.lanes]]\nname = "{n}"\nprompt_tokens = {t}\n\n' for n, t in lanes) + "[thinking]"

@@ -30,6 +30,7 @@ from pytest_qualify.gate.slo import CheckRow
 
 TITLE = "Recipe claims"
 NOT_VERIFIABLE = "not verifiable here"
+NOT_IN_RUN = "not in this run"
 HELD, BROKEN = "held", "broken"
 
 UNITS = {
@@ -146,9 +147,27 @@ def measure(claim: Any, facts: Mapping[str, Any]) -> tuple[float | None, str]:
     return float(entry[stat]), f"{stat} of {entry['n']} request(s), client-observed{simulated}"
 
 
-def evaluate_claims(claims: Any, facts: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _not_run(claim: Any, modules: Sequence[str] | None, lanes: Sequence[str] | None) -> str | None:
+    """Why this run does not measure the claim's figure at all (its module or lane is not in the
+    profile or stage), or None."""
+    if modules is None:
+        return None
+    if claim.lane is not None:
+        if "context" not in modules:
+            return "the context module, which times the lanes, is not in this run"
+        if lanes is not None and claim.lane not in lanes:
+            return f"the {claim.lane} lane is not in this run"
+    elif claim.prompt_tokens is not None and "sweep" not in modules:
+        return "the sweep module, which measures at prompt sizes, is not in this run"
+    return None
+
+
+def evaluate_claims(claims: Any, facts: Mapping[str, Any], modules: Sequence[str] | None = None,
+                    lanes: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """One row per claim, in the profile's order: claimed, measured, tolerance, held or not, and a
-    reason that holds both figures."""
+    reason that holds both figures. ``modules`` and ``lanes``: what the run ran (the profile's or
+    its stage's); a claim whose figure they do not measure is "not in this run", listed and no gate
+    row (a preflight that runs one lane says nothing of the others)."""
     if claims is None:
         return []
     rows = []
@@ -156,9 +175,13 @@ def evaluate_claims(claims: Any, facts: Mapping[str, Any]) -> list[dict[str, Any
         unit = UNITS[claim.figure]
         label = claim_label(claim)
         title = f"{TITLE}: {label}"
-        measured, source = measure(claim, facts)
         wanted = claimed_text(claim)
-        if measured is None:
+        skipped = _not_run(claim, modules, lanes)
+        measured, source = (None, skipped) if skipped else measure(claim, facts)
+        if skipped:
+            status, ok = NOT_IN_RUN, True
+            reason = f"{title}: claimed {wanted}; {NOT_IN_RUN} ({skipped})"
+        elif measured is None:
             status = NOT_VERIFIABLE
             ok = not claim.required
             reason = (f"{title}: claimed {wanted}; {NOT_VERIFIABLE} ({source})"
@@ -185,6 +208,8 @@ def check_rows(rows: Sequence[Mapping[str, Any]]) -> list[CheckRow]:
     only when it is required; a claim not required and not verifiable is listed as held by nothing."""
     out = []
     for r in rows:
+        if r["status"] == NOT_IN_RUN:
+            continue
         if r["measured"] is None:
             measured = None if r["required"] else f"{NOT_VERIFIABLE} (not required)"
         else:

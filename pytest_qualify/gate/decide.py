@@ -425,7 +425,8 @@ def decide(record: RunRecord) -> Decision:
     rows, missing = _rows(items, record.modules, record.required, record.stage)
 
     slo_rows = evaluate_slo(record.slo, record.facts.get("items") or [], record.facts.get("timing") or {}) if record.slo else []
-    claim_rows = evaluate_claims(record.claims, record.facts)
+    lanes = list(record.stage.lanes) if record.stage is not None else None
+    claim_rows = evaluate_claims(record.claims, record.facts, record.required, lanes)
     checks = [*record.checks, *check_rows(slo_rows), *claim_check_rows(claim_rows)]
 
     comparison = None

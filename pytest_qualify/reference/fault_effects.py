@@ -121,7 +121,7 @@ class FaultEffects:
         return {"index": i, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
 
     def name_repeated(self) -> bool:
-        return "tool_name_repeated_in_stream" in self.faults  # declared in oracle_tools.FAULTS
+        return "tool_name_repeated_in_stream" in self.faults  # declared in oracle_tools.SERVED_FAULTS
 
     def tool_index(self, i: int) -> int:
         """stream_tool_index: argument deltas carry the next call's index."""

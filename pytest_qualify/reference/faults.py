@@ -1,7 +1,12 @@
 """Fault switches of the reference server: ``NAME`` or ``NAME=ARG``.
 
-Server-wide faults are listed here; each oracle module lists its own in ``FAULTS``. An unknown
-fault name is an error, so a typo cannot make a fault test pass vacuously.
+Server-wide faults are listed here; each oracle module lists its own: in ``FAULTS`` those that
+change what its answers say (text, tool calls), in ``SERVED_FAULTS`` those that change how an
+answer is served (its finish, an empty or reasoning answer, its usage, its HTTP status, a stream's
+shape). Where a fault is declared is its steerability (:attr:`FaultSpec.steerable`): the steering
+proxy forces an oracle's answer text on a real vLLM, so only an oracle's ``FAULTS`` can be imposed
+there; every other fault would silently change nothing. An unknown fault name is an error, so a
+typo cannot make a fault test pass vacuously.
 """
 
 from __future__ import annotations
@@ -41,9 +46,6 @@ SERVER_FAULTS = {
     "stream_after_finish": "a streamed answer's last content or argument piece comes after its finish chunk "
                            "(a parser that flushes its buffer late)",
     "stream_no_done": "a streamed answer ends without 'data: [DONE]' (a proxy that closes the stream early)",
-    "timed_answer_differs": "a context-lane prompt asked without streaming gets a near miss of the value its "
-                            "streamed (timed, graded) answer gives: the timing phase answers otherwise than the "
-                            "functional one",
     # The serving facts and the recipe's claims (reference/serving.py applies them).
     "kv_pool_shrink": "[=X]: the KV pool is X of its size (default 0.5): fewer KV tokens and less concurrency at "
                       "the window, in the SIMULATED start-up facts and /metrics",
@@ -90,6 +92,9 @@ class FaultSpec:
     name: str
     arg_kind: str | None  # N, S, LANE, ITEM_ID, CLASS, V (from the description's "=X:"); None: no argument
     seen_by: tuple[str, ...] | None  # None: every module
+    # The steering proxy can impose it on a real vLLM: an oracle's answer fault (its ``FAULTS``),
+    # which changes the answer text the proxy forces.
+    steerable: bool = False
 
 
 def fault_specs() -> dict[str, FaultSpec]:
@@ -98,9 +103,12 @@ def fault_specs() -> dict[str, FaultSpec]:
 
     owners: dict[str, tuple[str, ...] | None] = {name: SEEN_BY.get(name) for name in SERVER_FAULTS}
     described = dict(SERVER_FAULTS)
+    steerable: set[str] = set()
     for mod in oracle_modules():
         short = mod.__name__.rsplit(".", 1)[-1].removeprefix("oracle_")
-        for name, text in getattr(mod, "FAULTS", {}).items():
+        answer_faults = getattr(mod, "FAULTS", {})
+        steerable.update(answer_faults)
+        for name, text in {**answer_faults, **getattr(mod, "SERVED_FAULTS", {})}.items():
             owners[name] = SEEN_BY.get(name) or ORACLE_SEEN_BY.get(short, (short,))
             described[name] = text
     specs = {}
@@ -112,7 +120,7 @@ def fault_specs() -> dict[str, FaultSpec]:
             kind = text[2:].split("]", 1)[0]
         else:
             kind = None
-        specs[name] = FaultSpec(name, kind, owners.get(name))
+        specs[name] = FaultSpec(name, kind, owners.get(name), name in steerable)
     return specs
 
 

@@ -3,7 +3,10 @@
 Each ``pytest_qualify/reference/oracle_*.py`` module may define:
 
 - ``PRIORITY: int`` — lower runs first (default 100);
-- ``FAULTS: dict[str, str]`` — its fault switches and what they do;
+- ``FAULTS: dict[str, str]`` — its fault switches that change what an answer says (text, tool
+  calls) and what they do: the steering proxy can force these on a real vLLM;
+- ``SERVED_FAULTS: dict[str, str]`` — its fault switches that change how an answer is served
+  (finish, emptiness, reasoning, usage, status, stream shape): the reference server's alone;
 - ``admit(req, ctx) -> None`` — raise :class:`Rejection` to refuse a request (media limits, ...);
 - ``answer(req, ctx) -> Reply | None`` — the answer when the request is one of its tasks;
 - ``finalize(req, reply, ctx) -> Reply`` — change any answer after it is chosen (server-wide
@@ -136,6 +139,7 @@ def known_faults() -> dict[str, str]:
     faults: dict[str, str] = {}
     for mod in oracle_modules():
         faults.update(getattr(mod, "FAULTS", {}))
+        faults.update(getattr(mod, "SERVED_FAULTS", {}))
     return faults
 
 

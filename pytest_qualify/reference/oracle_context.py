@@ -25,6 +25,11 @@ LANE_FAULTS = ("drop_needle", "fail_repetition", "timed_answer_differs")
 FAULTS = {
     "drop_needle": "=LANE: prompts of that context lane (default: the longest) get a distractor's value",
     "fail_repetition": "=N: the N-th context prompt of each lane (default 2) gets a near miss of the value",
+    "timed_answer_differs": "a context-lane prompt asked without streaming gets a near miss of the value its "
+                            "streamed (timed, graded) answer gives: the timing phase answers otherwise than the "
+                            "functional one",
+}
+SERVED_FAULTS = {
     "cached_tokens": "context prompts report prefix-cache hits (cached_tokens > 0) despite a fresh cache salt",
 }
 

@@ -10,7 +10,7 @@ from pytest_qualify.tasks.fixture_data import finish_prompts
 from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Reply
 
 PRIORITY = 60
-FAULTS = {
+SERVED_FAULTS = {
     "finish_length": "answers to the finish module's prompts end with finish_reason 'length'",
     "empty_answer": "answers to the finish module's prompts have no visible content",
 }

@@ -25,8 +25,8 @@ from pytest_qualify.tasks.media_decode import decode_data_url, decoded_file
 from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Rejection, Reply
 
 PRIORITY = 50  # before generic oracles: only requests that carry media are answered here
-FAULTS = {
-    "drop_required_word": "=ITEM_ID: the answer for that corpus item omits its first field",
+FAULTS = {"drop_required_word": "=ITEM_ID: the answer for that corpus item omits its first field"}
+SERVED_FAULTS = {
     "accept_over_limit": "requests over the profile's image/video limits are admitted with HTTP 200",
     "malformed_500": "malformed media gets HTTP 500 instead of a 400 refusal",
 }

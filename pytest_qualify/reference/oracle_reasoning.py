@@ -18,7 +18,7 @@ from pytest_qualify.tasks.fixture_data import reasoning_prompts
 from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Reply
 
 PRIORITY = 60
-FAULTS = {
+SERVED_FAULTS = {
     "leak_reasoning": "answers to the reasoning prompts carry reasoning_content although thinking is disabled",
     "leak_think_tag": "answers to the reasoning prompts start with <think>...</think> in the content",
     "thinking_overridable": "a caller's chat_template_kwargs enable_thinking is honoured although the profile forbids it",

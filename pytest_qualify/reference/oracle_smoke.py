@@ -9,7 +9,7 @@ from pytest_qualify.tasks.fixture_data import smoke_questions
 from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Reply
 
 PRIORITY = 900  # a fallback: specific task oracles go first
-FAULTS = {"smoke_empty": "short factual answers come back empty"}
+SERVED_FAULTS = {"smoke_empty": "short factual answers come back empty"}
 
 
 @cache

@@ -19,8 +19,8 @@ FAULTS = {
     "wrong_tool_args": "one argument value is wrong in every tool call",
     "tool_in_text": "tool calls are written as fenced JSON in the content instead of tool_calls",
     "irrelevant_tool_call": "a tool is called even when no offered tool fits the request",
-    "tool_name_repeated_in_stream": "streamed tool calls send the function name in two deltas",
 }
+SERVED_FAULTS = {"tool_name_repeated_in_stream": "streamed tool calls send the function name in two deltas"}
 
 
 def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:

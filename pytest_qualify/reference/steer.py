@@ -37,18 +37,9 @@ from pytest_qualify.reference.steer_forcing import (
     Forced, SteerError, force, kept_for_cut, raised_max_tokens, request_key, requested_max_tokens, steered_body,
     tokens_needed,
 )
-from pytest_qualify.reference.steer_log import PASSTHROUGH, SteerRecord
+from pytest_qualify.reference.steer_log import SteerRecord, Unforced
 from pytest_qualify.reference.steer_observing import Observed, StreamReader, held, held_cut
 
-# Only answer oracles may be switched on: a fault of the reference server's own HTTP side (identity,
-# health, latency, admission, the stream's shape) cannot be imposed on a real vLLM.
-UNSTEERABLE_FAULTS = frozenset({
-    "wrong_identity", "overwindow_500", "overwindow_accept", "die_after", "hang_after", "slow", "latency",
-    "ignore_cache_salt", "health_500", "hostile_500", "drop_connection", "engine_version", "engine_swap_after",
-    "accept_over_limit", "malformed_500", "tool_name_repeated_in_stream", "cached_tokens", "finish_length",
-    "leak_reasoning", "leak_think_tag", "thinking_overridable", "thinking_override_blank", "smoke_empty", "empty_answer",
-    "load_500_at", "load_drop_at", "load_wrong_concurrent", "load_batch_variance",
-})
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "server", "date"}
 
 
@@ -159,10 +150,11 @@ class SteerHandler(BaseHTTPRequestHandler):
         st = self.state
         seq = st.next_seq()
         plan = self._plan(raw)
-        if isinstance(plan, str):  # nothing to force: the caller's bytes as they came
+        if isinstance(plan, Unforced):  # nothing to force: the caller's bytes as they came
             status, body = self._forward("POST", raw, None)
             stream = b'"stream": true' in raw or b'"stream":true' in raw
-            st.log(SteerRecord(seq, status, stream, False, None, plan, prompt=_prompt(raw)))
+            st.log(SteerRecord(seq, status, stream, False, None, plan.reason, prompt=_prompt(raw),
+                               passed_through=plan.passed_through))
             return
         body, forced, changes, cut, key = plan
         stream = bool(body.get("stream"))
@@ -188,7 +180,7 @@ class SteerHandler(BaseHTTPRequestHandler):
                            prompt=_prompt(raw), faults=forced.faults, cut=cut,
                            finish=observed.finish_reason if observed is not None and cut is not None else None))
 
-    def _plan(self, raw: bytes) -> tuple[dict[str, Any], Forced, list[str], int | None, str] | str:
+    def _plan(self, raw: bytes) -> tuple[dict[str, Any], Forced, list[str], int | None, str] | Unforced:
         """The steered request, the forced answer, what was changed, the caller's limit kept below the
         answer (None: the answer fits) and the request's key; or why the request goes through as it came."""
         from pytest_qualify.reference import oracle
@@ -201,13 +193,14 @@ class SteerHandler(BaseHTTPRequestHandler):
             validate_chat(body)
         except (ValueError, oracle.Rejection) as exc:
             # Malformed input is vLLM's to refuse, with its own words.
-            return f"{PASSTHROUGH} the reference server would refuse it: {exc}"
+            return Unforced.passthrough(f"the reference server would refuse it: {exc}")
         if any(key in body for key in ("structured_outputs", "guided_json", "guided_regex", "guided_choice")):
-            return f"{PASSTHROUGH} the caller sent its own structured-output constraint"
+            return Unforced.passthrough("the caller sent its own structured-output constraint")
         if body.get("ignore_eos") is True:
-            return f"{PASSTHROUGH} it asks for a fixed length (ignore_eos): the load module's decode probe, whose text is never graded"
+            return Unforced.passthrough("it asks for a fixed length (ignore_eos): the load module's decode probe, "
+                                        "whose text is never graded")
         if body.get("tool_choice") not in (None, "auto", "none"):
-            return f"{PASSTHROUGH} tool_choice {body.get('tool_choice')!r} is vLLM's own constraint"
+            return Unforced.passthrough(f"tool_choice {body.get('tool_choice')!r} is vLLM's own constraint")
         strip = st.config.strip_chat_template_kwargs
         # The oracle answers the request vLLM will see: without the caller's kwargs when stripped.
         seen = {k: v for k, v in body.items() if not (strip and k == "chat_template_kwargs")}
@@ -218,9 +211,9 @@ class SteerHandler(BaseHTTPRequestHandler):
             if reply.finish_reason not in (None, "stop", "tool_calls"):
                 raise SteerError(f"finish_reason {reply.finish_reason!r} cannot be forced")
         except oracle.Rejection as rej:
-            return f"the oracle refused it: HTTP {rej.status} {rej.message}"
+            return Unforced(f"the oracle refused it: HTTP {rej.status} {rej.message}")
         except Exception as exc:  # noqa: BLE001 - any oracle failure leaves this answer unforced, and logged
-            return f"the oracle could not answer it: {type(exc).__name__}: {exc}"
+            return Unforced(f"the oracle could not answer it: {type(exc).__name__}: {exc}")
         key = request_key(seen)
         with st.lock:
             text, spent = st.spent.get(key, (None, None))
@@ -263,7 +256,13 @@ def _prompt(raw: bytes) -> str:
 
 
 def check_faults(names: Sequence[str]) -> None:
-    bad = sorted(set(names) & UNSTEERABLE_FAULTS)
+    """Only an oracle's answer faults can be imposed on a real vLLM (``faults.FaultSpec.steerable``):
+    a fault of the reference server's own HTTP side (identity, health, latency, admission, the
+    stream's shape) or of how an answer is served would change nothing here."""
+    from pytest_qualify.reference.faults import fault_specs
+
+    specs = fault_specs()
+    bad = sorted(name for name in set(names) if name in specs and not specs[name].steerable)
     if bad:
         raise SteerError(f"fault(s) {', '.join(bad)} cannot be imposed on a real vLLM by steering; "
                          "only the oracles' answer faults can")

@@ -30,14 +30,30 @@ class SteerRecord:
     # forced text came back cut by it (held_cut); ``finish`` is how vLLM ended that answer.
     cut: int | None = None
     finish: str | None = None
+    # Nothing was to be forced: the request is not the oracles' to answer (malformed input, the
+    # caller's own constraint, a fixed-length probe) and went to vLLM as it came.
+    passed_through: bool = False
 
     @property
     def breaks_steering(self) -> bool:
         """A 200 answer that is not the oracle's: the plugin graded a random model's text."""
-        return self.status == 200 and self.held is not True and not self.reason.startswith(PASSTHROUGH)
+        return self.status == 200 and self.held is not True and not self.passed_through
 
 
-PASSTHROUGH = "passed through:"
+PASSTHROUGH = "passed through:"  # how the log words a passed-through request's reason
+
+
+@dataclass(frozen=True)
+class Unforced:
+    """Why a chat request goes to vLLM unforced, and whether that is a pass-through (nothing to
+    force) rather than an answer the oracles should have given and could not."""
+
+    reason: str
+    passed_through: bool = False
+
+    @classmethod
+    def passthrough(cls, why: str) -> "Unforced":
+        return cls(f"{PASSTHROUGH} {why}", passed_through=True)
 
 
 def incomplete_reasons(log_path: Path, faults: Sequence[str] = ()) -> list[str]:

@@ -166,7 +166,7 @@ def _from_metrics(labels: Mapping[str, str] | None) -> dict[str, Fact]:
     put("kv_cache_gib", "kv_cache_memory_bytes", 1 / 2**30)
     put("max_concurrency", "kv_cache_max_concurrency")
     if "kv_cache_tokens" not in out and "block_size_tokens" in out and "kv_cache_blocks" in out:
-        tokens = out["block_size_tokens"].value * out["kv_cache_blocks"].value  # type: ignore[operator]
+        tokens = (out["block_size_tokens"].value or 0) * (out["kv_cache_blocks"].value or 0)
         out["kv_cache_tokens"] = Fact("kv_cache_tokens", tokens, "computed", METRICS_SOURCE + ": block size × blocks",
                                       note="one KV group assumed (a hybrid model's groups share the pool)")
     return out
@@ -177,38 +177,41 @@ def _concurrency(facts: dict[str, Fact], engine: Fact | None, engine_tokens: flo
     """vLLM's own concurrency figure and the KV tokens over the window, side by side; the fact is
     the engine's where it is for the window and agrees, else the lower of the two."""
     tokens = facts.get("kv_cache_tokens")
-    computed = tokens.value / window_tokens if tokens is not None and tokens.value is not None and window_tokens else None
-    at_window = engine is not None and (engine_tokens is None or int(engine_tokens) == window_tokens)
+    computed = tokens.value / window_tokens if tokens is not None and tokens.value is not None else None
+    said = engine.value if engine is not None else None
+    at_window = said is not None and (engine_tokens is None or int(engine_tokens) == window_tokens)
     section: dict[str, Any] = {
         "window_tokens": window_tokens,
-        "engine": None if engine is None else {"value": engine.value, "at_tokens": int(engine_tokens) if engine_tokens else None,
+        "engine": None if engine is None else {"value": said, "at_tokens": int(engine_tokens) if engine_tokens else None,
                                                "source": engine.source, "line": engine.line},
         "from_kv_tokens": round(computed, 4) if computed is not None else None,
         "agree": None,
         "note": None,
     }
-    if engine is not None and at_window and computed is not None:
-        agree = abs(engine.value - computed) <= AGREE_REL * max(engine.value, computed)  # type: ignore[operator]
+    if engine is not None and said is not None and at_window:
+        if computed is None:
+            facts["max_concurrency"] = engine
+            return section
+        agree = abs(said - computed) <= AGREE_REL * max(said, computed)
         section["agree"] = agree
         if agree:
             facts["max_concurrency"] = engine
-        else:
-            low = min(engine.value, computed)  # type: ignore[type-var]
-            note = (f"{engine.source} says {engine.value:.2f}x, KV tokens / window say {computed:.2f}x: they disagree "
-                    f"(vLLM #40691: the concurrency line of hybrid models); the lower, {low:.2f}x, is the fact")
-            section["note"] = note
-            facts["max_concurrency"] = Fact("max_concurrency", low, engine.status, f"{engine.source} and KV tokens / window",
-                                            engine.line, note)
-    elif engine is not None and at_window:
-        facts["max_concurrency"] = engine
-    elif computed is not None:
+            return section
+        low = min(said, computed)
+        note = (f"{engine.source} says {said:.2f}x, KV tokens / window say {computed:.2f}x: they disagree "
+                f"(vLLM #40691: the concurrency line of hybrid models); the lower, {low:.2f}x, is the fact")
+        section["note"] = note
+        facts["max_concurrency"] = Fact("max_concurrency", low, engine.status, f"{engine.source} and KV tokens / window",
+                                        engine.line, note)
+    elif computed is not None and tokens is not None:
         note = None
         if engine is not None:
-            note = (f"vLLM's line is for {int(engine_tokens or 0):,} tokens per request ({engine.value:.2f}x), not the "
+            note = (f"vLLM's line is for {int(engine_tokens or 0):,} tokens per request ({said:.2f}x), not the "
                     f"profile's window of {window_tokens:,}")
             section["note"] = note
-        facts["max_concurrency"] = Fact("max_concurrency", computed, "computed" if tokens.status != "simulated" else "simulated",  # type: ignore[union-attr]
-                                        f"KV tokens / window ({tokens.source})", None, note)  # type: ignore[union-attr]
+        status: Status = "simulated" if tokens.status == "simulated" else "computed"
+        facts["max_concurrency"] = Fact("max_concurrency", computed, status, f"KV tokens / window ({tokens.source})",
+                                        None, note)
     return section
 
 

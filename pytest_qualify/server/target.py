@@ -92,6 +92,14 @@ def preflight(profile: Profile, settings: Settings) -> None:
             f"--qualify-reference-fault {settings.reference_faults[0]}: cannot engage: faults are switched on in the "
             "reference server (--qualify-endpoint reference) or a steered profile's proxy, not in an endpoint "
             f"this run {'attaches to' if settings.mode == 'attach' else 'launches'}")
+    if settings.reference_faults and settings.mode == "launch" and profile.steer is not None:
+        from pytest_qualify.reference.steer import check_faults
+        from pytest_qualify.reference.steer_forcing import SteerError
+
+        try:
+            check_faults([spec.partition("=")[0] for spec in settings.reference_faults])
+        except SteerError as exc:
+            raise TargetError(f"--qualify-reference-fault: cannot engage: {exc}") from None
     if settings.mode == "attach":
         return
     if settings.mode == "launch" and profile.serve.attach_only:

@@ -46,3 +46,21 @@ def test_the_eager_recipe_is_the_gpu_recipe_plus_enforce_eager_on_the_same_workl
     assert eager.serve.env == base.serve.env and eager.deployment == base.deployment
     assert differences(base.workload("timing"), eager.workload("timing")) == []
     assert eager.ab == base.ab and "lane.*.decode_tok_s" in base.ab.figures
+
+
+def test_the_ab_table_is_validated_and_its_noise_floor_is_relative_to_the_profile(tmp_path):
+    from pytest_qualify.profiles import ProfileError, builtin_profiles, load_profile
+
+    text = Path(builtin_profiles()["small"]).read_text()
+    good = tmp_path / "p.toml"
+    good.write_text(text + '\n[ab]\nfigures = ["load.c1.*"]\ntolerance_pct = 2.5\nnoise_floor = "aa/noise-floor.json"\n')
+    ab = load_profile(str(good)).ab
+    assert ab.figures == ("load.c1.*",) and ab.tolerance_pct == 2.5 and ab.boots == 3
+    assert ab.noise_floor == str(tmp_path / "aa" / "noise-floor.json")
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text + "\n[ab]\ntolerance_pct = 0\n")
+    with pytest.raises(ProfileError, match="ab"):
+        load_profile(str(bad))
+    bad.write_text(text + "\n[ab]\nboots = 1\n")
+    with pytest.raises(ProfileError, match="ab"):
+        load_profile(str(bad))

@@ -239,3 +239,22 @@ def test_attach_mode_compares_two_running_endpoints_run_by_run(tmp_path, capsys)
     assert "spread is run-to-run, not boot-to-boot" in (out / "comparison.md").read_text()
     # Two endpoints are two arms even of one profile: no noise floor is measured from them.
     assert not (out / "noise-floor.json").exists()
+
+
+def test_ab_of_a_recipe_against_itself_writes_its_noise_floor(tmp_path, capsys):
+    """A/A: the recipe's own boot-to-boot spread, written for a later comparison's tolerance."""
+    from pytest_qualify.bundle_format.workload import of_summary
+    from pytest_qualify.compare.noise import read_noise_floor
+
+    out = tmp_path / "aa"
+    code = main(["ab", "small", "small", "--boots", "2", "--endpoint", "reference", "--out", str(out)])
+    stdout = capsys.readouterr().out
+    assert code == 0, stdout
+    assert "A/A: measuring the noise floor" in stdout and f"noise floor: {out / 'noise-floor.json'}" in stdout
+    floor = json.loads((out / "noise-floor.json").read_text())
+    assert floor["schema"] == "pytest-qualify/noise-floor" and "two standard deviations" in floor["rule"]
+    assert floor["figures"]["load.c1.output_tok_s"]["boots"] == 4
+    (boot,) = [p for p in (out / "boots" / "A1").iterdir() if p.is_dir()]
+    workload = of_summary(json.loads((boot / "summary.json").read_text()))
+    tolerances = read_noise_floor(out / "noise-floor.json", workload)
+    assert tolerances["load.c1.output_tok_s"] == floor["figures"]["load.c1.output_tok_s"]["tolerance_pct"]

@@ -141,7 +141,6 @@ def test_the_262k_profile_carries_the_promotion_runs_figures():
     ('[claims.kv_cache_tokens]\nclaimed = 1\ndirection = "at_least"\ntolerance = -0.1\n', "claims.kv_cache_tokens.tolerance"),
     ('[claims.t]\nfigure = "ttft_s"\nclaimed = 1\ndirection = "at_most"\n', "claims.t"),
     ('[claims.t]\nfigure = "ttft_s"\nlane = "64K"\nclaimed = 1\ndirection = "at_most"\n', "claims.t.lane"),
-    ('[claims.t]\nfigure = "ttft_s"\nprompt_tokens = 512\nclaimed = 1\ndirection = "at_most"\n', "claims.t.prompt_tokens"),
     ('[claims.kv_cache_tokens]\nprompt_tokens = 512\nclaimed = 1\ndirection = "at_least"\n', "claims.kv_cache_tokens.prompt_tokens"),
 ])
 def test_a_bad_claims_table_is_an_error_naming_the_field(tmp_path, table, field):
@@ -189,3 +188,19 @@ def test_the_plot_draws_the_sweep_and_the_claimed_ttft(tmp_path):
     with_marks = plot_ttft([], tmp_path / "a.png", "t", False, **marks).read_bytes()
     without = plot_ttft([], tmp_path / "b.png", "t", False, window_tokens=4096).read_bytes()
     assert with_marks != without
+
+
+def test_a_claim_whose_module_or_lane_is_not_in_the_run_is_listed_and_no_gate_row():
+    from pytest_qualify.gate.claims import NOT_IN_RUN, check_rows
+
+    claims = Claims((claim("ttft_s", 1.571, "at_most", lane="32K", name="lane", required=True),
+                     claim("ttft_s", 0.2, "at_most", prompt_tokens=511, name="sweep", required=True),
+                     claim(tolerance=0.0)))
+    got = evaluate_claims(claims, facts(kv_cache_tokens=150), modules=("smoke", "context"), lanes=("240K",))
+    by = {r["name"]: r for r in got}
+    assert by["lane"]["status"] == NOT_IN_RUN and "32K lane is not in this run" in by["lane"]["reason"]
+    assert by["sweep"]["status"] == NOT_IN_RUN and "sweep module" in by["sweep"]["reason"]
+    assert by["kv_cache_tokens"]["status"] == "held"
+    assert [c.title for c in check_rows(got)] == ["Recipe claims: KV cache tokens"]
+    # Required or not, a claim the run does not measure leaves nothing unjudged: a stage is not the profile.
+    assert all(r["ok"] for r in got)

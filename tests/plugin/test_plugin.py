@@ -75,7 +75,7 @@ def test_pass_exits_zero_and_prints_the_gate(pytester, tmp_path):
     result.stdout.fnmatch_lines([
         "*qualification gate: profile 262k (SIMULATED reference server, not vLLM)*",
         "Gate*| Result",
-        "Smoke: health, identity, short answer | 15/15, 3/3 repetitions",
+        "Smoke: health, identity, short answer*| 15/15, 3/3 repetitions",
         "QUALIFICATION: PASS",
     ])
 

@@ -159,6 +159,14 @@ def test_faults_where_no_reference_server_runs_are_an_error(qualify_pytest):
     assert_usage_error(qualify_pytest, result, "--qualify-reference-fault slow=1", "cannot engage")
 
 
+def test_a_fault_the_steering_proxy_cannot_impose_is_an_error(qualify_pytest):
+    # A steered launch: only the oracles' answer faults reach a real vLLM; padding is the reference
+    # server's own HTTP side, so with it on the run would prove nothing.
+    result = qualify_pytest("--qualify-reference-fault", "pad_answer", profile="tiny-qwen3-steered", endpoint=None)
+    assert_usage_error(qualify_pytest, result, "--qualify-reference-fault", "cannot engage", "pad_answer",
+                       "cannot be imposed on a real vLLM")
+
+
 # -- attach-only profiles, rerun and repetition plugins -------------------------------------------
 
 @pytest.mark.parametrize("serve", [

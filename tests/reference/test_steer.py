@@ -21,7 +21,7 @@ from pytest_qualify.reference.steer_forcing import (
     Forced, SteerError, force, kept_for_cut, raised_max_tokens, regex_escape, render_tool_calls, request_key,
     steered_body, text_constraint,
 )
-from pytest_qualify.reference.steer_log import SteerRecord, incomplete_reasons
+from pytest_qualify.reference.steer_log import SteerRecord, Unforced, incomplete_reasons
 from pytest_qualify.reference.steer_observing import Observed, StreamReader, held, held_cut
 
 from ..judging import judge
@@ -267,8 +267,18 @@ def _log(tmp_path, *records: SteerRecord):
 def test_a_steering_whose_answers_held_leaves_no_reason(tmp_path):
     path = _log(tmp_path, SteerRecord(1, 200, False, True, True, forced_text="Paris", prompt="capital?"),
                 SteerRecord(2, 400, False, False, None, f"{steer_log.PASSTHROUGH} the reference server would refuse it"),
-                SteerRecord(3, 400, True, True, None, prompt="too long"))
+                SteerRecord(3, 400, True, True, None, prompt="too long"),
+                SteerRecord(4, 200, False, False, None, Unforced.passthrough("the caller sent its own constraint").reason,
+                            passed_through=True))
     assert incomplete_reasons(path) == []
+
+
+def test_a_pass_through_is_a_field_of_the_record_not_a_word_of_its_reason(tmp_path):
+    # An unforced 200 answer worded like a pass-through but not one still left a random model's text graded.
+    path = _log(tmp_path, SteerRecord(1, 200, False, True, True),
+                SteerRecord(2, 200, False, False, None, f"{steer_log.PASSTHROUGH} as worded", prompt="q"))
+    assert incomplete_reasons(path) == [f"steering: request 2 (no stream, prompt 'q'): not forced: "
+                                        f"{steer_log.PASSTHROUGH} as worded"]
 
 
 def test_an_answer_that_did_not_hold_or_was_not_forced_is_a_reason(tmp_path):
@@ -290,9 +300,23 @@ def test_no_log_or_nothing_forced_is_a_reason(tmp_path):
 
 
 def test_server_side_faults_cannot_be_steered():
-    steer.check_faults(["wrong_tool_args", "drop_needle"])
-    with pytest.raises(SteerError, match="latency"):
-        steer.check_faults(["latency"])
+    steer.check_faults(["wrong_tool_args", "drop_needle", "timed_answer_differs"])
+    # The HTTP side's faults, and an oracle's faults in how an answer is served, would change nothing.
+    for name in ("latency", "pad_answer", "stream_drops_tail", "result_cache", "finish_length", "cached_tokens",
+                 "tool_name_repeated_in_stream", "malformed_500"):
+        with pytest.raises(SteerError, match=name):
+            steer.check_faults([name])
+
+
+def test_a_faults_steerability_is_where_it_is_declared():
+    from pytest_qualify.reference.faults import SERVER_FAULTS, fault_specs
+    from pytest_qualify.reference.oracle import oracle_modules
+
+    specs = fault_specs()
+    answer_faults = {name for mod in oracle_modules() for name in getattr(mod, "FAULTS", {})}
+    served = {name for mod in oracle_modules() for name in getattr(mod, "SERVED_FAULTS", {})}
+    assert answer_faults and served and not answer_faults & served and not answer_faults & set(SERVER_FAULTS)
+    assert {name for name, spec in specs.items() if spec.steerable} == answer_faults
 
 
 # -- the gate: a void steering is INCOMPLETE, whatever the items did -------------------------------
