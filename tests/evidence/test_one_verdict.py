@@ -179,3 +179,32 @@ def test_a_partial_selection_is_incomplete_and_errors_in_junit(qualify_pytest, s
     gate = gate_testcases(qualify_pytest.junit.read_bytes())
     assert gate["partial_run"].find("error").get("type") == "qualify.not_judged"
 
+
+
+# -- issue 34's cases, in every reader -----------------------------------------------------------------
+
+
+def test_a_pass_whose_grader_recorded_no_verdict_is_incomplete_in_every_reader(pytester, qualify_pytest, step_summary):
+    pytester.makepyfile(skip_bodies="import pytest\n\n@pytest.hookimpl(tryfirst=True)\n"
+                                    "def pytest_pyfunc_call(pyfuncitem):\n    return True\n")
+    pytester.syspathinsert()
+    summary = assert_one_verdict(qualify_pytest("-p", "skip_bodies"), qualify_pytest, step_summary, "INCOMPLETE")
+    assert [f["row"] for f in summary["verdict"]["findings"]] == ["not_graded"]
+
+
+def test_an_unreachable_attached_endpoint_is_incomplete_in_every_reader_in_few_lines(qualify_pytest, step_summary):
+    from pytest_qualify.server.lifecycle import free_port
+
+    result = qualify_pytest(endpoint=f"http://127.0.0.1:{free_port()}",
+                            profile=write_profile(qualify_pytest.pytester.path, ("smoke", "json", "tools")),
+                            suites=suite("smoke", "json", "tools"))
+    summary = assert_one_verdict(result, qualify_pytest, step_summary, "INCOMPLETE")
+    rows = [f["row"] for f in summary["verdict"]["findings"]]
+    assert "modules_not_run" in rows and len(rows) <= 3, rows
+    assert len([line for line in result.stdout.lines if line.startswith(("FAILED ", "ERROR "))]) <= 3
+
+
+def test_exitfirst_is_a_fail_in_every_reader_led_by_the_item(qualify_pytest, step_summary):
+    result = qualify_pytest("-x", faults=["json_invalid"], modules=("smoke", "json"), suites=suite("smoke", "json"))
+    assert_one_verdict(result, qualify_pytest, step_summary, "FAIL")
+    assert result.stdout.str().strip().splitlines()[-1].startswith("QUALIFICATION: FAIL (exit 1): json: ")

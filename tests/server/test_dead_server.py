@@ -197,7 +197,8 @@ def test_attached_endpoint_that_stops_accepting_connections_is_dead(qualify_pyte
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "pytest_qualify.reference", "--port", str(port), "--profile", str(write_profile(tmp_path)),
-         "--fault", "die_after=1"],
+         # The first step's own chat request is the first: the smoke module's first question the second.
+         "--fault", "die_after=2"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
