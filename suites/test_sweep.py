@@ -31,7 +31,9 @@ from pytest_qualify.tasks.haystack import (
     Haystack, Sized, SizingError, haystack_seed, pad_to_tokens, plan_haystack, size_to_tokens,
 )
 
-pytestmark = pytest.mark.qualify_module("sweep")
+# One repetition (``qualify_repeat(1)``): its samples are the repetitions of a measurement, and at a
+# 253,840-token prompt each costs the recipe's 105 s; more samples are ``[sweep] samples``.
+pytestmark = [pytest.mark.qualify_module("sweep"), pytest.mark.qualify_repeat(1)]
 
 MAX_TOKENIZE_CALLS = 10
 PAD_CALLS = 8

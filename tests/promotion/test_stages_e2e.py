@@ -11,6 +11,7 @@ haystack would only add minutes. The 262k profile's own stage table is checked i
 from __future__ import annotations
 
 import json
+import shutil
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -277,3 +278,29 @@ def test_a_rollback_route_serving_another_build_fails_with_both_readings(profile
     assert f"engine_version {qualified!r} -> '0.24.0'" in reason  # both readings, qualified then live
     assert run.summary["verdict"]["failures"] == []  # smoke, json and tools passed: the identity failed it
     assert reason in run.out
+
+
+def test_a_signed_promoted_bundle_backs_post_promotion_only_with_its_key(profile, tmp_path, full_run, promoted):
+    """--qualify-promoted-key from the command line: the right key backs the check; another key, or a
+    profile that requires a signature when none is named, is a usage error before any server starts."""
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from .test_signature import _pem, _sign
+
+    bundle = tmp_path / "signed" / promoted.parent.name
+    shutil.copytree(promoted.parent, bundle)
+    key = ec.generate_private_key(ec.SECP256R1())
+    _sign(bundle, key)
+    (tmp_path / "cosign.pub").write_bytes(_pem(key))
+    (tmp_path / "other.pub").write_bytes(_pem(ec.generate_private_key(ec.SECP256R1())))
+    signed_profile = tmp_path / "signed.toml"
+    signed_profile.write_text(profile.read_text().replace("[deployment]", "[promotion]\nrequire_signature = true\n\n"
+                                                          "[deployment]", 1))
+    args = ("--qualify-stage", "post-promotion", "--qualify-promoted", str(bundle / "summary.json"))
+    ok = qualify(signed_profile, tmp_path / "ok", *args, "--qualify-promoted-key", str(tmp_path / "cosign.pub"))
+    assert ok.code == 0 and ok.verdict_line.startswith("POST-PROMOTION CHECK: PASS"), ok.out
+    other = qualify(signed_profile, tmp_path / "other", *args, "--qualify-promoted-key", str(tmp_path / "other.pub"))
+    assert other.code == USAGE_ERROR and "no signature verifies against public key" in other.out, other.out
+    assert "server ready" not in other.out and other.bundle is None
+    unnamed = qualify(signed_profile, tmp_path / "unnamed", *args)
+    assert unnamed.code == USAGE_ERROR and "requires a signed promoted bundle" in unnamed.out, unnamed.out
