@@ -4,6 +4,8 @@ read them. On the ground floor: plain names, no imports."""
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 MODULE = "qualify_module"  # the protocol module
 JUNIT_MODULE = "module"  # the same, as JUnit's readers see it
 ITEM = "item"  # the item's label without its repetition
@@ -23,5 +25,11 @@ CREDENTIALS_REFUSED = "credentials_refused"
 # A failure's kind. FORMAT: the answer did not follow its contract (its slot is missing or
 # malformed). FACT: it did, and the slot is wrong. OTHER: no verdict judged it (a timeout, a
 # sizing failure, a dead server).
-FORMAT, FACT, OTHER = "format", "fact", "other"
-FAILURE_KINDS = (FORMAT, FACT, OTHER)
+class FailureKind(StrEnum):
+    FORMAT = "format"
+    FACT = "fact"
+    OTHER = "other"
+
+
+FORMAT, FACT, OTHER = FailureKind.FORMAT, FailureKind.FACT, FailureKind.OTHER
+FAILURE_KINDS = tuple(FailureKind)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from typing import Any
 
 from pytest_qualify.gate.baseline import DEFAULT_THRESHOLD_PCT, compare
@@ -28,9 +29,37 @@ from pytest_qualify.profiles import ModuleInfo
 from pytest_qualify.promotion.stages import Stage
 from pytest_qualify.properties import FAILURE_KIND, FAILURE_KINDS, OTHER
 
-PASS = "PASS"
-FAIL = "FAIL"
-INCOMPLETE = "INCOMPLETE"
+class Result(StrEnum):
+    """A run's verdict."""
+
+    PASS = "PASS"
+    FAIL = "FAIL"
+    INCOMPLETE = "INCOMPLETE"
+
+
+PASS, FAIL, INCOMPLETE = Result.PASS, Result.FAIL, Result.INCOMPLETE
+
+
+class Outcome(StrEnum):
+    """An item's outcome, its phases folded in (pytest's words, and the gate's own ``ungraded``:
+    see :func:`proof_of_grading`)."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    RERUN = "rerun"
+    UNGRADED = "ungraded"
+
+
+class FindingKind(StrEnum):
+    """Which sort of gate row a run-level finding is."""
+
+    CHECK = "check"  # a limit check: an SLO row, a claim
+    MODULE = "module"  # a required module that did not run
+    REGRESSION = "regression"  # beyond the baseline's threshold
+    WAIVER = "waiver"  # a waiver file that cannot be applied
+    SELECTION = "selection"  # a selection left part of the protocol out
+    RUN = "run"  # anything else about the run
 # The exit status each verdict asks for: pytest's own 1 ("tests failed") for a deployment that
 # failed, and its 2 ("interrupted") for a run that did not judge it fully — a code CI already
 # reads as "not a test failure", so a job can retry on 2 and reject on 1.
@@ -47,7 +76,7 @@ class ItemResult:
     repetition: int
     repetitions: int
     lane: str | None = None
-    outcome: str = "passed"  # passed | failed | skipped | rerun | ungraded (see ``proof_of_grading``)
+    outcome: Outcome = Outcome.PASSED  # phases folded in by record()
     reason: str = ""
     properties: dict[str, Any] = field(default_factory=dict)
     waiver: str | None = None
@@ -60,11 +89,11 @@ class ItemResult:
         if outcome == "passed":
             return
         if self.outcome == "passed" or (self.outcome == "skipped" and outcome != "skipped"):
-            self.outcome = outcome
+            self.outcome = Outcome(outcome)
             prefix = "" if when == "call" else f"[{when}] "
             self.reason = prefix + reason
         elif outcome == "rerun":
-            self.outcome = "rerun"
+            self.outcome = Outcome.RERUN
             self.reason = f"rerun after failure: {self.reason}"
 
     @property
@@ -88,7 +117,7 @@ class ItemResult:
         return ", ".join(parts)
 
 
-UNGRADED = "ungraded"
+UNGRADED = Outcome.UNGRADED
 NOT_GRADED = "not graded"
 
 
@@ -165,7 +194,7 @@ class Finding:
 
     row: str
     reason: str
-    kind: str  # check | module | regression | waiver | selection | run
+    kind: FindingKind
     judged: bool  # False: the reason left the deployment unjudged (INCOMPLETE)
 
     def as_dict(self) -> dict[str, Any]:
@@ -189,19 +218,19 @@ def row_name(text: str, *, whole: bool = False) -> str:
     return "_".join(words)[:60].strip("_") or "run"
 
 
-def _finding(reason: str, judged: bool, named: Mapping[str, tuple[str, str]]) -> Finding:
+def _finding(reason: str, judged: bool, named: Mapping[str, tuple[str, FindingKind]]) -> Finding:
     if reason in named:
         row, kind = named[reason]
     elif reason.startswith("partial run") or reason.startswith("run stopped early"):
-        row, kind = row_name(reason), "selection"
+        row, kind = row_name(reason), FindingKind.SELECTION
     else:
-        row, kind = row_name(reason), "run"
+        row, kind = row_name(reason), FindingKind.RUN
     return Finding(row, reason, kind, judged)
 
 
 @dataclass(frozen=True)
 class GateVerdict:
-    verdict: str
+    verdict: Result
     rows: tuple[GateRow, ...]
     failures: tuple[ItemResult, ...]
     waived: tuple[ItemResult, ...]
@@ -261,10 +290,10 @@ def _unique_rows(findings: Sequence[Finding]) -> list[Finding]:
     return out
 
 
-def _module_names(missing: Sequence[str]) -> dict[str, tuple[str, str]]:
+def _module_names(missing: Sequence[str]) -> dict[str, tuple[str, FindingKind]]:
     # The required modules that did not run are one reason, one gate row (``modules_not_run``): a
     # run stopped for one cause shows that cause once, not once per module it kept from running.
-    return {reason: ("modules_not_run", "module") for reason in missing}
+    return {reason: ("modules_not_run", FindingKind.MODULE) for reason in missing}
 
 
 def _rows(items: Sequence[ItemResult], modules: Mapping[str, ModuleInfo], required: Sequence[str],
@@ -304,13 +333,13 @@ def _rows(items: Sequence[ItemResult], modules: Mapping[str, ModuleInfo], requir
 def _verdict(items: Sequence[ItemResult], rows: Sequence[GateRow], failures: Sequence[ItemResult],
              waived: Sequence[ItemResult], reasons: list[str], unjudged: list[str], checks: Sequence[CheckRow],
              target_unavailable: bool, stage: Stage | None, answers_void: Sequence[str] = (),
-             named: Mapping[str, tuple[str, str]] | None = None) -> GateVerdict:
+             named: Mapping[str, tuple[str, FindingKind]] | None = None) -> GateVerdict:
     # ``answers_void``: why the answers themselves judged nothing (a steered run whose forced answers
     # did not come back): the run is INCOMPLETE, and a failed item is no judged failure.
     # ``named``: the gate row of a reason the caller knows (a module that did not run, a regression).
     named = dict(named or {})
     unjudged += answers_void
-    named.update({r: ("answers_void", "run") for r in answers_void})
+    named.update({r: ("answers_void", FindingKind.RUN) for r in answers_void})
     if not items:
         unjudged.append("no protocol test ran")
     for check in checks:
@@ -322,7 +351,7 @@ def _verdict(items: Sequence[ItemResult], rows: Sequence[GateRow], failures: Seq
         else:
             reason = check.reason or f"{check.title}: {check.result}"
             reasons.append(reason)
-        named[reason] = (row_name(check.title, whole=True), "check")
+        named[reason] = (row_name(check.title, whole=True), FindingKind.CHECK)
     judged_failure = bool(reasons or (failures and not answers_void)) and not target_unavailable
     if judged_failure:
         verdict = FAIL
@@ -408,7 +437,7 @@ def decide(record: RunRecord) -> Decision:
     """Apply the gate once to the run's record. Pure: neither the record, its results nor its
     waiver set change (waivers are matched on a copy; a waived item is a copy carrying its waiver)."""
     reasons = list(record.problems)
-    named: dict[str, tuple[str, str]] = {}
+    named: dict[str, tuple[str, FindingKind]] = {}
     waiver_errors: list[str] = []
     waiver_for = None
     applied_waivers: WaiverSet | None = None
@@ -419,7 +448,7 @@ def decide(record: RunRecord) -> Decision:
         applied_waivers.observe(seen)
         waiver_errors = hard_module_conflicts(ws.waivers, seen, ws.waivable_modules)
         reasons += [f"{WAIVER_USAGE_ERROR}: {e}" for e in waiver_errors]
-        named.update({f"{WAIVER_USAGE_ERROR}: {e}": ("waivers", "waiver") for e in waiver_errors})
+        named.update({f"{WAIVER_USAGE_ERROR}: {e}": ("waivers", FindingKind.WAIVER) for e in waiver_errors})
         waiver_for = applied_waivers.waiver_for
     items, failures, waived = _apply_waivers(record.results, record.modules, waiver_for)
     rows, missing = _rows(items, record.modules, record.required, record.stage)
@@ -441,7 +470,7 @@ def decide(record: RunRecord) -> Decision:
             reason = (f"performance regression against baseline run {comparison['run_id']} beyond "
                       f"{b.threshold_pct:g}%: " + "; ".join(regressions))
             reasons.append(reason)
-            named[reason] = ("regression", "regression")
+            named[reason] = ("regression", FindingKind.REGRESSION)
 
     verdict = _verdict(items, rows, failures, waived, reasons, [*record.incomplete, *_not_graded(items), *missing], checks,
                        record.target_unavailable, record.stage, record.answers_void,
@@ -458,7 +487,7 @@ def with_unjudged(decision: Decision, reason: str) -> Decision:
     second judgement: nothing the gate read is read again."""
     return replace(decision, verdict=FAIL if decision.verdict == FAIL else INCOMPLETE,
                    reasons=(*decision.reasons, reason), incomplete=(*decision.incomplete, reason),
-                   findings=(*decision.findings, Finding("evidence_bundle", reason, "run", judged=False)))
+                   findings=(*decision.findings, Finding("evidence_bundle", reason, FindingKind.RUN, judged=False)))
 
 
 def render_table(verdict: GateVerdict) -> list[str]:

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 
-from pytest_qualify.properties import FACT, FORMAT
+from pytest_qualify.properties import FACT, FORMAT, FailureKind
 
 # A failure's kind (properties.py): FORMAT, the reason then says so in words, starting
 # ``format:``; FACT otherwise. The kind travels as a field of the verdict: nothing re-reads it
@@ -18,7 +18,7 @@ from pytest_qualify.properties import FACT, FORMAT
 class Verdict:
     ok: bool
     reason: str = ""
-    kind: str | None = None  # a failure's kind (FORMAT or FACT; FACT unless said); None when ok
+    kind: FailureKind | None = None  # a failure's kind (FORMAT or FACT; FACT unless said); None when ok
 
     def __post_init__(self) -> None:
         if self.ok:
@@ -26,7 +26,9 @@ class Verdict:
         elif self.kind is None:
             object.__setattr__(self, "kind", FACT)
         elif self.kind not in (FORMAT, FACT):
-            raise ValueError(f"a verdict's kind is {FORMAT!r} or {FACT!r}, not {self.kind!r}")
+            raise ValueError(f"a verdict's kind is '{FORMAT}' or '{FACT}', not {self.kind!r}")
+        else:
+            object.__setattr__(self, "kind", FailureKind(self.kind))
 
     def __bool__(self) -> bool:
         return self.ok
@@ -40,7 +42,7 @@ class Verdict:
         return cls(True, reason)
 
     @classmethod
-    def reject(cls, reason: str, kind: str = FACT) -> "Verdict":
+    def reject(cls, reason: str, kind: FailureKind = FACT) -> "Verdict":
         return cls(False, reason, kind)
 
     def reworded(self, reason: str) -> "Verdict":
