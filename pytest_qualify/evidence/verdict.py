@@ -35,6 +35,7 @@ def run_record(
     required: Sequence[str],
     problems: Sequence[str],
     incomplete: Sequence[str] = (),
+    selection: Sequence[str] = (),
     died: str | None = None,
     stage_run: StageRun | None = None,
     secrets: Sequence[str] = (),
@@ -75,7 +76,7 @@ def run_record(
     return RunRecord(
         results=results, modules=modules, required=tuple(required),
         stage=stage_run.stage if stage_run is not None else None,
-        problems=tuple(problems), incomplete=tuple(incomplete), target_unavailable=bool(state.startup_error or state.credentials_refused),
+        problems=tuple(problems), incomplete=tuple(incomplete), selection=tuple(selection), target_unavailable=bool(state.startup_error or state.credentials_refused),
         waivers=ev.waivers, slo=state.profile.slo, claims=state.profile.claims, facts=facts, baseline=baseline,
         answers_void=tuple(answers_void), checks=_journal_checks(run_dir),
     )

@@ -221,8 +221,6 @@ def row_name(text: str, *, whole: bool = False) -> str:
 def _finding(reason: str, judged: bool, named: Mapping[str, tuple[str, FindingKind]]) -> Finding:
     if reason in named:
         row, kind = named[reason]
-    elif reason.startswith("partial run") or reason.startswith("run stopped early"):
-        row, kind = row_name(reason), FindingKind.SELECTION
     else:
         row, kind = row_name(reason), FindingKind.RUN
     return Finding(row, reason, kind, judged)
@@ -400,6 +398,9 @@ class RunRecord:
     stage: Stage | None = None
     problems: tuple[str, ...] = ()
     incomplete: tuple[str, ...] = ()
+    # Those of ``incomplete`` that a selection caused (a partial run, a run stopped early): their
+    # findings are of kind SELECTION, told by this field, never by the reason's words.
+    selection: tuple[str, ...] = ()
     target_unavailable: bool = False
     checks: tuple[CheckRow, ...] = ()
     waivers: WaiverSet | None = None
@@ -474,7 +475,8 @@ def decide(record: RunRecord) -> Decision:
 
     verdict = _verdict(items, rows, failures, waived, reasons, [*record.incomplete, *_not_graded(items), *missing], checks,
                        record.target_unavailable, record.stage, record.answers_void,
-                       named={**named, **_module_names(missing)})
+                       named={**named, **_module_names(missing),
+                              **{r: (row_name(r), FindingKind.SELECTION) for r in record.selection}})
     return Decision(**{f: getattr(verdict, f) for f in GateVerdict.__dataclass_fields__},
                     waiver_errors=tuple(waiver_errors),
                     waivers=applied_waivers.as_dict() if applied_waivers is not None else None,

@@ -30,10 +30,12 @@ def reason_of(report: pytest.TestReport) -> str:
     return text.splitlines()[0] if text else report.outcome
 
 
-def run_problems(session: pytest.Session, state: RunState, exitstatus: int) -> tuple[list[str], list[str]]:
-    """What makes the whole run unable to pass, whatever its items did, as (problems, incomplete):
-    problems fail the deployment (it died); incomplete leave it unjudged (it never answered, the
-    run was cut short or left part of the protocol out). ``gate/decide.py`` decides what each makes of it."""
+def run_problems(session: pytest.Session, state: RunState,
+                 exitstatus: int) -> tuple[list[str], list[str], list[str]]:
+    """What makes the whole run unable to pass, whatever its items did, as (problems, incomplete,
+    selection): problems fail the deployment (it died); incomplete leave it unjudged (it never
+    answered, the run was cut short or left part of the protocol out); selection, the last of
+    incomplete, are those a selection caused. ``gate/decide.py`` decides what each makes of it."""
     problems: list[str] = []
     incomplete: list[str] = []
     if state.startup_error:
@@ -53,19 +55,20 @@ def run_problems(session: pytest.Session, state: RunState, exitstatus: int) -> t
                           f"{len(state.results)} protocol items (the key is read from ${state.settings.api_key_env})")
     if exitstatus == pytest.ExitCode.INTERRUPTED:
         incomplete.append("run interrupted before the protocol finished")
+    selection: list[str] = []  # among incomplete: what a selection left out (the gate's SELECTION findings)
     if session.shouldfail:
-        incomplete.append(f"run stopped early: {session.shouldfail}")
+        selection.append(f"run stopped early: {session.shouldfail}")
     stage = state.stage_run.stage if state.stage_run is not None else None
     # A stage's verdict needs every item of that stage, as a qualification needs the whole protocol.
     needs = "a promotion needs the whole protocol" if stage is None or stage.qualifies else (
         f"stage {stage.name} needs every one of its items")
     if state.user_deselected:
-        incomplete.append(
+        selection.append(
             f"partial run: {state.user_deselected} protocol items deselected (-k, -m, --deselect, --lf, ...); {needs}"
         )
     if state.partial_selection:
-        incomplete.append(f"partial run: {state.partial_selection}; {needs}")
-    return problems, incomplete
+        selection.append(f"partial run: {state.partial_selection}; {needs}")
+    return problems, [*incomplete, *selection], selection
 
 
 def steering_void(state: RunState) -> list[str]:

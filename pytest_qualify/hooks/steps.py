@@ -122,7 +122,7 @@ class RunSteps:
         from pytest_qualify.evidence.verdict import conclude, run_record
 
         state, ev, hook = self.state, self.ev, self.config.hook
-        problems, incomplete = run_problems(session, state, exitstatus)
+        problems, incomplete, selection = run_problems(session, state, exitstatus)
         died = None
         if not state.dead and state.target is not None:
             died = state.target.death()
@@ -132,7 +132,7 @@ class RunSteps:
         self.evidence.scrape_end()
         stage_run = stage.stage_of(state)
         record = run_record(state, ev, modules=module_registry(), required=stage_run.stage.modules, problems=problems,
-                            incomplete=incomplete, died=died, stage_run=stage_run, secrets=state.secrets,
+                            incomplete=incomplete, selection=selection, died=died, stage_run=stage_run, secrets=state.secrets,
                             answers_void=steering_void(state))
         verdict = conclude(
             record, state, ev, secrets=state.secrets, stage_run=stage_run,

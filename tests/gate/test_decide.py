@@ -308,3 +308,17 @@ def test_proof_of_grading_changes_no_result_and_leaves_failures_judged():
     assert passed.outcome == "passed" and out[1].outcome == gate.UNGRADED and out[0] is failed
     # A judged failure outranks the unjudged pass: the deployment failed an item.
     assert judge(out, MODULES, ["tools"]).verdict == FAIL
+
+
+def test_a_findings_kind_is_told_by_the_record_never_by_the_reasons_words():
+    from pytest_qualify.gate.decide import FindingKind
+
+    partial = "partial run: 3 protocol items deselected (-k, -m, --deselect, --lf, ...); a promotion needs the whole protocol"
+    selected = decide(RunRecord(results=(item(),), modules=MODULES, required=("tools",), incomplete=(partial,),
+                                selection=(partial,)))
+    assert selected.verdict == INCOMPLETE
+    assert [(f.row, f.kind, f.judged) for f in selected.findings] == [("partial_run", FindingKind.SELECTION, False)]
+    # The same words as a plain incomplete reason are a run finding: nothing re-reads the reason.
+    plain = decide(RunRecord(results=(item(),), modules=MODULES, required=("tools",), incomplete=(partial,)))
+    assert [f.kind for f in plain.findings] == [FindingKind.RUN]
+    assert selected.findings[0].as_dict()["kind"] == "selection"  # the summary's word
