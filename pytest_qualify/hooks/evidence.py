@@ -158,6 +158,13 @@ class EvidenceHooks:
         properties, which pytest writes inside each test case, move to its ``system-out``."""
         if self.ev.summary is None:
             return
+        # pytest's writer is reached through its stash key, not a public hook, because none does
+        # this: ``record_testsuite_property`` is a fixture (it runs inside a test, before the gate
+        # has decided), the gate's cases are no test's reports (one sent through
+        # ``pytest_runtest_logreport`` would also enter pytest's counts, ``--lf`` and the
+        # terminal's list, which the end steps write themselves), and a written case cannot be
+        # changed by any hook (a waived failure shown passed, xunit2's properties in system-out).
+        # Where it is gone or changed the bundle's junit.xml, written by this project, is the record.
         try:
             from _pytest.junitxml import xml_key
         except ImportError:  # pytest moved it: the bundle's junit.xml still has them
