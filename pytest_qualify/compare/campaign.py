@@ -52,8 +52,10 @@ class BootRun:
 
     @property
     def bundle(self) -> Path | None:
-        """The run's bundle folder (the one folder the run wrote under its evidence folder)."""
-        found = [p for p in self.folder.iterdir() if p.is_dir()] if self.folder.is_dir() else []
+        """The run's bundle folder (the one folder the run wrote under its evidence folder). Hidden
+        folders are other tools' (pytest-benchmark writes ``.benchmarks`` into the working folder)."""
+        found = [p for p in self.folder.iterdir() if p.is_dir() and not p.name.startswith(".")] \
+            if self.folder.is_dir() else []
         return found[0] if len(found) == 1 else None
 
 

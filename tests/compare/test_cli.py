@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_qualify.compare.campaign import boot_order
+from pytest_qualify.compare.campaign import BootRun, boot_order
 from pytest_qualify.compare.cli import add_parsers
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -35,6 +35,17 @@ def test_boots_interleave_a_b_b_a():
     assert [f"{arm}{n}" for arm, n in boot_order(3)] == ["A1", "B1", "B2", "A2", "A3", "B3"]
     order = boot_order(4)
     assert sum(arm == "A" for arm, _ in order) == 4 and order[-2:] == [("B", 4), ("A", 4)]
+
+
+def test_a_boot_finds_its_bundle_beside_other_tools_hidden_folders(tmp_path):
+    """pytest-benchmark, where installed, writes .benchmarks into the boot's working folder."""
+    (tmp_path / ".benchmarks").mkdir()
+    run = BootRun("A", 1, tmp_path, 0, 1.0, "")
+    assert run.bundle is None
+    (tmp_path / "20261204T000000Z-abcdef").mkdir()
+    assert run.bundle == tmp_path / "20261204T000000Z-abcdef"
+    (tmp_path / "20261204T000001Z-123456").mkdir()
+    assert run.bundle is None  # two bundles: which is this boot's cannot be told
 
 
 def test_the_eager_recipe_is_the_gpu_recipe_plus_enforce_eager_on_the_same_workload():

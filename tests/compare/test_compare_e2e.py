@@ -254,7 +254,7 @@ def test_ab_of_a_recipe_against_itself_writes_its_noise_floor(tmp_path, capsys):
     floor = json.loads((out / "noise-floor.json").read_text())
     assert floor["schema"] == "pytest-qualify/noise-floor" and "two standard deviations" in floor["rule"]
     assert floor["figures"]["load.c1.output_tok_s"]["boots"] == 4
-    (boot,) = [p for p in (out / "boots" / "A1").iterdir() if p.is_dir()]
+    (boot,) = [p for p in (out / "boots" / "A1").iterdir() if p.is_dir() and not p.name.startswith(".")]
     workload = of_summary(json.loads((boot / "summary.json").read_text()))
     tolerances = read_noise_floor(out / "noise-floor.json", workload)
     assert tolerances["load.c1.output_tok_s"] == floor["figures"]["load.c1.output_tok_s"]["tolerance_pct"]
