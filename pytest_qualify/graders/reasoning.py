@@ -8,7 +8,7 @@ model answering a prompt that asked it to think it through, in words the caller 
 Only what the engine and its template produce for hidden reasoning (fields, tags, markers, usage)
 is, in the forms the open model families write it (their chat templates and vLLM's reasoning
 parsers): think tags by any name, harmony's channels whole or with their special tokens stripped
-("analysis...assistantfinal..."), Gemma's and Apertus's tokens, Granite's two phrases. A reasoning
+("analysis...assistantfinal...", or spaced: "analysis ... assistant final ..."), Gemma's and Apertus's tokens, Granite's two phrases. A reasoning
 field that holds only whitespace holds no reasoning. Nothing is stripped before grading: the
 content is judged exactly as the caller would see it.
 """
@@ -40,10 +40,21 @@ MARKER_RE = re.compile(
     + r"|<\|inner_(?:prefix|suffix)\|>",          # Apertus
     re.I,
 )
-# Harmony with its special tokens stripped (skip_special_tokens) leaves the channel names glued to
-# the text: "analysisThe user asks...assistantfinalBlue". The glued "assistant"+channel never occurs
-# in prose; a leading lowercase channel name glued to a capital is the analysis channel's start.
-_STRIPPED_HARMONY_RE = re.compile(r"(?i:assistant(?:final|analysis|commentary))|\A\s*(?:analysis|commentary)(?=[A-Z])")
+# Harmony with its special tokens stripped (skip_special_tokens) leaves the channel names in the
+# text, glued ("analysisThe user asks...assistantfinalBlue") or, where the detokenizer puts a space
+# between special tokens (vLLM's default), spaced ("analysis The user asks... assistant final Blue").
+# The glued "assistant"+channel never occurs in prose, nor does a leading lowercase channel name glued
+# to a capital. Spaced, the words are prose's own ("The final analysis: 4"), so only harmony's
+# shape counts: the lowercase role and a channel name as words standing where a sentence starts (at
+# the start, or after a sentence's end), or a leading lowercase channel name with that role and
+# channel later in the same content.
+_CHANNEL = r"(?:final|analysis|commentary)"
+_STRIPPED_HARMONY_RE = re.compile(
+    rf"(?i:assistant{_CHANNEL})"
+    r"|\A\s*(?:analysis|commentary)(?=[A-Z])"
+    rf"|(?:\A|(?<=[.!?:;)\]}}\"'\u201d\u2019`*]))\s*assistant\s+{_CHANNEL}\b"
+    rf"|\A\s*(?:analysis|commentary)(?=\s+\S[\s\S]*?\bassistant\s+{_CHANNEL}\b)"
+)
 # IBM Granite writes its reasoning between two phrases, not tags (vLLM's granite parser): both, in
 # order, are its template's reasoning; the first alone is prose working a prompt may invite.
 _GRANITE_RE = re.compile(r"(Here(?:'s|\u2019s| is) my thought process:).*?(Here(?:'s|\u2019s| is) my response:)", re.S)
@@ -56,7 +67,7 @@ def reasoning_markers(content: str | None) -> list[str]:
         return []
     text = unicodedata.normalize("NFKC", content)
     found = [(m.start(), m.group(0)) for m in MARKER_RE.finditer(text)]
-    found += [(m.start(), m.group(0)) for m in _STRIPPED_HARMONY_RE.finditer(text)]
+    found += [(m.start(), " ".join(m.group(0).split())) for m in _STRIPPED_HARMONY_RE.finditer(text)]
     granite = _GRANITE_RE.search(text)
     if granite is not None:
         found += [(granite.start(1), granite.group(1)), (granite.start(2), granite.group(2))]

@@ -22,6 +22,10 @@ from pytest_qualify.graders.reasoning import (
     "The assistant's final answer: Blue", "I thought about it: blue.", "A <reasonable> guess: blue", "<thoughtful> Blue",
     "Here is my thought process: 3 pm + 2 h = 5 pm.\n\nANSWER: 5 pm",  # Granite's first phrase alone is prose
     "Here is my response: Blue", "<answer>Blue</answer>", "**Thinking:** blue light scatters most.\n\nBlue",
+    # harmony's words spaced as prose writes them, not where its tokens stood
+    "The final analysis: 4", "I ran some analysis on the numbers first.\n\nAnswer: 4", "analysis of the sum: 4",
+    "The assistant final answer is 4", "As your assistant, final answer: 4", "Ask the assistant finally: 4",
+    "Final analysis\n\nassistant: 4", "analysis: 2 + 2\nfinal: 4",
 ])
 def test_clean_answers_pass(content):
     verdict = check_no_reasoning(content, None, None)
@@ -60,6 +64,12 @@ def test_zero_reasoning_tokens_and_empty_field_pass():
         "analysisWe need to answer: blue.assistantfinalBlue",
         "The sky scatters short wavelengths.assistantfinalBlue",
         "commentaryChecking the question.assistantfinalBlue",
+        # stripped with a space (or a newline) where each special token stood, vLLM's default
+        "analysis User wants the sum. assistant final 4",
+        "analysis\nThe user asks for 2+2.\nassistant\nfinal\n4",
+        " analysis We need to answer 4 assistant final 4",
+        "assistant final 4", "The user asks for 2+2. assistant analysis More thought. assistant final 4",
+        "commentary Checking the tool. assistant final Blue",
         # IBM Granite's two phrases (vLLM's granite parser)
         "Here is my thought process: the sky scatters blue light. Here is my response: Blue",
         "Here's my thought process:\nRayleigh scattering.\n\nHere's my response:\nBlue",
@@ -98,7 +108,8 @@ marker = st.sampled_from(["<think>", "</think>", "<thinking>", "</ think>", "[TH
 @given(plain)
 def test_property_text_without_markers_passes(text):
     assume(not text.lstrip().lower().startswith(("thought", "reasoning", "chain of thought", "thinking process")))
-    assume(not re.search(r"(?i:assistant(final|analysis|commentary))|^\s*(analysis|commentary)[A-Z]", text))
+    assume(not re.search(r"(?i:assistant(final|analysis|commentary))|^\s*(analysis|commentary)([A-Z]|\s)"
+                         r"|(^|[.!?;)\]}\"'`*])\s*assistant\s+(final|analysis|commentary)\b", text))
     assert check_no_reasoning(text, None, None).ok
 
 
@@ -125,6 +136,18 @@ def test_property_stripped_harmony_fails_and_prose_analysis_passes(opening, reas
     # ...the same words as a reader writes them are not.
     assume(not re.search(r"(?i)assistant(final|analysis|commentary)", reasoning + answer))
     assert check_no_reasoning(f"Analysis: {opening} {reasoning}\n\nFinal: {answer}", None, None).ok
+@given(st.sampled_from(["The user asks", "We need to", "User wants", "Let me"]), plain, plain,
+       st.sampled_from([" ", "\n", " \n", "\n\n"]))
+def test_property_spaced_stripped_harmony_fails_and_the_words_in_prose_pass(opening, reasoning, answer, gap):
+    # A space or newline where each special token stood (vLLM's spaces_between_special_tokens)...
+    stripped = f"analysis{gap}{opening} {reasoning}.{gap}assistant{gap}final{gap}{answer}"
+    verdict = check_no_reasoning(stripped, None, None)
+    assert not verdict.ok and "'analysis', 'assistant final'" in verdict.reason
+    # ...the same words in the order a reader writes them are not.
+    assume(not re.search(r"(?i)assistant\s*(final|analysis|commentary)", reasoning + answer))
+    assert check_no_reasoning(f"{opening} {reasoning}. The final analysis:{gap}{answer}", None, None).ok
+
+
 @given(plain, marker, plain, st.booleans())
 def test_property_a_marker_anywhere_fails(before, mark, after, upper):
     mark = mark.upper() if upper else mark
