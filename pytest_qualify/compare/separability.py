@@ -7,7 +7,9 @@ boots are independent; a comparison that pooled requests would call a boot's luc
 Method (named in every output, :data:`METHOD`):
 
 - each figure on the log scale (a ratio of arms is what an operator reads: "2.59x the decode",
-  "1.4% slower"); a figure that can be zero (goodput) on its own scale, relative to A's mean;
+  "1.4% slower"); a figure that can be zero (goodput) on its own scale, its difference relative to
+  A's mean and its tolerance relative to the mean of both arms' means (so swapping the arms flips
+  the call: a tolerance of A's mean alone would change with the order);
 - Welch's t-test of B against A across boots (``scipy.stats.ttest_ind``, unequal variances) and its
   95% interval on the difference, shown as a relative difference;
 - two one-sided tests at the tolerance ±T (``statsmodels.stats.weightstats.ttost_ind``, unequal
@@ -24,10 +26,12 @@ Method (named in every output, :data:`METHOD`):
   tolerance at the pooled spread, at Holm's strictest level of the family (the level a lone
   difference must meet).
 
-Calls: ``B better`` / ``B worse`` (the corrected difference test rejects), ``equivalent within
-±T%`` (the corrected equivalence test rejects: the whole interval lies inside the tolerance), else
-``not separable`` (the interval holds no difference and is wider than the tolerance: too few boots,
-never "the same"). No pytest here; scipy and statsmodels are imported when a comparison runs.
+Calls, in this order: ``equivalent within ±T%`` (the corrected equivalence test rejects: the whole
+interval lies inside the tolerance, even where it excludes no difference: a KV cache 0.016% smaller
+in every boot of B is equivalent under a 5% tolerance, not worse), ``B better`` / ``B worse`` (the
+corrected difference test rejects), else ``not separable`` (the interval holds no difference and is
+wider than the tolerance: too few boots, never "the same"). No pytest here; scipy and statsmodels
+are imported when a comparison runs.
 """
 
 from __future__ import annotations
@@ -142,6 +146,15 @@ def _scaled(test: FigureTest) -> tuple[list[float], list[float], float]:
     return list(test.a.values), list(test.b.values), base
 
 
+def _tolerance_base(test: FigureTest, base: float) -> float:
+    """What ±T% is a percentage of: the log scale's 1 (a ratio), or on the linear scale the mean
+    of both arms' means, the same whichever arm is A."""
+    if test.scale == "log":
+        return base
+    middle = (abs(statistics.fmean(test.a.values)) + abs(statistics.fmean(test.b.values))) / 2
+    return middle or 1.0
+
+
 def _to_pct(x: float, scale: str, base: float) -> float:
     if scale == "log":
         return (math.exp(x) - 1.0) * 100.0 if x < 50 else math.inf  # beyond any reach: shown as such
@@ -167,7 +180,7 @@ def test_figure(test: FigureTest) -> FigureTest:
         return test
     diff = statistics.fmean(xb) - statistics.fmean(xa)
     test.difference_pct = _to_pct(diff, test.scale, base)
-    bound = _bound(test.tolerance_pct, test.scale, base)
+    bound = _bound(test.tolerance_pct, test.scale, _tolerance_base(test, base))
     if statistics.variance(xa) == 0 and statistics.variance(xb) == 0:
         # A figure every boot reports alike (a capacity fact): a difference is exact, not sampled.
         test.interval_pct = (test.difference_pct, test.difference_pct)
@@ -216,7 +229,7 @@ def _power(test: FigureTest) -> None:
     effect = brentq(lambda d: power_of(d, se, df, alpha) - POWER, 1e-6 * se, high, xtol=1e-3 * se)
     test.min_detectable_pct = _to_pct(effect, test.scale, base)
     pooled = (va + vb) / 2
-    tolerance = _bound(test.tolerance_pct, test.scale, base)
+    tolerance = _bound(test.tolerance_pct, test.scale, _tolerance_base(test, base))
     n = 2
     while n < MAX_BOOTS and power_of(tolerance, math.sqrt(2 * pooled / n), 2 * n - 2, alpha) < POWER:
         n = n * 2 if power_of(tolerance, math.sqrt(2 * pooled / (n * 2)), 4 * n - 2, alpha) < POWER else n + 1
@@ -246,11 +259,13 @@ def decide(tests: Sequence[FigureTest], *, power: bool = True) -> list[FigureTes
         for t in family:
             if power:
                 _power(t)
-            if t.a.n >= 2 and t.b.n >= 2 and t.p_difference_holm < alpha and t.difference_pct:
+            # Equivalence first: an interval wholly inside ±T is a difference too small to matter,
+            # however sure it is (an exact fact 0.016% apart), never a worse B.
+            if t.a.n >= 2 and t.b.n >= 2 and t.p_equivalence_holm < alpha:
+                t.call = equivalent(t.tolerance_pct)
+            elif t.a.n >= 2 and t.b.n >= 2 and t.p_difference_holm < alpha and t.difference_pct:
                 b_higher = t.difference_pct > 0
                 t.call = "B better" if b_higher == (t.better == "higher") else "B worse"
-            elif t.a.n >= 2 and t.b.n >= 2 and t.p_equivalence_holm < alpha:
-                t.call = equivalent(t.tolerance_pct)
             else:
                 t.call = "not separable"
     return list(tests)
