@@ -281,6 +281,41 @@ def test_a_statement_that_says_another_verdict_or_run_is_refused_with_both_readi
     assert read in str(err.value)
 
 
+MODEL = "InternScience/Agents-A1-FP8"
+
+
+@pytest.mark.parametrize("field, said, read", [
+    ("model", "InternScience/Agents-A2-FP8",
+     f"the model is 'InternScience/Agents-A2-FP8' in the statement (predicate.deployment.model) but {MODEL!r} in "
+     "summary.json (profile.deployment.model)"),
+    ("served_name", "agents-a1-fp8-mm-128k",
+     "the served name is 'agents-a1-fp8-mm-128k' in the statement (predicate.deployment.served_name) but "
+     f"{QUALIFIED.served_name!r} in summary.json (profile.deployment.served_name)"),
+    ("engine_version", "0.24.0",
+     "the engine version is '0.24.0' in the statement (predicate.deployment.engine_version) but "
+     f"{QUALIFIED.engine_version!r} in summary.json (target.engine_version)"),
+    # A statement that says the run was simulated where the summary says it was not: a SIMULATED run
+    # rewritten as real must not back a promotion.
+    ("simulated", True, "simulated is True in the statement (predicate.deployment.simulated) but False in "
+                        "summary.json (simulated)"),
+])
+def test_a_statement_whose_identity_disagrees_with_the_summary_is_refused_with_both_readings(tmp_path, field, said, read):
+    summary = _summary(profile={"name": "262k", "deployment": {"revision": REV, "model": MODEL,
+                                                               "served_name": QUALIFIED.served_name}})
+    path = _bundle(tmp_path, summary)
+    load_promoted(str(path))  # as sealed, the statement agrees with its summary
+    statement_path = path.parent / "provenance.intoto.json"
+    statement = json.loads(statement_path.read_text())
+    statement["predicate"]["deployment"][field] = said
+    statement_path.write_text(json.dumps(statement))
+    with seal_of(path) as lines:  # the statement's own line redone: only the contents disagree
+        lines[:] = [f"{hashlib.sha256(statement_path.read_bytes()).hexdigest()}  provenance.intoto.json"
+                    if line.endswith("  provenance.intoto.json") else line for line in lines]
+    with pytest.raises(PromotedError) as err:
+        load_promoted(str(path))
+    assert str(err.value) == f"promoted summary {path}: provenance.intoto.json: {read}"
+
+
 def test_a_bundle_without_its_statement_or_with_a_file_it_does_not_name_is_refused(tmp_path):
     path = _bundle(tmp_path / "a", _summary())
     (path.parent / "provenance.intoto.json").unlink()

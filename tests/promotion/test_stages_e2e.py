@@ -75,11 +75,16 @@ def promoted(full_run: Run, tmp_path_factory: pytest.TempPathFactory) -> Path:
     sealed again. What these tests hold is the link between two runs (identity, digests); a
     SIMULATED summary itself is refused (test_a_simulated_run_can_never_be_promoted), and a real
     full qualification costs minutes of vLLM."""
-    import hashlib
-    import shutil
+    return sealed_as_real(full_run.bundle, tmp_path_factory.mktemp("promoted"))
 
-    copy = tmp_path_factory.mktemp("promoted") / full_run.bundle.name
-    shutil.copytree(full_run.bundle, copy)
+
+def sealed_as_real(bundle: Path, where: Path) -> Path:
+    """A copy of ``bundle`` in ``where`` with ``simulated`` false, its statement and ``SHA256SUMS``
+    written again as the run itself would have written them; its summary.json."""
+    import hashlib
+
+    copy = where / bundle.name
+    shutil.copytree(bundle, copy)
     summary = json.loads((copy / "summary.json").read_text())
     summary["simulated"] = summary["target"]["simulated"] = False
     (copy / "summary.json").write_text(json.dumps(summary, indent=2))
@@ -183,18 +188,52 @@ def test_an_identity_change_mid_run_fails_the_preflight(profile, tmp_path):
     assert run.summary["verdict"]["failures"] == []
 
 
-def test_the_full_stage_fails_for_what_only_it_runs(profile, tmp_path):
+@pytest.fixture(scope="module")
+def overwindow_run(profile: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """A full qualification that FAILs: over-window prompts answered with HTTP 500."""
+    return qualify(profile, tmp_path_factory.mktemp("overwindow"), "--qualify-reference-fault", "overwindow_500")
+
+
+def test_the_full_stage_fails_for_what_only_it_runs(profile, tmp_path, overwindow_run):
     # An over-window prompt answered with HTTP 500: the window bracket is in the full stage only, so
     # in the preflight the fault cannot engage (a usage error: a PASS with it on would prove nothing).
     preflight = qualify(profile, tmp_path / "pre", "--qualify-stage", "preflight", "--qualify-reference-fault", "overwindow_500")
     assert preflight.code == USAGE_ERROR and preflight.bundle is None, preflight.out
     assert "only module(s) window see it, and this run's profile and stage run smoke, json, context, tools" \
         in preflight.out
-    full = qualify(profile, tmp_path / "full", "--qualify-reference-fault", "overwindow_500")
+    full = overwindow_run
     assert full.code == 1 and full.verdict_line == "QUALIFICATION: FAIL", full.out
     failed = {f["module"] for f in full.summary["verdict"]["failures"]}
     # The window bracket fails; no preflight module does.
     assert "window" in failed and not failed & set(full.summary["stage"]["modules"]) & {"smoke", "json", "context", "tools"}
+
+
+def test_a_fail_bundle_rewritten_to_pass_backs_no_post_promotion(profile, tmp_path, overwindow_run):
+    """The issue's operator: a FAIL bundle (of a route that looks real) whose summary.json was
+    rewritten to PASS and its SHA256SUMS line redone. The statement written at the end of the run
+    still names the first summary's digest: exit 4, one line, before any server starts."""
+    import hashlib
+
+    assert overwindow_run.code == 1, overwindow_run.out
+    path = sealed_as_real(overwindow_run.bundle, tmp_path / "bundle")
+    written = hashlib.sha256(path.read_bytes()).hexdigest()
+    summary = json.loads(path.read_text())
+    summary["verdict"] = {**summary["verdict"], "result": "PASS", "reasons": [], "failures": []}
+    path.write_text(json.dumps(summary, indent=2))
+    rewritten = hashlib.sha256(path.read_bytes()).hexdigest()
+    sums = path.parent / "SHA256SUMS"
+    sums.write_text("".join(f"{rewritten}  summary.json\n" if line.endswith("  summary.json") else line + "\n"
+                            for line in sums.read_text().splitlines()))
+    assert verify_manifest(path.parent) == []  # SHA256SUMS alone no longer tells the rewrite
+
+    run = qualify(profile, tmp_path / "check", "--qualify-stage", "post-promotion", "--qualify-promoted", str(path))
+    assert run.code == USAGE_ERROR, run.out
+    errors = [line for line in run.out.splitlines() if line.startswith("ERROR:")]
+    assert len(errors) == 1, run.out
+    assert f"promoted summary {path}: provenance.intoto.json: summary.json has sha256 {written} in the statement, " \
+           f"{rewritten} in SHA256SUMS" in errors[0], errors[0]
+    assert "server ready" not in run.out and run.bundle is None
+    assert "POST-PROMOTION CHECK: PASS" not in run.out
 
 
 def test_a_route_serving_another_build_fails_post_promotion(profile, tmp_path, full_run, promoted):
