@@ -10,6 +10,7 @@ costs about a minute on two cores, so one launch-mode run feeds most of the test
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import shlex
@@ -193,7 +194,13 @@ def test_the_serving_facts_of_a_real_launch_are_read_and_shown(launch_run: Run):
     assert f["engine_init_s"]["value"] > 0 and f["startup_s"]["status"] == "measured", f
     # --enforce-eager: nothing compiled, no graph captured; said so, never blank.
     assert f["compile_s"]["status"] == f["graph_capture_s"]["status"] == "not in the log", f
-    assert "## Serving facts" in (run_dir(launch_run.evidence) / "report.md").read_text()
+    md = (run_dir(launch_run.evidence) / "report.md").read_text()
+    page = html.unescape((run_dir(launch_run.evidence) / "report.html").read_text())
+    assert "## Serving facts" in md and '<h2 id="serving-facts">Serving facts</h2>' in page
+    for fact in f.values():  # every fact in both reports, with where it came from
+        assert fact["label"] in md and fact["label"] in page, fact
+        if fact.get("source"):
+            assert fact["source"] in md and fact["source"] in page, fact
     assert re.search(r"qualify: serving facts \(vLLM 0\.32\.\d+, launch mode\): KV cache [\d,]+ tokens",
                      launch_run.output), launch_run.output[:3000]
 
