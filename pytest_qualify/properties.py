@@ -1,5 +1,5 @@
 """The user-property keys an item carries (pytest's ``user_properties``, JUnit's ``<property>``)
-and the failure-kind words, spelled once. The pytest side writes them, the gate and the evidence
+and the words of an item's outcome and a failure's kind, spelled once. The pytest side writes them, the gate and the evidence
 read them. On the ground floor: plain names, no imports."""
 
 from __future__ import annotations
@@ -33,3 +33,15 @@ class FailureKind(StrEnum):
 
 FORMAT, FACT, OTHER = FailureKind.FORMAT, FailureKind.FACT, FailureKind.OTHER
 FAILURE_KINDS = tuple(FailureKind)
+
+
+class Outcome(StrEnum):
+    """An item's outcome, its phases folded in (pytest's words, and the gate's own ``ungraded``:
+    see ``gate.decide.proof_of_grading``). Here, on the ground floor, so that the statistics
+    (``stats.py``) and the gate share it; ``gate.decide`` re-exports it."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    RERUN = "rerun"
+    UNGRADED = "ungraded"

@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_qualify.properties import Outcome
+
 CONFIDENCE = 0.95
 Z_95 = 1.959963984540054  # the standard normal quantile for a two-sided 95% interval
 
@@ -60,7 +62,7 @@ def stats_section(items: Sequence[Mapping[str, Any]], titles: Mapping[str, str])
     for item in items:
         c = counts.setdefault(item["module"], [0, 0])
         c[1] += 1
-        c[0] += item["outcome"] == "passed"
+        c[0] += item["outcome"] == Outcome.PASSED
     order = [m for m in titles if m in counts] + sorted(m for m in counts if m not in titles)
     modules = [{"module": m, "title": titles.get(m, m), **_entry(*counts[m])} for m in order]
     total = [sum(c[0] for c in counts.values()), sum(c[1] for c in counts.values())]
@@ -91,7 +93,7 @@ def _per_item(items: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], list[
     for item in items:
         c = out.setdefault((item["module"], item["item"]), [0, 0])
         c[1] += 1
-        c[0] += item["outcome"] == "passed"
+        c[0] += item["outcome"] == Outcome.PASSED
     return out
 
 

@@ -5,6 +5,7 @@ inside an OpenAI/vLLM error body. No pytest here."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from enum import StrEnum
 from typing import Any
 
 
@@ -49,6 +50,24 @@ class StreamIdle(RequestTimeout):
         self.elapsed_s = elapsed_s
         self.limit_s = idle_s
         self.chunks = chunks
+
+
+class ErrorKind(StrEnum):
+    """What sort of failure a request to the endpoint met, as a word: the server facts that carry
+    it are handed to xdist workers as JSON, where no exception type survives."""
+
+    AUTH_REJECTED = "auth_rejected"  # AuthRejected: HTTP 401 on our key
+    NOT_OPENAI = "not_openai"  # an answer that is no JSON, or not the shape asked for (a ValueError)
+    OTHER = "other"  # anything else: an HTTP error, a server gone, a timeout
+
+
+def kind_of(exc: BaseException) -> ErrorKind:
+    """The kind of an exception a request raised."""
+    if isinstance(exc, AuthRejected):
+        return ErrorKind.AUTH_REJECTED
+    if isinstance(exc, ValueError):
+        return ErrorKind.NOT_OPENAI
+    return ErrorKind.OTHER
 
 
 def error_body(exc: Any) -> Any:

@@ -17,6 +17,7 @@ from pytest_qualify.bundle_format.earlier import EarlierRunError, read_earlier, 
 from pytest_qualify.bundle_format.manifest import MANIFEST, SUMMARY
 from pytest_qualify.bundle_format.schema import SCHEMA_ID, SummaryError, validate
 from pytest_qualify.bundle_format.workload import differences, of_summary
+from pytest_qualify.gate.decide import Result
 
 
 class CompareUsageError(ValueError):
@@ -40,7 +41,7 @@ class Boot:
     @property
     def finished(self) -> bool:
         """Judged to its end: PASS or FAIL, the server alive to the last item."""
-        return self.verdict in ("PASS", "FAIL") and not (self.summary.get("target") or {}).get("died")
+        return self.verdict in (Result.PASS, Result.FAIL) and not (self.summary.get("target") or {}).get("died")
 
     @property
     def simulated(self) -> bool:

@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_qualify.client.timing import TIMING_PROPERTIES, RequestMetrics
-from pytest_qualify.properties import FAILURE_KINDS, JUNIT_MODULE, LANE, REPETITION
+from pytest_qualify.properties import FAILURE_KINDS, JUNIT_MODULE, LANE, REPETITION, Outcome
 
 PRIMARY_KEYS = frozenset(TIMING_PROPERTIES) | {"timing_source", "timing_request", "cached_tokens"}
 COUNT_KEYS = frozenset({"requests", "requests_e2e_s"})
@@ -179,7 +179,7 @@ def key_facts(item: Mapping[str, Any]) -> str:
     for key in ("finish_reason", "finish_check", "metrics_error"):
         if props.get(key) not in (None, "", "ok"):
             lines.append(f"{key}: {props[key]}")
-    if item["outcome"] != "passed":
+    if item["outcome"] != Outcome.PASSED:
         lines.append(f"reason: {item['reason']}")
     if item.get("waiver"):
         lines.append(f"WAIVED: {item['waiver']}")
@@ -229,7 +229,7 @@ def build_xml(summary: Mapping[str, Any], cases: Mapping[str, Any], suite_name: 
     failed = [i for i in items if i["outcome"] in ("failed", "rerun") and not i.get("waiver")]
     failures = len(failed) + sum(1 for g in gate if g["tag"] == "failure")
     errors = sum(1 for g in gate if g["tag"] == "error")
-    skipped = sum(1 for i in items if i["outcome"] == "skipped")
+    skipped = sum(1 for i in items if i["outcome"] == Outcome.SKIPPED)
     suites = ET.Element("testsuites", name="pytest-qualify")
     suite = ET.SubElement(
         suites, "testsuite", name=suite_name, tests=str(len(items) + len(gate)), failures=str(failures),
@@ -246,15 +246,15 @@ def build_xml(summary: Mapping[str, Any], cases: Mapping[str, Any], suite_name: 
                            time=f"{(item.get('duration_s') or 0.0):.3f}")
         body = clean(getattr(case, "longrepr", "") or item["reason"])
         facts = key_facts(item)
-        if item["outcome"] == "skipped":
+        if item["outcome"] == Outcome.SKIPPED:
             ET.SubElement(tc, "skipped", type="pytest.skip", message=clean(message(item["reason"])))
-        elif item["outcome"] == "ungraded":
+        elif item["outcome"] == Outcome.UNGRADED:
             # pytest reported it passed; the gate's own "not graded" test case says why it does not count.
             facts += f"\n\n{item['reason']}"
-        elif item["outcome"] != "passed" and item.get("waiver"):
+        elif item["outcome"] != Outcome.PASSED and item.get("waiver"):
             # A waived failure is still reported as what it was, with its waiver beside it.
             facts += f"\n\n{body}"
-        elif item["outcome"] != "passed":
+        elif item["outcome"] != Outcome.PASSED:
             kind, msg = item_failure(item)
             fail = ET.SubElement(tc, "failure", type=kind, message=clean(msg))
             fail.text = clean(f"{item['reason']}\n{facts}\n\n") + body

@@ -16,6 +16,7 @@ from pytest_qualify import engines
 from pytest_qualify.evidence.metrics import Snapshot, delta
 from pytest_qualify.graders.answer_checks import INCREMENTAL_MIN_TOKENS
 from pytest_qualify.bundle_format.schema import SCHEMA_ID, SCHEMA_VERSION
+from pytest_qualify.properties import Outcome
 from pytest_qualify.redaction import redact_command, safe_url
 from pytest_qualify.stats import percentile, spread
 
@@ -300,7 +301,7 @@ def lanes_section(items: Sequence[Mapping[str, Any]], lane_order: Sequence[str])
         lanes.append({
             "lane": name,
             "items": len(group),
-            "passed": sum(1 for i in group if i["outcome"] == "passed"),
+            "passed": sum(1 for i in group if i["outcome"] == Outcome.PASSED),
             "repetitions": sorted({i["repetition"] for i in group}),
             "prompt_tokens": _spread(_num(p, "prompt_tokens") for p in props),
             "ttft_s": _spread(_num(p, "ttft_s") for p in props),

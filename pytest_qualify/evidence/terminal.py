@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_qualify.gate.baseline import render_rows
+from pytest_qualify.gate.decide import Result
 from pytest_qualify.evidence.report import rate, spread_text
 from pytest_qualify.evidence.session import EvidenceState
 
@@ -71,16 +72,16 @@ def verdict_line(verdict: Any, ev: EvidenceState | None) -> str:
     if ev is not None and ev.exit_code is not None:
         text += f" (exit {ev.exit_code})"
     stopped = [r for r in verdict.reasons if r.startswith("run stopped early")]
-    if verdict.verdict != "PASS" and verdict.failures and stopped:
+    if verdict.verdict != Result.PASS and verdict.failures and stopped:
         # -x / --maxfail: the item that failed first, then the stop it caused.
         f = verdict.failures[0]
         text += f": {f.module}: {f.where}: {f.reason[:160]}; then {stopped[0][:120]}"
         rest = len(verdict.failures) - 1 + len(verdict.reasons) - 1
         text += f" (+{rest} more)" if rest else ""
-    elif verdict.verdict != "PASS" and verdict.reasons:
+    elif verdict.verdict != Result.PASS and verdict.reasons:
         first = verdict.reasons[0]
         text += f": {first[:160]}" + (f" (+{len(verdict.reasons) - 1} more)" if len(verdict.reasons) > 1 else "")
-    elif verdict.verdict != "PASS" and verdict.failures:
+    elif verdict.verdict != Result.PASS and verdict.failures:
         text += f": {len(verdict.failures)} protocol item(s) failed"
     scope = left_out_label(summary) if summary else None
     if scope:

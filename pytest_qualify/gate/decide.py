@@ -20,14 +20,14 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from pytest_qualify.gate.baseline import DEFAULT_THRESHOLD_PCT, compare
+from pytest_qualify.gate.baseline import DEFAULT_THRESHOLD_PCT, compare, simulated_mismatch
 from pytest_qualify.gate.claims import check_rows as claim_check_rows, evaluate_claims
 from pytest_qualify.gate.slo import CheckRow, check_rows, evaluate_slo
 from pytest_qualify.stats import flips
 from pytest_qualify.gate.waivers import WaiverSet, candidates, hard_module_conflicts
 from pytest_qualify.profiles import ModuleInfo
 from pytest_qualify.promotion.stages import Stage
-from pytest_qualify.properties import FAILURE_KIND, FAILURE_KINDS, OTHER
+from pytest_qualify.properties import FAILURE_KIND, FAILURE_KINDS, OTHER, Outcome
 
 class Result(StrEnum):
     """A run's verdict."""
@@ -38,17 +38,6 @@ class Result(StrEnum):
 
 
 PASS, FAIL, INCOMPLETE = Result.PASS, Result.FAIL, Result.INCOMPLETE
-
-
-class Outcome(StrEnum):
-    """An item's outcome, its phases folded in (pytest's words, and the gate's own ``ungraded``:
-    see :func:`proof_of_grading`)."""
-
-    PASSED = "passed"
-    FAILED = "failed"
-    SKIPPED = "skipped"
-    RERUN = "rerun"
-    UNGRADED = "ungraded"
 
 
 class FindingKind(StrEnum):
@@ -82,29 +71,30 @@ class ItemResult:
     waiver: str | None = None
     called: bool = False  # its call phase reported (``--setup-only`` and a hook that skips the body report none)
 
-    def record(self, when: str, outcome: str, reason: str) -> None:
+    def record(self, when: str, outcome: Outcome | str, reason: str) -> None:
         """Fold one phase's outcome in: any failing phase fails the item, for good."""
+        outcome = Outcome(outcome)
         if when == "call":
             self.called = True
-        if outcome == "passed":
+        if outcome is Outcome.PASSED:
             return
-        if self.outcome == "passed" or (self.outcome == "skipped" and outcome != "skipped"):
-            self.outcome = Outcome(outcome)
+        if self.outcome == Outcome.PASSED or (self.outcome == Outcome.SKIPPED and outcome is not Outcome.SKIPPED):
+            self.outcome = outcome
             prefix = "" if when == "call" else f"[{when}] "
             self.reason = prefix + reason
-        elif outcome == "rerun":
+        elif outcome is Outcome.RERUN:
             self.outcome = Outcome.RERUN
             self.reason = f"rerun after failure: {self.reason}"
 
     @property
     def passed(self) -> bool:
-        return self.outcome == "passed"
+        return self.outcome == Outcome.PASSED
 
     @property
     def failure_kind(self) -> str | None:
         """``format`` (the answer did not follow its contract), ``fact`` (it did, wrongly) or
         ``other`` (no verdict judged it: a timeout, a dead server ...); None when it did not fail."""
-        if self.outcome not in ("failed", "rerun"):
+        if self.outcome not in (Outcome.FAILED, Outcome.RERUN):
             return None
         return str(self.properties.get(FAILURE_KIND) or OTHER)
 
@@ -269,7 +259,7 @@ def _apply_waivers(
             continue
         if not r.passed:
             reason = waiver_for(r) if waiver_for and modules.get(r.module, None) and modules[r.module].waivable else None
-            if reason and r.outcome == "failed":
+            if reason and r.outcome == Outcome.FAILED:
                 r = replace(r, properties=dict(r.properties), waiver=reason)
                 waived.append(r)
             else:
@@ -368,6 +358,7 @@ def _verdict(items: Sequence[ItemResult], rows: Sequence[GateRow], failures: Seq
 # -- the end of a run: one record in, one decision out ------------------------------------------------
 
 WAIVER_USAGE_ERROR = "usage error in --qualify-waivers"
+BASELINE_USAGE_ERROR = "usage error in --qualify-baseline"
 
 
 @dataclass(frozen=True)
@@ -427,6 +418,9 @@ class Decision(GateVerdict):
     New inputs extend it with a defaulted field, so every writer keeps working."""
 
     waiver_errors: tuple[str, ...] = ()
+    # A baseline SIMULATED beside a real run (or the reverse), found once the endpoint said which it
+    # is: no comparison was made, and the run exits as a usage error (4), as a bad waiver does.
+    baseline_errors: tuple[str, ...] = ()
     waivers: Mapping[str, Any] | None = None
     slo: tuple[Mapping[str, Any], ...] = ()
     claims: tuple[Mapping[str, Any], ...] = ()
@@ -461,7 +455,14 @@ def decide(record: RunRecord) -> Decision:
 
     comparison = None
     regressions: list[str] = []
-    if record.baseline is not None:
+    baseline_errors: list[str] = []
+    mismatch = (simulated_mismatch(record.baseline.summary, simulated=bool(record.facts.get("simulated")),
+                                   path=record.baseline.path) if record.baseline is not None else None)
+    if mismatch:
+        baseline_errors.append(mismatch)
+        reasons.append(f"{BASELINE_USAGE_ERROR}: {mismatch}")
+        named[f"{BASELINE_USAGE_ERROR}: {mismatch}"] = ("baseline", FindingKind.RUN)
+    elif record.baseline is not None:
         b = record.baseline
         comparison = compare({**record.facts, "gate": [row.as_dict() for row in rows]}, b.summary, path=b.path,
                              threshold_pct=b.threshold_pct, fail_on_regression=b.fail_on_regression)
@@ -478,7 +479,7 @@ def decide(record: RunRecord) -> Decision:
                        named={**named, **_module_names(missing),
                               **{r: (row_name(r), FindingKind.SELECTION) for r in record.selection}})
     return Decision(**{f: getattr(verdict, f) for f in GateVerdict.__dataclass_fields__},
-                    waiver_errors=tuple(waiver_errors),
+                    waiver_errors=tuple(waiver_errors), baseline_errors=tuple(baseline_errors),
                     waivers=applied_waivers.as_dict() if applied_waivers is not None else None,
                     slo=tuple(slo_rows), claims=tuple(claim_rows), baseline=comparison, regressions=tuple(regressions))
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_qualify.datafile import read_toml
+from pytest_qualify.properties import Outcome
 from pytest_qualify.repetition import without_repetition
 
 KEYS = {"item", "reason", "expires", "expect"}
@@ -253,7 +254,7 @@ class WaiverSet:
     def waiver_for(self, result: Any) -> str | None:
         """decide's hook (gate/decide.py): the waiver reason for a failed item, or None."""
         # Only a failure can be waived: a skipped or interrupted item proves nothing either way.
-        if result.module not in self.waivable_modules or result.outcome != "failed":
+        if result.module not in self.waivable_modules or result.outcome != Outcome.FAILED:
             return None
         ids = item_ids(result.nodeid, result.item)
         for w in self.waivers:

@@ -47,12 +47,21 @@ from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
+from enum import StrEnum
 from typing import Any
 
 from pytest_qualify.graders import FORMAT, Verdict
 from pytest_qualify.graders.text import space_groups_as_commas
 
-FORMS = ("reply", "line", "json")
+class Form(StrEnum):
+    """Where a contract's slot is: the whole reply, its final ``ANSWER:`` line, or one JSON object."""
+
+    REPLY = "reply"
+    LINE = "line"
+    JSON = "json"
+
+
+FORMS = tuple(f.value for f in Form)  # the words, as fixture data and error messages spell them
 
 
 class FormatError(ValueError):
@@ -437,7 +446,7 @@ def measured_span(content: str | None, contract: "Contract") -> tuple[str, str]:
     reply is measured, as it was sent (surrounding whitespace included); so is a ``line`` reply
     without exactly one answer line (no slot tells the working apart)."""
     text = content or ""
-    if contract.form != "line":
+    if contract.form is not Form.LINE:
         return text, "visible answer"
     lines, answers = _answer_lines(text)
     if len(answers) != 1:
@@ -562,7 +571,7 @@ class Contract:
     """One item's answer contract: its form, what its slot (or each JSON field) accepts, and, for
     ``json``, the schema the object must satisfy. :meth:`instruction` is what the prompt states."""
 
-    form: str
+    form: Form  # a fixture's word ("reply", "line", "json") is read as its Form
     accept: Accept | None = None  # reply / line
     fields: Mapping[str, Accept] = field(default_factory=dict)  # json: the graded fields
     schema: Mapping[str, Any] | None = None  # json
@@ -572,9 +581,10 @@ class Contract:
     def __post_init__(self) -> None:
         if self.form not in FORMS:
             raise ValueError(f"form must be one of {FORMS}, not {self.form!r}")
-        if self.form in ("reply", "line") and self.accept is None:
-            raise ValueError(f"a {self.form!r} contract needs accepted forms")
-        if self.form == "json" and self.schema is None:
+        object.__setattr__(self, "form", Form(self.form))
+        if self.form in (Form.REPLY, Form.LINE) and self.accept is None:
+            raise ValueError(f"a {self.form.value!r} contract needs accepted forms")
+        if self.form is Form.JSON and self.schema is None:
             raise ValueError("a 'json' contract needs a schema")
 
     @classmethod
@@ -586,14 +596,14 @@ class Contract:
         form = data.pop("form", None)
         hint = str(data.pop("value_hint", "the answer"))
         wording = str(data.pop("wording", ""))
-        if form == "json":
+        if form == Form.JSON:
             unknown = set(data) - {"schema", "fields"}
             if unknown:
                 raise ValueError(f"unknown contract key(s) {sorted(unknown)}")
-            return cls("json", fields=accepts(data.get("fields")), schema=data.get("schema"), value_hint=hint, wording=wording)
+            return cls(Form.JSON, fields=accepts(data.get("fields")), schema=data.get("schema"), value_hint=hint, wording=wording)
         if form not in FORMS:
             raise ValueError(f"contract form must be one of {FORMS}, not {form!r}")
-        return cls(str(form), accept=Accept.of(data), value_hint=hint, wording=wording)
+        return cls(Form(form), accept=Accept.of(data), value_hint=hint, wording=wording)
 
     def grade(self, content: str | None, name: str = "answer") -> Verdict:
         """:func:`grade` under this contract."""
@@ -603,9 +613,9 @@ class Contract:
         """The sentence the prompt ends with, so the model knows where its answer goes."""
         if self.wording:
             return self.wording
-        if self.form == "reply":
+        if self.form is Form.REPLY:
             return f"Reply with {self.value_hint} only."
-        if self.form == "line":
+        if self.form is Form.LINE:
             # No "<placeholder>" in the wording: a model copies the brackets around its value.
             return (f"You may reason first; then end your reply with one final line that starts with 'ANSWER: ' "
                     f"and gives {self.value_hint}, with nothing after that line.")
@@ -646,9 +656,9 @@ def _read(name: str, slot: Any, format_error: str | None) -> None:
 
 def slot_of(content: str | None, contract: Contract) -> "str | dict[str, Any]":
     """The slot's raw value under the contract (a string, or the JSON object); FormatError otherwise."""
-    if contract.form == "reply":
+    if contract.form is Form.REPLY:
         return reply_slot(content)
-    if contract.form == "line":
+    if contract.form is Form.LINE:
         return line_slot(content)
     return json_slot(content, contract.schema)
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_qualify.graders import Verdict
-from pytest_qualify.graders.contract import Accept, Contract, grade
+from pytest_qualify.graders.contract import Accept, Contract, Form, grade
 
 
 def grade_item(item_id: str, content: str | None, contract: Contract, *, finish_reason: str | None = None) -> Verdict:
@@ -33,7 +33,7 @@ def grade_item(item_id: str, content: str | None, contract: Contract, *, finish_
 
 def count_contract(count: int) -> Contract:
     """The media-admission question at the limit: the whole reply is the number of media sent."""
-    return Contract("reply", Accept((str(count),), kind="number"), value_hint="the number")
+    return Contract(Form.REPLY, Accept((str(count),), kind="number"), value_hint="the number")
 
 
 def grade_count(content: str | None, count: int) -> Verdict:

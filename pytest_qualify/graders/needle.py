@@ -15,13 +15,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from pytest_qualify.graders import Verdict
-from pytest_qualify.graders.contract import Accept, Contract, FormatError, format_failure, reply_slot
+from pytest_qualify.graders.contract import Accept, Contract, Form, FormatError, format_failure, reply_slot
 
 
 def needle_contract(value: str) -> Contract:
     """The contract a needle question states when the template gives none: the value alone."""
     forms = (value, f"{int(value):,}") if value.isdigit() else (value, value.replace("-", ""))
-    return Contract("reply", Accept(tuple(dict.fromkeys(forms)), separators=not value.isdigit()))
+    return Contract(Form.REPLY, Accept(tuple(dict.fromkeys(forms)), separators=not value.isdigit()))
 
 
 def _same(slot: str, value: str, rules: Accept) -> bool:

@@ -172,7 +172,7 @@ class GateCollector:
                 lane=props.get(properties.LANE),
             )
         result.properties.update(props)
-        outcome = report.outcome
-        if outcome == "skipped" and report.when == "call" and hasattr(report, "wasxfail"):
-            outcome = "failed"
-        result.record(report.when, outcome, "" if outcome == "passed" else reason_of(report))
+        outcome = gate_mod.Outcome(report.outcome)
+        if outcome is gate_mod.Outcome.SKIPPED and report.when == "call" and hasattr(report, "wasxfail"):
+            outcome = gate_mod.Outcome.FAILED
+        result.record(report.when, outcome, "" if outcome is gate_mod.Outcome.PASSED else reason_of(report))

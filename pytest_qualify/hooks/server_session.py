@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_qualify.client.errors import AuthRejected
+from pytest_qualify.client.errors import ErrorKind, kind_of
 from pytest_qualify.run import RunState
 from pytest_qualify.settings import Mode
 
@@ -63,12 +63,12 @@ def first_step(state: RunState) -> tuple[str, bool, tuple[str, ...]] | None:
     if "models_error" in info:
         error = info["models_error"]
         if status in (401, 403):
-            # The error's kind travels as its type's name (server_info is handed to xdist workers as JSON).
-            why = error if info.get("models_error_kind") == AuthRejected.__name__ else (
+            # The error's kind travels as a word (server_info is handed to xdist workers as JSON).
+            why = error if info.get("models_error_kind") == ErrorKind.AUTH_REJECTED else (
                 f"the endpoint refused the API key (the key is read from ${state.settings.api_key_env}): "
                 f"HTTP {status} on GET /v1/models")
             return f"not judged: {why}", False, ()
-        if status == 404 or info.get("models_error_kind") in ("ValueError", "JSONDecodeError"):
+        if status == 404 or info.get("models_error_kind") == ErrorKind.NOT_OPENAI:
             return (f"not judged: not an OpenAI-compatible endpoint: GET /v1/models "
                     + (f"answered HTTP {status}" if status else f"answered no model list ({error})")), False, ()
         return f"not judged: the endpoint did not answer GET /v1/models: {error}", False, ()
@@ -223,7 +223,7 @@ class ServerSession:
         except Exception as exc:
             info["models_error"] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             info["models_status"] = getattr(exc, "status", None)
-            info["models_error_kind"] = type(exc).__name__
+            info["models_error_kind"] = kind_of(exc)
         if state.settings.mode == Mode.ATTACH and "models" in info:
             # One minimal chat request: a key that lists the models may still be refused on chat.
             try:

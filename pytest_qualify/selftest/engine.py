@@ -31,6 +31,7 @@ from typing import Any
 from pytest_qualify.bundle_format.earlier import EarlierRunError, read_earlier, verify_bundle
 from pytest_qualify.bundle_format.manifest import SELFTEST_FILE
 from pytest_qualify.bundle_format.schema import SELFTEST_SCHEMA_ID
+from pytest_qualify.gate.decide import Result
 from pytest_qualify.settings import SelftestRequirement
 
 CONFORMING = "(conforming)"
@@ -156,7 +157,7 @@ def judge(case: Case, exit_code: int, summary: Mapping[str, Any] | None) -> tupl
     failures = verdict.get("failures") or []
     reasons = [str(r) for r in verdict.get("reasons") or []]
     if case.fault is None:
-        if exit_code == 0 and result == "PASS":
+        if exit_code == 0 and result == Result.PASS:
             return True, result, "every module passed"
         first = (failures[0]["module"] + ": " + str(failures[0]["reason"])) if failures else "; ".join(reasons)
         return False, result, f"the conforming server did not pass (exit {exit_code}): {first}"
@@ -164,12 +165,12 @@ def judge(case: Case, exit_code: int, summary: Mapping[str, Any] | None) -> tupl
     if case.fault.reason:
         # A run-level fault (the identity changed under the run): the verdict's reasons name it.
         named = [r for r in reasons if case.fault.reason in r]
-        if exit_code == 1 and result == "FAIL" and named:
+        if exit_code == 1 and result == Result.FAIL and named:
             return True, result, _short(named[0])
         return False, result, (f"not caught: the run ended {result} (exit {exit_code}) and no reason says "
                                f"{case.fault.reason!r}")
     mine = [f for f in failures if f.get("module") == module]
-    if exit_code != 1 or result != "FAIL" or not mine:
+    if exit_code != 1 or result != Result.FAIL or not mine:
         seen = sorted({str(f.get("module")) for f in failures})
         return False, result, (f"not caught: the run ended {result} (exit {exit_code}) with "
                                + (f"failures in {', '.join(seen)}" if seen else "no failed item")
@@ -237,7 +238,7 @@ def record(profile: Mapping[str, Any], outcomes: Sequence[CaseOutcome], left_out
         "schema": SELFTEST_SCHEMA_ID,
         "schema_version": 1,
         "run_id": run_id,
-        "verdict": "PASS" if passed else "FAIL",
+        "verdict": Result.PASS if passed else Result.FAIL,
         "versions": versions(),
         "profile": dict(profile),
         "started_at": _iso(started),
@@ -299,7 +300,7 @@ def _check(path: Path, req: SelftestRequirement, plugin_version: str, modules: S
     except EarlierRunError as exc:
         raise SelftestError(str(exc)) from None
     data = earlier.data
-    if data.get("verdict") != "PASS":
+    if data.get("verdict") != Result.PASS:
         raise SelftestError(f"{label}: its verdict is {data.get('verdict')!r}: the gate did not prove itself")
     version = str((data.get("versions") or {}).get("pytest-qualify"))
     if version != plugin_version:

@@ -19,7 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pytest_qualify.graders.contract import Accept, Contract, accepts
+from pytest_qualify.graders.contract import Accept, Contract, Form, accepts
 
 MEDIA_PACKAGE = "pytest_qualify.media"
 MANIFEST = "manifest.toml"
@@ -63,7 +63,7 @@ class Item:
 
     @property
     def contract(self) -> Contract:
-        return Contract("json", fields=self.fields, schema=self.schema)
+        return Contract(Form.JSON, fields=self.fields, schema=self.schema)
 
     @property
     def request(self) -> str:

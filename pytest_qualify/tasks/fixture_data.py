@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from pytest_qualify.graders.diff import DiffCase
 from pytest_qualify.graders.recall import Conversation, RecallFixtures, grade_recall
-from pytest_qualify.graders.contract import Contract, Question
+from pytest_qualify.graders.contract import Contract, Form, Question
 from pytest_qualify.graders.tools import ExpectedCall, RoundTripCase, ToolCase, ToolFixtures
 from pytest_qualify.graders.triage import Incident, grade_triage
 
@@ -107,7 +107,7 @@ def json_tasks() -> tuple[Mapping[str, Any], ...]:
 
 def json_task_prompt(task: Mapping[str, Any]) -> str:
     """The prompt a JSON task is asked with: the task, then its contract (the schema's fields)."""
-    return f"{task['prompt'].strip()}\n\n{Contract('json', schema=task['schema']).instruction()}"
+    return f"{task['prompt'].strip()}\n\n{Contract(Form.JSON, schema=task['schema']).instruction()}"
 
 
 # -- triage ---------------------------------------------------------------------------------------
@@ -243,8 +243,8 @@ def recall_fixtures() -> RecallFixtures:
     for c in data["conversation"]:
         where = f"fixtures/{path}: conversation {c['id']!r}"
         contract = _contract(c["contract"], where)
-        if contract.form != "json":
-            raise FixtureError(f"{where}: a recall contract is one JSON object (form 'json'), not {contract.form!r}")
+        if contract.form is not Form.JSON:
+            raise FixtureError(f"{where}: a recall contract is one JSON object (form 'json'), not {contract.form.value!r}")
         conv = Conversation(
             id=c["id"],
             turns=tuple((t["user"], t["assistant"]) for t in c["turn"]),
