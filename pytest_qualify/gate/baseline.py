@@ -32,13 +32,36 @@ def load_baseline(path: Path) -> dict[str, Any]:
     return data
 
 
-def check_comparable(baseline: Mapping[str, Any], *, workload: Mapping[str, Any], path: str = "") -> None:
+def simulated_mismatch(baseline: Mapping[str, Any], *, simulated: bool, path: str = "") -> str | None:
+    """Why a baseline cannot be compared with this run when one of them ran against the SIMULATED
+    reference server and the other did not (one line), else None: the reference server measures no
+    deployment, so its figures are no baseline of a real one, nor a real run's of it."""
+    if bool(baseline.get("simulated")) == bool(simulated):
+        return None
+    label = f"baseline {path}" if path else "baseline"
+    run_id = (baseline.get("run") or {}).get("id", "?")
+    which = ("the baseline is SIMULATED, this run is real" if baseline.get("simulated")
+             else "this run is SIMULATED, the baseline is real")
+    return (f"{label}: run {run_id} cannot be compared: {which}; a SIMULATED run is never compared with a real one "
+            "(the reference server measures no deployment)")
+
+
+def check_comparable(baseline: Mapping[str, Any], *, workload: Mapping[str, Any], path: str = "",
+                     simulated: bool | None = None) -> None:
     """A baseline is comparable when it measured this run's workload (``bundle_format/workload.py``:
     modules, lanes and their prompt sizes, budgets, thinking, load levels and probe length, sampling),
     whatever its profile is called and whatever it deployed: a candidate against the incumbent is the
     point. A baseline of another workload would compare unlike things, so it is refused naming what
     differs. One boot on each side has no boot-to-boot spread: ``python -m pytest_qualify compare``
-    makes the separability call across boots."""
+    makes the separability call across boots.
+
+    ``simulated``: whether this run is SIMULATED, where that is known before the server starts (the
+    reference server); None for an endpoint, which says so only once contacted: the gate refuses
+    the comparison then (``gate/decide.py``, a usage error)."""
+    if simulated is not None:
+        mismatch = simulated_mismatch(baseline, simulated=simulated, path=path)
+        if mismatch:
+            raise BaselineError(mismatch)
     label = f"baseline {path}" if path else "baseline"
     run_id = (baseline.get("run") or {}).get("id", "?")
     diff = differences(of_summary(baseline), workload, a_name="baseline", b_name="this run")
@@ -158,9 +181,6 @@ def _notes(current: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[str]
     for key in ("model", "revision", "served_name", "engine", "quantization", "kv_cache_dtype"):
         if cp["deployment"].get(key) != bp["deployment"].get(key):
             notes.append(f"deployment {key} differs: baseline {bp['deployment'].get(key)!r}, this run {cp['deployment'].get(key)!r}")
-    if current["simulated"] != baseline["simulated"]:
-        which = "the baseline" if baseline["simulated"] else "this run"
-        notes.append(f"{which} ran against the SIMULATED reference server: the figures are not comparable")
     if current["run"].get("workers") != baseline["run"].get("workers"):
         notes.append(f"xdist workers differ: baseline {baseline['run'].get('workers')}, this run {current['run'].get('workers')}")
     return notes

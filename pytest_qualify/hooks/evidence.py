@@ -28,6 +28,7 @@ def load_evidence_state(config: pytest.Config, state: RunState) -> EvidenceState
         DEFAULT_THRESHOLD_PCT, BaselineError, check_comparable, load_baseline,
     )
     from pytest_qualify.gate.waivers import WaiverError, WaiverSet, load_waivers
+    from pytest_qualify.settings import Mode
 
     ev = EvidenceState()
     settings = state.settings
@@ -44,8 +45,11 @@ def load_evidence_state(config: pytest.Config, state: RunState) -> EvidenceState
     if settings.baseline and not state.is_worker:
         try:
             ev.baseline = load_baseline(Path(settings.baseline))
+            # The reference server is SIMULATED before it starts; an endpoint says so only once
+            # contacted, and the gate refuses a mismatch then.
             check_comparable(ev.baseline, workload=state.profile.workload(settings.stage),
-                             path=str(settings.baseline))
+                             path=str(settings.baseline),
+                             simulated=True if settings.mode == Mode.REFERENCE else None)
         except BaselineError as exc:
             raise pytest.UsageError(f"--qualify-baseline: {exc}") from None
         ev.baseline_path = str(settings.baseline)

@@ -146,7 +146,7 @@ class RunSteps:
         waived_reports = sum(ev.cases[r.nodeid].failed_reports for r in verdict.waived if r.nodeid in ev.cases)
         session.exitstatus = exit_status(
             session.exitstatus, verdict,
-            usage_error=bool(verdict.waiver_errors),
+            usage_error=bool(verdict.waiver_errors or verdict.baseline_errors),
             testsfailed=session.testsfailed, waived_failed_reports=waived_reports,
         )
         ev.exit_code = int(session.exitstatus)  # the provenance and the job summary record it

@@ -94,10 +94,44 @@ def test_lanes_missing_on_one_side_are_shown_without_delta():
 def test_notes_say_what_is_not_like_for_like():
     other = copy.deepcopy(SEED)
     other["profile"]["deployment"]["revision"] = "r2"
-    other["simulated"] = True
     notes = compare(other, SEED)["notes"]
     assert "deployment revision differs: baseline 'r', this run 'r2'" in notes
-    assert any("SIMULATED" in n for n in notes)
+
+
+def test_a_simulated_baseline_of_a_real_run_and_the_reverse_are_refused():
+    """Known before the server starts (the reference server is SIMULATED): refused by check_comparable."""
+    from pytest_qualify.profiles import load_profile
+
+    workload = load_profile("262k").workload("full")
+    real, simulated = _summary_of("262k"), {**_summary_of("262k"), "simulated": True}
+    with pytest.raises(BaselineError, match=r"^baseline b\.json: run run cannot be compared: this run is SIMULATED, "
+                                            r"the baseline is real; a SIMULATED run is never compared with a real one"):
+        check_comparable(real, workload=workload, path="b.json", simulated=True)
+    with pytest.raises(BaselineError, match="the baseline is SIMULATED, this run is real"):
+        check_comparable(simulated, workload=workload, simulated=False)
+    check_comparable(simulated, workload=workload, simulated=True)
+    check_comparable(real, workload=workload, simulated=None)  # an endpoint: not known yet
+
+
+@pytest.mark.parametrize("baseline_simulated", [True, False])
+def test_the_gate_refuses_a_simulated_mismatch_found_once_the_endpoint_said_which_it_is(baseline_simulated):
+    """An endpoint says it is SIMULATED only once contacted: the gate then makes no comparison and
+    the run is a usage error (exit 4), as a waiver naming a hard module is."""
+    from pytest_qualify.gate.decide import BaselineInput, ItemResult, RunRecord, decide
+    from pytest_qualify.profiles import module_registry
+
+    ok = ItemResult("smoke::t[rep1of1]", "smoke", "t", 1, 1)
+    ok.record("call", "passed", "")
+    facts = {**copy.deepcopy(SEED), "items": [], "simulated": not baseline_simulated}
+    before = {**copy.deepcopy(SEED), "simulated": baseline_simulated}
+    decision = decide(RunRecord(results=(ok,), modules=module_registry(), required=("smoke",), facts=facts,
+                                baseline=BaselineInput(before, path="b.json")))
+    assert decision.baseline is None and len(decision.baseline_errors) == 1
+    assert "cannot be compared" in decision.baseline_errors[0] and "\n" not in decision.baseline_errors[0]
+    assert list(decision.reasons) == [f"usage error in --qualify-baseline: {decision.baseline_errors[0]}"]
+    same = decide(RunRecord(results=(ok,), modules=module_registry(), required=("smoke",),
+                            facts={**facts, "simulated": baseline_simulated}, baseline=BaselineInput(before)))
+    assert same.baseline_errors == () and same.baseline is not None
 
 
 def test_load_baseline_rejects_what_is_not_a_summary(tmp_path):
@@ -217,6 +251,18 @@ def test_regression_against_a_baseline_fails_the_gate(pytester, tmp_path):
     err = third.stderr.str()
     assert (f"--qualify-baseline: baseline {path}: run {baseline['run']['id']} measured another workload: "
             "modules: baseline [context, smoke], this run [smoke]") in err
+
+    # A real baseline against the SIMULATED reference server: refused before it starts, in one line.
+    real = json.loads((first_dir / "summary.json").read_text())
+    real["simulated"] = False
+    path.write_text(json.dumps(real))
+    fourth = run("ev4", "--qualify-baseline", str(path))
+    assert fourth.ret == pytest.ExitCode.USAGE_ERROR, fourth.stdout.str()
+    (line,) = [x for x in fourth.stderr.str().splitlines() if "--qualify-baseline" in x]
+    assert line.endswith(f"--qualify-baseline: baseline {path}: run {real['run']['id']} cannot be compared: this run "
+                         "is SIMULATED, the baseline is real; a SIMULATED run is never compared with a real one "
+                         "(the reference server measures no deployment)")
+    assert not list((tmp_path / "ev4").rglob("summary.json"))  # no run was made
 
 
 def test_fail_on_regression_needs_a_baseline(pytester):
