@@ -258,3 +258,21 @@ def test_ab_of_a_recipe_against_itself_writes_its_noise_floor(tmp_path, capsys):
     workload = of_summary(json.loads((boot / "summary.json").read_text()))
     tolerances = read_noise_floor(out / "noise-floor.json", workload)
     assert tolerances["load.c1.output_tok_s"] == floor["figures"]["load.c1.output_tok_s"]["tolerance_pct"]
+
+
+def test_ab_of_a_fast_but_wrong_b_exits_1_with_its_item_regressions(tmp_path, capsys):
+    """B's reference server decodes twice as fast but drops the needle of the longest lane (its
+    fault, through B's own pytest options): the timing stage still grades, so B's speed wins it
+    nothing: its failed lane items are regressions attributed to B."""
+    out = tmp_path / "ab"
+    code = main(["ab", "small", "small", "--boots", "2", "--endpoint", "reference", "--out", str(out),
+                 "--b-env", "QUALIFY_REFERENCE_SPEED=2",
+                 "--b-env", "PYTEST_ADDOPTS=--qualify-reference-fault=drop_needle"])
+    stdout = capsys.readouterr().out
+    assert code == 1, stdout
+    c = json.loads((out / "comparison.json").read_text())
+    assert [b["verdict"] for b in c["arms"]["A"]["boots"]] == ["PASS", "PASS"]
+    assert [b["verdict"] for b in c["arms"]["B"]["boots"]] == ["FAIL", "FAIL"]
+    regressions = [row["item"] for row in c["items"] if row["kind"] == "regression"]
+    assert regressions == ["context::test_context_retrieval[3K]"], c["items"]
+    assert c["reasons"] == [f"item regression: {regressions[0]} failed only in B"]
