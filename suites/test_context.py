@@ -1,7 +1,8 @@
 """Protocol module 3 — context retrieval.
 
 Per lane and repetition: a fresh haystack (seeded by run, lane and repetition) sized to the lane in
-the server's own tokens (``/tokenize``), a target needle and distractor needles of the same form,
+the server's own tokens (``/tokenize`` the first time a lane's size is asked for; after that computed
+from the server's learned tokens per filler unit and proven by the answer's ``usage.prompt_tokens``), a target needle and distractor needles of the same form,
 the target at a depth swept across lanes and repetitions. The streamed answer must be the target's
 exact value (the question's contract: the value alone, ``fixtures/haystack/needles.toml``); the prompt must land within the lane's tolerance; with a
 fresh cache salt, no prompt token may come from the prefix cache.
@@ -41,11 +42,24 @@ def test_context_retrieval(lane, qualify_sizer, qualify_ask, qualify_profile, qu
     tolerance = limits.lane_tolerance_tokens
     with sizing(where, "the lane"):
         sized = qualify_sizer.lane(plan, lane.prompt_tokens, tolerance)
-    qualify_record.props(tokenize_calls=sized.calls, sized_prompt_tokens=sized.tokens)
+    calls = sized.calls
 
     needles = {f"{'target' if n.target else 'distractor'} {n.key}": n.value for n in (plan.target, *plan.distractors)}
-    answer = qualify_ask(sized.messages, stream=True, timeout_s=qualify_profile.timeouts.for_prompt(lane.prompt_tokens),
-                         journal_role=TIMED, marks=needles)
+    timeout_s = qualify_profile.timeouts.for_prompt(lane.prompt_tokens)
+    answer = qualify_ask(sized.messages, stream=True, timeout_s=timeout_s, journal_role=TIMED, marks=needles)
+    how = "counted" if sized.counted else "computed, proven by usage.prompt_tokens"
+    if not qualify_sizer.confirm(sized, answer.prompt_tokens, tolerance):
+        # A lane of a size counted before is computed from the learned rate (no /tokenize call) and
+        # proven by its answer's usage; this haystack's filler counted otherwise: the harness's miss,
+        # not the server's. Size it by count and ask again, under its own salt (no shared prefix).
+        how = f"computed as {sized.tokens}, refuted by usage.prompt_tokens {answer.prompt_tokens}; counted"
+        with sizing(where, "the lane"):
+            sized = qualify_sizer.lane(plan, lane.prompt_tokens, tolerance, counted=True)
+        calls += sized.calls
+        qualify_record.retime()
+        answer = qualify_ask(sized.messages, stream=True, timeout_s=timeout_s, journal_role=TIMED, marks=needles,
+                             salt_suffix="-counted")
+    qualify_record.props(tokenize_calls=calls, sized_prompt_tokens=sized.tokens, lane_sizing=how)
 
     prompt_tokens = answer.prompt_tokens
     if prompt_tokens is None:

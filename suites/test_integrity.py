@@ -39,7 +39,7 @@ from pytest_qualify.graders.integrity import (
     RecordedAnswer, check_cut_call, check_length_band, check_no_result_cache, check_same_answers, too_fast,
     check_stream_shape, compare_stream_plain, parsed_calls,
 )
-from pytest_qualify.tasks.haystack import Haystack, haystack_seed, lane_plan, plan_haystack, size_to_tokens
+from pytest_qualify.tasks.haystack import Haystack, Sized, haystack_seed, lane_plan, plan_haystack, size_to_tokens
 
 pytestmark = pytest.mark.qualify_module("integrity")
 
@@ -203,22 +203,29 @@ def test_no_result_cache(qualify_client, qualify_sizer, qualify_ask, qualify_pro
     size = rules.cache_probe_tokens or limits.smallest_lane.prompt_tokens
     calls_before = qualify_sizer.calls
 
-    def probe(name: str) -> list[dict]:
+    tolerance = max(limits.lane_tolerance_tokens // 2, 8)
+
+    def probe(name: str) -> Sized:
+        # Re-seeded per repetition: counted the first time, computed from the learned rate after
+        # (its own answer's usage proves it; the probe's exact size decides nothing).
         plan = plan_haystack(haystack_seed(qualify_run.run_id, "integrity", name, qualify_repetition), 0.5)
         build = Haystack(plan).build
-        tolerance = max(limits.lane_tolerance_tokens // 2, 8)
         with sizing(where, "the cache probe"):
-            return qualify_sizer.sized(
-                f"cache probe {plan.seed} {size}±{tolerance}",
+            return qualify_sizer.about(
+                f"cache probe {plan.seed} {size}±{tolerance}", f"cache probe {size}±{tolerance}", build, size,
                 lambda: size_to_tokens(build, qualify_sizer.count, size, tolerance=tolerance, max_calls=6,
-                                       rate=qualify_sizer.rate),
-                build).messages
+                                       rate=qualify_sizer.rate))
 
-    prompts = [probe("a"), probe("b")]
+    def ask_fresh(sized: Sized, suffix: str):  # type: ignore[no-untyped-def]
+        answer = qualify_ask(sized.messages, check_finish=False, salt_suffix=suffix, timeout_s=timeout_s)
+        qualify_sizer.confirm(sized, answer.prompt_tokens, tolerance)
+        return answer
+
     timeout_s = qualify_profile.timeouts.for_prompt(size)
+    probes = [probe("a"), probe("b")]
+    prompts = [p.messages for p in probes]
     # Not streamed: the end-to-end time is what a cache shortens, and usage always comes.
-    fresh = [qualify_ask(prompts[0], check_finish=False, salt_suffix="-a", timeout_s=timeout_s),
-             qualify_ask(prompts[1], check_finish=False, salt_suffix="-b", timeout_s=timeout_s)]
+    fresh = [ask_fresh(probes[0], "-a"), ask_fresh(probes[1], "-b")]
     before = _metrics(qualify_client)
     repeats = [qualify_ask(prompts[0], check_finish=False, salt_suffix="-repeat", timeout_s=timeout_s)]
     engine = _engine_prompt_tokens(qualify_client, before, repeats[0].prompt_tokens)
@@ -226,7 +233,7 @@ def test_no_result_cache(qualify_client, qualify_sizer, qualify_ask, qualify_pro
     if too_fast([r.timeline.e2e_s for r in repeats], [a.timeline.e2e_s for a in fresh], ratio_min):
         # One round can be noise (a busy machine slows both fresh requests): a cache is fast every
         # time, so a second round — a third fresh prompt, the repeat once more — must agree.
-        fresh.append(qualify_ask(probe("c"), check_finish=False, salt_suffix="-c", timeout_s=timeout_s))
+        fresh.append(ask_fresh(probe("c"), "-c"))
         repeats.append(qualify_ask(prompts[0], check_finish=False, salt_suffix="-repeat2", timeout_s=timeout_s))
     fresh_s = [a.timeline.e2e_s for a in fresh]
     repeat_s = [r.timeline.e2e_s for r in repeats]

@@ -130,6 +130,13 @@ class Recorder:
         if check_finish:
             self.finish(answer, tool_turn, contract=contract)
 
+    def retime(self) -> None:
+        """Let the item's next answer be its timing: the answers so far were to a prompt it discarded
+        (a computed lane size its answer refuted)."""
+        from pytest_qualify.evidence.junit import PRIMARY_KEYS
+
+        self._item.user_properties[:] = [(k, v) for k, v in self._item.user_properties if k not in PRIMARY_KEYS]
+
     def finish(self, answer: Answer, tool_turn: bool = False, *, contract: Contract | None = None) -> None:
         """The checks every recorded answer goes through (``graders/answer_checks.py``, one pure
         function): records what they found (``finish_reason``, ``finish_check``, ``stream_check``,

@@ -305,6 +305,9 @@ class Sized:
     messages: Messages = field(repr=False)
     target: int = 0
     pad: int = 0  # one-token pad words after the filler (pad_to_tokens), part of what rebuilds it
+    # False: ``tokens`` was computed from the server's learned rate (``tasks/sizing.py``
+    # ``Sizer.about``), not counted; the answer's own ``usage.prompt_tokens`` proves it.
+    counted: bool = True
 
     @property
     def exact(self) -> bool:

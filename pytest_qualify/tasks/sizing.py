@@ -10,12 +10,20 @@ per run and process) keeps
 - every finished sizing (a lane, a bracket edge, a probe), keyed by what was sized, so the same
   prompt is rebuilt, not searched again, by the next item that needs it;
 - the tokens per filler unit it learned (:class:`~pytest_qualify.tasks.haystack.UnitRate`), the
-  next search's first guess: usually the only count a new lane needs is the one that verifies it.
+  next search's first guess, and what a calibrated prompt's size is computed from.
+
+A prompt re-seeded per repetition (a context lane, the integrity module's cache probes) is a new
+text each time, but the same *kind* of prompt: once one of its kind has been sized by count, the
+next is computed from the learned rate and sent with no ``/tokenize`` call, and the answer's own
+``usage.prompt_tokens`` (exact: the server's count of the very request) proves it
+(:meth:`Sizer.confirm`); a computed size its answer refutes is searched by count again, and its kind
+is never computed again in this process. The window bracket is not computed: a refused prompt has
+no usage, so its edges are counted (once per run).
 
 Both records go to ``sizing.jsonl`` in the run folder as well (one line each, written whole under
 a lock), so xdist workers share them: a sizing one worker finished is the sizing every worker
 uses, the first one written wins. A count recorded under another tokenizer's identity is never
-read. Every count is still the server's own: nothing here predicts a size it then trusts.
+read. Every count is the server's own: a computed size is trusted only once an answer's usage says it.
 """
 
 from __future__ import annotations
@@ -64,6 +72,8 @@ class Sizer:
         self._counts: dict[str, int] = {}
         self._sized: dict[str, dict[str, Any]] = {}
         self._read_to = 0  # bytes of the store already read
+        self._kind_of: dict[str, str] = {}  # a computed prompt's digest -> its kind
+        self._refuted: set[str] = set()  # kinds whose computed size an answer refuted
 
     def __repr__(self) -> str:
         return f"Sizer({self.tokenizer!r}, calls={self.calls}, reused={self.reused})"
@@ -88,31 +98,101 @@ class Sizer:
 
     # -- sizings -----------------------------------------------------------------------------------
 
-    def sized(self, key: str, size: Callable[[], Sized], rebuild: Callable[[int], Messages]) -> Sized:
+    def sized(self, key: str, size: Callable[[], Sized], rebuild: Callable[[int], Messages],
+              kind: str = "") -> Sized:
         """The sizing named ``key`` (what was sized and to what target): done by ``size`` the first
         time in the run, rebuilt by ``rebuild(units)`` plus its pad words every time after, with the
         count it was given. Where two workers sized it at once, both use the first one recorded.
-        The result's ``calls`` are the counts this call asked the server for."""
+        The result's ``calls`` are the counts this call asked the server for. ``kind``: what is
+        sized whatever the seed (:meth:`about`), kept with the record."""
         before = self.calls
         record = self._recall(key)
         fresh: Sized | None = None
         if record is None:
             fresh = size()
             record = self._remember(key, {"units": fresh.units, "pad": fresh.pad, "tokens": fresh.tokens,
-                                          "target": fresh.target})
+                                          "target": fresh.target, **({"kind": kind} if kind else {}),
+                                          **({} if fresh.counted else {"computed": True})})
         if fresh is not None and (record["units"], record["pad"]) == (fresh.units, fresh.pad):
             return dataclasses.replace(fresh, calls=self.calls - before)
         messages = pad_messages(rebuild(int(record["units"])), int(record["pad"]))
+        units, pad, target = int(record["units"]), int(record["pad"]), int(record["target"])
+        if record.get("computed"):
+            # Never counted: the answer's usage proves it (its proof, once given, is the count).
+            digest = prompt_digest(messages)
+            self._load()
+            known = self._counts.get(digest)
+            if known is None and record.get("kind"):
+                self._kind_of[digest] = str(record["kind"])
+            return Sized(units, int(record["tokens"]) if known is None else known, self.calls - before, messages,
+                         target, pad=pad, counted=known is not None)
         tokens = self.count(messages)
-        return Sized(int(record["units"]), tokens, self.calls - before, messages, int(record["target"]),
-                     pad=int(record["pad"]))
+        return Sized(units, tokens, self.calls - before, messages, target, pad=pad)
 
-    def lane(self, plan: HaystackPlan, prompt_tokens: int, tolerance: int) -> Sized:
+    def about(self, key: str, kind: str, build: Callable[[int], Messages], target: int, search: Callable[[], Sized],
+              *, counted: bool = False) -> Sized:
+        """A prompt of about ``target`` tokens that an answer's ``usage.prompt_tokens`` will prove,
+        named ``key`` (:meth:`sized`). The first of its ``kind`` (what is sized whatever the seed:
+        ``"lane 32768±256"``) in the run is searched by count (``search``); every later one is
+        computed from the learned rate: built and returned with no ``/tokenize`` call,
+        ``counted=False``, for :meth:`confirm` to prove. ``counted``: search by count all the same
+        (a computed size its answer refuted)."""
+        if counted:
+            return self.sized(f"{key} counted", search, build, kind)
+
+        def size() -> Sized:
+            computed = self._compute(kind, build, target)
+            return search() if computed is None else computed
+
+        return self.sized(key, size, build, kind)
+
+    def confirm(self, sized: Sized, prompt_tokens: int | None, tolerance: int) -> bool:
+        """The answer's own count of a computed prompt (``usage.prompt_tokens``): recorded as the
+        prompt's count and learned by the rate. False when it refutes the computed size (off the
+        target by more than ``tolerance``): the caller sizes by count and asks again, and this
+        kind is not computed again. A counted prompt, or an answer without usage, refutes nothing."""
+        if sized.counted or prompt_tokens is None:
+            return True
+        digest = prompt_digest(sized.messages)
+        if digest not in self._counts:
+            self._counts[digest] = int(prompt_tokens)
+            self._append({"tokenizer": self.tokenizer, "prompt": digest, "tokens": int(prompt_tokens),
+                          "from": "usage.prompt_tokens"})
+        if sized.pad == 0:
+            self.rate.learn(sized.units, int(prompt_tokens))
+        if abs(int(prompt_tokens) - sized.target) <= tolerance:
+            return True
+        kind = self._kind_of.get(digest)
+        if kind:
+            self._refuted.add(kind)
+        return False
+
+    def _compute(self, kind: str, build: Callable[[int], Messages], target: int) -> Sized | None:
+        """The prompt of ``kind`` computed from the kind's own counted sizing (its template, question
+        and needles: another kind's offset is not this one's) and the learned tokens per unit."""
+        if not kind or kind in self._refuted:
+            return None
+        self._load()
+        anchors = [r for r in self._sized.values() if r.get("kind") == kind and not r.get("computed") and not r.get("pad")]
+        slope = self.rate.tokens_per_unit
+        if not anchors or not slope or slope <= 0:
+            return None
+        anchor = anchors[0]
+        units = max(1, int(anchor["units"]) + round((target - int(anchor["tokens"])) / slope))
+        messages = build(units)
+        self._kind_of[prompt_digest(messages)] = kind
+        tokens = round(int(anchor["tokens"]) + slope * (units - int(anchor["units"])))
+        return Sized(units, tokens, 0, messages, target, counted=False)
+
+    def lane(self, plan: HaystackPlan, prompt_tokens: int, tolerance: int, *, counted: bool = False) -> Sized:
         """A context lane's prompt (``haystack.size_lane``), sized once per run: the integrity
-        module's rebuild of a lane gets the very messages the lane was timed with."""
-        return self.sized(f"lane {plan.seed} {prompt_tokens}±{tolerance}",
+        module's rebuild of a lane gets the very messages the lane was timed with. A lane of a
+        size already counted (an earlier repetition's) is computed (:meth:`about`): the lane's
+        answer proves it."""
+        return self.about(f"lane {plan.seed} {prompt_tokens}±{tolerance}", f"lane {prompt_tokens}±{tolerance}",
+                          Haystack(plan).build, prompt_tokens,
                           lambda: size_lane(plan, self.count, prompt_tokens, tolerance, rate=self.rate),
-                          Haystack(plan).build)
+                          counted=counted)
 
     # -- the shared file ---------------------------------------------------------------------------
 
@@ -173,3 +253,5 @@ class Sizer:
                 self._counts.setdefault(line["prompt"], int(line["tokens"]))
             elif "sizing" in line:
                 self._sized.setdefault(line["sizing"], line)
+                if not line.get("computed") and not line.get("pad"):
+                    self.rate.learn(int(line["units"]), int(line["tokens"]))  # another worker's count

@@ -100,3 +100,70 @@ def test_a_padded_sizing_is_rebuilt_with_its_pad_words(tmp_path):
     assert over.tokens == 4_097 and over.pad == 4_097 - fit.tokens and over.calls == 1
     rebuilt = Sizer(Counter(), ID, tmp_path / SIZING_FILE).sized("over", lambda: 1 / 0, build)
     assert (rebuilt.messages, rebuilt.tokens, rebuilt.calls) == (over.messages, 4_097, 0)
+
+
+LANES = {"1K": 1_024, "8K": 8_192, "32K": 32_768}
+
+
+def _lanes(sizer, repetition):
+    return {name: sizer.lane(lane_plan("run", list(LANES), name, repetition), tokens, 256)
+            for name, tokens in LANES.items()}
+
+
+def test_a_lane_counted_in_repetition_1_is_computed_in_repetition_2_and_proven_by_usage(tmp_path):
+    count = Counter(per_word=bpe_like)
+    sizer = Sizer(count, ID, tmp_path / SIZING_FILE)
+    first = _lanes(sizer, 1)
+    assert all(s.counted and s.calls >= 1 for s in first.values()) and count.calls == sizer.calls
+    calls = count.calls
+    second = _lanes(sizer, 2)
+    # A fresh haystack per repetition, and not one /tokenize call for it.
+    assert count.calls == calls and all(s.calls == 0 and not s.counted for s in second.values())
+    for name, sized in second.items():
+        assert sized.messages != first[name].messages
+        usage = Counter(per_word=bpe_like)(sized.messages)  # what the chat answer's usage.prompt_tokens says
+        assert abs(usage - LANES[name]) <= 128, (name, usage, sized.tokens)
+        assert sizer.confirm(sized, usage, 256)
+    # The integrity module's rebuild of a lane: the same messages, the answer's count, still no call.
+    plan = lane_plan("run", list(LANES), "32K", 2)
+    rebuilt = sizer.lane(plan, 32_768, 256)
+    usage = Counter(per_word=bpe_like)(second["32K"].messages)
+    assert (rebuilt.messages, rebuilt.tokens, rebuilt.counted, rebuilt.calls) == (second["32K"].messages, usage, True, 0)
+    # Another worker of the run reads the calibration, the computed sizing and its proof from the file.
+    other_count = Counter(per_word=bpe_like)
+    other = Sizer(other_count, ID, tmp_path / SIZING_FILE)
+    assert other.lane(plan, 32_768, 256).messages == second["32K"].messages
+    third = _lanes(other, 3)
+    assert other_count.calls == 0 and not any(s.counted for s in third.values())
+    assert count.calls == calls
+
+
+def test_a_computed_size_its_answer_refutes_is_counted_and_its_kind_never_computed_again():
+    count = Counter(per_word=bpe_like)
+    sizer = Sizer(count, ID)
+    _lanes(sizer, 1)
+    plan = lane_plan("run", list(LANES), "8K", 2)
+    computed = sizer.lane(plan, 8_192, 256)
+    assert not computed.counted and count.calls == sizer.calls
+    before = count.calls
+    # The chat's own count says the learned rate missed this haystack by more than the tolerance.
+    assert not sizer.confirm(computed, 8_192 + 300, 256)
+    recount = sizer.lane(plan, 8_192, 256, counted=True)
+    assert recount.counted and recount.calls >= 1 and count.calls > before
+    assert abs(recount.tokens - 8_192) <= 128
+    # Its kind is counted from now on; another kind is still computed.
+    assert sizer.lane(lane_plan("run", list(LANES), "8K", 3), 8_192, 256).counted
+    assert not sizer.lane(lane_plan("run", list(LANES), "1K", 3), 1_024, 256).counted
+    # A counted prompt needs no proof, and an answer without usage refutes nothing.
+    assert sizer.confirm(recount, 1, 256) and sizer.confirm(computed, None, 256)
+
+
+def test_a_window_edge_is_never_computed():
+    # A refused prompt has no usage: a sizing without a kind is counted, however calibrated the rate.
+    count = Counter()
+    sizer = Sizer(count, ID)
+    for n, label in enumerate(("fit", "fit again")):
+        plan = plan_haystack(haystack_seed("run", "window", label), 0.5, distractors=0)
+        build = Haystack(plan).build
+        sized = sizer.sized(f"window {label}", lambda: size_lane(plan, sizer.count, 4_000, 2, rate=sizer.rate), build)
+        assert sized.counted and sized.calls >= 1 and count.calls >= n + 1
