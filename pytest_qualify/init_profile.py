@@ -11,7 +11,8 @@ says how it was found: probed (and what answered) or a default.
 
 What an endpoint cannot tell is not guessed: the serve command (the profile is for attach mode,
 and a launch with it stops with a message saying so), the revision when the root does not show
-it, the quantization, the KV-cache dtype, ``--max-num-seqs``. No pytest here.
+it, the quantization, the KV-cache dtype, and ``--max-num-seqs`` unless ``/metrics`` shows it (vLLM
+0.32 does not; the reference server does), which sets the load levels. No pytest here.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ _AUTO_TOOL_REFUSED_RE = re.compile(r"auto.{0,20}tool choice|enable-auto-tool-cho
 THINK_MARKERS = ("<think>", "</think>")
 DEFAULT_ANSWER_TOKENS = 256  # the protocol's visible-answer budget (262k)
 DEFAULT_REASONING_HEADROOM = 1024  # only when thinking is on by default
+MAX_LOAD_LEVEL = 4096  # the profile schema's highest load level
 SERVE_REFUSAL = ("this profile was written by `python -m pytest_qualify init` from a running endpoint, "
                  "which cannot say how it was launched: attach with --qualify-endpoint URL, or write "
                  "[serve] command and args from the real serve command")
@@ -67,6 +69,7 @@ class Probed:
     thinking_enabled: Finding
     thinking_overridable: Finding
     cached_tokens: Finding  # bool: usage.prompt_tokens_details.cached_tokens reported
+    admission: Finding = Finding(None, "not visible from the endpoint")  # int | None: max_num_seqs in /metrics
 
 
 class Endpoint:
@@ -76,6 +79,8 @@ class Endpoint:
     def get_json(self, path: str) -> Any: ...  # pragma: no cover - interface
 
     def post_json(self, path: str, body: Mapping[str, Any], timeout_s: float | None = None) -> Any: ...  # pragma: no cover
+
+    def metrics_text(self) -> str: ...  # pragma: no cover - interface
 
 
 @dataclass(frozen=True)
@@ -269,6 +274,22 @@ def probe_cached_tokens(ep: Endpoint, served_name: str) -> Finding:
                          + (", so the prefix cache is on)" if cached[-1] else ")"))
 
 
+def probe_admission(ep: Endpoint) -> Finding:
+    """The admission limit (``max_num_seqs``) where ``/metrics`` shows it, else None and why not."""
+    from pytest_qualify.server.facts import admission_limit
+
+    try:
+        text = ep.metrics_text()
+    except Exception as exc:  # noqa: BLE001 - any failure leaves the limit unseen, never the probe failed
+        return Finding(None, f"not visible from the endpoint: GET /metrics failed ({type(exc).__name__})")
+    found = admission_limit(text)
+    if found is None:
+        return Finding(None, "not visible from the endpoint: GET /metrics shows no max_num_seqs (vLLM 0.32 "
+                             "exports none); the server's --max-num-seqs")
+    limit, metric = found
+    return Finding(limit, f"probed: GET /metrics {metric} max_num_seqs")
+
+
 def probe(ep: Endpoint, endpoint: str, served_name: str | None = None,
           media_part: Callable[[str], dict[str, Any]] | None = None) -> Probed:
     """Every probe, in the order an operator would check them."""
@@ -288,6 +309,7 @@ def probe(ep: Endpoint, endpoint: str, served_name: str | None = None,
         auto_tools=auto, tool_calls_parsed=parsed,
         reasoning_split=split, thinking_enabled=enabled, thinking_overridable=overridable,
         cached_tokens=probe_cached_tokens(ep, name),
+        admission=probe_admission(ep),
         **ident,
     )
 
@@ -331,10 +353,22 @@ def modules_for(p: Probed) -> tuple[list[str], list[str]]:
 
 def load_levels_for(max_num_seqs: int) -> list[int]:
     """The load module's concurrency levels for an admission of ``max_num_seqs`` sequences: one
-    request alone (the answers the others are held to), the admission limit, and twice it (requests
-    that must queue), rising from 1."""
-    admission = max(1, int(max_num_seqs))
-    return sorted({1, admission, 2 * admission})
+    request alone (the answers the others are held to), then doubling up to the admission limit,
+    the limit itself the highest (1, 2, 4, 6 for 6): every level the engine admits at once. A limit
+    of 1 gets 2 as well: the load module compares at least two levels, and at 2 the second request
+    queues behind the one admitted."""
+    admission = min(max(1, int(max_num_seqs)), MAX_LOAD_LEVEL)
+    levels, level = [], 1
+    while level < admission:
+        levels.append(level)
+        level *= 2
+    return levels + [admission] if admission > 1 else [1, 2]
+
+
+def _fallback_levels() -> list[int]:
+    # The admission limit unseen: one request alone, then two and four, which queue behind a
+    # limit of 1 and run at once under a higher one (the built-in profiles' levels).
+    return [1, 2, 4]
 
 
 def _toml(value: Any) -> str:
@@ -349,8 +383,15 @@ def render(p: Probed, name: str, written_at: str) -> str:
     """The profile's TOML text, every value commented with how it was found."""
     modules, left_out = modules_for(p)
     headroom = DEFAULT_REASONING_HEADROOM if p.thinking_enabled.value else 0
-    admission = Finding(1, "default: not visible from the endpoint; the server's --max-num-seqs")
-    levels = load_levels_for(int(admission.value))
+    if p.admission.value is not None:
+        admission = p.admission
+        levels = Finding(load_levels_for(int(admission.value)),
+                         f"default: one request alone, doubling up to the admission limit (max_num_seqs "
+                         f"{admission.value}, probed); set the production concurrency")
+    else:
+        admission = Finding(1, f"default: {p.admission.how}")
+        levels = Finding(_fallback_levels(), "default: one request alone, then two and four (the admission limit "
+                                             "was not visible); set the production concurrency")
     lanes = lanes_for(int(p.window_tokens.value), DEFAULT_ANSWER_TOKENS + headroom)
     out = [
         f"# Written by `python -m pytest_qualify init --endpoint {p.endpoint}` at {written_at}.",
@@ -402,12 +443,14 @@ def render(p: Probed, name: str, written_at: str) -> str:
         "",
     ]
     if "load" in modules:  # a required module's table: the load module has no levels without it
+        out += ["[load]"]
+        if p.admission.value is None:
+            out.append(f"# levels: the admission limit was not visible ({p.admission.how}), so they do not "
+                       "rise to it; set them from the serve command's --max-num-seqs")
         out += [
-            "[load]",
-            _line("levels", Finding(levels, f"default: one request alone, the admission limit (max_num_seqs "
-                                            f"{admission.value}) and twice it; set the production concurrency")),
-            _line("requests_per_level", Finding(max(8, 2 * levels[-1]), "default: the mix's requests at each level, "
-                                                "enough to keep the highest level in flight")),
+            _line("levels", levels),
+            _line("requests_per_level", Finding(max(8, 2 * levels.value[-1]), "default: the mix's requests at each "
+                                                "level, enough to keep the highest level in flight")),
             _line("probes_per_level", Finding(4, "default: decode probes at each level (TTFT, TPOT, ITL)")),
             _line("probe_tokens", Finding(32, "default: each decode probe's exact output length")),
             "",
@@ -441,5 +484,6 @@ def report_lines(p: Probed) -> list[str]:
         ("auto tool choice", p.auto_tools), ("tool calls parsed", p.tool_calls_parsed),
         ("reasoning field", p.reasoning_split), ("thinking on", p.thinking_enabled),
         ("thinking overridable", p.thinking_overridable), ("cached_tokens", p.cached_tokens),
+        ("admission limit", p.admission),
     )
     return [f"{label:<21} {f.value!s:<32} {f.how}" for label, f in rows]

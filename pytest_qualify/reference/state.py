@@ -47,6 +47,17 @@ class Metrics:
                       registry=self.registry)
         gauge.labels(**labels).set(1)
 
+    def scheduler_config(self, max_num_seqs: int) -> None:
+        """``vllm:scheduler_config_info{max_num_seqs=...}``: the admission limit the scheduler holds.
+        vLLM 0.32 exports no such gauge (an operator reads ``--max-num-seqs`` from the serve command);
+        the reference server shows it, as some vLLM-compatible servers do, so ``init`` can write
+        load levels that rise to it (server/facts.py ``admission_limit``)."""
+        from prometheus_client import Gauge
+
+        gauge = Gauge("vllm:scheduler_config_info", "Information of the scheduler configuration", ["max_num_seqs"],
+                      registry=self.registry)
+        gauge.labels(max_num_seqs=str(max_num_seqs)).set(1)
+
     def text(self) -> bytes:
         from prometheus_client import generate_latest
 
@@ -94,6 +105,7 @@ class ReferenceState:
         self.cache = PrefixCache("ignore_cache_salt" in faults)
         self.scheduler = Scheduler(profile.limits.max_num_seqs, faults, self.metrics,
                                    profile.load.levels[-1] if profile.load else 2)
+        self.metrics.scheduler_config(self.scheduler.max_num_seqs)
         self.chat_requests = 0
         self.lock = threading.Lock()
         # The result_cache fault's response cache: request body without its cache_salt -> answer.

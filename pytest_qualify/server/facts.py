@@ -141,6 +141,28 @@ def cache_config_info(text: str | None) -> dict[str, str] | None:
     return None
 
 
+def admission_limit(text: str | None) -> tuple[int, str] | None:
+    """The engine's admission limit (``max_num_seqs``: requests run at once) as a ``/metrics`` text
+    shows it, with the metric it was read from, or None. vLLM 0.32.0 shows none:
+    ``vllm:cache_config_info`` carries its CacheConfig, which has no ``max_num_seqs``, and no
+    scheduler gauge is exported (docs/real-vllm.md lists its metrics). A server that shows it does so
+    as an info gauge's label (``vllm:scheduler_config_info{max_num_seqs="4"} 1``: the reference
+    server, and vLLM-compatible servers that export their scheduler's configuration)."""
+    if not text:
+        return None
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                raw = sample.labels.get("max_num_seqs")
+                if sample.name.endswith("config_info") and raw is not None and raw.strip().isdigit() and int(raw) >= 1:
+                    return int(raw), sample.name
+    except ValueError:
+        return None
+    return None
+
+
 def _label_number(labels: Mapping[str, str], key: str) -> float | None:
     raw = labels.get(key)
     if raw is None or raw in ("None", "", "null"):

@@ -129,17 +129,80 @@ def test_cached_tokens_reported_or_not():
     assert found.value is False and "--enable-prompt-tokens-details" in found.how
 
 
+# -- the load levels: from the admission limit where /metrics shows it ---------------------------
+
+# vLLM 0.32.0's info gauge (docs/real-vllm.md): its CacheConfig, no max_num_seqs.
+VLLM_METRICS = ('# TYPE vllm:cache_config_info gauge\n'
+                'vllm:cache_config_info{block_size="128",num_gpu_blocks="8192",kv_cache_max_concurrency="256.0"} 1.0\n')
+SCHEDULER_METRICS = '# TYPE vllm:scheduler_config_info gauge\nvllm:scheduler_config_info{max_num_seqs="6"} 1.0\n'
+
+
+class MetricsEndpoint:
+    def __init__(self, text: str | None) -> None:
+        self.text = text
+
+    def metrics_text(self) -> str:
+        if self.text is None:
+            raise EndpointError(404, {}, "HTTP 404")
+        return self.text
+
+
+@pytest.mark.parametrize("limit, levels", [(1, [1, 2]), (2, [1, 2]), (4, [1, 2, 4]), (6, [1, 2, 4, 6]), (256, [1, 2, 4, 8, 16, 32, 64, 128, 256]),
+                                          (10_000, [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096])])
+def test_levels_rise_by_doubling_to_the_admission_limit(limit, levels):
+    assert init_profile.load_levels_for(limit) == levels
+
+
+def test_the_admission_limit_is_read_only_where_metrics_show_it():
+    found = init_profile.probe_admission(MetricsEndpoint(SCHEDULER_METRICS))
+    assert found == init_profile.Finding(6, "probed: GET /metrics vllm:scheduler_config_info max_num_seqs")
+    # vLLM's cache_config_info is no admission limit, though it carries a concurrency figure.
+    for text in (VLLM_METRICS, "", None, 'vllm:scheduler_config_info{max_num_seqs="0"} 1\n',
+                 'vllm:scheduler_config_info{max_num_seqs="many"} 1\n'):
+        found = init_profile.probe_admission(MetricsEndpoint(text))
+        assert found.value is None and found.how.startswith("not visible from the endpoint"), (text, found)
+
+
+def _probed(admission: init_profile.Finding) -> init_profile.Probed:
+    F = init_profile.Finding
+    return init_profile.Probed(
+        endpoint="http://e", served_name=F("m", "probed"), model=F("org/m", "probed"), revision=F(None, "not shown"),
+        window_tokens=F(4096, "probed"), engine=F("vllm==0.32.0", "probed"), tokenize=F(True, "probed"),
+        images=F(0, "probed"), videos=F(0, "probed"), auto_tools=F(True, "probed"), tool_calls_parsed=F(True, "probed"),
+        reasoning_split=F(None, "probed"), thinking_enabled=F(False, "probed"), thinking_overridable=F(False, "probed"),
+        cached_tokens=F(True, "probed"), admission=admission)
+
+
+def test_the_written_levels_rise_to_a_shown_limit_and_say_so_when_it_is_not_shown(tmp_path):
+    shown = init_profile.render(_probed(init_profile.Finding(8, "probed: GET /metrics x max_num_seqs")), "p", "now")
+    raw = tomllib.loads(shown)
+    assert raw["load"]["levels"] == [1, 2, 4, 8] and raw["limits"]["max_num_seqs"] == 8
+    assert "# levels: the admission limit was not visible" not in shown
+    unseen = init_profile.render(_probed(init_profile.probe_admission(MetricsEndpoint(VLLM_METRICS))), "p", "now")
+    raw = tomllib.loads(unseen)
+    assert raw["load"]["levels"] == [1, 2, 4] and raw["limits"]["max_num_seqs"] == 1
+    [comment] = [line for line in unseen.splitlines() if line.startswith("# levels:")]
+    assert "admission limit was not visible" in comment and "--max-num-seqs" in comment
+    for text in (shown, unseen):  # each writes a profile that loads
+        (tmp_path / "p.toml").write_text(text)
+        assert load_profile(str(tmp_path / "p.toml")).load is not None
+
+
 # -- end to end against the reference server -------------------------------------------------------
 
 
 @pytest.fixture
 def reference(request: pytest.FixtureRequest) -> Iterator[str]:
     """The reference server for the profile named by the test's parameter."""
+    yield from _reference_server(request.param)
+
+
+def _reference_server(profile: str) -> Iterator[str]:
     import httpx
 
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "pytest_qualify.reference", "--port", str(port),
-                             "--profile", request.param], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             "--profile", profile], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(100):
@@ -220,12 +283,32 @@ def test_the_written_profile_qualifies_the_endpoint_it_was_probed_from(reference
     out = tmp_path / "probed.toml"
     assert _init(reference, out).returncode == 0
     got = load_profile(str(out))
+    # The small profile's server admits one request at a time, and its /metrics says so: 1, and 2
+    # (the load module compares two levels at least).
     assert "load" in got.required_modules and got.load is not None and got.load.levels == (1, 2)
-    assert "levels = [1, 2]  # default: one request alone, the admission limit" in out.read_text()
+    assert "levels = [1, 2]  # default: one request alone, doubling up to the admission limit (max_num_seqs 1, " \
+           "probed)" in out.read_text()
     run = run_pytest(f"--qualify={out}", "--qualify-endpoint", reference, "--qualify-evidence", str(tmp_path / "ev"),
                      "-p", "no:cacheprovider", cwd=tmp_path, timeout=600)
     last = run.stdout.strip().splitlines()[-1]
     assert run.returncode == 0 and last.startswith("QUALIFICATION: PASS (exit 0)"), run.stdout[-3000:] + run.stderr
+
+
+def test_init_writes_levels_up_to_the_reference_servers_admission_limit(tmp_path):
+    from pytest_qualify.profiles import builtin_profiles
+
+    served = tmp_path / "admits-4.toml"
+    served.write_text(Path(builtin_profiles()["small"]).read_text().replace("max_num_seqs = 1\n", "max_num_seqs = 4\n", 1))
+    assert load_profile(str(served)).limits.max_num_seqs == 4
+    out = tmp_path / "probed.toml"
+    for url in _reference_server(str(served)):
+        run = _init(url, out)
+    assert run.returncode == 0, run.stdout + run.stderr
+    text = out.read_text()
+    assert "max_num_seqs = 4  # probed: GET /metrics vllm:scheduler_config_info max_num_seqs" in text
+    got = load_profile(str(out))
+    assert got.limits.max_num_seqs == 4 and got.load is not None and got.load.levels == (1, 2, 4)
+    assert "# levels: the admission limit was not visible" not in text
 
 
 def test_a_profile_that_requires_load_without_its_table_is_refused_at_load(tmp_path):
