@@ -297,7 +297,7 @@ class Profile:
         """The workload a run of this profile at ``stage`` measures, in the shape of
         ``bundle_format.workload.of_summary`` (no items: those are known once the run collected):
         what an A/B holds its two profiles to before any server starts."""
-        from pytest_qualify.bundle_format.workload import SAMPLING
+        from pytest_qualify.bundle_format.workload import SAMPLING, task_data_sha256
 
         st = self.stage(stage)
         modules = list(st.modules)
@@ -312,6 +312,7 @@ class Profile:
             "load": ({"levels": list(self.load.levels), "probe_tokens": self.load.probe_tokens}
                      if self.load is not None and "load" in modules else None),
             "sampling": SAMPLING,
+            "task_data": task_data_sha256(),
         }
 
     def lane(self, name: str) -> Lane:

@@ -2,7 +2,10 @@
 
 Two runs measured the same thing when they ran the same protocol modules, the same context lanes at
 the same prompt sizes, the same items, under the same output budgets and sampling, with the same load
-levels and decode probe length. Everything else (model, quantization, engine, serve flags, the
+levels and decode probe length, and asked the same requests: an item's request is built from the task
+data (the protocol suites, ``fixtures/`` and the media corpus) and, for a sized prompt, the served
+tokenizer, so the task data's digest stands for every request key a tokenizer does not decide (an
+item renamed nowhere whose prompt changed is another workload). Everything else (model, quantization, engine, serve flags, the
 profile's name) may differ: that is what a head-to-head or an A/B compares. A SIMULATED run never
 measured a deployment, so it is never comparable with a real one.
 
@@ -13,8 +16,16 @@ starts. ``differences`` names what differs, one phrase per field. No pytest here
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import hashlib
+from collections.abc import Iterator, Mapping
+from functools import cache
+from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import Any
+
+# The packages every protocol request is built from (pyproject.toml maps them onto suites/,
+# fixtures/ and media/ of the checkout).
+TASK_PACKAGES = ("pytest_qualify.suites", "pytest_qualify.fixtures", "pytest_qualify.media")
 
 # Sampling is the plugin's own, not the profile's: every question is asked at temperature 0 with
 # seed 1 (hooks/qualify_fixtures.py qualify_ask). Kept in the workload so a change is named.
@@ -43,13 +54,37 @@ def of_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
                   "probe_tokens": load.get("probe_tokens")} if load else None),
         "sampling": SAMPLING,
         "items": items,
+        "task_data": (summary.get("protocol") or {}).get("task_data_sha256"),
     }
+
+
+@cache
+def task_data_sha256() -> str:
+    """One digest of every file the protocol's requests are built from (``TASK_PACKAGES``): each
+    file's path in its package and its bytes, in path order; compiled files left out."""
+    h = hashlib.sha256()
+    for package in TASK_PACKAGES:
+        for rel, item in sorted(_files(resources.files(package), "")):
+            h.update(f"{package}/{rel}".encode() + b"\0" + item.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _files(folder: Traversable, prefix: str) -> Iterator[tuple[str, Traversable]]:
+    for entry in folder.iterdir():
+        if entry.name == "__pycache__" or entry.name.endswith((".pyc", ".pyo")):
+            continue
+        rel = f"{prefix}{entry.name}"
+        if entry.is_dir():
+            yield from _files(entry, rel + "/")
+        else:
+            yield rel, entry
 
 
 def differences(a: Mapping[str, Any], b: Mapping[str, Any], *, a_name: str = "A", b_name: str = "B") -> list[str]:
     """What differs between two workloads, each as one phrase naming both values; empty when they
     are the same workload. ``items`` are compared only when both sides list them (a planned
-    workload does not)."""
+    workload does not), the task data only when both name its digest (a bundle written before it
+    was recorded does not)."""
     out: list[str] = []
     for key in ("modules", "lanes", "answer_tokens", "reasoning_headroom_tokens", "thinking", "window_tokens",
                 "load", "sampling"):
@@ -61,6 +96,9 @@ def differences(a: Mapping[str, Any], b: Mapping[str, Any], *, a_name: str = "A"
         parts = [f"only in {name}: {', '.join(x[:3])}{' …' if len(x) > 3 else ''} ({len(x)})"
                  for name, x in ((a_name, only_a), (b_name, only_b)) if x]
         out.append("items: " + "; ".join(parts))
+    if a.get("task_data") and b.get("task_data") and a["task_data"] != b["task_data"]:
+        out.append(f"task data (the suites, fixtures and media its requests are built from): {a_name} sha256 "
+                   f"{a['task_data'][:12]}…, {b_name} sha256 {b['task_data'][:12]}…")
     return out
 
 

@@ -143,23 +143,31 @@ def timing_section(items: Sequence[Mapping[str, Any]], lane_order: Sequence[str]
 
 
 def streaming_section(items: Sequence[Mapping[str, Any]], engine_version: str | None = None) -> dict[str, Any] | None:
-    """How the items' streamed answers (each item's timed one) came in chunks: how many, how many
-    arrived whole in one chunk with their finish (at least ``INCREMENTAL_MIN_TOKENS`` tokens), and
-    the tokens per output chunk. None when nothing was streamed."""
+    """How the items' streamed answers (each item's timed one, and every answer of the load and
+    sweep items) came in chunks: how many, how many arrived whole in one chunk with their finish (at
+    least ``INCREMENTAL_MIN_TOKENS`` tokens), and the tokens per output chunk. None when nothing was
+    streamed."""
     streamed = [i for i in items if (i["properties"] or {}).get("timing_source") == "streamed"
                 and _num(i["properties"], "output_chunks") is not None]
-    if not streamed:
+    # The load module's answers and the sweep's samples are counted by their items (none of them is
+    # the item's timed answer): each such item is named with how many of its answers came whole.
+    counted = {"load": "load_whole_at_finish", "sweep": "sweep_whole_at_finish"}
+    many = [(i, int(n)) for i in items for key in [counted.get(i["module"])]
+            if key and (n := _num(i["properties"] or {}, key))]
+    if not streamed and not many:
         return None
     whole = [i for i in streamed if str(i["properties"].get("whole_at_finish")) in ("True", "true", "1")
              and (_num(i["properties"], "completion_tokens") or 0) >= INCREMENTAL_MIN_TOKENS]
+    named = [f"{i['module']}: {i['item']} (repetition {i['repetition']})" for i in whole]
+    named += [f"{i['module']}: {i['item']} (repetition {i['repetition']}): {n} of its answers" for i, n in many]
     per_chunk = [v for v in (_num(i["properties"], "tokens_per_chunk") for i in streamed) if v is not None]
     return {
         "label": (f"each item's timed streamed answer; whole at finish: every output token in one chunk with the "
                   f"finish, for an answer of {INCREMENTAL_MIN_TOKENS} tokens or more (its TTFT, at the first chunk, "
                   "is then its end to end)"),
         "answers": len(streamed),
-        "whole_at_finish": len(whole),
-        "whole_at_finish_items": [f"{i['module']}: {i['item']} (repetition {i['repetition']})" for i in whole][:20],
+        "whole_at_finish": len(whole) + sum(n for _, n in many),
+        "whole_at_finish_items": named[:20],
         "tokens_per_chunk_p50": percentile(per_chunk, 50) if per_chunk else None,
         "tokens_per_chunk_max": max(per_chunk) if per_chunk else None,
         "engine_note": _stream_note(engine_version) if whole else None,
@@ -402,9 +410,12 @@ def target_section(state: RunState, died: str | None, secrets: Sequence[str]) ->
 PROTOCOL_VERSION = 3
 
 
-def protocol_section(required: Sequence[str], protocol_modules: Iterable[str]) -> dict[str, Any]:
+def protocol_section(required: Sequence[str], protocol_modules: Iterable[str],
+                     task_data_sha256: str | None = None) -> dict[str, Any]:
     """The protocol's modules and those the profile leaves out: a profile without ``integrity``
-    reads "protocol v3 less integrity" wherever its verdict is shown, never as the whole protocol."""
+    reads "protocol v3 less integrity" wherever its verdict is shown, never as the whole protocol.
+    ``task_data_sha256``: the digest of what the run's requests were built from
+    (``bundle_format.workload.task_data_sha256``), which a later comparison holds to its own."""
     modules = list(protocol_modules)
     left_out = [m for m in modules if m not in required]
     label = f"protocol v{PROTOCOL_VERSION}"
@@ -413,7 +424,10 @@ def protocol_section(required: Sequence[str], protocol_modules: Iterable[str]) -
         label += f" subset: {', '.join(kept) or 'no module'} ({len(kept)} of {len(modules)} modules)"
     elif left_out:
         label += f" less {', '.join(left_out)}"
-    return {"version": PROTOCOL_VERSION, "modules": modules, "left_out": left_out, "label": label}
+    out = {"version": PROTOCOL_VERSION, "modules": modules, "left_out": left_out, "label": label}
+    if task_data_sha256 is not None:
+        out["task_data_sha256"] = task_data_sha256
+    return out
 
 
 def left_out_label(summary: Mapping[str, Any]) -> str | None:

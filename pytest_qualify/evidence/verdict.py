@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from pytest_qualify.gate import decide as gate
+from pytest_qualify.bundle_format.workload import task_data_sha256
 from pytest_qualify.evidence import bundle
 from pytest_qualify.evidence.answers import graded_tests, held_to_the_end
 from pytest_qualify.evidence.session import EvidenceState
@@ -65,7 +66,8 @@ def run_record(
         snapshots=ev.snapshots,
         metrics_errors=ev.metrics_errors,
         metrics_files=bundle.metrics_files(run_dir) if run_dir.is_dir() else [],
-        protocol=protocol_section(state.profile.required_modules, [m for m, info in modules.items() if info.protocol]),
+        protocol=protocol_section(state.profile.required_modules, [m for m, info in modules.items() if info.protocol],
+                                  task_data_sha256()),
         provenance=provenance_section(os.environ),
         serving=state.serving_facts,
     )

@@ -75,3 +75,35 @@ def test_the_ab_table_is_validated_and_its_noise_floor_is_relative_to_the_profil
     bad.write_text(text + "\n[ab]\nboots = 1\n")
     with pytest.raises(ProfileError, match="ab"):
         load_profile(str(bad))
+
+
+def test_the_task_data_digest_covers_every_request_source_and_names_a_change(tmp_path, monkeypatch):
+    """Two runs whose requests were built from other task data are another workload, though every
+    item keeps its name; a bundle that predates the digest is compared on the rest."""
+    from importlib import resources
+
+    from pytest_qualify.bundle_format import workload
+
+    digest = workload.task_data_sha256()
+    assert len(digest) == 64 and digest == workload.task_data_sha256.__wrapped__()
+    # A changed fixture changes it: a copy of the fixtures package with one byte more.
+    import shutil
+
+    copy = tmp_path / "fixtures"
+    shutil.copytree(str(resources.files("pytest_qualify.fixtures")), copy)
+    first = next(p for p in sorted(copy.rglob("*.toml")))
+    real_files = resources.files
+
+    def files(package):
+        return copy if package == "pytest_qualify.fixtures" else real_files(package)
+
+    monkeypatch.setattr(workload.resources, "files", files)
+    assert workload.task_data_sha256.__wrapped__() == digest
+    first.write_text(first.read_text() + "\n")
+    changed = workload.task_data_sha256.__wrapped__()
+    assert changed != digest
+    base = {"modules": ["smoke"], "items": ["smoke::test_short_answer[q1]"], "task_data": digest}
+    (phrase,) = workload.differences(base, {**base, "task_data": changed})
+    assert phrase.startswith("task data (the suites, fixtures and media its requests are built from): A sha256 "
+                             + digest[:12])
+    assert workload.differences(base, {**base, "task_data": None}) == []

@@ -28,7 +28,7 @@ def template(tmp_path_factory) -> dict:
 
 def make_boot(template: dict, folder: Path, *, factor: float = 1.0, run_id: str, host_kind: str | None = None,
               simulated: bool | None = None, failed: tuple[str, ...] = (), verdict: str | None = None,
-              lane_tokens: int | None = None) -> Path:
+              lane_tokens: int | None = None, task_data: str | None = None) -> Path:
     """A boot whose speed is ``factor`` times the template's: rates times it, times divided by it."""
     s = copy.deepcopy(template)
     s["run"]["id"] = run_id
@@ -54,6 +54,8 @@ def make_boot(template: dict, folder: Path, *, factor: float = 1.0, run_id: str,
             s["verdict"]["incomplete"] = s["verdict"]["reasons"] = ["the server stopped answering"]
     if lane_tokens:
         s["profile"]["limits"]["lanes"][0]["prompt_tokens"] = lane_tokens
+    if task_data:
+        s["protocol"]["task_data_sha256"] = task_data
     validate(s)
     folder.mkdir(parents=True)
     (folder / "summary.json").write_text(json.dumps(s))
@@ -122,6 +124,7 @@ def test_gate_rows_are_attributed_item_by_item_with_a_reference_deployment(templ
     ({"lane_tokens": 999}, "the bundles measured different workloads: lanes: A A1"),
     ({"simulated": False}, "SIMULATED and real runs cannot be compared"),
     ({"host_kind": "1 x NVIDIA H200"}, "boots ran on different kinds of host"),
+    ({"task_data": "0" * 64}, "task data (the suites, fixtures and media its requests are built from)"),
 ])
 def test_unlike_bundles_are_a_usage_error_naming_what_differs(template, tmp_path, capsys, change, words):
     a = arm(template, tmp_path, "A", (1.0, 1.0))
