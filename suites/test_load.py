@@ -17,6 +17,8 @@ it and graded by that module's grader (graders/load.py) — and the decode probe
   the server's mean queue time (``vllm:request_queue_time_seconds`` from ``/metrics``), goodput
   (probes inside the profile's TTFT and TPOT limits); ``[slo.load]`` can gate on any of them.
 - A level proves it ran at its concurrency: as many requests in flight at once as the level names.
+- A streamed answer (a probe, a streamed tool call) that came whole in one chunk with its finish is a
+  finding counted per level, a failure where the profile requires incremental streaming.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import pytest
 from pytest_qualify import checks
 from pytest_qualify.checks import fail
 from pytest_qualify.client.errors import EndpointError, RequestTimeout, ServerGone
+from pytest_qualify.graders.answer_checks import check_incremental
 from pytest_qualify.graders.load import (
     ProbeTiming, check_probe, grade_item, held_to_first, level_figures, recorded,
 )
@@ -65,7 +68,11 @@ def test_load(qualify_run, qualify_profile, qualify_client, qualify_salt, qualif
     findings: list[str] = []
     props: dict[str, Any] = {"load_levels": ",".join(map(str, rules.levels)), "load_probe_tokens": rules.probe_tokens,
                              "load_batch_invariant": rules.batch_invariant}
-    variance_total = 0
+    variance_total = whole_total = 0
+    # A streamed answer that came whole in one chunk with its finish (a probe's TTFT is then its end
+    # to end): a finding, a failure where the profile requires incremental streaming.
+    required = qualify_profile.integrity.incremental_streaming == "required"
+    stream_findings: list[str] = []
     for level in rules.levels:
         tag = f"c={level}"
         before = _queue_reading(qualify_client)
@@ -73,7 +80,7 @@ def test_load(qualify_run, qualify_profile, qualify_client, qualify_salt, qualif
                                              spread_probes(plan, probe, rules.probes_per_level), budget, qualify_salt)
         after = _queue_reading(qualify_client)
         probes: list[ProbeTiming] = []
-        failed = variance = output_tokens = completed = 0
+        failed = variance = output_tokens = completed = whole = 0
         for one in sent:
             what = "decode probe" if isinstance(one.job, Probe) else one.job.key
             at = f"{tag}, request {one.index + 1} ({what})"
@@ -84,6 +91,15 @@ def test_load(qualify_run, qualify_profile, qualify_client, qualify_salt, qualif
             answer = one.answer
             completed += 1
             output_tokens += answer.completion_tokens or 0
+            finding, failure = check_incremental(answer, required)
+            if finding is not None:
+                whole += 1
+                whole_total += 1
+                if failure is not None:
+                    failed += 1
+                    problems.append(f"{at}: {failure}")
+                else:
+                    stream_findings.append(f"{at}: {finding}")
             if isinstance(one.job, Probe):
                 length = check_probe(answer, probe.tokens)
                 timeline = answer.timeline
@@ -126,12 +142,17 @@ def test_load(qualify_run, qualify_profile, qualify_client, qualify_salt, qualif
         variance_total += variance
         props.update({f"load_c{level}_requests": len(sent), f"load_c{level}_failed": failed,
                       f"load_c{level}_batch_variance": variance, f"load_c{level}_in_flight_max": in_flight,
-                      f"load_c{level}_probes": len(probes), f"load_c{level}_wall_s": round(wall_s, 6)})
+                      f"load_c{level}_probes": len(probes), f"load_c{level}_wall_s": round(wall_s, 6),
+                      f"load_c{level}_whole_at_finish": whole})
         props.update({f"load_c{level}_{k}": (round(v, 6) if isinstance(v, float) else v)
                       for k, v in figures.items() if v is not None})
     props["load_batch_variance"] = variance_total
     if findings:
         props["load_batch_variance_findings"] = " | ".join(findings[:SHOWN])
+    props["load_whole_at_finish"] = whole_total
+    if stream_findings:
+        more = f" (and {len(stream_findings) - SHOWN} more)" if len(stream_findings) > SHOWN else ""
+        props["stream_incremental"] = " | ".join(stream_findings[:SHOWN]) + more
     qualify_record.props(**props)
     if problems:
         more = f" (and {len(problems) - SHOWN} more)" if len(problems) > SHOWN else ""

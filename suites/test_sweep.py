@@ -15,7 +15,9 @@
 
 The module asserts nothing of the answers (they are filler, cut at their length); it fails only when
 it could not measure: a prompt that cannot be sized, an HTTP error, a prefix-cache hit, a probe that
-did not decode its fixed length. What the figures must be is the claims' business.
+did not decode its fixed length, and a sample that came whole in one chunk with its finish where the
+profile requires incremental streaming (otherwise a finding: its "TTFT" is its end to end). What the
+figures must be is the claims' business.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import pytest
 
 from pytest_qualify.checks import fail, held, sizing
 from pytest_qualify.client.errors import EndpointError, error_message
+from pytest_qualify.graders.answer_checks import check_incremental
 from pytest_qualify.hooks import state_of
 from pytest_qualify.tasks.haystack import (
     Haystack, Sized, SizingError, haystack_seed, pad_to_tokens, plan_haystack, size_to_tokens,
@@ -82,6 +85,28 @@ def _send(ask: Any, sized: Sized, tokens: int, salt: str, timeout_s: float, wher
         fail(where, f"HTTP {exc.status}: {error_message(exc.body)[:200]}")
 
 
+class Incremental:
+    """The samples that came whole in one chunk with their finish (``answer_checks.check_incremental``):
+    such a sample's first chunk is its end to end, not a prefill, yet it would feed the TTFT claims.
+    A finding by default; a failure at once under ``[integrity] incremental_streaming = "required"``."""
+
+    def __init__(self, profile: Any) -> None:
+        self.required = profile.integrity.incremental_streaming == "required"
+        self.whole: list[str] = []
+
+    def check(self, answer: Any, where: str, sample: str) -> None:
+        finding, failure = check_incremental(answer, self.required)
+        if failure is not None:
+            fail(where, f"{sample}: {failure}")
+        if finding is not None:
+            self.whole.append(f"{sample}: {finding}")
+
+    def properties(self) -> dict[str, Any]:
+        if not self.whole:
+            return {}
+        return {"sweep_whole_at_finish": len(self.whole), "stream_incremental": " | ".join(self.whole[:4])}
+
+
 def _warm_up(ask: Any, sizer: Any, profile: Any, run_id: str, where: str) -> None:
     """One request before the measured samples, at the sweep's smallest size, so the first sample
     does not pay the server's first-request costs."""
@@ -104,6 +129,7 @@ def test_ttft_sweep(sweep_tokens, qualify_sizer, qualify_ask, qualify_profile, q
     if sized.tokens != sweep_tokens:
         fail(where, f"no prompt of exactly {sweep_tokens} server tokens could be built (closest {sized.tokens})")
     ttft, counted = [], set()
+    incremental = Incremental(qualify_profile)
     for k in range(1, rules.samples + 1):
         answer = _send(qualify_ask, sized, rules.output_tokens, f"sample-{k}", qualify_profile.timeouts.for_prompt(sweep_tokens),
                        f"{where}, sample {k}")
@@ -112,12 +138,14 @@ def test_ttft_sweep(sweep_tokens, qualify_sizer, qualify_ask, qualify_profile, q
                         "prefix cache under a fresh cache_salt: its TTFT is no prefill")
         if answer.timeline is None or answer.timeline.ttft_s is None:
             fail(where, f"sample {k}: the stream gave no first token, so no TTFT")
+        incremental.check(answer, where, f"sample {k}")
         ttft.append(answer.timeline.ttft_s)
         if answer.prompt_tokens is not None:
             counted.add(answer.prompt_tokens)
     qualify_record.props(sweep_prompt_tokens=sweep_tokens, sweep_samples=len(ttft), sweep_ttft_s_samples=_samples(ttft),
                          sweep_output_tokens=rules.output_tokens, tokenize_calls=sized.calls,
-                         **({"sweep_measured_prompt_tokens": counted.pop()} if len(counted) == 1 else {}))
+                         **({"sweep_measured_prompt_tokens": counted.pop()} if len(counted) == 1 else {}),
+                         **incremental.properties())
     held(where, f"{len(ttft)} samples timed")
 
 
@@ -129,6 +157,7 @@ def test_decode_probe(decode_prompt_tokens, qualify_sizer, qualify_ask, qualify_
     sized = _exact_prompt(qualify_sizer, qualify_run.run_id, f"decode-{decode_prompt_tokens}", decode_prompt_tokens,
                           where)
     rates = []
+    incremental = Incremental(qualify_profile)
     for k in range(1, rules.decode_samples + 1):
         answer = _send(qualify_ask, sized, rules.decode_tokens, f"decode-{k}",
                        qualify_profile.timeouts.for_prompt(decode_prompt_tokens) + rules.decode_tokens * 0.5,
@@ -139,8 +168,9 @@ def test_decode_probe(decode_prompt_tokens, qualify_sizer, qualify_ask, qualify_
         line = answer.timeline
         if line is None or line.ttft_s is None or line.e2e_s is None or line.e2e_s <= line.ttft_s:
             fail(where, f"sample {k}: no first token and end of stream to time the decode by")
+        incremental.check(answer, where, f"sample {k}")
         rates.append((rules.decode_tokens - 1) / (line.e2e_s - line.ttft_s))
     qualify_record.props(decode_probe_prompt_tokens=decode_prompt_tokens, decode_probe_tokens=rules.decode_tokens,
                          decode_probe_samples=len(rates), decode_probe_tok_s_samples=_samples(rates),
-                         tokenize_calls=sized.calls)
+                         tokenize_calls=sized.calls, **incremental.properties())
     held(where, f"{len(rates)} samples timed")

@@ -427,7 +427,7 @@ def _timing(s: Mapping[str, Any]) -> list[str]:
 
 def _streaming(streaming: Mapping[str, Any] | None) -> list[str]:
     """How the streamed answers came in chunks: said whenever one arrived whole with its finish."""
-    if not streaming or not streaming.get("answers"):
+    if not streaming or not (streaming.get("answers") or streaming.get("whole_at_finish")):
         return []
     per_chunk = streaming.get("tokens_per_chunk_p50")
     out = ["## Streaming", "",

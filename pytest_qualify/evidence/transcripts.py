@@ -79,7 +79,8 @@ def compact_messages(messages: Sequence[Mapping[str, Any]], marks: Mapping[str, 
 
 def answer_record(answer: Answer) -> dict[str, Any]:
     """What came back: visible content, tool calls (raw and parsed), reasoning, finish reason,
-    usage, the stream's chunk counts and the client-observed timing."""
+    usage, the stream's chunk counts (with its tokens per chunk and whether it came whole with its
+    finish) and the client-observed timing."""
     from pytest_qualify.client.timing import request_metrics
 
     calls = []
@@ -101,7 +102,11 @@ def answer_record(answer: Answer) -> dict[str, Any]:
         "streamed": bool(answer.streamed),
         "stream": None if stream is None else {
             "chunks": stream.chunks, "content_deltas": stream.content_deltas, "finish_chunks": stream.finish_chunks,
-            "usage_chunks": stream.usage_chunks, "tool_deltas": len(stream.tool_deltas), "done": stream.done},
+            "usage_chunks": stream.usage_chunks, "tool_deltas": len(stream.tool_deltas), "done": stream.done,
+            # How the output came: chunks that carried it, tokens per such chunk (each chunk's own where
+            # the stream said so), and whether it all came in one chunk with the finish.
+            "output_chunks": stream.output_chunks, "tokens_per_chunk": metrics.tokens_per_chunk,
+            "chunk_tokens": [n for n in stream.chunk_tokens if n > 0], "whole_at_finish": stream.whole_at_finish},
         "timing": {"ttft_s": metrics.ttft_s, "e2e_s": metrics.e2e_s, "prompt_tokens": metrics.prompt_tokens,
                    "completion_tokens": metrics.completion_tokens, "decode_tok_s": metrics.decode_tok_s},
     }
@@ -118,7 +123,7 @@ def asked_record(nodeid: str, key: str, messages: Sequence[Mapping[str, Any]], p
 
 
 def slots_record(nodeid: str, slots: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The slots the item's contract read (``graders/contract.py`` ``grade``), in order."""
+    """The slots a verdict's contract read (``graders.Verdict.slots``), in order."""
     return {"kind": SLOTS, "nodeid": nodeid, "slots": [dict(s) for s in slots]}
 
 

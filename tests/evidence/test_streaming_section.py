@@ -32,3 +32,17 @@ def test_no_finding_when_every_answer_streamed_as_decoded():
     assert section["whole_at_finish"] == 0 and section["engine_note"] is None
     assert "arrived whole" not in "\n".join(report._streaming(section))
     assert streaming_section([_item("plain", 32, 1, True, source="non-streamed")]) is None
+
+
+def test_the_load_and_sweep_items_count_each_answer_that_came_whole():
+    # Neither item's timed answer is the one that came whole: they count their answers themselves.
+    load = {"module": "load", "item": "test_load", "repetition": 1, "properties": {"load_whole_at_finish": 12}}
+    sweep = {"module": "sweep", "item": "test_ttft_sweep[512tok]", "repetition": 1,
+             "properties": {"sweep_whole_at_finish": 2}}
+    none = {"module": "load", "item": "test_load", "repetition": 2, "properties": {"load_whole_at_finish": 0}}
+    section = streaming_section([load, sweep, none])
+    assert (section["answers"], section["whole_at_finish"]) == (0, 14)
+    assert section["whole_at_finish_items"] == ["load: test_load (repetition 1): 12 of its answers",
+                                                "sweep: test_ttft_sweep[512tok] (repetition 1): 2 of its answers"]
+    assert "14 streamed answer(s) arrived whole" in "\n".join(report._streaming(section))
+    assert streaming_section([none]) is None
