@@ -13,28 +13,29 @@ from pytest_qualify.client.errors import EndpointError, error_message
 from pytest_qualify.graders import Verdict
 from pytest_qualify.tasks.haystack import SizingError
 
-# Where the running item's verdicts go: the answer journal, set around each protocol item's call
-# phase (hooks/evidence.py). A pass is counted only with a verdict there (gate.decide.proof_of_grading).
-VERDICT_SINK: ContextVar[Callable[[bool], None] | None] = ContextVar("qualify_verdict_sink", default=None)
+# Where the running item's verdicts go: the answer journal (and the slots each read, the
+# transcripts), set around each protocol item's call phase (hooks/evidence.py). A pass is counted
+# only with a verdict there (gate.decide.proof_of_grading).
+VERDICT_SINK: ContextVar[Callable[[Verdict], None] | None] = ContextVar("qualify_verdict_sink", default=None)
 
 
-def _journal(ok: bool) -> None:
+def _journal(verdict: Verdict) -> None:
     sink = VERDICT_SINK.get()
     if sink is not None:
-        sink(ok)
+        sink(verdict)
 
 
 def fail(where: str, reason: str) -> NoReturn:
     """Fail the current test with an operator-readable reason (no traceback)."""
-    _journal(False)
+    _journal(Verdict.reject(reason))
     pytest.fail(f"{where}: {reason}" if where else reason, pytrace=False)
 
 
 def require(verdict: Verdict, where: str = "") -> None:
     """Fail the current test with ``where: reason`` unless the verdict accepts; the failure carries
     its kind, the verdict's ``kind`` field (format or fact). Every verdict is journaled: the proof
-    that the item was graded."""
-    _journal(verdict.ok)
+    that the item was graded, with the slots its contract read."""
+    _journal(verdict)
     if not verdict.ok:
         # pytest's own failure, as fail() raises it, with the kind on it for hooks/evidence.py.
         failure = pytest.fail.Exception(f"{where}: {verdict.reason}" if where else verdict.reason, pytrace=False)

@@ -89,6 +89,33 @@ class RequestMetrics:
 
 
 TIMING_PROPERTIES: tuple[str, ...] = tuple(RequestMetrics.__dataclass_fields__)
+# The properties that say which request is an item's timing, and the counts over all its requests.
+PRIMARY_KEYS = frozenset(TIMING_PROPERTIES) | {"timing_source", "timing_request", "cached_tokens"}
+COUNT_KEYS = frozenset({"requests", "requests_e2e_s"})
+
+
+def merge_answer_properties(props: list[tuple[str, Any]], metrics: RequestMetrics, streamed: bool,
+                            cached_tokens: int | None = None) -> None:
+    """Fold one request's metrics into an item's user properties, in place.
+
+    The first streamed request is the item's timing (a context lane's main request is streamed;
+    a helper request before it — a token count, a warm-up — is not); until one arrives, the first
+    request stands in. Every request bumps ``requests`` and ``requests_e2e_s``.
+    """
+    current = dict(props)
+    n = int(current.get("requests", 0)) + 1
+    total = float(current.get("requests_e2e_s", 0.0)) + (metrics.e2e_s or 0.0)
+    take = n == 1 or (streamed and current.get("timing_source") != "streamed")
+    drop = COUNT_KEYS | (PRIMARY_KEYS if take else frozenset())
+    props[:] = [(k, v) for k, v in props if k not in drop]
+    if take:
+        props.extend((k, round(v, 6) if isinstance(v, float) else v) for k, v in metrics.as_properties().items())
+        if cached_tokens is not None:
+            props.append(("cached_tokens", cached_tokens))
+        props.append(("timing_source", "streamed" if streamed else "non-streamed"))
+        props.append(("timing_request", n))
+    props.append(("requests", n))
+    props.append(("requests_e2e_s", round(total, 6)))
 
 
 def request_metrics(timeline: Timeline | None, prompt_tokens: int | None, completion_tokens: int | None,

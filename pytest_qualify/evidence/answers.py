@@ -14,8 +14,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_qualify.evidence import transcripts
 from pytest_qualify.evidence.jsonl import append_line, read_lines
 from pytest_qualify.gate.slo import CheckRow
+from pytest_qualify.graders import Verdict
 from pytest_qualify.graders.integrity import RecordedAnswer, check_same_answers
 from pytest_qualify.request_key import request_key as key_of
 
@@ -51,6 +53,24 @@ def append(run_dir: Path, key: str, answer: RecordedAnswer, salt: str | None = N
 def append_verdict(run_dir: Path, test: str, ok: bool) -> None:
     """One verdict a grader reached on the item ``test`` (its node id)."""
     append_line(run_dir / JOURNAL_FILE, json.dumps({"role": VERDICT, "test": test, "ok": ok}))
+
+
+def record(run_dir: Path, asked: Mapping[str, Any], answer: RecordedAnswer | None, *, salt: str | None = None,
+           role: str = ANSWER, secrets: Sequence[str] = ()) -> None:
+    """One protocol answer's evidence, written together: its journal line (when an answer came) and
+    its transcript line (``asked``: ``transcripts.asked_record``, the request as sent and the answer
+    or the error that came instead), the one call ``qualify_ask`` makes per answer."""
+    if answer is not None:
+        append(run_dir, str(asked["key"]), answer, salt=salt, role=role)
+    transcripts.append(run_dir, asked, secrets)
+
+
+def record_verdict(run_dir: Path, test: str, verdict: Verdict, secrets: Sequence[str] = ()) -> None:
+    """One verdict a grader reached on the item ``test`` (``checks.require``): its journal line and,
+    when its contract read any, the slots it read (``Verdict.slots``) in the transcripts."""
+    append_verdict(run_dir, test, verdict.ok)
+    if verdict.slots:
+        transcripts.append(run_dir, transcripts.slots_record(test, [s.as_dict() for s in verdict.slots]), secrets)
 
 
 def graded_tests(run_dir: Path) -> set[str]:

@@ -19,8 +19,9 @@ message shortening leaves it whole; the element text holds the full report.
 
 Per testcase the timing is that of the item's *first streamed request* (or its first request when
 none streamed), plus ``requests`` (how many requests the item recorded) and ``requests_e2e_s``
-(their summed end-to-end time): :func:`merge_answer_properties` folds them into the item's
-``user_properties``, which travel under pytest-xdist into summary.json.
+(their summed end-to-end time): ``client/timing.py`` ``merge_answer_properties`` folds them into
+the item's ``user_properties`` as each answer comes, which travel under pytest-xdist into
+summary.json.
 
 Suite properties (profile, model, revision, served name, engine version, launch command with
 secrets redacted, verdict, protocol scope, provenance) are written here on the controller, because
@@ -35,40 +36,13 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_qualify.client.timing import TIMING_PROPERTIES, RequestMetrics
 from pytest_qualify.properties import FAILURE_KINDS, JUNIT_MODULE, LANE, REPETITION, Outcome
 
-PRIMARY_KEYS = frozenset(TIMING_PROPERTIES) | {"timing_source", "timing_request", "cached_tokens"}
-COUNT_KEYS = frozenset({"requests", "requests_e2e_s"})
 # The protocol's per-testcase timing properties, present on every test case (empty when n/a).
 TIMING_COLUMNS = ("ttft_s", "e2e_s", "prompt_tokens", "completion_tokens", "decode_tok_s", "prefill_tok_s")
 PROTOCOL_PROPERTIES = (JUNIT_MODULE, LANE, REPETITION, *TIMING_COLUMNS)
 # XML 1.0 cannot carry these characters at all; a model's answer may contain them.
 _ILLEGAL_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-
-
-def merge_answer_properties(props: list[tuple[str, Any]], metrics: RequestMetrics, streamed: bool,
-                            cached_tokens: int | None = None) -> None:
-    """Fold one request's metrics into an item's user properties, in place.
-
-    The first streamed request is the item's timing (a context lane's main request is streamed;
-    a helper request before it — a token count, a warm-up — is not); until one arrives, the first
-    request stands in. Every request bumps ``requests`` and ``requests_e2e_s``.
-    """
-    current = dict(props)
-    n = int(current.get("requests", 0)) + 1
-    total = float(current.get("requests_e2e_s", 0.0)) + (metrics.e2e_s or 0.0)
-    take = n == 1 or (streamed and current.get("timing_source") != "streamed")
-    drop = COUNT_KEYS | (PRIMARY_KEYS if take else frozenset())
-    props[:] = [(k, v) for k, v in props if k not in drop]
-    if take:
-        props.extend((k, round(v, 6) if isinstance(v, float) else v) for k, v in metrics.as_properties().items())
-        if cached_tokens is not None:
-            props.append(("cached_tokens", cached_tokens))
-        props.append(("timing_source", "streamed" if streamed else "non-streamed"))
-        props.append(("timing_request", n))
-    props.append(("requests", n))
-    props.append(("requests_e2e_s", round(total, 6)))
 
 
 def suite_properties(summary: Mapping[str, Any]) -> list[tuple[str, str]]:

@@ -44,13 +44,12 @@ import json
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from typing import Any
 
-from pytest_qualify.graders import FORMAT, Verdict
+from pytest_qualify.graders import FORMAT, SlotRead, Verdict
 from pytest_qualify.graders.text import space_groups_as_commas
 
 class Form(StrEnum):
@@ -643,17 +642,6 @@ class Question:
         return self.contract.grade(content)
 
 
-# The slots read while one protocol item runs, kept as its evidence (evidence/transcripts.py): the
-# pytest side sets a list around the item; for every other caller it is None and grading has no effect.
-SLOTS_READ: ContextVar[list[dict[str, Any]] | None] = ContextVar("slots_read", default=None)
-
-
-def _read(name: str, slot: Any, format_error: str | None) -> None:
-    seen = SLOTS_READ.get()
-    if seen is not None:
-        seen.append({"name": name, "slot": slot, "format_error": format_error})
-
-
 def slot_of(content: str | None, contract: Contract) -> "str | dict[str, Any]":
     """The slot's raw value under the contract (a string, or the JSON object); FormatError otherwise."""
     if contract.form is Form.REPLY:
@@ -664,17 +652,17 @@ def slot_of(content: str | None, contract: Contract) -> "str | dict[str, Any]":
 
 
 def grade(content: str | None, contract: Contract, name: str = "answer") -> Verdict:
-    """Find the slot, then compare it (or each graded JSON field) with its accepted forms."""
+    """Find the slot, then compare it (or each graded JSON field) with its accepted forms. The
+    verdict carries what was read (:attr:`Verdict.slots`)."""
     try:
         slot = slot_of(content, contract)
     except FormatError as exc:
-        _read(name, None, str(exc))
-        return format_failure(str(exc))
-    _read(name, slot, None)
+        return format_failure(str(exc)).with_slots(SlotRead(name, None, str(exc)))
+    read = SlotRead(name, slot)
     if isinstance(slot, dict):
-        return grade_fields(slot, contract.fields)
+        return grade_fields(slot, contract.fields).with_slots(read)
     assert contract.accept is not None
-    return compare(slot, contract.accept, name)
+    return compare(slot, contract.accept, name).with_slots(read)
 
 
 def grade_fields(obj: Mapping[str, Any], fields: Mapping[str, Accept]) -> Verdict:

@@ -66,14 +66,16 @@ def grade_needle(
         slot = reply_slot(answer)
     except FormatError as exc:
         return format_failure(f"{exc} (expected {what} alone)")
-    if contract.grade(slot).ok:
-        return Verdict.accept(f"found {what}")
+    graded = contract.grade(slot)  # the slot it read travels on every verdict below
+    if graded.ok:
+        return Verdict.accept(f"found {what}").with_slots(*graded.slots)
     items: Iterable[tuple[str, str]] = (
         distractors.items() if isinstance(distractors, Mapping) else (("", v) for v in distractors)
     )
     for k, v in items:
         if v != value and _same(slot, v, contract.accept):
             whose = f" (key {k!r})" if k else ""
-            return Verdict.reject(f"answer {slot!r} gives distractor value {v!r}{whose}, not {what}")
+            return Verdict.reject(f"answer {slot!r} gives distractor value {v!r}{whose}, not {what}").with_slots(
+                *graded.slots)
     near = _near_miss(slot, value)
-    return Verdict.reject(f"answer {slot!r} lacks {what}" + (f": {near}" if near else ""))
+    return Verdict.reject(f"answer {slot!r} lacks {what}" + (f": {near}" if near else "")).with_slots(*graded.slots)

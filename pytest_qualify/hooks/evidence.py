@@ -217,15 +217,15 @@ class EvidenceHooks:
     @pytest.hookimpl(wrapper=True)
     def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> Generator[None, Any, Any]:
         """The protocol item's verdicts (``checks.require``) go to the answer journal while its body
-        runs: the proof that a pass was graded. Around the body itself, so a plugin that answers the
-        call without running it leaves no verdict."""
+        runs: the proof that a pass was graded; the slots each read go to the transcripts with it.
+        Around the body itself, so a plugin that answers the call without running it leaves no verdict."""
         if module_of(pyfuncitem) is None:
             return (yield)
         from pytest_qualify import checks
-        from pytest_qualify.evidence.answers import append_verdict
+        from pytest_qualify.evidence.answers import record_verdict
 
-        run_dir, test = self.state.run_dir, pyfuncitem.nodeid
-        token = checks.VERDICT_SINK.set(lambda ok: append_verdict(run_dir, test, ok))
+        run_dir, test, secrets = self.state.run_dir, pyfuncitem.nodeid, self.state.secrets
+        token = checks.VERDICT_SINK.set(lambda verdict: record_verdict(run_dir, test, verdict, secrets))
         try:
             return (yield)
         finally:

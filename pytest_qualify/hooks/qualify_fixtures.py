@@ -117,10 +117,9 @@ class Recorder:
     def answer(self, answer: Answer, tool_turn: bool = False, *, check_finish: bool = True,
                contract: Contract | None = None) -> None:
         """Record an answer's client-observed timing and token counts. An item that makes several
-        requests keeps the timing of its first streamed one (see evidence/junit.py). With
+        requests keeps the timing of its first streamed one (client/timing.py). With
         ``check_finish=False`` the caller runs :meth:`finish` itself, after its own grading."""
-        from pytest_qualify.evidence.junit import merge_answer_properties
-        from pytest_qualify.client.timing import request_metrics
+        from pytest_qualify.client.timing import merge_answer_properties, request_metrics
 
         metrics = request_metrics(answer.timeline, answer.prompt_tokens, answer.completion_tokens, answer.stream)
         merge_answer_properties(self._item.user_properties, metrics, bool(answer.streamed), answer.cached_tokens)
@@ -133,7 +132,7 @@ class Recorder:
     def retime(self) -> None:
         """Let the item's next answer be its timing: the answers so far were to a prompt it discarded
         (a computed lane size its answer refuted)."""
-        from pytest_qualify.evidence.junit import PRIMARY_KEYS
+        from pytest_qualify.client.timing import PRIMARY_KEYS
 
         self._item.user_properties[:] = [(k, v) for k, v in self._item.user_properties if k not in PRIMARY_KEYS]
 
@@ -177,7 +176,7 @@ class Ask(Protocol):
 
 @pytest.fixture
 def qualify_ask(request: pytest.FixtureRequest, qualify_client: QualifyClient, qualify_profile: Profile,
-                qualify_record: Recorder, qualify_salt: str) -> Iterator[Ask]:
+                qualify_record: Recorder, qualify_salt: str) -> Ask:
     """One protocol question, asked the protocol's way: the profile's answer budget
     (``limits.answer_budget_tokens``), temperature 0, a fixed seed, this item's cache salt; the
     answer is recorded (and its finish state checked). ``params`` override or add request fields.
@@ -195,9 +194,10 @@ def qualify_ask(request: pytest.FixtureRequest, qualify_client: QualifyClient, q
     request and saying its role (``journal_role``, one of ``answers.ROLES``: the integrity
     module's held samples and re-asks, the context module's timed answers), for the integrity
     module's comparison of answers to the same request; and with its request in the run's
-    transcripts (evidence/transcripts.py, what report.html shows), as are the slots the item's
-    contract reads. ``marks``: strings whose place in a long prompt the transcript states (a lane's
-    needles), never sent.
+    transcripts (evidence/transcripts.py, what report.html shows), in one call per answer
+    (``answers.record``); the slots a contract read travel on its verdict and are kept when the
+    verdict is (``checks.require``). ``marks``: strings whose place in a long prompt the
+    transcript states (a lane's needles), never sent.
     """
 
     def protocol_request(prompt: str | list[dict[str, Any]], salt_suffix: str,
@@ -225,15 +225,15 @@ def qualify_ask(request: pytest.FixtureRequest, qualify_client: QualifyClient, q
             answer = qualify_client.chat(messages, **request)
         except Exception as exc:  # the request stays in the story; the failure is the test's to report
             if run is not None:
-                transcripts.append(run.run_dir, transcripts.asked_record(
-                    nodeid, key, messages, sent, error=f"{type(exc).__name__}: {exc}", marks=marks), run.secrets)
+                answers.record(run.run_dir, transcripts.asked_record(
+                    nodeid, key, messages, sent, error=f"{type(exc).__name__}: {exc}", marks=marks), None,
+                    secrets=run.secrets)
             raise
-        if run is not None:  # a run's journal; a test that fakes the client has none
-            answers.append(run.run_dir, key, RecordedAnswer(
-                asker, answer.streamed, answer.content, parsed_calls(answer.tool_calls), answer.finish_reason),
-                salt=request.get("cache_salt"), role=journal_role)
-            transcripts.append(run.run_dir, transcripts.asked_record(nodeid, key, messages, sent, answer, marks=marks),
-                               run.secrets)
+        if run is not None:  # a run's journal and transcripts; a test that fakes the client has none
+            answers.record(run.run_dir, transcripts.asked_record(nodeid, key, messages, sent, answer, marks=marks),
+                           RecordedAnswer(asker, answer.streamed, answer.content, parsed_calls(answer.tool_calls),
+                                          answer.finish_reason),
+                           salt=request.get("cache_salt"), role=journal_role, secrets=run.secrets)
         if not check_finish:
             qualify_record.answer(answer, tool_turn=tool_turn, check_finish=False)
             return answer
@@ -243,19 +243,8 @@ def qualify_ask(request: pytest.FixtureRequest, qualify_client: QualifyClient, q
             qualify_record.finish(answer, tool_turn, contract=contract)
         return answer
 
-    from pytest_qualify.graders.contract import SLOTS_READ
-
     ask.key = key  # type: ignore[attr-defined]
     nodeid = request.node.nodeid
     asker = nodeid.split("::", 1)[-1]
     run = state_of(request.config)
-    slots: list[dict[str, Any]] = []
-    token = SLOTS_READ.set(slots)
-    try:
-        yield ask
-    finally:
-        SLOTS_READ.reset(token)
-        if run is not None and slots:
-            from pytest_qualify.evidence import transcripts
-
-            transcripts.append(run.run_dir, transcripts.slots_record(nodeid, slots), run.secrets)
+    return ask

@@ -144,3 +144,18 @@ def test_the_journal_the_proxy_and_the_result_cache_share_one_definition_of_the_
     body = {"messages": MESSAGES, **params}
     assert proxy_key(body) == proxy_key({**body, "max_tokens": 9}) == same_request(body, without_limit=True)
     assert same_request(body) != same_request({**body, "max_tokens": 9})  # the journal's key keeps the limit
+
+
+def test_an_answer_and_a_verdict_each_leave_their_journal_and_transcript_lines_in_one_call(tmp_path):
+    from pytest_qualify.evidence import answers, transcripts
+    from pytest_qualify.graders import SlotRead, Verdict
+
+    asked = transcripts.asked_record("t::a", KEY, MESSAGES, {"max_tokens": 64}, error="ServerGone: gone")
+    answers.record(tmp_path, asked, None)  # no answer came: only its transcript line
+    answers.record(tmp_path, {**asked, "error": None}, RecordedAnswer("a", True, "Jupiter", (), "stop"), salt="a")
+    assert [a.content for a in answers_to(tmp_path, KEY)] == ["Jupiter"]
+    answers.record_verdict(tmp_path, "t::a", Verdict.reject("wrong").with_slots(SlotRead("answer", "Saturn")))
+    assert answers.graded_tests(tmp_path) == {"t::a"}
+    story = transcripts.by_item(transcripts.read(tmp_path))["t::a"]
+    assert len(story[transcripts.ASKED]) == 2 and story[transcripts.SLOTS] == [
+        {"name": "answer", "slot": "Saturn", "format_error": None}]

@@ -22,7 +22,7 @@ from pytest_qualify.bundle_format.schema import SummaryError, validate
 from pytest_qualify.gate.waivers import Waiver, WaiverSet
 from pytest_qualify.profiles import load_profile, module_registry
 from pytest_qualify.redaction import redact_command
-from pytest_qualify.client.timing import Timeline, request_metrics
+from pytest_qualify.client.timing import Timeline, merge_answer_properties, request_metrics
 from ..judging import judge, summary_of
 
 SECRET = "sk-test-very-secret-0123456789"
@@ -36,7 +36,7 @@ def lane_item(lane: str, rep: int, ttft: float, e2e: float, prompt: int, hits: i
     tl.chunk(True, True, at_s=ttft + 0.01)
     tl.finish(at_s=e2e)
     props: list = [("qualify_module", "context"), ("lane", lane)]
-    junit.merge_answer_properties(props, request_metrics(tl, prompt, 9), streamed=True, cached_tokens=0)
+    merge_answer_properties(props, request_metrics(tl, prompt, 9), streamed=True, cached_tokens=0)
     props += [("server_ttft_s", ttft * 0.9), ("server_requests", 1), ("prefix_cache_hit_tokens", hits),
               ("metrics_attribution", "exclusive")]
     r.properties.update(props)
@@ -176,16 +176,16 @@ def test_junit_keeps_the_xunit2_structure_and_the_figures_stay_in_the_summary(ru
 def test_first_streamed_request_is_the_items_timing():
     props: list = [("qualify_module", "context")]
     single = request_metrics(Timeline.single(0.05), 30, 1)
-    junit.merge_answer_properties(props, single, streamed=False)
+    merge_answer_properties(props, single, streamed=False)
     assert dict(props)["timing_source"] == "non-streamed" and dict(props)["e2e_s"] == 0.05
     tl = Timeline(t0=0.0, clock=lambda: 0.0)
     tl.chunk(True, True, at_s=0.5)
     tl.finish(at_s=1.5)
-    junit.merge_answer_properties(props, request_metrics(tl, 3000, 11), streamed=True, cached_tokens=0)
+    merge_answer_properties(props, request_metrics(tl, 3000, 11), streamed=True, cached_tokens=0)
     tl2 = Timeline(t0=0.0, clock=lambda: 0.0)
     tl2.chunk(True, True, at_s=0.1)
     tl2.finish(at_s=0.2)
-    junit.merge_answer_properties(props, request_metrics(tl2, 10, 2), streamed=True)
+    merge_answer_properties(props, request_metrics(tl2, 10, 2), streamed=True)
     d = dict(props)
     assert d["ttft_s"] == 0.5 and d["prompt_tokens"] == 3000 and d["timing_request"] == 2
     assert d["requests"] == 3 and d["requests_e2e_s"] == pytest.approx(1.75)

@@ -522,3 +522,16 @@ def test_the_json_locator_reports_what_it_read():
 def test_a_stray_fence_mark_is_no_text_a_second_object_still_is(reply, ok):
     verdict = grade(reply, _N)
     assert verdict.ok is ok and (ok or verdict.is_format), verdict.reason
+
+
+def test_the_slot_a_contract_read_travels_on_its_verdict():
+    from pytest_qualify.graders import SlotRead, Verdict
+    from pytest_qualify.graders.needle import grade_needle
+
+    assert grade("Working.\nANSWER: 42", SUM).slots == (SlotRead("answer", "42"),)
+    assert grade("Rome", PARIS).reworded("item 3: wrong").slots == (SlotRead("answer", "Rome"),)
+    unread = grade("Working, no answer line.", SUM)
+    assert unread.is_format and unread.slots[0].slot is None and unread.slots[0].format_error
+    assert grade_needle("4471", "4417", ["4471"]).slots == (SlotRead("answer", "4471"),)
+    # Not part of a verdict's equality: a verdict is its judgement, the slots are its evidence.
+    assert grade("Paris", PARIS) == Verdict.accept(grade("Paris", PARIS).reason)
