@@ -14,7 +14,7 @@ import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -233,3 +233,31 @@ def seal_hand_bundle(run_dir: Path, summary: Mapping[str, Any]) -> None:
                  "predicateType": "https://pytest-qualify/attestations/qualification/v1", "predicate": predicate}
     (run_dir / STATEMENT).write_text(json.dumps(statement, indent=2) + "\n")
     write_manifest(run_dir)
+
+
+def reference_server(profile: str | Path, *, ready_s: float = 20.0) -> Iterator[str]:
+    """A reference server for ``profile`` in a process of its own, as an attached endpoint would be:
+    yields its URL once /health answers, and stops it after. Use with ``yield from`` in a fixture,
+    or as ``for url in reference_server(...)``."""
+    import time
+
+    import httpx
+
+    from pytest_qualify.server.lifecycle import free_port
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "pytest_qualify.reference", "--port", str(port),
+                             "--profile", str(profile)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + ready_s
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

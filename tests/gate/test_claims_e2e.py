@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from ..helpers import junit_failures, run_pytest, suite, write_profile
+from ..helpers import junit_failures, reference_server, run_pytest, suite, write_profile
 
 from pytest_qualify.bundle_format.schema import validate
-from pytest_qualify.server.lifecycle import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -153,24 +150,7 @@ def test_each_fault_breaks_exactly_its_claims(tmp_path, fault, broken):
 
 @pytest.fixture
 def attached(tmp_path: Path) -> Iterator[str]:
-    import httpx
-
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "pytest_qualify.reference", "--port", str(port),
-                             "--profile", str(profile(tmp_path))],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(200):
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    yield from reference_server(profile(tmp_path))
 
 
 def test_attached_the_facts_no_endpoint_shows_are_not_visible_and_a_required_claim_leaves_the_run_incomplete(

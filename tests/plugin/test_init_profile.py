@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 import tomllib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -22,7 +21,7 @@ from pytest_qualify.promotion.identity import engine_version_of
 from pytest_qualify.server.lifecycle import free_port
 from pytest_qualify.profiles import load_profile
 
-from ..helpers import run_pytest
+from ..helpers import reference_server, run_pytest
 
 
 @pytest.mark.parametrize("window, lanes", [
@@ -194,27 +193,7 @@ def test_the_written_levels_rise_to_a_shown_limit_and_say_so_when_it_is_not_show
 @pytest.fixture
 def reference(request: pytest.FixtureRequest) -> Iterator[str]:
     """The reference server for the profile named by the test's parameter."""
-    yield from _reference_server(request.param)
-
-
-def _reference_server(profile: str) -> Iterator[str]:
-    import httpx
-
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "pytest_qualify.reference", "--port", str(port),
-                             "--profile", profile], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(100):
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    yield from reference_server(request.param)
 
 
 def _init(url: str, out: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -301,7 +280,7 @@ def test_init_writes_levels_up_to_the_reference_servers_admission_limit(tmp_path
     served.write_text(Path(builtin_profiles()["small"]).read_text().replace("max_num_seqs = 1\n", "max_num_seqs = 4\n", 1))
     assert load_profile(str(served)).limits.max_num_seqs == 4
     out = tmp_path / "probed.toml"
-    for url in _reference_server(str(served)):
+    for url in reference_server(str(served)):
         run = _init(url, out)
     assert run.returncode == 0, run.stdout + run.stderr
     text = out.read_text()
