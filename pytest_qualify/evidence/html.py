@@ -314,7 +314,8 @@ def _answer(a: Mapping[str, Any] | None, error: str | None) -> str:
         ("streamed", _e("yes" if a.get("streamed") else "no")
          + (f" — {stream['chunks']} chunks ({stream['content_deltas']} content, {stream['finish_chunks']} finish, "
             f"{stream['usage_chunks']} usage, {stream['tool_deltas']} tool deltas)" if stream else "")),
-        ("TTFT", _e(_seconds(timing.get("ttft_s")))),
+        ("TTFT (first chunk)", _e(_seconds(timing.get("ttft_s")))),
+        ("first content token", _e(_seconds(timing.get("ttfvt_s")))),
         ("end to end", _e(_seconds(timing.get("e2e_s")))),
         ("tokens", _e(f"{_count(timing.get('prompt_tokens'))} prompt, {_count(timing.get('completion_tokens'))} completion"
                       + (f", {_count(a['reasoning_tokens'])} reasoning" if a.get("reasoning_tokens") else ""))),
@@ -373,7 +374,8 @@ def _item(n: int, i: Mapping[str, Any], story: Mapping[str, list[Mapping[str, An
             ("failure kind", _e(kind or "-"))]
     if i.get("reason"):
         rows.append(("grader's reason", f'<pre class="reason">{_e(i["reason"])}</pre>'))
-    rows.append(("timing", _e(f"TTFT {_seconds(props.get('ttft_s'))}, end to end {_seconds(props.get('e2e_s'))}, "
+    rows.append(("timing", _e(f"TTFT (first chunk) {_seconds(props.get('ttft_s'))}, first content token "
+                              f"{_seconds(props.get('ttfvt_s'))}, end to end {_seconds(props.get('e2e_s'))}, "
                               f"{_count(props.get('prompt_tokens'))} prompt / {_count(props.get('completion_tokens'))} "
                               "completion tokens")))
     rows.append(("test", f"<code>{_e(i['nodeid'])}</code>"))
@@ -504,7 +506,7 @@ def _timing(s: Mapping[str, Any], plot_png: bytes | None) -> str:
         def spread(x: Mapping[str, Any] | None) -> str:
             return "-" if not x else f"{_seconds(x['median'])} ({_seconds(x['min'])} – {_seconds(x['max'])}, n={x['n']})"
         out.append("<h3>Context lanes</h3>" + _table(
-            ("Lane", "TTFT", "End to end", "Passed"),
+            ("Lane", "TTFT (first chunk)", "End to end", "Passed"),
             [(lane["lane"], spread(lane["ttft_s"]), spread(lane["e2e_s"]), f"{lane['passed']}/{lane['items']}")
              for lane in lanes]))
     return "<section>" + "".join(out) + "</section>"

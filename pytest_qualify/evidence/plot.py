@@ -174,7 +174,7 @@ def plot_ttft(points: Sequence[Mapping[str, Any]], path: Path, title: str, simul
         draw.text((x0 - 7, sy(t)), _tick_label(t, True), fill="black", font=small, anchor="rm")
     draw.rectangle([x0, y0, x1, y1], outline="black")
     draw.text(((x0 + x1) / 2, HEIGHT - 16), "prompt tokens (server usage)", fill="black", font=normal, anchor="mb")
-    _side_label(img, "TTFT, client-observed (s)", normal, 8, (y0 + y1) / 2)
+    _side_label(img, "TTFT at the first chunk, client-observed (s)", normal, 8, (y0 + y1) / 2)
 
     if not points and not samples:
         draw.text(((x0 + x1) / 2, (y0 + y1) / 2), "no streamed request recorded", fill="black", font=normal, anchor="mm")
@@ -289,7 +289,7 @@ def _load_panel(img: Any, draw: Any, levels: Sequence[Mapping[str, Any]], load_l
             draw.text((sx(i), y1 + 7), label, fill=FAILED if bad else "black", font=small, anchor="mt")
         draw.rectangle([x0, y0, x1, y1], outline="black")
         draw.text(((x0 + x1) / 2, y1 + 24), "concurrency", fill="black", font=small, anchor="mt")
-        _side_label(img, f"{'TTFT' if metric == 'ttft_s' else 'TPOT'} (ms)", small, int(x0 - 62), (y0 + y1) / 2)
+        _side_label(img, f"{'TTFT, first chunk' if metric == 'ttft_s' else 'TPOT'} (ms)", small, int(x0 - 62), (y0 + y1) / 2)
         for q, colour in PERCENTILE_COLOURS.items():
             limit = limits.get(f"{metric}_p{q}")
             if limit is not None:

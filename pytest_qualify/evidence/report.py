@@ -368,7 +368,8 @@ def sweep_block(s: Mapping[str, Any]) -> list[str]:
              f"{seconds(p['ttft_s_min'])} – {seconds(p['ttft_s_max'])}" if p["samples"] > 1 else "",
              p["samples"], rate(p["prefill_tok_s"])) for p in sweep["points"]]
     if rows:
-        out += table(("Prompt tokens", "TTFT (median)", "min – max", "Samples", "Prefill tok/s"), rows) + [""]
+        out += table(("Prompt tokens", "TTFT at the first chunk (median)", "min – max", "Samples", "Prefill tok/s"),
+                     rows) + [""]
     rows = [(f"{d['prompt_tokens']:,}", d["output_tokens"], rate(d["decode_tok_s"]),
              f"{rate(d['decode_tok_s_min'])} – {rate(d['decode_tok_s_max'])}", d["samples"]) for d in sweep["decode"]]
     if rows:
@@ -503,7 +504,8 @@ def _server(s: Mapping[str, Any]) -> list[str]:
     lanes = [lane for lane in s["timing"]["lanes"] if lane["server_ttft_s"]]
     if lanes:
         out += table(
-            ("Context lane", "Client TTFT", "Server TTFT", "Client / server", "Prefix-cache hits", "Attribution"),
+            ("Context lane", "Client TTFT (first chunk)", "Server TTFT (first token)", "Client / server", "Prefix-cache hits",
+             "Attribution"),
             [(lane["lane"], spread_text(lane["ttft_s"]), spread_text(lane["server_ttft_s"]),
               spread_text(lane["ttft_client_server_ratio"], lambda v: f"{v:.2f}×"),
               _n(lane["prefix_cache_hit_tokens"]), lane["metrics_attribution"] or "-") for lane in lanes],

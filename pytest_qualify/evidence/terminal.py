@@ -34,7 +34,7 @@ def terminal_lines(ev: EvidenceState) -> list[str]:
         extra = ""
         if lane["ttft_client_server_ratio"]:
             extra = f"; client/server TTFT {lane['ttft_client_server_ratio']['median']:.2f}x"
-        lines.append(f"context lane {lane['lane']}: TTFT {spread_text(lane['ttft_s'])}, "
+        lines.append(f"context lane {lane['lane']}: TTFT (first chunk) {spread_text(lane['ttft_s'])}, "
                      f"end to end {spread_text(lane['e2e_s'])}{extra}")
         lines += [f"  FLAG: {f}" for f in lane["flags"]]
     m = s["server_metrics"]

@@ -107,7 +107,9 @@ def answer_record(answer: Answer) -> dict[str, Any]:
             # the stream said so), and whether it all came in one chunk with the finish.
             "output_chunks": stream.output_chunks, "tokens_per_chunk": metrics.tokens_per_chunk,
             "chunk_tokens": [n for n in stream.chunk_tokens if n > 0], "whole_at_finish": stream.whole_at_finish},
-        "timing": {"ttft_s": metrics.ttft_s, "e2e_s": metrics.e2e_s, "prompt_tokens": metrics.prompt_tokens,
+        # TTFT at the first chunk with choices; the first content token's time beside it.
+        "timing": {"ttft_s": metrics.ttft_s, "ttfvt_s": metrics.ttfvt_s, "e2e_s": metrics.e2e_s,
+                   "prompt_tokens": metrics.prompt_tokens,
                    "completion_tokens": metrics.completion_tokens, "decode_tok_s": metrics.decode_tok_s},
     }
 

@@ -42,7 +42,7 @@ UNITS = {
 LABELS = {
     "kv_cache_tokens": "KV cache tokens", "kv_cache_gib": "KV cache GiB", "max_concurrency": "concurrency at the window",
     "model_memory_gib": "model memory", "weight_load_s": "weight load", "startup_s": "launch to ready",
-    "compile_s": "torch.compile", "graph_capture_s": "graph capture", "ttft_s": "TTFT", "e2e_s": "end to end",
+    "compile_s": "torch.compile", "graph_capture_s": "graph capture", "ttft_s": "TTFT (first chunk)", "e2e_s": "end to end",
     "prefill_tok_s": "prefill", "decode_tok_s": "single-stream decode", "decode_tok_s_p50": "decode p50 (all requests)",
     "decode_tok_s_p95": "decode p95 (all requests)", "prefill_tok_s_p50": "prefill p50 (all requests)",
 }

@@ -132,7 +132,7 @@ def test_report_has_every_table(run):
                    "| Media limits | 4 images, 1 video per request |", "| Admission | 1 sequence (max_num_seqs) |",
                    "caption ambiguity, ticket MM-12", "**Stale waivers**", "## Failures",
                    "root 'x' is not 'pytest-qualify/small-chat'", "Prefix-cache flags",
-                   "| Context lane | Client TTFT | Server TTFT | Client / server |"):
+                   "| Context lane | Client TTFT (first chunk) | Server TTFT (first token) | Client / server |"):
         assert needle in text, needle
     # 1K lane: median 200 ms with min-max over three repetitions.
     assert "| 1K | 1,024 (1,024 – 1,024, n=3) | 200.0 ms (100.0 ms – 300.0 ms, n=3) | 600.0 ms (300.0 ms – 900.0 ms, n=3) | 3/3 |" in text

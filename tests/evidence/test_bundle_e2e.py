@@ -98,7 +98,7 @@ def test_full_bundle_with_lane_cross_check(pytester, qualify_pytest, monkeypatch
     assert result.ret == 0, out
     assert "warning" not in out.lower()  # no PytestWarning about properties or anything else
     assert "QUALIFICATION: PASS" in out
-    assert "context lane 1K: TTFT" in out and "client/server TTFT" in out
+    assert "context lane 1K: TTFT (first chunk) " in out and "client/server TTFT" in out
     assert "FLAG: 2K lane, repetition 2: the server counted" in out
     d = qualify_pytest.run_dir()
     assert f"evidence bundle: {d}" in out

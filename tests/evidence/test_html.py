@@ -6,6 +6,7 @@ makes no request of its own."""
 
 from __future__ import annotations
 
+import html
 import json
 from html import escape
 import shutil
@@ -93,6 +94,11 @@ def test_a_failed_lane_items_whole_story_is_in_the_transcripts(fail_bundle):
     answer = asked["answer"]
     assert answer["streamed"] and answer["stream"]["chunks"] >= 1 and answer["timing"]["ttft_s"] > 0
     assert answer["finish_reason"] == "stop" and answer["usage"]["prompt_tokens"] > 0
+    # Each TTFT says what it timed: the first chunk, the first content token beside it.
+    assert answer["timing"]["ttfvt_s"] >= answer["timing"]["ttft_s"]
+    page = html.unescape((fail_bundle / HTML_FILE).read_text())
+    assert "<th>TTFT (first chunk)</th>" in page and "<th>first content token</th>" in page
+    assert "<th>Lane</th><th>TTFT (first chunk)</th>" in page and "timing</th><td>TTFT (first chunk) " in page
     # The slot the contract read is the value the reason names: a distractor's, not the target's.
     (slot,) = story[transcripts.SLOTS]
     distractors = {m["value"] for m in haystack["marks"] if m["name"].startswith("distractor")}

@@ -66,6 +66,9 @@ def test_each_figure_is_read_where_it_is_measured_with_both_figures_in_the_reaso
     assert by["p50"]["measured"] == 170.0 and by["p50"]["status"] == "held"
     for r in got:
         assert r["title"].startswith("Recipe claims: ") and r["claimed_text"] in r["reason"]
+    # A TTFT claim's row says what the TTFT timed: the first chunk (vllm bench serve's TTFT).
+    assert by["ttft_511"]["title"] == "Recipe claims: TTFT (first chunk) at 511 prompt tokens"
+    assert by["lane"]["title"] == "Recipe claims: TTFT (first chunk), 32K lane"
 
 
 def record(claims: Claims, serving: dict) -> RunRecord:
@@ -204,3 +207,24 @@ def test_a_claim_whose_module_or_lane_is_not_in_the_run_is_listed_and_no_gate_ro
     assert [c.title for c in check_rows(got)] == ["Recipe claims: KV cache tokens"]
     # Required or not, a claim the run does not measure leaves nothing unjudged: a stage is not the profile.
     assert all(r["ok"] for r in got)
+
+
+def test_the_sweep_table_says_its_ttft_is_at_the_first_chunk():
+    from pytest_qualify.evidence.report import sweep_block
+
+    point = {"prompt_tokens": 512, "ttft_s": 0.2, "ttft_s_min": 0.1, "ttft_s_max": 0.3, "samples": 3,
+             "prefill_tok_s": 2560.0}
+    text = "\n".join(sweep_block({"timing": {"sweep": {"label": "the sweep", "points": [point], "decode": []}}}))
+    assert "| Prompt tokens | TTFT at the first chunk (median) | min – max | Samples | Prefill tok/s |" in text
+
+
+def test_the_plot_axes_say_their_ttft_is_at_the_first_chunk(tmp_path, monkeypatch):
+    from pytest_qualify.evidence import plot
+
+    labels: list[str] = []
+    monkeypatch.setattr(plot, "_side_label", lambda img, label, *a: labels.append(label))
+    load = {"levels": [{"concurrency": 1, "ttft_s_p50": 0.1, "ttft_s_p95": 0.2, "ttft_s_p99": 0.3, "tpot_s_p50": 0.01,
+                        "tpot_s_p95": 0.02, "tpot_s_p99": 0.03}]}
+    plot.plot_ttft([{"lane": "1K", "prompt_tokens": 1024, "ttft_s": 0.5}], tmp_path / "a.png", "t", False,
+                   window_tokens=4096, load=load)
+    assert "TTFT at the first chunk, client-observed (s)" in labels and "TTFT, first chunk (ms)" in labels, labels
