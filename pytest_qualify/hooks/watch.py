@@ -9,7 +9,6 @@ readable line instead of a traceback.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any, NoReturn
 
@@ -18,18 +17,16 @@ import pytest
 from pytest_qualify.hooks import state_of
 from pytest_qualify.redaction import redact
 from pytest_qualify.run import RunState, module_of
+# The death is confirmed and accounted for in server/death.py; DEATH_FILE and split_death are named here too.
+from pytest_qualify.server.death import (  # noqa: F401
+    DEATH_FILE, DEATH_LOG_LINES, WatchedServer, read_account, split_death, write_account,
+)
 from pytest_qualify.settings import Mode
 from pytest_qualify import properties
 
 
 DEAD_PROPERTY = "server_dead"
-# The first process to find the server dead writes the reason here; xdist workers share run_dir,
-# so every worker and the controller report the same death the same way.
-DEATH_FILE = "server-death.txt"
 WORKER_ACCOUNT_WAIT_S = 1.5
-HEALTH_PROBE_TIMEOUT_S = 5.0
-EXIT_WAIT_S = 2.0
-DEATH_LOG_LINES = 20
 # The log tail travels as a section of the failure's report, not in its message.
 LOG_SECTION = f"server log (last {DEATH_LOG_LINES} lines)"
 STARTUP_LOG_SECTION = "server log at the failed startup"
@@ -41,13 +38,6 @@ def not_started_words(state: RunState) -> str:
     """What a run whose server never answered says: a startup that failed, or (attach mode, where
     the plugin starts nothing) an endpoint that could not be reached."""
     return UNREACHABLE if state.settings.mode == Mode.ATTACH else STARTUP_FAILED
-_TAIL_SEP = f"\n--- last {DEATH_LOG_LINES} lines of the server log ---\n"
-
-
-def split_death(account: str) -> tuple[str, str]:
-    """A death's account as written to DEATH_FILE: (the reason, the server log's tail)."""
-    reason, _, tail = account.partition(_TAIL_SEP)
-    return reason, tail
 
 
 class ServerWatch:
@@ -148,90 +138,31 @@ def _reraise_readably(state: RunState, item: pytest.Item, exc: Exception) -> NoR
     raise pytest.fail.Exception(reason, pytrace=False) from None
 
 
-def _process_gone(state: RunState) -> str | None:
-    """Why the launched server process is gone; None while it runs or when attached (unknown)."""
-    if state.target is not None:
-        return state.target.died()
+def _watched(state: RunState) -> WatchedServer:
+    """The run's server as ``server/death.py`` checks it (an xdist worker: what the controller
+    handed over)."""
     pid = state.server_info.get("server_pid")
-    if pid:
-        from pytest_qualify.server.target import process_gone
-
-        return process_gone(int(pid))
-    return None
+    return WatchedServer(state.base_url or "", state.target, int(pid) if pid else None,
+                         state.server_info.get("server_log"), state.secrets)
 
 
-def _death_reason(state: RunState, during: str, how: str) -> str:
-    from pytest_qualify.server.target import log_tail
+def _process_gone(state: RunState) -> str | None:
+    return _watched(state).process_gone()
 
-    if state.target is not None:
-        text = state.target.log_tail(DEATH_LOG_LINES)
-    else:
-        text = log_tail(state.server_info.get("server_log"), state.secrets, DEATH_LOG_LINES)
-    reason = f"server died during {during}: {how}"
-    if text.strip():
-        reason += _TAIL_SEP + text
-    return reason
+
+def _confirm_death(state: RunState) -> str | None:
+    return _watched(state).confirm_death()
 
 
 def _declare_dead(state: RunState, during: str, how: str) -> str:
     """Record the server's death; the first finder's account wins, in every process."""
-    reason = _death_reason(state, during, how)
-    # Written whole under a name of its own, then linked into place: the account appears complete or
-    # not at all, so a process that reads it never meets it half written (and never takes an empty
-    # file for no account and writes a second one).
-    draft = state.run_dir / f".{DEATH_FILE}.{os.getpid()}"
-    try:
-        draft.write_text(reason, encoding="utf-8")
-        os.link(draft, state.run_dir / DEATH_FILE)
-    except FileExistsError:
-        reason = _adopt_death(state) or reason
-    except OSError:  # a file system without hard links: created exclusively, then written
-        try:
-            with open(state.run_dir / DEATH_FILE, "x", encoding="utf-8") as fh:
-                fh.write(reason)
-        except FileExistsError:
-            reason = _adopt_death(state) or reason
-        except OSError:
-            pass
-    finally:
-        draft.unlink(missing_ok=True)
-    state.dead = reason
-    return reason
+    state.dead = write_account(state.run_dir, _watched(state).death_account(during, how))
+    return state.dead
 
 
 def _adopt_death(state: RunState) -> str | None:
     """Another process's account of the death, if one was written."""
-    try:
-        text = (state.run_dir / DEATH_FILE).read_text(encoding="utf-8")
-    except OSError:
-        return None
-    return text or None
-
-
-def _probe_health(state: RunState) -> str | None:
-    """The connection error when /health cannot be reached; None when the server answers at
-    all (any status) or is merely slow (a hung server is not a dead one)."""
-    from pytest_qualify.server.target import probe_health
-
-    probe = probe_health(state.base_url or "", HEALTH_PROBE_TIMEOUT_S)
-    return None if probe.status is not None or probe.timed_out else probe.error
-
-
-def _confirm_death(state: RunState) -> str | None:
-    """After a failed connection: how the server is gone, or None when it still answers."""
-    refused = _probe_health(state)
-    if refused is None:
-        return None
-    pid = state.target.process.pid if state.target is not None and state.target.process else state.server_info.get("server_pid")
-    if not pid:
-        return f"the endpoint no longer accepts connections ({refused})"
-    # The listening socket closes a moment before the process is reaped: wait for the exit code.
-    deadline = time.monotonic() + EXIT_WAIT_S
-    while (how := _process_gone(state)) is None:
-        if time.monotonic() >= deadline:
-            return f"server process (pid {pid}) is running but refuses connections ({refused})"
-        time.sleep(0.05)
-    return how
+    return read_account(state.run_dir)
 
 
 def _chain(exc: BaseException) -> list[BaseException]:

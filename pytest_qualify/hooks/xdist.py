@@ -3,7 +3,7 @@
 every worker through ``server-handover.json`` in the run folder, written before a single item is
 scheduled; workers read it before their first protocol item and send back what only they saw (their
 selection counts, a usage error found at their collection). A death found by one worker reaches
-the others through ``watch.DEATH_FILE`` in the run folder."""
+the others through ``DEATH_FILE`` (``server/death.py``) in the run folder."""
 
 from __future__ import annotations
 
