@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_qualify.client.errors import ErrorKind, kind_of
 from pytest_qualify.run import RunState
 from pytest_qualify.settings import Mode
 
@@ -46,54 +45,19 @@ def install_sigterm_handler() -> None:
 
 
 def first_step(state: RunState) -> tuple[str, bool, tuple[str, ...]] | None:
-    """The run's first step, once the server answers: health, authentication and identity, read
-    from what the server session asked as it came up. ``(reason, judged, modules still run)`` when
-    the run must stop: not judged (a rejected key, not an OpenAI-compatible endpoint, no answer) is
-    INCOMPLETE and runs nothing; a served identity that is not the profile's is a judged FAIL, and
-    only the smoke module still runs (its identity items show the readings). None: go on."""
-    from pytest_qualify.graders.identity import check_identity
-    from pytest_qualify.promotion.identity import DIFFERS, declared_fields, engine_version_reason, read_identity
+    """The run's first step (``server/info.py`` ``first_step``): ``(reason, judged, modules still
+    run)`` when the run must stop, None to go on; the profile's declared fields go to the stage run."""
+    from pytest_qualify.server.info import ServerInfo, first_step as judge_first_step
 
-    info, profile = state.server_info, state.profile
-    if state.startup_error:
-        if state.settings.mode == Mode.ATTACH:
-            return f"not judged: {state.startup_error.splitlines()[0]}", False, ()
-        return None  # a failed launch: every protocol item reports it with the command and log tail
-    status = info.get("models_status")
-    if "models_error" in info:
-        error = info["models_error"]
-        if status in (401, 403):
-            # The error's kind travels as a word (server_info is handed to xdist workers as JSON).
-            why = error if info.get("models_error_kind") == ErrorKind.AUTH_REJECTED else (
-                f"the endpoint refused the API key (the key is read from ${state.settings.api_key_env}): "
-                f"HTTP {status} on GET /v1/models")
-            return f"not judged: {why}", False, ()
-        if status == 404 or info.get("models_error_kind") == ErrorKind.NOT_OPENAI:
-            return (f"not judged: not an OpenAI-compatible endpoint: GET /v1/models "
-                    + (f"answered HTTP {status}" if status else f"answered no model list ({error})")), False, ()
-        return f"not judged: the endpoint did not answer GET /v1/models: {error}", False, ()
-    if info.get("chat_status") in (401, 403):
-        return (f"not judged: credentials refused on chat: HTTP {info['chat_status']} on POST /v1/chat/completions "
-                f"although GET /v1/models accepted the key (the key is read from ${state.settings.api_key_env})"), \
-            False, ()
-    d = profile.deployment
-    verdict = check_identity(info.get("models") or [], d.served_name, d.model, profile.limits.window_tokens)
-    problems = [] if verdict.ok else [verdict.reason]
-    if "version" in info:
-        engine = engine_version_reason(d.engine, info.get("version"))
-        if engine:
-            problems.append(engine)
-    declared = declared_fields(
-        d, launch_argv=state.target.process.spec.argv if (
-            state.settings.mode == Mode.LAUNCH and state.target is not None and state.target.process is not None) else None,
-        served=read_identity(d.served_name, info.get("models"), info.get("version")))
-    if state.stage_run is not None:
+    target = state.target
+    launch_argv = target.process.spec.argv if (
+        state.settings.mode == Mode.LAUNCH and target is not None and target.process is not None) else None
+    stop, declared = judge_first_step(ServerInfo.of(state.server_info), state.profile, mode=state.settings.mode,
+                                      startup_error=state.startup_error, api_key_env=state.settings.api_key_env,
+                                      launch_argv=launch_argv)
+    if declared is not None and state.stage_run is not None:
         state.stage_run.declared = declared
-    problems += [f.reason() for f in declared if f.status == DIFFERS and f.name != "engine version"]
-    if problems:
-        return ("the served identity is not the profile's (stopped after the smoke module): " + "; ".join(problems),
-                True, ("smoke",))
-    return None
+    return stop
 
 
 def preflight(state: RunState, collect_only: bool = False) -> None:
@@ -200,45 +164,15 @@ class ServerSession:
                              metrics_text=metrics_text, ready_s=process.ready_s if process is not None else None)
 
     def server_info(self) -> dict[str, Any]:
-        """What the server says it is; recorded for the report, checked by the first step
-        (:func:`first_step`) and the smoke module. ``simulated``: the reference server, or an
-        endpoint whose ``/version`` or ``/v1/models`` says ``"simulated": true``."""
-        state = self.state
-        client = make_client(state)
-        info: dict[str, Any] = {"mode": state.settings.mode, "simulated": state.settings.mode == Mode.REFERENCE}
+        """What the server says it is (``server/info.py``), as the run state and the xdist hand-over
+        keep it; checked by the first step (:func:`first_step`) and the smoke module."""
+        from pytest_qualify.server.info import read_server_info
+
+        client = make_client(self.state)
         try:
-            body = client.get_json("/version")
-            info["version"] = str(body.get("version", "")) if isinstance(body, dict) else ""
-            info["simulated"] = info["simulated"] or (isinstance(body, dict) and body.get("simulated") is True)
-        except Exception as exc:  # recorded, judged by the first step and the smoke module
-            info["version_error"] = str(exc)
-            info["version_status"] = getattr(exc, "status", None)
-        try:
-            body = client.get_json("/v1/models")
-            if not isinstance(body, dict) or not isinstance(body.get("data"), list):
-                raise ValueError(f"GET /v1/models answered no model list (got {str(body)[:80]!r})")
-            info["models"] = body["data"]
-            info["simulated"] = info["simulated"] or any(
-                isinstance(m, dict) and m.get("simulated") is True for m in body["data"])
-        except Exception as exc:
-            info["models_error"] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            info["models_status"] = getattr(exc, "status", None)
-            info["models_error_kind"] = kind_of(exc)
-        if state.settings.mode == Mode.ATTACH and "models" in info:
-            # One minimal chat request: a key that lists the models may still be refused on chat.
-            try:
-                client.chat([{"role": "user", "content": "Say OK."}], max_tokens=1, temperature=0)
-            except Exception as exc:  # judged by the first step (401/403) and by the smoke module
-                info["chat_status"] = getattr(exc, "status", None)
-                info["chat_error"] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        if state.target is not None:
-            info["launch_command"] = state.target.display_command
-            if state.target.process is not None:
-                # xdist workers use these to tell a dead server from a failing request on their own.
-                info["server_pid"] = state.target.process.pid
-                info["server_log"] = str(state.target.process.spec.log_path)
-        client.close()
-        return info
+            return read_server_info(client, self.state.settings.mode, self.state.target).as_dict()
+        finally:
+            client.close()
 
     def stop(self) -> None:
         if self.state.target is None:
