@@ -100,6 +100,15 @@ def check_comparable(arms: Sequence[ArmBoots], *, allow_mixed_hosts: bool = Fals
     boots = [(arm.name, b) for arm in arms for b in arm.boots]
     if not boots:
         raise CompareUsageError("no bundles to compare")
+    seen: dict[str, str] = {}
+    for name, b in boots:
+        # A boot is one sample: the same bundle (or a copy of it: the same run id) twice would count one
+        # server boot as several and shrink the spread it is judged by.
+        for key in (f"folder {b.path.resolve()}", f"run id {b.run_id}"):
+            if key in seen:
+                raise CompareUsageError(f"{name} {b.path} is the same boot as {seen[key]} ({key}): each bundle "
+                                        "is one server boot and may be named once")
+            seen[key] = f"{name} {b.path}"
     simulated = {b.simulated for _, b in boots}
     if len(simulated) > 1:
         sims = ", ".join(f"{name} {b.path.name}" for name, b in boots if b.simulated)

@@ -40,8 +40,9 @@ def _pct(value: float | None, signed: bool = True) -> str:
     return f"{value:+.2f}%" if signed else f"{value:.2f}%"
 
 
-def _interval(f: Mapping[str, Any]) -> str:
-    iv = f.get("interval_pct")
+def _interval(f: Mapping[str, Any], key: str = "adjusted_interval_pct") -> str:
+    """The interval the call rests on: Holm's adjusted one (at the figure's step level)."""
+    iv = f.get(key) or (f.get("interval_pct") if key == "adjusted_interval_pct" else None)
     return "-" if not iv else f"{_pct(iv[0])} … {_pct(iv[1])}"
 
 
@@ -79,11 +80,11 @@ def render_md(c: Mapping[str, Any]) -> str:
     if c.get("spread") == "run-to-run":
         lines += ["The arms were attached endpoints: one sample is one run against a server that kept running, so "
                   "the spread is run-to-run, not boot-to-boot; a boot's own luck is not in it.", ""]
-    lines += ["| figure | A | B | B vs A | 95% interval | call | smallest separable | boots for ±tol | gates |",
-              "|---|---|---|---|---|---|---|---|---|"]
+    lines += ["| figure | A | B | B vs A | interval (Holm-adjusted) | 95% interval (unadjusted) | call | smallest separable | boots for ±tol | gates |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for f in c["figures"]:
         lines.append(f"| {f['title']} (`{f['id']}`) | {_arm_text(f['a'], f['unit'])} | {_arm_text(f['b'], f['unit'])} | "
-                     f"{_pct(f['difference_pct'])} | {_interval(f)} | **{f['call']}** | "
+                     f"{_pct(f['difference_pct'])} | {_interval(f)} | {_interval(f, 'interval_pct')} | **{f['call']}** | "
                      f"{_pct(f['min_detectable_pct'], False)} | {f['boots_to_separate_tolerance'] or '-'} | "
                      f"{'yes' if f['gating'] else 'no'} |")
     if c.get("not_separable_note"):
@@ -125,7 +126,7 @@ def _svg(f: Mapping[str, Any]) -> str:
         for v in f[arm]["values"]:
             parts.append(f'<circle cx="{x(v):.1f}" cy="{y}" r="4" fill="{color}" fill-opacity="0.7">'
                          f'<title>{html.escape(fmt(v, f["unit"]))}</title></circle>')
-    iv, tol = f.get("interval_pct"), f["tolerance_pct"]
+    iv, tol = f.get("adjusted_interval_pct") or f.get("interval_pct"), f["tolerance_pct"]
     if iv:
         reach = max(abs(iv[0]), abs(iv[1]), tol) * 1.2
 
@@ -137,7 +138,7 @@ def _svg(f: Mapping[str, Any]) -> str:
                      f'fill="#e9f6ec"><title>tolerance ±{tol:g}%</title></rect>')
         parts.append(f'<line x1="{px(0):.1f}" x2="{px(0):.1f}" y1="{y - 10}" y2="{y + 10}" stroke="#57606a"/>')
         parts.append(f'<line x1="{px(iv[0]):.1f}" x2="{px(iv[1]):.1f}" y1="{y}" y2="{y}" stroke="#1b1f24" stroke-width="3">'
-                     f'<title>95% interval {html.escape(_interval(f))}</title></line>')
+                     f'<title>interval (Holm-adjusted) {html.escape(_interval(f))}</title></line>')
         if f.get("difference_pct") is not None:
             parts.append(f'<circle cx="{px(f["difference_pct"]):.1f}" cy="{y}" r="3" fill="#1b1f24"/>')
         parts.append(f'<text x="{width - pad}" y="{y + 18}" font-size="9" text-anchor="end" fill="#57606a">'
@@ -166,13 +167,13 @@ def render_html(c: Mapping[str, Any]) -> str:
     out.append(f"<p class=muted>Method: {e(c['method'])}. One sample is one boot; the spread is {e(c['spread'])}.</p>")
     if c.get("not_separable_note"):
         out.append(f"<p>{e(c['not_separable_note'])}.</p>")
-    out.append("<table><tr><th>figure</th><th>A</th><th>B</th><th>B vs A</th><th>95% interval</th><th>call</th>"
+    out.append("<table><tr><th>figure</th><th>A</th><th>B</th><th>B vs A</th><th>interval (Holm-adjusted)</th><th>95% interval (unadjusted)</th><th>call</th>"
                "<th>smallest separable</th><th>boots for ±tol</th><th>boots and interval</th></tr>")
     for f in c["figures"]:
         badge = {"B worse": "b-fail", "B better": "b-ok"}.get(f["call"], "b-other")
         out.append(f"<tr><td>{e(f['title'])}<br><code>{e(f['id'])}</code>{' <span class=kind>gates</span>' if f['gating'] else ''}</td>"
                    f"<td>{e(_arm_text(f['a'], f['unit']))}</td><td>{e(_arm_text(f['b'], f['unit']))}</td>"
-                   f"<td>{e(_pct(f['difference_pct']))}</td><td>{e(_interval(f))}</td>"
+                   f"<td>{e(_pct(f['difference_pct']))}</td><td>{e(_interval(f))}</td><td>{e(_interval(f, 'interval_pct'))}</td>"
                    f"<td><span class='badge {badge}'>{e(f['call'])}</span></td>"
                    f"<td>{e(_pct(f['min_detectable_pct'], False))}</td><td>{f['boots_to_separate_tolerance'] or '-'}</td>"
                    f"<td>{_svg(f)}</td></tr>")

@@ -108,7 +108,12 @@ class FigureTest:
     gating: bool
     scale: Literal["log", "linear"] = "log"
     difference_pct: float | None = None  # B relative to A
-    interval_pct: tuple[float, float] | None = None
+    interval_pct: tuple[float, float] | None = None  # the unadjusted 95% interval
+    # The interval at the level Holm's step-down held this figure to (its rank among the family's
+    # p-values): it excludes no difference exactly when the figure's own step rejects, so the interval
+    # an operator reads agrees with the call (a call also needs every earlier step to have rejected).
+    adjusted_interval_pct: tuple[float, float] | None = None
+    adjusted_confidence: float | None = None
     p_difference: float = 1.0
     p_equivalence: float = 1.0
     p_difference_holm: float = 1.0
@@ -128,6 +133,7 @@ class FigureTest:
         out["b"] = {"values": list(self.b.values), "center": _num(self.b.center), "spread_pct": self.b.spread_pct,
                     "cv_pct": self.b.cv_pct, "boots": self.b.n}
         out["interval_pct"] = list(self.interval_pct) if self.interval_pct else None
+        out["adjusted_interval_pct"] = list(self.adjusted_interval_pct) if self.adjusted_interval_pct else None
         out.pop("extra")
         return {k: _num(v) if isinstance(v, float) else v for k, v in out.items()}
 
@@ -196,6 +202,30 @@ def test_figure(test: FigureTest) -> FigureTest:
     return test
 
 
+def _interval_at(test: FigureTest, confidence: float) -> tuple[float, float] | None:
+    """Welch's interval on B's relative difference at ``confidence`` (None: fewer than 2 boots an arm)."""
+    from scipy import stats
+
+    if test.a.n < 2 or test.b.n < 2:
+        return None
+    xa, xb, base = _scaled(test)
+    if statistics.variance(xa) == 0 and statistics.variance(xb) == 0:
+        return test.interval_pct
+    ci = stats.ttest_ind(xb, xa, equal_var=False).confidence_interval(confidence)
+    return _to_pct(float(ci.low), test.scale, base), _to_pct(float(ci.high), test.scale, base)
+
+
+def step_levels(p_values: Sequence[float], alpha: float) -> list[float]:
+    """Holm-Sidak's level for each p-value (in the order given): the one ranked i-th smallest of k
+    is held to 1 - (1 - alpha)^(1 / (k - i))."""
+    k = len(p_values)
+    order = sorted(range(k), key=lambda j: p_values[j])
+    levels = [0.0] * k
+    for rank, j in enumerate(order):
+        levels[j] = 1.0 - (1.0 - alpha) ** (1.0 / (k - rank))
+    return levels
+
+
 def power_of(effect: float, se: float, df: float, alpha: float) -> float:
     """The chance a two-sided t-test at ``alpha`` separates a true difference ``effect`` whose
     estimate has standard error ``se`` on ``df`` degrees of freedom (the noncentral t, scipy)."""
@@ -256,6 +286,10 @@ def decide(tests: Sequence[FigureTest], *, power: bool = True) -> list[FigureTes
                 _, adjusted, _, _ = multipletests(raw, alpha=alpha, method="holm-sidak")
             for t, p in zip(family, adjusted):
                 setattr(t, attr + "_holm", float(p))
+        raw = [t.p_difference if math.isfinite(t.p_difference) else 1.0 for t in family]
+        for t, level in zip(family, step_levels(raw, alpha)):
+            t.adjusted_confidence = 1.0 - level
+            t.adjusted_interval_pct = _interval_at(t, 1.0 - level)
         for t in family:
             if power:
                 _power(t)

@@ -6,6 +6,7 @@ interleaved reference boots where B's server is slower."""
 from __future__ import annotations
 
 import copy
+import shutil
 import json
 import sys
 from pathlib import Path
@@ -157,8 +158,28 @@ def test_too_few_or_unfinished_boots_are_incomplete(template, tmp_path, capsys):
 
 def test_a_gate_naming_no_figure_is_a_usage_error(template, tmp_path, capsys):
     a = arm(template, tmp_path, "A", (1.0, 1.0))
-    code, _, err = run("compare", *a, "--vs", *a, "--gate", "load.c9.*", "--out", str(tmp_path / "c"), capsys=capsys)
+    b = arm(template, tmp_path, "B", (1.0, 1.0))
+    code, _, err = run("compare", *a, "--vs", *b, "--gate", "load.c9.*", "--out", str(tmp_path / "c"), capsys=capsys)
     assert code == 4 and "gating figure 'load.c9.*' names no figure" in err
+
+
+@pytest.mark.parametrize("how", ["the same folder twice in one arm", "the same folder in both arms",
+                                 "a copy of a boot (its run id)"])
+def test_one_boot_named_twice_is_a_usage_error(template, tmp_path, capsys, how):
+    a = arm(template, tmp_path, "A", (1.0, 1.003, 0.997))
+    b = arm(template, tmp_path, "B", (0.95, 0.952, 0.948))
+    if how == "the same folder twice in one arm":
+        argv = [a[0], a[0], a[0], "--vs", *b]  # three "boots" of zero spread made of one
+    elif how == "the same folder in both arms":
+        argv = [*a, "--vs", *b[:2], a[2]]
+    else:
+        copy_of = tmp_path / "copy"
+        shutil.copytree(b[0], copy_of)
+        argv = [*a, "--vs", *b, str(copy_of)]
+    code, stdout, err = run("compare", *argv, "--boots", "3", "--out", str(tmp_path / "c"), capsys=capsys)
+    assert code == 4, stdout + err
+    assert "is the same boot as" in err and "may be named once" in err, err
+    assert not (tmp_path / "c").exists()
 
 
 def test_a_noise_floor_gives_each_figure_its_tolerance(template, tmp_path, capsys):
