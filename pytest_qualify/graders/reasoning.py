@@ -8,9 +8,10 @@ model answering a prompt that asked it to think it through, in words the caller 
 Only what the engine and its template produce for hidden reasoning (fields, tags, markers, usage)
 is, in the forms the open model families write it (their chat templates and vLLM's reasoning
 parsers): think tags by any name, harmony's channels whole or with their special tokens stripped
-("analysis...assistantfinal...", or spaced: "analysis ... assistant final ..."), Gemma's and Apertus's tokens, Granite's two phrases. A reasoning
-field that holds only whitespace holds no reasoning. Nothing is stripped before grading: the
-content is judged exactly as the caller would see it.
+("analysis...assistantfinal...", or spaced: "analysis ... assistant final ...", or an analysis
+channel cut off before any final one: "analysis We need to..."), Gemma's and Apertus's tokens,
+Granite's two phrases. A reasoning field that holds only whitespace holds no reasoning. Nothing is
+stripped before grading: the content is judged exactly as the caller would see it.
 """
 
 from __future__ import annotations
@@ -43,15 +44,21 @@ MARKER_RE = re.compile(
 # Harmony with its special tokens stripped (skip_special_tokens) leaves the channel names in the
 # text, glued ("analysisThe user asks...assistantfinalBlue") or, where the detokenizer puts a space
 # between special tokens (vLLM's default), spaced ("analysis The user asks... assistant final Blue").
-# The glued "assistant"+channel never occurs in prose, nor does a leading lowercase channel name glued
-# to a capital. Spaced, the words are prose's own ("The final analysis: 4"), so only harmony's
-# shape counts: the lowercase role and a channel name as words standing where a sentence starts (at
-# the start, or after a sentence's end), or a leading lowercase channel name with that role and
-# channel later in the same content.
+# The glued "assistant"+channel never occurs in prose. Spaced, the words are prose's own ("The final
+# analysis: 4", "An analysis of the data shows..."), so only harmony's shape counts:
+# - the content opening with a lowercase channel name (after the role, where "<|start|>assistant"
+#   was generated too), glued or spaced (spaces or newlines) to a capital that starts the channel's
+#   text ("analysis We need to...", "commentary\nChecking..."): the reply as generated after the
+#   prompt's "<|start|>assistant", so it holds where the reply was cut off in the analysis channel
+#   and no final channel follows. Prose capitalises a word that opens a reply ("Analysis: ..."),
+#   or writes the name as a word of its sentence ("analysis of the sum: 4", "analysis shows...");
+# - the lowercase role and a channel name as words standing where a sentence starts (at the start,
+#   or after a sentence's end): "<|start|>assistant" stripped before a channel;
+# - a leading lowercase channel name with that role and channel later in the same content.
 _CHANNEL = r"(?:final|analysis|commentary)"
 _STRIPPED_HARMONY_RE = re.compile(
     rf"(?i:assistant{_CHANNEL})"
-    r"|\A\s*(?:analysis|commentary)(?=[A-Z])"
+    r"|\A\s*(?:assistant\s*)?(?:analysis|commentary)(?=\s*[A-Z])"
     rf"|(?:\A|(?<=[.!?:;)\]}}\"'\u201d\u2019`*]))\s*assistant\s+{_CHANNEL}\b"
     rf"|\A\s*(?:analysis|commentary)(?=\s+\S[\s\S]*?\bassistant\s+{_CHANNEL}\b)"
 )

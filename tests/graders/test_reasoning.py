@@ -26,6 +26,10 @@ from pytest_qualify.graders.reasoning import (
     "The final analysis: 4", "I ran some analysis on the numbers first.\n\nAnswer: 4", "analysis of the sum: 4",
     "The assistant final answer is 4", "As your assistant, final answer: 4", "Ask the assistant finally: 4",
     "Final analysis\n\nassistant: 4", "analysis: 2 + 2\nfinal: 4",
+    # a channel's name as a word of a sentence, or capitalised where it opens a reply
+    "Analysis: the answer is blue", "An analysis of the data shows the sky is blue.", "analysis shows the sky is blue",
+    "Our analysis shows the sky is blue.", "Analysis\nThe sky is blue.", "Analysis The sky is blue.",
+    "analysis: The sky is blue.", "commentary: Blue", "Commentary\n\nThe film is blue.", "analysis of The Times: blue",
 ])
 def test_clean_answers_pass(content):
     verdict = check_no_reasoning(content, None, None)
@@ -70,6 +74,12 @@ def test_zero_reasoning_tokens_and_empty_field_pass():
         " analysis We need to answer 4 assistant final 4",
         "assistant final 4", "The user asks for 2+2. assistant analysis More thought. assistant final 4",
         "commentary Checking the tool. assistant final Blue",
+        # cut off in the analysis channel: no final channel follows, the channel's name opens the content
+        "analysis We need to answer the colour question. The sky is blue. The answer is blue.",
+        "commentary We need to answer the colour question. The sky is blue.",
+        "analysis\nWe need to answer the colour question.", "analysisWe need to answer the colour question.",
+        "assistant analysis We need to answer the colour question.", "assistantanalysisWe need to answer.",
+        "assistant\nanalysis\nwe need to answer the colour question.", "analysis\r\nThe user asks. The sky is blue.",
         # IBM Granite's two phrases (vLLM's granite parser)
         "Here is my thought process: the sky scatters blue light. Here is my response: Blue",
         "Here's my thought process:\nRayleigh scattering.\n\nHere's my response:\nBlue",
@@ -146,6 +156,28 @@ def test_property_spaced_stripped_harmony_fails_and_the_words_in_prose_pass(open
     # ...the same words in the order a reader writes them are not.
     assume(not re.search(r"(?i)assistant\s*(final|analysis|commentary)", reasoning + answer))
     assert check_no_reasoning(f"{opening} {reasoning}. The final analysis:{gap}{answer}", None, None).ok
+
+
+@given(st.sampled_from(["analysis", "commentary"]), st.sampled_from(["", "assistant", "assistant ", "assistant\n"]),
+       st.sampled_from(["", " ", "\n", " \n", "\r\n"]),
+       st.sampled_from(["We need to", "The user asks", "User wants", "Let's", "I should"]), plain)
+def test_property_a_channel_cut_off_before_its_final_fails(channel, role, gap, opening, reasoning):
+    # The reply as generated after the prompt's "<|start|>assistant", stripped of its special tokens
+    # and cut off in its first channel: no final channel, no "assistant final" later in the text.
+    stripped = f"{role}{channel}{gap}{opening} {reasoning}"
+    verdict = check_no_reasoning(stripped, None, None)
+    assert not verdict.ok and channel in verdict.reason, (stripped, verdict.reason)
+
+
+@given(st.sampled_from(["analysis", "commentary"]), st.sampled_from([" ", "\n", ": ", " of "]),
+       st.sampled_from(["we need", "shows", "the user", "of the data"]), plain)
+def test_property_a_channel_name_in_prose_passes(channel, gap, words, rest):
+    # The same words as prose writes them: capitalised where they open a reply, or a word of a
+    # sentence (lowercase after the name, or later in the content).
+    assume(not re.search(r"(?i:assistant\s*(final|analysis|commentary))|^\s*(analysis|commentary)\s*[A-Z]", rest))
+    for content in (f"{channel.capitalize()}{gap}{words.capitalize()} {rest}", f"{channel}{gap}{words} {rest}",
+                    f"Our {channel}{gap}{words.capitalize()} {rest}"):
+        assert check_no_reasoning(content, None, None).ok, content
 
 
 @given(plain, marker, plain, st.booleans())
