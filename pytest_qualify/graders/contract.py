@@ -34,7 +34,7 @@ text or number, case, separators, thousands separators, units, a tolerance. Noth
 normalised, and nothing outside the slot is graded. Three spellings read alike everywhere, since
 none can hide a second candidate: answer tags round the whole value ("<answer>42</answer>"),
 digits grouped by a thin or no-break space as by commas ("1 234 567"), and a listed unit written
-out or as a symbol ("-80 degrees C" for "°C"). Line ends are not content: a CRLF or CR reply
+out or as a symbol ("-80 degrees C" or "-80 degC" for "°C"; the spellings are data, UNIT_SPELLINGS). Line ends are not content: a CRLF or CR reply
 reads as its LF form, and trailing whitespace never changes a verdict.
 """
 
@@ -163,19 +163,27 @@ def _number(text: str, accept: Accept) -> Decimal | None:
         return None
 
 
-# A unit as written out or as a symbol reads alike: "degrees C", "deg. C", "°C", "℃" and "° C" are
-# one unit, "degrees" and "°" another. Words become symbols, then case, spaces and periods go.
-_UNIT_WORDS = ((re.compile(r"(?<![^\W\d_])(?:degrees?|deg)(?![^\W\d_])\.?", re.I), "°"),
-               (re.compile(r"(?<![^\W\d_])(?:celsius|centigrade)(?![^\W\d_])", re.I), "c"),
-               (re.compile(r"(?<![^\W\d_])fahrenheit(?![^\W\d_])", re.I), "f"))
+# How a unit is spelt, as data: each written-out spelling and the symbol it reads as. A unit written
+# out or as a symbol reads alike: "degrees C", "deg. C", "deg C", "degC", "°C", "℃" and "° C" are one
+# unit, "degrees" and "°" another, "degF", "degrees Fahrenheit" and "°F" a third. Spellings become
+# symbols (a spelling is a whole word: "degCC" and "degK" are none), then case, spaces and periods go.
+UNIT_SPELLINGS: Mapping[str, tuple[str, ...]] = {
+    "°C": ("degC",),                             # pint's and UDUNITS' spelling
+    "°F": ("degF",),
+    "°": ("degrees", "degree", "deg"),
+    "C": ("celsius", "centigrade"),
+    "F": ("fahrenheit",),
+}
+_UNIT_SYMBOL = {spelling.casefold(): symbol for symbol, spellings in UNIT_SPELLINGS.items() for spelling in spellings}
+_UNIT_SPELLING_RE = re.compile(
+    r"(?<![^\W\d_])(?:" + "|".join(sorted(map(re.escape, _UNIT_SYMBOL), key=len, reverse=True)) + r")(?![^\W\d_])",
+    re.I)
 # The slot split round its one number: what comes before it, the number, what comes after it.
 _UNIT_SPLIT_RE = re.compile(f"(?P<pre>\\D*?)\\s*(?P<num>[-+{_MINUS}]?\\.?\\d[\\d,.]*)\\s*(?P<post>\\D*)")
 
 
 def _unit_key(unit: str) -> str:
-    text = unicodedata.normalize("NFKC", unit)
-    for pattern, symbol in _UNIT_WORDS:
-        text = pattern.sub(symbol, text)
+    text = _UNIT_SPELLING_RE.sub(lambda m: _UNIT_SYMBOL[m.group(0).casefold()], unicodedata.normalize("NFKC", unit))
     return re.sub(r"[\s.]+", "", text).casefold()
 
 

@@ -358,6 +358,10 @@ RECALL = Styles(
         ("lab_samples", {**LAB_TRUTH, "temperature_c": "-80\u00b0"}),
         ("lab_samples", {**LAB_TRUTH, "temperature_c": "\u221280 \u2103"}),
         ("lab_samples", {**LAB_TRUTH, "temperature_c": "-80 deg. C"}),
+        # the abbreviated spellings (pint's, UDUNITS'), glued or spaced
+        ("lab_samples", {**LAB_TRUTH, "temperature_c": "-80 degC"}),
+        ("lab_samples", {**LAB_TRUTH, "temperature_c": "-80 deg C"}),
+        ("lab_samples", {**LAB_TRUTH, "temperature_c": "\u221280degC"}),
         # Answer tags round the whole object (Hunyuan's template writes them).
         ("trip_booking", "<answer>\n" + json.dumps(TRIP_TRUTH) + "\n</answer>"),
         # SI and French digit grouping, as commas group: "2 350 EUR" with a narrow no-break space.
@@ -377,6 +381,10 @@ RECALL = Styles(
         (("lab_samples", {**LAB_TRUTH, "temperature_c": "-80 \u00b0C (-112 \u00b0F)"}), "holds 2 candidates (-80, -112)"),
         (("lab_samples", {**LAB_TRUTH, "temperature_c": "-80 degrees C or -70"}), "holds 2 candidates (-80, -70)"),
         (("lab_samples", {**LAB_TRUTH, "temperature_c": "-8 degrees C"}), "field 'temperature_c' is '-8 degrees C'"),
+        (("lab_samples", {**LAB_TRUTH, "temperature_c": "-80 degF"}), "field 'temperature_c' '-80 degF' holds more than the number"),
+        (("lab_samples", {**LAB_TRUTH, "temperature_c": "-80 degK"}), "field 'temperature_c' '-80 degK' holds more than the number"),
+        (("lab_samples", {**LAB_TRUTH, "temperature_c": "-80 degC (-112 degF)"}), "holds 2 candidates (-80, -112)"),
+        (("lab_samples", {**LAB_TRUTH, "temperature_c": "-80 degC or -70 degC"}), "holds 2 candidates (-80, -70)"),
         (("trip_booking", "<answer>" + json.dumps(TRIP_TRUTH) + "</answer>\n<answer>" + json.dumps(TRIP_TRUTH) + "</answer>"),
          FORMAT + " text after the JSON object: a second JSON object"),
         # a space that is no digit grouping: two numbers, never 2350

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from pytest_qualify.graders.contract import (
-    Accept, Contract, FormatError, block_slot, compare, grade, json_slot, line_slot, numbers_in, reply_slot,
+    UNIT_SPELLINGS, Accept, Contract, FormatError, block_slot, compare, grade, json_slot, line_slot, numbers_in,
+    reply_slot,
 )
 
 PARIS = Contract("reply", Accept(("Paris",)), value_hint="one word")
@@ -327,12 +328,35 @@ def test_a_space_that_is_no_digit_grouping_never_joins_two_numbers(written):
     ("-80 deg. C", True), ("-80 Degrees Celsius", True), ("\u221280 \u00b0C", True), ("-80 C", False),
     ("-80 °F", False), ("-80 degrees Fahrenheit", False), ("-80 K", False), ("-80 °C (-112 °F)", False),
     ("-80 degrees C or -70", False), ("-80 °C°C", False), ("-8 degrees C", False), ("degrees -80 C", False),
+    # the abbreviated spellings (pint's, UDUNITS'): a whole word, and a second number still two candidates
+    ("-80 degC", True), ("-80degC", True), ("-80 DegC", True), ("-80 deg C", True), ("-80 deg.C", True),
+    ("-80 degF", False), ("-80 degK", False), ("-80 degCC", False), ("-80 degsC", False), ("-80 Cdeg", False),
+    ("-80 degC (-112 degF)", False), ("-80 degC or -70 degC", False), ("-8 degC", False),
 ])
 def test_a_unit_written_out_or_as_a_symbol_reads_alike(written, ok):
     """A listed unit reads alike however it is spelt ("°C", "degrees C", "℃"; "degrees" and "°");
     another unit, a second number or anything else round the value is no unit."""
     celsius = Accept(("-80",), kind="number", units=("°C", "degrees"))
     assert compare(written, celsius).ok is ok, compare(written, celsius).reason
+
+
+@pytest.mark.parametrize("written,ok", [
+    ("-112 degF", True), ("-112 deg F", True), ("-112 \u2109", True), ("-112 degrees Fahrenheit", True),
+    ("-112 °F", True), ("-112 degC", False), ("-112 deg", False), ("-112 degF (-80 degC)", False),
+])
+def test_each_spelling_reads_as_its_symbol_for_any_listed_unit(written, ok):
+    """"degF" reads as "°F" as "degC" reads as "°C": the spellings are one table, not one unit's."""
+    fahrenheit = Accept(("-112",), kind="number", units=("°F",))
+    assert compare(written, fahrenheit).ok is ok, compare(written, fahrenheit).reason
+
+
+@pytest.mark.parametrize("symbol,spelling", [(s, w) for s, ws in UNIT_SPELLINGS.items() for w in ws])
+def test_every_listed_spelling_reads_as_its_symbol(symbol, spelling):
+    unit = Accept(("7",), kind="number", units=(symbol,))
+    for written in (f"7 {spelling}", f"7 {spelling.upper()}", f"{spelling} 7"):
+        assert compare(written, unit).ok, written
+    assert not compare(f"7 {spelling}x", unit).ok  # a spelling is a whole word
+    assert not compare(f"7 {spelling} or 8 {spelling}", unit).ok
 
 
 def test_a_listed_unit_may_precede_or_follow_the_number():
