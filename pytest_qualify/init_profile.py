@@ -103,11 +103,11 @@ class ProbeReply:
 
 
 def _post(ep: Endpoint, body: Mapping[str, Any]) -> ProbeReply:
-    from pytest_qualify.client.errors import EndpointError
+    from pytest_qualify.client.errors import AuthRejected, EndpointError
 
     try:
         return ProbeReply(200, ep.post_json("/v1/chat/completions", body))
-    except EndpointError as exc:
+    except (EndpointError, AuthRejected) as exc:
         return ProbeReply(exc.status, exc.body)
 
 

@@ -61,6 +61,9 @@ class RunState:
     # The endpoint refused the credentials on chat (the first step's request, or most items): the
     # deployment was not judged, whatever its items show (hooks/results.run_problems).
     credentials_refused: bool = False
+    # In this process, the endpoint refused the key on a protocol item: the items after it are not
+    # asked (each would only be refused again, a FAILED line apiece); the verdict says why.
+    credentials_stop: bool = False
 
     @property
     def simulated(self) -> bool:

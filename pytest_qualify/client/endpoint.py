@@ -126,8 +126,8 @@ class QualifyClient:
             raise RequestTimeout(f"{method} {path}", time.perf_counter() - t0, limit) from exc
         except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
             raise ServerGone(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
-        if resp.status_code == 401:
-            raise AuthRejected(f"{method} {path}", resp.text, self.api_key_env)
+        if resp.status_code in (401, 403):
+            raise AuthRejected(f"{method} {path}", resp.text, self.api_key_env, status=resp.status_code)
         if resp.status_code >= 500:
             self._forget_connections()
         if resp.status_code >= 400:
@@ -208,8 +208,9 @@ class QualifyClient:
                 return self._stream(client, kwargs, extra, t0 + limit, t0)
             resp = client.chat.completions.create(**kwargs, extra_body=extra or None)
             return from_response(as_dict(resp), time.perf_counter() - t0)
-        except openai.AuthenticationError as exc:
-            raise AuthRejected("POST /v1/chat/completions", error_body(exc), self.api_key_env) from exc
+        except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+            raise AuthRejected("POST /v1/chat/completions", error_body(exc), self.api_key_env,
+                               status=exc.status_code) from exc
         except openai.APIStatusError as exc:
             if exc.status_code >= 500:
                 self._forget_connections()

@@ -22,12 +22,19 @@ class ServerGone(RuntimeError):
     """The endpoint cannot be reached any more (connection refused or reset)."""
 
 
-class AuthRejected(EndpointError):
-    """HTTP 401: the endpoint refused our API key. Reported as such, never as a traceback."""
+class AuthRejected(RuntimeError):
+    """HTTP 401 or 403: the endpoint refused our API key. Reported as such, never as a traceback.
 
-    def __init__(self, where: str, body: Any, api_key_env: str = "") -> None:
+    Not an :class:`EndpointError`: a test that grades an HTTP error (a hostile request must get a
+    400) catches those, and a refused key must never be graded as the deployment's answer ("expected
+    400, got HTTP 401"): it reaches the pytest side, which counts the item as not judged."""
+
+    def __init__(self, where: str, body: Any, api_key_env: str = "", status: int = 401) -> None:
         source = f" (the key is read from ${api_key_env})" if api_key_env else ""
-        super().__init__(401, body, f"the endpoint rejected the API key{source}: HTTP 401 on {where}")
+        verb = "rejected" if status == 401 else "refused"
+        super().__init__(f"the endpoint {verb} the API key{source}: HTTP {status} on {where}")
+        self.status = status
+        self.body = body
 
 
 class RequestTimeout(RuntimeError):
@@ -56,7 +63,7 @@ class ErrorKind(StrEnum):
     """What sort of failure a request to the endpoint met, as a word: the server facts that carry
     it are handed to xdist workers as JSON, where no exception type survives."""
 
-    AUTH_REJECTED = "auth_rejected"  # AuthRejected: HTTP 401 on our key
+    AUTH_REJECTED = "auth_rejected"  # AuthRejected: HTTP 401 or 403 on our key
     NOT_OPENAI = "not_openai"  # an answer that is no JSON, or not the shape asked for (a ValueError)
     OTHER = "other"  # anything else: an HTTP error, a server gone, a timeout
 

@@ -48,11 +48,14 @@ def run_problems(session: pytest.Session, state: RunState,
         # The run's first step stopped it (hooks/server.first_step): a judged FAIL, or not judged.
         (problems if state.stop_judged else incomplete).append(state.stop_reason)
     refused = [r for r in state.results.values() if r.properties.get(properties.CREDENTIALS_REFUSED)]
-    if refused and 2 * len(refused) > len(state.results):
-        state.credentials_refused = True
+    if refused:
+        # Any refusal leaves its items unjudged (gate.proof_of_grading) and stops the rest (ServerWatch);
+        # on most items the deployment was not judged at all, whatever the others show.
+        state.credentials_refused = 2 * len(refused) > len(state.results)
         statuses = "/".join(sorted({str(r.properties[properties.CREDENTIALS_REFUSED]) for r in refused}))
         incomplete.append(f"not judged: credentials refused on chat: HTTP {statuses} on {len(refused)} of "
-                          f"{len(state.results)} protocol items (the key is read from ${state.settings.api_key_env})")
+                          f"{len(state.results)} protocol items asked (the key is read from ${state.settings.api_key_env}); "
+                          "the items after the first refusal were not asked")
     if exitstatus == pytest.ExitCode.INTERRUPTED:
         incomplete.append("run interrupted before the protocol finished")
     selection: list[str] = []  # among incomplete: what a selection left out (the gate's SELECTION findings)

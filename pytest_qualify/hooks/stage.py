@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from pytest_qualify import properties
 from pytest_qualify.promotion.identity import Identity, read_identity
 from pytest_qualify.run import RunState
 from pytest_qualify.promotion.stage_run import StageRun, StageUsageError, plan
@@ -60,6 +61,8 @@ def end_problems(state: RunState, died: str | None) -> list[str]:
     run = stage_of(state)
     if state.startup_error or state.dead or died or run.start is None:
         return []
+    if state.credentials_stop or any(r.properties.get(properties.CREDENTIALS_REFUSED) for r in state.results.values()):
+        return []  # the key was refused during the run: that is the (unjudged) reason, not the identity
     run.end = read_live(state)
     return run.problems_at_end()
 

@@ -63,6 +63,8 @@ class ServerWatch:
             adopt_handover(state)
         if state.stop_reason and module_of(item) not in state.stop_keeps:
             return True
+        if state.credentials_stop and module_of(item) is not None:
+            return True
         return None
 
     @pytest.hookimpl(wrapper=True)
@@ -219,6 +221,7 @@ def _harness_reason(state: RunState, item: pytest.Item, exc: BaseException) -> s
         if status in (401, 403):
             if hasattr(item, "user_properties"):
                 item.user_properties.append((properties.CREDENTIALS_REFUSED, status))
+            state.credentials_stop = True
             if isinstance(e, AuthRejected):  # the client's own account: which key, which request
                 return str(e)
             return (

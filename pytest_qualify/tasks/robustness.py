@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 FAILURES_FILE = "robustness-failures.jsonl"
 # 4xx answers that mean the request was never judged: they cannot count as a refusal.
-NOT_A_JUDGEMENT = {401: "unauthorized", 403: "forbidden", 407: "proxy authentication", 429: "rate limited"}
+NOT_A_JUDGEMENT = {407: "proxy authentication", 429: "rate limited"}  # 401/403: AuthRejected, raised
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,12 @@ def send_hostile(http: httpx.Client, example: hostile.Hostile, timeout_s: float)
                        connection_lost=True)
     elapsed = time.perf_counter() - t0
     status, text = resp.status_code, resp.text[:500]
+    if status in (401, 403):
+        # Our key refused: the request was not judged, and neither is the item (the pytest side
+        # counts it as credentials refused, never as the deployment's answer).
+        from pytest_qualify.client.errors import AuthRejected
+
+        raise AuthRejected(f"POST {hostile.CHAT_PATH}", text, status=status)
     if status in NOT_A_JUDGEMENT:
         problem: str | None = f"HTTP {status} ({NOT_A_JUDGEMENT[status]}): the request was not judged"
     elif 400 <= status < 500:

@@ -552,9 +552,12 @@ def test_a_key_refused_on_most_items_is_not_judged_never_a_fail(qualify_pytest, 
     summary = qualify_pytest.summary()
     assert summary["verdict"]["result"] == "INCOMPLETE", summary["verdict"]
     reason = next(r for r in summary["verdict"]["incomplete"] if r.startswith("not judged: credentials refused"))
-    assert reason.startswith("not judged: credentials refused on chat: HTTP 401 on 7 of 10 protocol items")
+    # The first refusal stops the run: the items after it are not asked (one refused each before).
+    assert reason.startswith("not judged: credentials refused on chat: HTTP 401 on 1 of "), reason
+    assert "the items after the first refusal were not asked" in reason
     assert all(not f["judged"] for f in summary["verdict"]["findings"]), summary["verdict"]["findings"]
     assert "QUALIFICATION: INCOMPLETE (exit 2)" in out.splitlines()[-1]
+    assert len([line for line in out.splitlines() if line.startswith(("FAILED ", "ERROR "))]) <= 3, out
     # JUnit agrees: red, and not one judged failure among the gate's test cases.
     from pytest_qualify.evidence.junit import counts
 
@@ -591,3 +594,85 @@ def test_with_exitfirst_the_last_line_leads_with_the_failed_item_then_the_stop(q
     assert last.startswith("QUALIFICATION: FAIL (exit 1): json: test_json_task["), last
     assert "; then run stopped early: stopping after 1 failures" in last, last
     assert len([line for line in out.splitlines() if line.startswith(("FAILED ", "ERROR "))]) <= 3, out
+
+
+class _RevokingProxy(BaseHTTPRequestHandler):
+    """In front of a reference server: forwards every request until ``ALLOW`` chat requests were
+    answered, then refuses the key (``STATUS``) on every request, as a key revoked mid-run is."""
+
+    UPSTREAM = ""
+    ALLOW = 0
+    STATUS = 401
+    lock = threading.Lock()
+
+    def _forward(self, method: str) -> None:
+        import httpx
+
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0)) if method == "POST" else None
+        cls = type(self)
+        with cls.lock:
+            refuse = cls.ALLOW <= 0 and self.path != "/health"
+            if method == "POST" and self.path.startswith("/v1/chat") and not refuse:
+                cls.ALLOW -= 1
+        if refuse:
+            payload = json.dumps({"error": {"message": "key revoked", "type": "invalid_request_error"}}).encode()
+            status, headers = self.STATUS, {"Content-Type": "application/json"}
+        else:
+            up = httpx.request(method, self.UPSTREAM + self.path, content=body, timeout=120,
+                               headers={k: v for k, v in self.headers.items() if k.lower() in ("content-type", "authorization")})
+            payload, status = up.content, up.status_code
+            headers = {"Content-Type": up.headers.get("content-type", "application/json")}
+        self.send_response(status)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._forward("GET")
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._forward("POST")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def revoked_midway(request, tmp_path):
+    from tests.helpers import reference_server
+
+    allow, status = request.param
+    for url in reference_server("small"):
+        handler = type("Handler", (_RevokingProxy,), {"UPSTREAM": url, "ALLOW": allow, "STATUS": status})
+        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+        server.shutdown()
+
+
+@pytest.mark.parametrize("revoked_midway", [(12, 401), (12, 403)], indirect=True)
+def test_a_key_revoked_mid_run_is_not_judged_and_stops_the_run(qualify_pytest, revoked_midway):
+    """Items judged before the revocation passed; the one that met the refusal is not judged, the
+    rest are not asked: INCOMPLETE in a handful of lines, never a FAIL (and never "expected 400, got
+    HTTP 401" graded as the deployment's answer)."""
+    modules = ("smoke", "json", "robustness", "tools")
+    result = qualify_pytest(endpoint=revoked_midway, profile=write_profile(qualify_pytest.pytester.path, modules),
+                            suites=suite(*modules))
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.INTERRUPTED, out
+    summary = qualify_pytest.summary()
+    verdict = summary["verdict"]
+    assert verdict["result"] == "INCOMPLETE", verdict
+    assert verdict["failures"] == [], verdict["failures"]
+    reason = next(r for r in verdict["incomplete"] if r.startswith("not judged: credentials refused on chat: HTTP 40"))
+    assert "the items after the first refusal were not asked" in reason
+    passed = [i for i in summary["items"] if i["outcome"] == "passed"]
+    refused = [i for i in summary["items"] if i["outcome"] == "ungraded"]
+    assert passed and len(refused) == 1, [(i["item"], i["outcome"]) for i in summary["items"]]
+    assert refused[0]["reason"].startswith("not judged: the endpoint refused the API key (HTTP 40"), refused[0]
+    assert not any("got HTTP 40" in i["reason"] for i in summary["items"])
+    assert len([line for line in out.splitlines() if line.startswith(("FAILED ", "ERROR "))]) <= 3, out
+    assert out.splitlines()[-1].startswith("QUALIFICATION: INCOMPLETE (exit 2): not judged: credentials refused"), \
+        out.splitlines()[-1]
