@@ -77,6 +77,12 @@ def plan(profile: StagedProfile, stage_name: str, promoted_path: str | None, *, 
     except ValueError as exc:
         raise StageUsageError(f"--qualify-stage: profile {profile.name}: {exc}") from None
     promoted = None
+    if require_signature and stage.accepts_promoted and not promoted_path:
+        # Without a promoted bundle there is no signature to verify: the check would back a route
+        # the profile says only a signed qualification may back.
+        raise StageUsageError(
+            f"--qualify-stage {stage.name}: profile {profile.name} requires a signed promoted bundle ([promotion] "
+            "require_signature): name it with --qualify-promoted SUMMARY and its key with --qualify-promoted-key")
     if stage.requires_promoted and not promoted_path:
         raise StageUsageError(
             f"--qualify-stage {stage.name} needs --qualify-promoted SUMMARY: the summary.json of the full run that "

@@ -343,3 +343,8 @@ def test_a_signed_promoted_bundle_backs_post_promotion_only_with_its_key(profile
     assert "server ready" not in other.out and other.bundle is None
     unnamed = qualify(signed_profile, tmp_path / "unnamed", *args)
     assert unnamed.code == USAGE_ERROR and "requires a signed promoted bundle" in unnamed.out, unnamed.out
+    # Leaving the promoted bundle out leaves no signature to verify: refused, not a bare PASS.
+    bare = qualify(signed_profile, tmp_path / "bare", "--qualify-stage", "post-promotion")
+    assert bare.code == USAGE_ERROR and "requires a signed promoted bundle" in bare.out, bare.out
+    assert "name it with --qualify-promoted SUMMARY" in bare.out and "server ready" not in bare.out
+    assert bare.bundle is None
