@@ -100,6 +100,7 @@ def _run_state(config: pytest.Config, settings: Settings) -> RunState:
     state = RunState(settings, profile, run_id, run_dir, is_worker=workerinput is not None)
     if workerinput is not None:
         return state  # the server's facts come with the controller's hand-over (hooks/xdist.py)
+    state.made_evidence_dir = not settings.evidence_dir.exists()
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         probe = run_dir / ".write-test"

@@ -64,6 +64,8 @@ class RunState:
     # In this process, the endpoint refused the key on a protocol item: the items after it are not
     # asked (each would only be refused again, a FAILED line apiece); the verdict says why.
     credentials_stop: bool = False
+    # The evidence folder did not exist before this run made it: a usage error removes it again.
+    made_evidence_dir: bool = False
 
     @property
     def simulated(self) -> bool:

@@ -19,11 +19,13 @@ last, the verdict as the run's last terminal line.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 from pytest_qualify.evidence.session import EvidenceState
+from pytest_qualify.gate.decide import GATE_CLASSNAME, Decision, GateCase
 from pytest_qualify.hooks.evidence import EvidenceHooks
 from pytest_qualify.hooks import stage
 from pytest_qualify.hooks.collection import retried_items
@@ -41,6 +43,11 @@ def discard_run_dir(state: RunState) -> None:
     import shutil
 
     shutil.rmtree(state.run_dir, ignore_errors=True)
+    if state.made_evidence_dir:
+        try:
+            state.run_dir.parent.rmdir()  # only while empty: another run's bundle is never touched
+        except OSError:
+            pass
 
 
 def collection_usage_error(config: pytest.Config, state: RunState, evidence: EvidenceHooks,
@@ -61,6 +68,7 @@ class RunSteps:
         self.server = server
         self.evidence = evidence
         self.started = False
+        self.decision: Decision | None = None  # the gate's, once the run has ended
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         # Before the terminal reporter's header (trylast): an attached endpoint is only read, and
@@ -131,18 +139,18 @@ class RunSteps:
         problems += stage.end_problems(state, died)
         self.evidence.scrape_end()
         stage_run = stage.stage_of(state)
-        record = run_record(state, ev, modules=module_registry(), required=stage_run.stage.modules, problems=problems,
+        end = run_record(state, ev, modules=module_registry(), required=stage_run.stage.modules, problems=problems,
                             incomplete=incomplete, selection=selection, died=died, stage_run=stage_run, secrets=state.secrets,
                             answers_void=steering_void(state))
         verdict = conclude(
-            record, state, ev, secrets=state.secrets, stage_run=stage_run,
+            end, state, ev, secrets=state.secrets, stage_run=stage_run,
             extra_fields=lambda summary: hook.pytest_qualify_summary(config=self.config, summary=summary),
         )
-        state.verdict = verdict
+        state.verdict = self.decision = verdict
         if ev.summary is not None:
             hook.pytest_qualify_summary_written(config=self.config, summary=ev.summary, bundle_dir=ev.bundle_dir)
         hook.pytest_qualify_verdict_reached(config=self.config, verdict=verdict)
-        self.evidence.add_junit_suite_properties(self.config)
+        self.evidence.add_junit_suite_properties(self.config, verdict)
         waived_reports = sum(ev.cases[r.nodeid].failed_reports for r in verdict.waived if r.nodeid in ev.cases)
         session.exitstatus = exit_status(
             session.exitstatus, verdict,
@@ -152,12 +160,12 @@ class RunSteps:
         ev.exit_code = int(session.exitstatus)  # the provenance and the job summary record it
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-        if self.state.verdict is None:
+        if self.decision is None:
             return
         from pytest_qualify.evidence.terminal import terminal_lines
 
         tr = terminalreporter
-        add_gate_reports(tr, self.ev.summary)
+        add_gate_reports(tr, self.decision.gate_cases)
         write_gate_table(tr, self.state)
         tr.write_line("")
         for line in terminal_lines(self.ev):
@@ -190,21 +198,17 @@ class RunSteps:
             tr.write_line(verdict_line(verdict, self.ev), bold=True, green=verdict.passed, red=not verdict.passed)
 
 
-def add_gate_reports(tr: Any, summary: Any) -> None:
-    """The gate's run-level test cases (``junit.gate_cases``: the ones junit.xml holds) in the terminal
-    reporter's counts too, so pytest's own closing line and its short summary say what junit.xml and
-    the verdict say ("384 passed, 1 failed" for an SLO row alone, "1 error" for a run not judged).
-    Called inside pytest's terminal-summary wrapper: its sections per failure are already written,
-    the short summary and the counts line come after."""
-    if not summary:
-        return
-    from pytest_qualify.evidence.junit import GATE_CLASSNAME, gate_cases
-
-    for case in gate_cases(summary):
-        failed = case["tag"] == "failure"
+def add_gate_reports(tr: Any, cases: Sequence[GateCase]) -> None:
+    """The decision's run-level test cases (``Decision.gate_cases``: the ones both JUnit files hold)
+    in the terminal reporter's counts too, so pytest's own closing line and its short summary say
+    what junit.xml and the verdict say ("384 passed, 1 failed" for an SLO row alone, "1 error" for a
+    run not judged). Called inside pytest's terminal-summary wrapper: its sections per failure are
+    already written, the short summary and the counts line come after."""
+    for case in cases:
+        failed = case.tag == "failure"
         report = pytest.TestReport(
-            nodeid=f"{GATE_CLASSNAME}::{case['name']}", location=(GATE_CLASSNAME, None, case["name"]),
-            keywords={}, outcome="failed", longrepr=case["message"], when="call" if failed else "setup",
+            nodeid=case.nodeid, location=(GATE_CLASSNAME, None, case.name),
+            keywords={}, outcome="failed", longrepr=case.message, when="call" if failed else "setup",
         )
         tr.stats.setdefault("failed" if failed else "error", []).append(report)
 

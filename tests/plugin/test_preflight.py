@@ -33,7 +33,7 @@ USAGE_ERROR = pytest.ExitCode.USAGE_ERROR
 
 
 def assert_usage_error(project: QualifyPytest, result: pytest.RunResult, *words: str) -> str:
-    """Exit 4, exactly one ``ERROR:`` line holding ``words``, no server started, no run folder."""
+    """Exit 4, exactly one ``ERROR:`` line holding ``words``, no server started, no evidence folder left."""
     out, err = result.stdout.str(), result.stderr.str()
     assert result.ret == USAGE_ERROR, out + err
     errors = [line for line in (out + "\n" + err).splitlines() if line.startswith("ERROR:")]
@@ -42,8 +42,8 @@ def assert_usage_error(project: QualifyPytest, result: pytest.RunResult, *words:
         assert word in errors[0], errors[0]
     assert "launching" not in out and "server ready" not in out, out  # no server process was started
     assert "FAILED" not in out and "PASSED" not in out
-    runs = [p for p in project.evidence.iterdir() if p.is_dir()] if project.evidence.exists() else []
-    assert runs == [], list(project.evidence.rglob("*"))  # no bundle, not even an empty run folder
+    # No bundle, no empty run folder, and no evidence folder this run made (it did not exist before).
+    assert not project.evidence.exists(), list(project.evidence.rglob("*"))
     return errors[0]
 
 

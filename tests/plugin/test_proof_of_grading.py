@@ -74,3 +74,14 @@ def test_every_passed_item_has_its_verdict_in_the_journal_also_under_xdist(quali
     graded = {d["test"] for d in lines if d.get("role") == "verdict" and d["ok"]}
     items = {i["nodeid"] for i in qualify_pytest.summary()["items"]}
     assert items and items <= graded, items - graded
+
+
+def test_a_usage_error_leaves_an_evidence_folder_it_did_not_make(qualify_pytest: QualifyPytest):
+    """The folder of earlier bundles stays whole: only what this run made goes again."""
+    earlier = qualify_pytest.evidence / "20260101T000000Z-abcdef"
+    earlier.mkdir(parents=True)
+    (earlier / "summary.json").write_text("{}")
+    result = qualify_pytest("--setup-only", modules=("smoke",), suites=suite("smoke"))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    assert sorted(p.name for p in qualify_pytest.evidence.iterdir()) == [earlier.name]
+    assert (earlier / "summary.json").read_text() == "{}"
