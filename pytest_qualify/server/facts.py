@@ -12,8 +12,11 @@ it, each with its source, or said not to be visible.
   (:data:`SIMULATED_LINE`); they are labelled SIMULATED.
 
 The maximum concurrency at the profile's window is taken from vLLM's line and computed from the KV
-tokens too: vLLM's line has been wrong for hybrid models (vLLM #40691), so when the two disagree both
-are shown and the lower is the fact (a false PASS is the worst outcome). No pytest, no sockets: the
+tokens too: for hybrid models (full attention beside linear or sliding layers) vLLM's "GPU KV cache
+size" line divided the blocks evenly across KV groups and counted them at the smallest block size,
+so it disagreed with its own concurrency line (vLLM #40691; #40694 derives the tokens from the
+concurrency instead). When the two disagree both are shown and, for the concurrency and the KV
+tokens alike, the lower reading is the fact (a false PASS is the worst outcome). No pytest, no sockets: the
 caller hands in the log and the ``/metrics`` text.
 """
 
@@ -222,10 +225,16 @@ def _concurrency(facts: dict[str, Fact], engine: Fact | None, engine_tokens: flo
             return section
         low = min(said, computed)
         note = (f"{engine.source} says {said:.2f}x, KV tokens / window say {computed:.2f}x: they disagree "
-                f"(vLLM #40691: the concurrency line of hybrid models); the lower, {low:.2f}x, is the fact")
+                f"(vLLM #40691: the KV tokens line of a hybrid model counts its block groups as if split evenly); "
+                f"the lower, {low:.2f}x, is the fact")
         section["note"] = note
         facts["max_concurrency"] = Fact("max_concurrency", low, engine.status, f"{engine.source} and KV tokens / window",
                                         engine.line, note)
+        by_concurrency = said * window_tokens
+        if by_concurrency < tokens.value:  # the lower KV pool too: a claim of at least N tokens is held to it
+            facts["kv_cache_tokens"] = Fact("kv_cache_tokens", round(by_concurrency), tokens.status,
+                                            f"{engine.source} x window (lower than {tokens.source})", engine.line,
+                                            f"{tokens.source} says {tokens.value:,.0f} tokens; {note}")
     elif computed is not None and tokens is not None:
         note = None
         if engine is not None:

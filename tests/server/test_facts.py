@@ -86,6 +86,20 @@ def test_a_hybrid_models_disagreeing_concurrency_line_shows_both_and_the_lower_i
     assert c["agree"] is False and "#40691" in c["note"] and "33.04x" in c["note"] and "8.88x" in c["note"]
     assert facts(s)["max_concurrency"]["value"] == pytest.approx(8.876, abs=1e-3)
     assert any("disagree" in line for line in header_lines(s))
+    # Here the tokens line is the lower reading (vLLM's own concurrency x window is 1,082,654): it stays.
+    assert facts(s)["kv_cache_tokens"]["value"] == 290_864
+
+
+def test_a_tokens_line_above_the_concurrency_line_gives_the_lower_kv_pool():
+    """The other way round: a KV tokens line that overstates the pool against vLLM's own concurrency
+    at the window; a claim of at least N tokens is held to the lower reading."""
+    log = ("INFO [kv_cache_utils.py:1319] GPU KV cache size: 900,000 tokens\n"
+           "INFO [kv_cache_utils.py:1324] Maximum concurrency for 262,144 tokens per request: 1.58x\n")
+    s = serving_facts(mode="launch", simulated=False, engine_version="0.26.0", window_tokens=262_144,
+                      log_text=log, metrics_text=None, ready_s=5.0)
+    kv = facts(s)["kv_cache_tokens"]
+    assert kv["value"] == round(1.58 * 262_144) and "900,000" in kv["note"], kv
+    assert facts(s)["max_concurrency"]["value"] == pytest.approx(1.58)
 
 
 def test_a_concurrency_line_for_another_length_is_not_the_windows():
