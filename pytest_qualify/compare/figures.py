@@ -2,8 +2,9 @@
 
 - ``lane.<lane>.ttft_s`` / ``.e2e_s`` / ``.prefill_tok_s`` / ``.decode_tok_s``: the context
   lane's median over the boot's repetitions (decode: the answer's tokens after the first over their time);
-- ``load.c<N>.<figure>``: the load module's decode probes at concurrency N (TTFT, TPOT and ITL p50,
-  output and request throughput, goodput), the boot's worst repetition as the summary keeps it;
+- ``load.c<N>.<figure>``: the load module's decode probes at concurrency N (TTFT, TPOT, ITL p50 per
+  chunk and per token, output and request throughput, goodput), the boot's worst repetition as the
+  summary keeps it;
 - ``sweep.p<N>.ttft_s`` / ``.prefill_tok_s`` and ``sweep.decode.p<N>.decode_tok_s``: the sweep
   module's TTFT at exact prompt sizes and its single-stream decode probe, when the boot ran it;
 - ``facts.<name>``: every number the serving facts hold (KV-cache tokens and GiB, concurrency at
@@ -22,7 +23,11 @@ from typing import Any
 LANE_FIGURES = {"ttft_s": ("TTFT", "s", "lower"), "e2e_s": ("end to end", "s", "lower"),
                 "prefill_tok_s": ("prefill", "tok/s", "higher"), "decode_tok_s": ("decode", "tok/s", "higher")}
 LOAD_FIGURES = {"ttft_s_p50": ("TTFT p50", "s", "lower"), "tpot_s_p50": ("TPOT p50", "s", "lower"),
-                "itl_s_p50": ("ITL p50", "s", "lower"), "output_tok_s": ("output throughput", "tok/s", "higher"),
+                "itl_s_p50": ("ITL p50 (per chunk)", "s", "lower"),
+                # Per token: a chunk's gap over the tokens it brought, so an engine that packs several
+                # tokens per chunk compares with one that streams them one by one (issue of ITL per chunk).
+                "itl_token_s_p50": ("ITL p50 (per token)", "s", "lower"),
+                "output_tok_s": ("output throughput", "tok/s", "higher"),
                 "requests_per_s": ("request throughput", "req/s", "higher"), "goodput": ("goodput", "", "higher")}
 # Serving facts (summary.json ``serving_facts.facts``): a capacity is better higher (KV-cache tokens
 # and GiB, concurrency at the window), the model's own memory and every time lower; the block size is

@@ -38,8 +38,9 @@ def make_boot(template: dict, folder: Path, *, factor: float = 1.0, run_id: str,
             lane[key]["median"] /= factor
         lane["prefill_tok_s"]["median"] *= factor
     for level in s["timing"]["load"]["levels"]:
-        for key in ("ttft_s_p50", "tpot_s_p50", "itl_s_p50"):
-            level[key] /= factor
+        for key in ("ttft_s_p50", "tpot_s_p50", "itl_s_p50", "itl_token_s_p50"):
+            if level.get(key) is not None:
+                level[key] /= factor
         for key in ("output_tok_s", "requests_per_s"):
             level[key] *= factor
     if host_kind:
@@ -85,6 +86,10 @@ def test_b_separably_slower_on_a_gating_figure_exits_1_with_every_file(template,
     fig = {f["id"]: f for f in c["figures"]}
     assert fig["load.c1.output_tok_s"]["call"] == "B worse" and fig["load.c1.output_tok_s"]["gating"]
     assert fig["load.c1.output_tok_s"]["difference_pct"] == pytest.approx(-5.0, abs=0.5)
+    # ITL is compared per chunk and per token: the per-token figure is the one that compares across
+    # engines that pack several tokens per chunk.
+    assert fig["load.c1.itl_token_s_p50"]["title"] == "ITL p50 (per token) at concurrency 1"
+    assert fig["load.c1.itl_token_s_p50"]["difference_pct"] == pytest.approx(5.3, abs=0.5)
     assert c["reasons"] == ["B separably worse on gating figure load.c1.output_tok_s"]
     assert c["gating"] == ["load.c1.output_tok_s"] and c["spread"] == "boot-to-boot"
     assert "Welch" in c["method"] and "Holm" in c["method"]
