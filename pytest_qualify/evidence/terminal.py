@@ -71,13 +71,21 @@ def verdict_line(verdict: Any, ev: EvidenceState | None) -> str:
     text = verdict.headline  # names the stage: only the full stage reads QUALIFICATION
     if ev is not None and ev.exit_code is not None:
         text += f" (exit {ev.exit_code})"
-    stopped = [r for r in verdict.reasons if r.startswith("run stopped early")]
-    if verdict.verdict != Result.PASS and verdict.failures and stopped:
-        # -x / --maxfail: the item that failed first, then the stop it caused.
+    unjudged = [r for r in verdict.reasons if r in verdict.incomplete]
+    judged = [r for r in verdict.reasons if r not in verdict.incomplete]
+    if verdict.verdict == Result.FAIL and verdict.failures and not judged:
+        # A judged failure outranks incompleteness, on the last line too: the item that failed first
+        # leads, then what else kept the run from a whole judgement (-x / --maxfail: the stop it
+        # caused; a selection: the modules left out).
         f = verdict.failures[0]
-        text += f": {f.module}: {f.where}: {f.reason[:160]}; then {stopped[0][:120]}"
-        rest = len(verdict.failures) - 1 + len(verdict.reasons) - 1
+        text += f": {f.module}: {f.where}: {f.reason[:160]}"
+        if unjudged:
+            word = "then" if unjudged[0].startswith("run stopped early") else "also"
+            text += f"; {word} {unjudged[0][:120]}"
+        rest = len(verdict.failures) - 1 + max(len(unjudged) - 1, 0)
         text += f" (+{rest} more)" if rest else ""
+    elif verdict.verdict == Result.FAIL and judged:
+        text += f": {judged[0][:160]}" + (f" (+{len(verdict.reasons) - 1} more)" if len(verdict.reasons) > 1 else "")
     elif verdict.verdict != Result.PASS and verdict.reasons:
         first = verdict.reasons[0]
         text += f": {first[:160]}" + (f" (+{len(verdict.reasons) - 1} more)" if len(verdict.reasons) > 1 else "")

@@ -676,3 +676,16 @@ def test_a_key_revoked_mid_run_is_not_judged_and_stops_the_run(qualify_pytest, r
     assert len([line for line in out.splitlines() if line.startswith(("FAILED ", "ERROR "))]) <= 3, out
     assert out.splitlines()[-1].startswith("QUALIFICATION: INCOMPLETE (exit 2): not judged: credentials refused"), \
         out.splitlines()[-1]
+
+
+def test_a_partial_run_that_fails_leads_its_last_line_with_the_failed_item(qualify_pytest):
+    """One suite of the profile's three selected by path: the judged failure leads, the modules the
+    selection left out follow it."""
+    result = qualify_pytest(faults=["json_invalid"], profile=write_profile(qualify_pytest.pytester.path,
+                                                                           ("smoke", "json", "tools")),
+                            suites=suite("json"))
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out
+    last = out.splitlines()[-1]
+    assert last.startswith("QUALIFICATION: FAIL (exit 1): json: test_json_task["), last
+    assert "; also " in last and "did not run" in last, last
