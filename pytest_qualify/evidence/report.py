@@ -188,6 +188,7 @@ def render(s: Mapping[str, Any]) -> str:
 
     out += _identity(s)
     out += _selftest(s)
+    out += faults_block(s)
 
     stage = _stage_only(s)
     out += ["## Gate" + (f" (stage {stage['name']}, not a qualification)" if stage else ""), ""]
@@ -304,6 +305,28 @@ def _identity(s: Mapping[str, Any]) -> list[str]:
             out += ["The live route serves exactly the identity that run qualified "
                     "(model, revision where visible, served name, window, engine version).", ""]
     return out
+
+
+def faults_block(s: Mapping[str, Any]) -> list[str]:
+    """The reference server's fault switches this run turned on, each engaged or not and when it
+    first was: a fault that never engaged is why the run is INCOMPLETE."""
+    faults = s.get("faults")
+    if not faults:
+        return []
+    rows = []
+    for f in faults["armed"]:
+        n, after_s = f.get("chat_requests"), f.get("after_s")
+        when = ", ".join(part for part in (
+            f"chat request {n}" if n else "before any chat request" if n == 0 else "",
+            f"{after_s:.1f} s after the server started" if after_s is not None else "") if part)
+        when = (when or "engaged") if f["engaged"] else "—"
+        rows.append((f"`{f['fault']}`", "yes" if f["engaged"] else "**no: never engaged**", when, f.get("what") or ""))
+    where = (f"as the server recorded it in `{faults['recorded_in']}`" if faults.get("recorded_in")
+             else f"not recorded: {faults.get('note') or 'the server kept no record'}")
+    return ["## Reference faults (SIMULATED)", "",
+            f"Fault switches turned on for this run, {cell(where)}. A fault that never engaged changed nothing, "
+            "so the run cannot show it is caught: it leaves the run INCOMPLETE.", ""] + table(
+        ("Fault", "Engaged", "First engaged", "What it breaks"), rows) + [""]
 
 
 def claim_result(c: Mapping[str, Any]) -> str:

@@ -461,13 +461,14 @@ def facts_section(
     protocol: Mapping[str, Any] | None = None,
     provenance: Mapping[str, Any] | None = None,
     serving: Mapping[str, Any] | None = None,
+    faults: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The summary's sections that are facts, not judgements: what ran, on what, what each item
     did and measured, by what (``provenance``). Built once at the end of a run; the gate reads its
     SLOs and the baseline from it (``gate.RunRecord.facts``), :func:`render_summary` adds the decision."""
     items = [item_section(r, cases.get(r.nodeid)) for r in results]
-    extra = {k: dict(v) for k, v in (("protocol", protocol), ("provenance", provenance), ("serving_facts", serving))
-             if v is not None}
+    extra = {k: dict(v) for k, v in (("protocol", protocol), ("provenance", provenance), ("serving_facts", serving),
+                                     ("faults", faults)) if v is not None}
     return {
         **extra,
         "run": dict(run),
@@ -500,7 +501,8 @@ def render_summary(
     # The promotion stage this run was (stages.py), the served identity at both ends, and the
     # promoted run a post-promotion check was held to: present only when the plugin hands them in.
     extra = {k: dict(v) for k, v in (("stage", stage), ("identity", identity), ("promoted", promoted)) if v is not None}
-    extra.update({k: dict(facts[k]) for k in ("protocol", "provenance", "serving_facts") if facts.get(k) is not None})
+    extra.update({k: dict(facts[k]) for k in ("protocol", "provenance", "serving_facts", "faults")
+                  if facts.get(k) is not None})
     if "stage" in extra and "protocol" in extra:
         extra["stage"] = _scoped_stage(extra["stage"], extra["protocol"])
     return {

@@ -49,6 +49,7 @@ def run_record(
         died = state.dead.splitlines()[0]
     results = gate.proof_of_grading(state.results.values(), graded_tests(run_dir) if run_dir.is_dir() else (),
                                     journaled=lambda r: bool(r.properties.get(properties.JOURNALED)))
+    faults, never_engaged = fault_engagement(state)
     facts = facts_section(
         run={
             "id": state.run_id,
@@ -70,11 +71,14 @@ def run_record(
                                   task_data_sha256()),
         provenance=provenance_section(os.environ),
         serving=state.serving_facts,
+        faults=faults,
     )
     baseline = None
     if ev.baseline is not None:
         baseline = BaselineInput(ev.baseline, path=ev.baseline_path, threshold_pct=ev.regression_threshold_pct,
                                  fail_on_regression=ev.fail_on_regression)
+    # A fault that never engaged leaves the run unjudged; a selection's reasons stay the last ones.
+    incomplete = [*(r for r in incomplete if r not in selection), *never_engaged, *selection]
     return RunRecord(
         results=results, modules=modules, required=tuple(required),
         stage=stage_run.stage if stage_run is not None else None,
@@ -82,6 +86,22 @@ def run_record(
         waivers=ev.waivers, slo=state.profile.slo, claims=state.profile.claims, facts=facts, baseline=baseline,
         answers_void=tuple(answers_void), checks=_journal_checks(run_dir),
     )
+
+
+def fault_engagement(state: RunState) -> tuple[dict[str, Any] | None, list[str]]:
+    """The reference server's armed faults, each with whether it engaged (``summary.json``
+    ``faults``, from reference/fault_log.py), and one incomplete reason per fault that never did: a
+    fault that met no request it applies to changed nothing, and a PASS with it on would prove
+    nothing. (None, []) when no fault was switched on. A run that never reached its endpoint (a
+    failed start, a first step that judged nothing) lists its faults with no reason each: it is
+    unjudged already, for the reason it gives."""
+    if not state.settings.reference_faults:
+        return None, []
+    from pytest_qualify.reference.fault_log import read_record
+
+    record = read_record(state.run_dir, state.settings.reference_faults)
+    unreached = bool(state.startup_error) or bool(state.stop_reason and not state.stop_judged)
+    return record.as_dict(), [] if unreached else record.never_engaged()
 
 
 def _journal_checks(run_dir: Any) -> tuple[Any, ...]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from pytest_qualify.profiles import ProfileError, load_profile
 from pytest_qualify.reference.faults import Faults, FaultError
@@ -31,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", required=True, help="built-in profile name or path")
     parser.add_argument("--fault", action="append", default=[], metavar="NAME[=ARG]")
     parser.add_argument("--api-key-env", default=None, help="environment variable holding the API key")
+    parser.add_argument("--fault-log", default=None, metavar="PATH",
+                        help="keep which armed faults engaged, and when, in this JSON file (fault_log.py)")
     # The environment can set the rates because the plugin launches this server itself: the
     # harness benchmark (bench/) runs it with no added latency.
     parser.add_argument("--prefill-tok-s", type=float,
@@ -68,8 +71,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"reference server: {exc}", file=sys.stderr)
         return 2
     if args.steer:
-        from pathlib import Path
-
         from pytest_qualify.reference.steer import SteerConfig, check_faults, serve_steer
         from pytest_qualify.reference.steer_forcing import SteerError
 
@@ -78,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
         except SteerError as exc:
             print(f"steering proxy: {exc}", file=sys.stderr)
             return 2
+    if args.fault_log:
+        faults.log.keep(Path(args.fault_log))
+    if args.steer:
         serve_steer(args.host, args.port, SteerConfig(args.steer, args.tool_call_syntax,
                                                       args.strip_chat_template_kwargs, Path(args.steer_log)),
                     profile, faults)

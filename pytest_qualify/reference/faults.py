@@ -11,8 +11,11 @@ typo cannot make a fault test pass vacuously.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+
+from pytest_qualify.reference.fault_log import EngagementLog
 
 SERVER_FAULTS = {
     "wrong_identity": "/v1/models reports another root and max_model_len",
@@ -136,7 +139,13 @@ def check_for_run(
     """Every fault named, with an argument it takes, that can engage with this run: its module
     runs (``modules``: the profile's and the stage's), its lane or corpus item exists, its count
     comes within ``repeat``, its concurrency within the profile's highest load level
-    (``load_levels``). Raises :class:`FaultError` naming the first that cannot."""
+    (``load_levels``). Raises :class:`FaultError` naming the first that cannot.
+
+    A count of the server's chat requests (``die_after``, ``hang_after``, ``drop_connection``,
+    ``answer_swap_after``, ``engine_swap_after``) is not held here: how many chat requests a run
+    makes is known only as it runs (retries, the load module's levels, the integrity samples, a
+    stop). The server's own record holds it instead (fault_log.py): a fault that never engaged leaves
+    the run INCOMPLETE, naming it."""
     known = fault_specs()
     run_modules, run_lanes = tuple(modules), tuple(lanes)
     for text in specs:
@@ -225,9 +234,32 @@ def _check_arg(label: str, name: str, kind: str, arg: str | None, lanes: tuple[s
             raise FaultError(f"{label}: expected a number of seconds above 0, got {arg!r}")
 
 
+def what_it_breaks(description: str, arg: str = "") -> str:
+    """A switch's description for an operator, its argument in place of its kind: "=N: the process
+    exits after N chat requests" with ``100`` is "the process exits after 100 chat requests"."""
+    if not description.startswith(("=", "[=")):
+        return description
+    kind, text = description.lstrip("[=").split(":", 1)
+    kind, text = kind.rstrip("]"), text.strip()
+    if not arg:
+        return text
+
+    def value(match: re.Match[str]) -> str:
+        if not match.group(1):
+            return arg
+        # "the Nth chat request": an ordinal of the count
+        last2 = arg[-2:]
+        suffix = "th" if last2 in ("11", "12", "13") else {"1": "st", "2": "nd", "3": "rd"}.get(arg[-1:], "th")
+        return arg + suffix
+
+    return re.sub(rf"\b{re.escape(kind)}(th)?\b", value, text)
+
+
 @dataclass(frozen=True)
 class Faults:
     active: dict[str, str] = field(default_factory=dict)
+    # Which of them engaged, and when (fault_log.py): every place that applies one calls engage().
+    log: EngagementLog = field(default_factory=EngagementLog, compare=False, repr=False)
 
     @classmethod
     def parse(cls, specs: Iterable[str]) -> "Faults":
@@ -245,7 +277,15 @@ class Faults:
                 if arg not in HOSTILE_CLASSES:
                     raise FaultError(f"hostile_500={arg}: expected one of {', '.join(HOSTILE_CLASSES)}")
             active[name] = arg
-        return cls(active)
+        armed = {name: (f"{name}={arg}" if arg else name, what_it_breaks(known[name], arg)) for name, arg in active.items()}
+        return cls(active, EngagementLog(armed))
+
+    def engage(self, name: str) -> bool:
+        """Record that the armed fault ``name`` changed what the server did just now (its first time
+        is kept: when, and after how many chat requests). True, so it reads inside a condition."""
+        if name in self.active:
+            self.log.engaged(name)
+        return True
 
     def __contains__(self, name: str) -> bool:
         return name in self.active

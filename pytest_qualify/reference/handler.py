@@ -194,7 +194,7 @@ class Handler(BaseHTTPRequestHandler):
         oracle.admit(req, st.ctx)
         reply = faults.reply(oracle.answer(req, st.ctx), n)
         result_key = request_key(body)
-        cached_result = st.results.get(result_key) if faults.result_cache() else None
+        cached_result = faults.cached_result(st.results, result_key)
 
         cached = st.cache.lookup_and_insert(prompt_ids, body.get("cache_salt"))
         if reply.cached_tokens is not None:
@@ -327,8 +327,8 @@ class Handler(BaseHTTPRequestHandler):
             stall()
             if faults.name_repeated():
                 send([{"index": 0, "delta": {"tool_calls": [{"index": i, "function": {"name": name}}]}, "finish_reason": None}])
-            index = faults.tool_index(i)
             arg_pieces = shaping.pieces(args)
+            index = faults.tool_index(i, bool(arg_pieces))
             held = faults.late_argument(arg_pieces, i == len(calls) - 1)
             if held is not None:
                 late.append({"tool_calls": [{"index": index, "function": {"arguments": held}}]})
@@ -357,6 +357,7 @@ def serve(host: str, port: int, profile: Profile, faults: Faults, api_key: str |
     state = ReferenceState(profile, faults, api_key, prefill_tok_s, decode_tok_s, stream_whole)
     delay = serving.startup_delay_s(faults)
     if delay:
+        faults.engage("slow_startup")
         time.sleep(delay)  # slow_startup: not listening yet, as a vLLM still loading its weights
     print(serving.SIMULATED_LINE + json.dumps(state.serving_facts), flush=True)
     serve_http(host, port, Handler, state,

@@ -109,7 +109,10 @@ def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:
     styles = ("{}", "**{}**", "`{}`", "Answer: {}", "{}.")
     style = styles[zlib.crc32(f"{found.key}\x1f{found.document}".encode()) % len(styles)]
     reply = Reply(content=style.format(value), faults=applied)
+    for name in applied:
+        faults.engage(name)
     if "cached_tokens" in faults:
+        faults.engage("cached_tokens")
         # As if the cache ignored the salt and a previous request had the same long prefix.
         reply.cached_tokens = max(16, tokenizer.count(found.document) // 2)
     return reply

@@ -33,6 +33,7 @@ def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:
     old, new = (f"a/{case.path}", f"b/{case.path}") if fenced else (case.path, case.path)
     diff = "".join(difflib.unified_diff(case.source.splitlines(True), case.expected.splitlines(True), old, new))
     if "bad_diff_hunk" in ctx.faults:
+        ctx.faults.engage("bad_diff_hunk")
         diff = re.sub(r"^@@ -(\d+),(\d+)", lambda m: f"@@ -{m.group(1)},{int(m.group(2)) + 2}", diff, count=1, flags=re.M)
     if fenced:
         return Reply(content=f"Here is the patch:\n\n```diff\n{diff}```")

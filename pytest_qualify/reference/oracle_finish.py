@@ -27,7 +27,9 @@ def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:
     if truth is None:
         return None
     if "empty_answer" in ctx.faults:
+        ctx.faults.engage("empty_answer")
         return Reply(content="")
     if "finish_length" in ctx.faults:
+        ctx.faults.engage("finish_length")
         return Reply(content=truth, finish_reason="length")
     return Reply(content=truth)

@@ -43,10 +43,12 @@ def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:
     text = json.dumps(value, indent=2 if [t["id"] for t in json_tasks()].index(task["id"]) % 2 else None)
     n = ctx.occurrence(f"json:{task['id']}")
     if "json_nondeterministic" in ctx.faults and n % 2 == 0:
+        ctx.faults.engage("json_nondeterministic")
         # Another value, not another layout: the module compares parsed answers.
         last = list(value)[-1]
         text = json.dumps({**value, last: _other(value[last])}, indent=1)
     if "json_invalid" in ctx.faults:
+        ctx.faults.engage("json_invalid")
         text = text[: len(text) // 2]
     return Reply(content=text)
 

@@ -42,9 +42,11 @@ def finalize(req: ChatRequest, reply: Reply, ctx: OracleContext) -> Reply:
     seat = current_seat()
     if seat is not None and seat.shared:
         if "load_wrong_concurrent" in ctx.faults and (reply.content or reply.tool_calls):
+            ctx.faults.engage("load_wrong_concurrent")
             reply = dataclasses.replace(reply, content="I do not know.", tool_calls=[], finish_reason=None,
                                         faults=(*reply.faults, "load_wrong_concurrent"))
         elif "load_batch_variance" in ctx.faults and reply.content:
+            ctx.faults.engage("load_batch_variance")
             reply = dataclasses.replace(reply, content=_variant(reply.content),
                                         faults=(*reply.faults, "load_batch_variance"))
     body = req.body

@@ -44,6 +44,9 @@ def thinking_on(req: ChatRequest, ctx: OracleContext) -> bool:
     thinking = ctx.profile.thinking
     kwargs = req.body.get("chat_template_kwargs") or {}
     if "enable_thinking" in kwargs and (thinking.overridable or any(f in ctx.faults for f in HONOURING_FAULTS)):
+        if not thinking.overridable and bool(kwargs["enable_thinking"]) != thinking.enabled:
+            for name in HONOURING_FAULTS:
+                ctx.faults.engage(name)  # the caller's override took effect where the profile forbids it
         return bool(kwargs["enable_thinking"])
     return thinking.enabled
 
@@ -58,6 +61,7 @@ def _blank_override(req: ChatRequest, ctx: OracleContext) -> bool:
 
 def finalize(req: ChatRequest, reply: Reply, ctx: OracleContext) -> Reply:
     if _blank_override(req, ctx):
+        ctx.faults.engage("thinking_override_blank")
         budget = int(req.body.get("max_tokens") or req.body.get("max_completion_tokens") or 256)
         return Reply(content=None, reasoning="\n" * budget, finish_reason="length",
                      faults=(*reply.faults, "thinking_override_blank"))
@@ -65,7 +69,9 @@ def finalize(req: ChatRequest, reply: Reply, ctx: OracleContext) -> Reply:
         reply = dataclasses.replace(reply, reasoning=REASONING_TEXT)
     if req.last_user_text().strip() in prompts():
         if "leak_reasoning" in ctx.faults:
+            ctx.faults.engage("leak_reasoning")
             reply = dataclasses.replace(reply, reasoning=REASONING_TEXT)
         if "leak_think_tag" in ctx.faults:
+            ctx.faults.engage("leak_think_tag")
             reply = dataclasses.replace(reply, content=f"<think>\n{REASONING_TEXT}\n</think>\n\n{reply.content or ''}")
     return reply

@@ -33,8 +33,11 @@ def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:
         return None
     occurrence = ctx.occurrence(f"recall:{conv.id}")
     if "recall_fail_repetition" in ctx.faults and occurrence == int(ctx.faults.number("recall_fail_repetition", 2)):
+        ctx.faults.engage("recall_fail_repetition")
         return Reply(content="Sorry, I don't have those details any more.")
     near = dict(conv.near_misses) if "recall_near_miss" in ctx.faults else {}
+    if near and any(name in near and near[name] != truth for name, truth in conv.truth.items()):
+        ctx.faults.engage("recall_near_miss")
     value = {name: near.get(name, truth) for name, truth in conv.truth.items()}
     index = [c.id for c in recall_fixtures().conversations].index(conv.id)
     if index % 3 == 1:

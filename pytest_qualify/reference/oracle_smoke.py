@@ -21,4 +21,4 @@ def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:
     truth = questions().get(req.last_user_text().strip())
     if truth is None:
         return None
-    return Reply(content="" if "smoke_empty" in ctx.faults else truth)
+    return Reply(content="" if "smoke_empty" in ctx.faults and ctx.faults.engage("smoke_empty") else truth)

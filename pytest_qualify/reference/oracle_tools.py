@@ -32,6 +32,7 @@ def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:
     for case in fixtures.irrelevance:
         if case.prompt.strip() == prompt:
             if "irrelevant_tool_call" in ctx.faults:
+                ctx.faults.engage("irrelevant_tool_call")
                 return _calls_reply([ExpectedCall(_first_tool(req), {})], schemas, ctx)
             return Reply(content=case.answer)
     for rt in fixtures.round_trip:
@@ -61,9 +62,13 @@ def _calls_reply(calls: Sequence[ExpectedCall], schemas: Mapping[str, Any], ctx:
     for call in calls:
         args = canonical_arguments(call.arguments)
         if "wrong_tool_args" in ctx.faults:
-            args = perturb(args, schemas.get(call.name) or {})
+            perturbed = perturb(args, schemas.get(call.name) or {})
+            if perturbed != args:
+                ctx.faults.engage("wrong_tool_args")
+            args = perturbed
         concrete.append((call.name, args))
     if "tool_in_text" in ctx.faults:
+        ctx.faults.engage("tool_in_text")
         body = "\n".join(json.dumps({"name": n, "arguments": a}) for n, a in concrete)
         return Reply(content=f"```json\n{body}\n```", finish_reason="stop")
     return Reply(tool_calls=concrete)

@@ -27,6 +27,7 @@ def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:
         return None
     verdict = incident.truth
     if "triage_red_herring" in ctx.faults:
+        ctx.faults.engage("triage_red_herring")
         herring = incident.red_herrings[0]
         line = next(line for line in incident.log_lines if f"[{herring}]" in line)
         verdict = {"component": herring, "category": "slow downstream dependency",

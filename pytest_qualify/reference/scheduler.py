@@ -83,8 +83,10 @@ class Scheduler:
 
         faults = self.faults
         if "load_500_at" in faults and in_flight >= faults.number("load_500_at", self.top_level):
+            faults.engage("load_500_at")
             raise Rejection(500, "Internal Server Error", "InternalServerError")
         if "load_drop_at" in faults and in_flight >= faults.number("load_drop_at", self.top_level):
+            faults.engage("load_drop_at")
             print(f"fault load_drop_at: closing a chat request met by {in_flight - 1} others in flight", flush=True)
             handler.close_connection = True
             handler.connection.shutdown(socket.SHUT_RDWR)
@@ -137,4 +139,6 @@ class Scheduler:
     def decode(self, tokens: int, rate_tok_s: float) -> None:
         """Spend ``tokens`` engine steps of this request's decode."""
         if rate_tok_s > 0 and tokens > 0:
+            if "slow_decode" in self.faults:
+                self.faults.engage("slow_decode")  # the rate handed in is the slowed one (serving.decode_rate)
             time.sleep(tokens * self.step_s(rate_tok_s))

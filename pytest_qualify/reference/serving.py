@@ -46,6 +46,7 @@ def simulated_facts(profile: Profile, faults: Faults) -> dict[str, float]:
     blocks = math.ceil(tokens / BLOCK_TOKENS)
     gib = _claimed(profile, "kv_cache_gib")
     if "kv_pool_shrink" in faults:
+        faults.engage("kv_pool_shrink")  # the start-up facts the server reports (its log, /metrics)
         share = faults.number("kv_pool_shrink", 0.5)
         blocks = max(1, int(blocks * share))
         gib = gib * share if gib is not None else None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from pytest_qualify.profiles import Profile
@@ -67,23 +68,28 @@ class Metrics:
 class PrefixCache:
     """Block-hash prefix cache; the salt is part of the first block's hash, as in vLLM."""
 
-    def __init__(self, ignore_salt: bool) -> None:
-        self.blocks: set[bytes] = set()
+    def __init__(self, ignore_salt: bool, on_salt_ignored: Callable[[], Any] | None = None) -> None:
+        # block hash -> the salt of the request that cached it (the ignore_cache_salt fault's proof)
+        self.blocks: dict[bytes, str | None] = {}
         self.ignore_salt = ignore_salt
+        self.on_salt_ignored = on_salt_ignored
         self.lock = threading.Lock()
 
     def lookup_and_insert(self, token_ids: list[int], salt: str | None) -> int:
         h = hashlib.sha256(b"" if self.ignore_salt or not salt else salt.encode())
-        cached, still_hit = 0, True
+        cached, still_hit, crossed = 0, True, False
         with self.lock:
             for start in range(0, len(token_ids) - CACHE_BLOCK + 1, CACHE_BLOCK):
                 h.update(json.dumps(token_ids[start : start + CACHE_BLOCK]).encode())
                 key = h.copy().digest()
                 if still_hit and key in self.blocks:
                     cached += CACHE_BLOCK
+                    crossed = crossed or self.blocks[key] != salt
                 else:
                     still_hit = False
-                    self.blocks.add(key)
+                    self.blocks[key] = salt
+        if crossed and self.ignore_salt and self.on_salt_ignored is not None:
+            self.on_salt_ignored()  # a hit another salt's request cached: the salt was ignored
         return cached
 
 
@@ -102,11 +108,12 @@ class ReferenceState:
         self.ctx = oracle.OracleContext(profile, faults)
         self.metrics = Metrics(profile.deployment.served_name)
         self.metrics.cache_config(serving.cache_config_labels(self.serving_facts, profile))
-        self.cache = PrefixCache("ignore_cache_salt" in faults)
+        self.cache = PrefixCache("ignore_cache_salt" in faults, lambda: faults.engage("ignore_cache_salt"))
         self.scheduler = Scheduler(profile.limits.max_num_seqs, faults, self.metrics,
                                    profile.load.levels[-1] if profile.load else 2)
         self.metrics.scheduler_config(self.scheduler.max_num_seqs)
         self.chat_requests = 0
         self.lock = threading.Lock()
+        faults.log.count_chat(lambda: self.chat_requests)
         # The result_cache fault's response cache: request body without its cache_salt -> answer.
         self.results: dict[str, tuple[Any, ...]] = {}

@@ -1,6 +1,7 @@
 """The gate self-test: the installed plugin, on this machine with these versions, runs the profile's
 protocol against the reference server once conforming and once per fault class the profile's
-modules can see, and must PASS the first and FAIL each fault in the module it belongs to.
+modules can see, and must PASS the first and FAIL each fault in the module it belongs to, with the
+reference server's record showing that fault engaged.
 
 An operator who signs a promotion trusts that the gate fails a broken deployment; this shows it,
 with their python, pytest and openai. The fault table (``selftest.toml``) is data: each fault
@@ -166,7 +167,7 @@ def judge(case: Case, exit_code: int, summary: Mapping[str, Any] | None) -> tupl
         # A run-level fault (the identity changed under the run): the verdict's reasons name it.
         named = [r for r in reasons if case.fault.reason in r]
         if exit_code == 1 and result == Result.FAIL and named:
-            return True, result, _short(named[0])
+            return _engaged(case, summary, result, _short(named[0]))
         return False, result, (f"not caught: the run ended {result} (exit {exit_code}) and no reason says "
                                f"{case.fault.reason!r}")
     mine = [f for f in failures if f.get("module") == module]
@@ -177,7 +178,18 @@ def judge(case: Case, exit_code: int, summary: Mapping[str, Any] | None) -> tupl
                                + f", not a failure of module {module!r}")
     first = mine[0]
     where = first.get("item") or first.get("nodeid")
-    return True, result, _short(f"{where}: {first.get('reason') or first.get('outcome')}")
+    return _engaged(case, summary, result, _short(f"{where}: {first.get('reason') or first.get('outcome')}"))
+
+
+def _engaged(case: Case, summary: Mapping[str, Any], result: str, caught: str) -> tuple[bool, str, str]:
+    """A caught fault counts only where the reference server recorded it engaged (``summary.json``
+    ``faults``): a failure the fault did not cause proves nothing about the gate catching it."""
+    assert case.fault is not None
+    armed = [f for f in (summary.get("faults") or {}).get("armed") or [] if f.get("name") == case.fault.name]
+    if armed and armed[0].get("engaged") is True:
+        return True, result, caught
+    return False, result, (f"not shown to engage: the run's summary.json does not record {case.fault.spec} as engaged "
+                           f"by the reference server, so its failure ({caught}) proves nothing about the fault")
 
 
 def _short(text: str, limit: int = 160) -> str:

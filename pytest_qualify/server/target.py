@@ -18,6 +18,7 @@ from pytest_qualify.server.lifecycle import (
 )
 from pytest_qualify.profiles import Profile
 from pytest_qualify.redaction import redact_file
+from pytest_qualify.reference.fault_log import FAULT_LOG
 from pytest_qualify.settings import Mode, Settings
 
 SERVER_LOG = "server.log"
@@ -140,6 +141,8 @@ def launch_spec(profile: Profile, settings: Settings, run_dir: Path, api_key: st
         )
         for fault in settings.reference_faults:
             argv += ("--fault", fault)
+        if settings.reference_faults:
+            argv += ("--fault-log", str(run_dir / FAULT_LOG))  # which engaged, read at the run's end
         if api_key:
             # The key travels by environment, never on a command line.
             argv += ("--api-key-env", "QUALIFY_REFERENCE_API_KEY")
@@ -185,6 +188,8 @@ def steer_spec(profile: Profile, settings: Settings, upstream: LaunchSpec, run_d
         argv += ("--strip-chat-template-kwargs",)
     for fault in settings.reference_faults:
         argv += ("--fault", fault)
+    if settings.reference_faults:
+        argv += ("--fault-log", str(run_dir / FAULT_LOG))
     return LaunchSpec(argv=argv, host=upstream.host, port=port, log_path=run_dir / STEER_PROXY_LOG,
                       startup_timeout_s=60.0, secrets=upstream.secrets)
 

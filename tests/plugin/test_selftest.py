@@ -65,9 +65,16 @@ def test_a_child_inherits_none_of_the_plugins_own_settings():
     assert engine.child_env(env, ["QUALIFY_SELFTEST", "QUALIFY_WAIVERS"]) == {"PATH": "/bin"}
 
 
-def _summary(result: str, failures: list[tuple[str, str]] = (), reasons: list[str] = ()) -> dict:
-    return {"verdict": {"result": result, "reasons": list(reasons),
-                        "failures": [{"module": m, "item": "test_x", "reason": r, "outcome": "failed"} for m, r in failures]}}
+def _summary(result: str, failures: list[tuple[str, str]] = (), reasons: list[str] = (),
+             engaged: dict[str, bool] | None = None) -> dict:
+    """A run's summary.json as the judge reads it; ``engaged``: the reference server's record of its faults."""
+    out = {"verdict": {"result": result, "reasons": list(reasons),
+                       "failures": [{"module": m, "item": "test_x", "reason": r, "outcome": "failed"} for m, r in failures]}}
+    if engaged is not None:
+        out["faults"] = {"recorded_in": "reference-faults.json", "note": None, "armed": [
+            {"fault": name, "name": name, "what": "", "engaged": on, "chat_requests": 1 if on else None,
+             "after_s": 0.1 if on else None} for name, on in engaged.items()]}
+    return out
 
 
 def _fault(name: str) -> engine.Case:
@@ -76,13 +83,26 @@ def _fault(name: str) -> engine.Case:
 
 def test_the_judge_accepts_a_conforming_pass_and_a_fault_failing_in_its_module():
     assert engine.judge(engine.Case(None), 0, _summary("PASS"))[0]
-    ok, verdict, reason = engine.judge(_fault("smoke_empty"), 1, _summary("FAIL", [("smoke", "empty answer")]))
+    ok, verdict, reason = engine.judge(_fault("smoke_empty"), 1, _summary("FAIL", [("smoke", "empty answer")],
+                                                                           engaged={"smoke_empty": True}))
     assert ok and verdict == "FAIL" and reason == "test_x: empty answer"
     # Another module failing beside it does not matter: the fault's own module caught it.
-    assert engine.judge(_fault("drop_needle"), 1, _summary("FAIL", [("smoke", "x"), ("context", "y")]))[0]
+    assert engine.judge(_fault("drop_needle"), 1, _summary("FAIL", [("smoke", "x"), ("context", "y")],
+                                                           engaged={"drop_needle": True}))[0]
     ok, _, reason = engine.judge(_fault("engine_swap_after"), 1,
-                                   _summary("FAIL", reasons=["served identity changed during the run (engine_version …)"]))
+                                   _summary("FAIL", reasons=["served identity changed during the run (engine_version …)"],
+                                            engaged={"engine_swap_after": True}))
     assert ok and reason.startswith("served identity changed")
+
+
+@pytest.mark.parametrize("engaged", [{"smoke_empty": False}, {"drop_needle": True}, None])
+def test_a_failure_the_fault_did_not_cause_proves_nothing(engaged):
+    # Caught in its module, but the server's record does not show the fault engaged (it says it never
+    # did, holds only another fault, or is missing): the self-test cannot count it.
+    ok, verdict, reason = engine.judge(_fault("smoke_empty"), 1, _summary("FAIL", [("smoke", "empty answer")],
+                                                                           engaged=engaged))
+    assert not ok and verdict == "FAIL"
+    assert reason.startswith("not shown to engage: the run's summary.json does not record smoke_empty as engaged"), reason
 
 
 @pytest.mark.parametrize("case, code, summary, expected", [

@@ -3,9 +3,9 @@ that names a module is run end to end against the reference server. The files be
 most rows in runs of their own, holding each fault to its exact items and reasons (several faults of
 different modules share a run there: a run costs seconds on a 2-core machine); every other row is
 run here, one run per row, parametrised from the table: the fault on, its module's suite, one
-repetition. The run FAILs (exit 1) and every failed item is the module's own; a run-level fault (the
-identity changing under the run) fails with its row's reason instead. So a row added to the table is
-a run without a line of test code."""
+repetition. The run FAILs (exit 1), the server's record shows the fault engaged, and every failed item
+is the module's own; a run-level fault (the identity changing under the run) fails with its row's
+reason instead. So a row added to the table is a run without a line of test code."""
 
 from __future__ import annotations
 
@@ -45,6 +45,8 @@ def test_the_fault_fails_its_own_module(qualify_pytest: QualifyPytest, name):
     out = result.stdout.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED, out[-3000:]
     assert "QUALIFICATION: FAIL" in out
+    # The failure is the fault's: the reference server recorded it engaged.
+    assert {f["name"]: f["engaged"] for f in qualify_pytest.summary()["faults"]["armed"]} == {name: True}
     if row.reason:
         reasons = json.dumps(qualify_pytest.summary()["verdict"])
         assert row.reason in reasons, reasons
