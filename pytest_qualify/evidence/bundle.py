@@ -23,6 +23,7 @@ from pytest_qualify.bundle_format.manifest import JUNIT, MANIFEST, REPORT, SUMMA
 from pytest_qualify.evidence.metrics import Snapshot, parse
 from pytest_qualify.evidence.plot import PLOT_FILE, PlotUnavailable, plot_ttft
 from pytest_qualify.bundle_format.schema import validate
+from pytest_qualify.gate.decide import GateCase
 from pytest_qualify.redaction import redact, redact_file
 
 
@@ -98,10 +99,11 @@ OPTIONAL_FILES = ("answers.jsonl", transcripts.TRANSCRIPTS_FILE, "server.log", "
 
 
 def write_bundle(run_dir: Path, summary: dict[str, Any], cases: Mapping[str, Any],
-                 secrets: Sequence[str]) -> list[Path]:
+                 secrets: Sequence[str], *, gate: Sequence[GateCase]) -> list[Path]:
     """Write plot, summary.json, junit.xml, report.md and report.html. The summary is validated
     against the shipped schema first: an invalid summary raises rather than being passed off as
-    evidence."""
+    evidence. ``gate``: the run-level test cases of the decision the summary renders
+    (``Decision.gate_cases``), which junit.xml holds as pytest's ``--junitxml`` does."""
     run_dir.mkdir(parents=True, exist_ok=True)
     make_plot(summary, run_dir)
     # Every bundle has its transcripts, empty when nothing was asked (the server never started).
@@ -111,7 +113,7 @@ def write_bundle(run_dir: Path, summary: dict[str, Any], cases: Mapping[str, Any
     validate(summary)
     written = [
         write_text(run_dir / SUMMARY, json.dumps(summary, indent=2, sort_keys=False) + "\n", secrets),
-        write_text(run_dir / JUNIT, junit.build_xml(summary, cases).decode("utf-8"), secrets),
+        write_text(run_dir / JUNIT, junit.build_xml(summary, cases, gate).decode("utf-8"), secrets),
         write_text(run_dir / REPORT, report.render(summary), secrets),
         write_html(run_dir, summary, secrets),
     ]

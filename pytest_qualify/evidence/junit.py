@@ -13,9 +13,11 @@ failed item is a ``<failure>`` whose ``type`` is its failure kind, ``qualify.for
 ``qualify.fact`` / ``qualify.other``), every run-level reason the gate gave (``Decision.findings``:
 an SLO row, a regression, a module that did not run, a partial selection, a dead server, a run that
 could not be judged, ...) is a test case of classname :data:`GATE_CLASSNAME` named after its gate
-row: a ``<failure>`` when the deployment was judged, an ``<error>`` when it was not. Every
-message is one line that names the item (or row) and the reason, short enough that pytest 9.2's
-message shortening leaves it whole; the element text holds the full report.
+row: a ``<failure>`` when the deployment was judged, an ``<error>`` when it was not. Those cases
+are the decision's own (``Decision.gate_cases``, built once by the gate): this file, pytest's
+``--junitxml`` and the terminal's counts render the same list. Every message is one line that names
+the item (or row) and the reason, short enough that pytest 9.2's message shortening leaves it
+whole; the element text holds the full report.
 
 Per testcase the timing is that of the item's *first streamed request* (or its first request when
 none streamed), plus ``requests`` (how many requests the item recorded) and ``requests_e2e_s``
@@ -36,6 +38,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_qualify.gate.decide import GATE_CLASSNAME, MESSAGE_MAX, GateCase, message
 from pytest_qualify.properties import FAILURE_KINDS, JUNIT_MODULE, LANE, REPETITION, Outcome
 
 # The protocol's per-testcase timing properties, present on every test case (empty when n/a).
@@ -160,49 +163,20 @@ def key_facts(item: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-GATE_CLASSNAME = "qualify.gate"
-# pytest 9.2 shortens a ``message`` attribute to 500 characters (whole lines); one line below that
-# is left as it is.
-MESSAGE_MAX = 480
-
-
-def message(text: str) -> str:
-    """A failure's ``message``: its first line, within :data:`MESSAGE_MAX` characters."""
-    first = (text.strip().splitlines() or [""])[0]
-    return first if len(first) <= MESSAGE_MAX else first[: MESSAGE_MAX - 1] + "…"
-
-
-def gate_cases(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The run-level test cases: one per reason the gate gave (``verdict.findings``), and, should a
-    verdict other than PASS have no failing case at all, one for the verdict itself — so the counts
-    are red exactly when the verdict is not PASS. Each: name, tag (failure | error), type, message, text."""
-    v = summary["verdict"]
-    out = []
-    for f in v.get("findings") or ():
-        tag = "failure" if f["judged"] else "error"
-        out.append({"name": f["row"], "tag": tag, "type": f"qualify.{f['kind']}" if f["judged"] else "qualify.not_judged",
-                    "message": message(f["reason"]),
-                    "text": f"{f['reason']}\n\ngate row: {f['row']} ({f['kind']}); verdict {v['result']}"})
-    if v["result"] != "PASS" and not out and not v["failures"]:
-        judged = v["result"] == "FAIL"
-        out.append({"name": "verdict", "tag": "failure" if judged else "error",
-                    "type": "qualify.verdict" if judged else "qualify.not_judged",
-                    "message": f"verdict {v['result']}", "text": "; ".join(v["reasons"]) or f"verdict {v['result']}"})
-    return out
-
-
 def item_failure(item: Mapping[str, Any]) -> tuple[str, str]:
     """(type, message) of a failed item: its failure kind, and one line naming the item and the reason."""
     where = f"{item['module']}: {item['item']}, repetition {item['repetition']}"
     return f"qualify.{item.get('failure_kind') or 'other'}", message(f"{where}: {item['reason']}")
 
 
-def build_xml(summary: Mapping[str, Any], cases: Mapping[str, Any], suite_name: str = "pytest-qualify") -> bytes:
+def build_xml(summary: Mapping[str, Any], cases: Mapping[str, Any], gate: Sequence[GateCase],
+              suite_name: str = "pytest-qualify") -> bytes:
+    """The bundle's junit.xml: the summary's items, and ``gate``, the decision's run-level test cases
+    (``Decision.gate_cases``: the summary was rendered from that decision)."""
     items: Sequence[Mapping[str, Any]] = summary["items"]
-    gate = gate_cases(summary)
     failed = [i for i in items if i["outcome"] in ("failed", "rerun") and not i.get("waiver")]
-    failures = len(failed) + sum(1 for g in gate if g["tag"] == "failure")
-    errors = sum(1 for g in gate if g["tag"] == "error")
+    failures = len(failed) + sum(1 for g in gate if g.tag == "failure")
+    errors = sum(1 for g in gate if g.tag == "error")
     skipped = sum(1 for i in items if i["outcome"] == Outcome.SKIPPED)
     suites = ET.Element("testsuites", name="pytest-qualify")
     suite = ET.SubElement(
@@ -234,9 +208,9 @@ def build_xml(summary: Mapping[str, Any], cases: Mapping[str, Any], suite_name: 
             fail.text = clean(f"{item['reason']}\n{facts}\n\n") + body
         ET.SubElement(tc, "system-out").text = clean(facts)
     for g in gate:
-        tc = ET.SubElement(suite, "testcase", classname=GATE_CLASSNAME, name=g["name"], time="0.000")
-        node = ET.SubElement(tc, g["tag"], type=g["type"], message=clean(g["message"]))
-        node.text = clean(g["text"])
+        tc = ET.SubElement(suite, "testcase", classname=GATE_CLASSNAME, name=g.name, time="0.000")
+        node = ET.SubElement(tc, g.tag, type=g.type, message=clean(g.message))
+        node.text = clean(g.text)
     ET.indent(suites)
     data = b'<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="utf-8", xml_declaration=False)
     problems = structure_errors(data)

@@ -22,7 +22,9 @@ from pytest_qualify.stats import percentile, spread
 
 if TYPE_CHECKING:
     from pytest_qualify.evidence.session import CaseRecord
+    from pytest_qualify.gate.claims import ClaimRow
     from pytest_qualify.gate.decide import Decision, GateVerdict, ItemResult
+    from pytest_qualify.gate.slo import SloRow
     from pytest_qualify.profiles import Profile
     from pytest_qualify.run import RunState
     from pytest_qualify.promotion.stage_run import StageRun
@@ -349,11 +351,12 @@ def gate_section(verdict: GateVerdict) -> list[dict[str, Any]]:
             for r in verdict.rows]
 
 
-def checks_section(verdict: GateVerdict, slo: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The gate's run-level rows that are neither a module, an SLO nor a claim (those have their own
-    sections, ``slo`` and ``claims``): today the integrity module's run-end row, every sampled answer held to the end of the
-    run. Written whether they passed or failed, so the evidence shows the row was decided."""
-    slo_titles = {row["title"] for row in slo}
+def checks_section(verdict: GateVerdict, rows: Iterable[SloRow | ClaimRow]) -> list[dict[str, Any]]:
+    """The gate's run-level rows that are neither a module, an SLO nor a claim (``rows``: those have
+    their own sections, ``slo`` and ``claims``): today the integrity module's run-end row, every
+    sampled answer held to the end of the run. Written whether they passed or failed, so the evidence
+    shows the row was decided."""
+    slo_titles = {row.title for row in rows}
     return [{"title": c.title, "measured": c.measured, "limit": c.limit, "ok": c.ok, "reason": c.reason}
             for c in verdict.checks if c.title not in slo_titles]
 
@@ -465,7 +468,8 @@ def facts_section(
 ) -> dict[str, Any]:
     """The summary's sections that are facts, not judgements: what ran, on what, what each item
     did and measured, by what (``provenance``). Built once at the end of a run; the gate reads its
-    SLOs and the baseline from it (``gate.RunRecord.facts``), :func:`render_summary` adds the decision."""
+    part of it typed (``gate.RunFacts.of``: the SLOs, the claims and the baseline are computed from
+    that), :func:`render_summary` adds the decision."""
     items = [item_section(r, cases.get(r.nodeid)) for r in results]
     extra = {k: dict(v) for k, v in (("protocol", protocol), ("provenance", provenance), ("serving_facts", serving),
                                      ("faults", faults)) if v is not None}
@@ -494,7 +498,7 @@ def render_summary(
     baseline and SLO rows; judges nothing."""
     from pytest_qualify.stats import stats_section
 
-    waivers, baseline, slo = verdict.waivers, verdict.baseline, verdict.slo
+    waivers, baseline, slo, claims = verdict.waivers, verdict.baseline, verdict.slo, verdict.claims
     judged = {r.nodeid: r.waiver for r in verdict.items if r.waiver}
     items = [{**i, "waiver": judged.get(i["nodeid"], i["waiver"])} for i in facts["items"]]
     titles = {row.module: row.title for row in verdict.rows}
@@ -520,9 +524,9 @@ def render_summary(
         "baseline": dict(baseline) if baseline is not None else None,
         "artifacts": dict(artifacts),
         "stats": stats_section(items, titles),
-        "slo": [dict(row) for row in slo],
-        "claims": [dict(row) for row in getattr(verdict, "claims", ())],
-        "checks": checks_section(verdict, [*slo, *getattr(verdict, "claims", ())]),
+        "slo": [row.as_dict() for row in slo],
+        "claims": [row.as_dict() for row in claims],
+        "checks": checks_section(verdict, [*slo, *claims]),
         "items": items,
         **extra,
     }

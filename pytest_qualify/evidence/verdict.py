@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pytest_qualify.gate import decide as gate
@@ -19,6 +20,7 @@ from pytest_qualify.evidence.session import EvidenceState
 from pytest_qualify.evidence.provenance import provenance_section
 from pytest_qualify.evidence.summary import facts_section, iso, protocol_section, render_summary, stage_fields, target_section, tool_version
 from pytest_qualify.gate.decide import BaselineInput, Decision, RunRecord
+from pytest_qualify.gate.run_facts import RunFacts
 from pytest_qualify.profiles import ModuleInfo
 from pytest_qualify.run import RunState
 from pytest_qualify import properties
@@ -26,6 +28,17 @@ from pytest_qualify.promotion.stage_run import StageRun
 
 # Where a user plugin's summary fields go (the schema leaves this one object open).
 EXTRA_KEY = "extra"
+
+
+@dataclass(frozen=True)
+class EndOfRun:
+    """The run at its end, built once: ``record``, what the gate judges (its measurements typed,
+    ``RunRecord.facts``), and ``facts``, the summary's fact sections as ``summary.json`` holds them
+    (``summary.facts_section``), which only the writers read: the target, the server's metrics, the
+    protocol and the provenance are shown, never judged."""
+
+    record: RunRecord
+    facts: Mapping[str, Any]
 
 
 def run_record(
@@ -41,9 +54,10 @@ def run_record(
     stage_run: StageRun | None = None,
     secrets: Sequence[str] = (),
     answers_void: Sequence[str] = (),
-) -> RunRecord:
+) -> EndOfRun:
     """The run as the gate judges it, built once: the item results, the run-level reasons, the
-    waivers, the SLOs, the baseline, and the facts the summary will show (``facts``)."""
+    waivers, the SLOs, the claims, the baseline and the measurements they are held to; beside it
+    the fact sections the summary will show."""
     run_dir = state.run_dir
     if died is None and state.dead:
         died = state.dead.splitlines()[0]
@@ -79,13 +93,14 @@ def run_record(
                                  fail_on_regression=ev.fail_on_regression)
     # A fault that never engaged leaves the run unjudged; a selection's reasons stay the last ones.
     incomplete = [*(r for r in incomplete if r not in selection), *never_engaged, *selection]
-    return RunRecord(
+    record = RunRecord(
         results=results, modules=modules, required=tuple(required),
         stage=stage_run.stage if stage_run is not None else None,
         problems=tuple(problems), incomplete=tuple(incomplete), selection=tuple(selection), target_unavailable=bool(state.startup_error or state.credentials_refused),
-        waivers=ev.waivers, slo=state.profile.slo, claims=state.profile.claims, facts=facts, baseline=baseline,
-        answers_void=tuple(answers_void), checks=_journal_checks(run_dir),
+        waivers=ev.waivers, slo=state.profile.slo, claims=state.profile.claims, facts=RunFacts.of(facts),
+        baseline=baseline, answers_void=tuple(answers_void), checks=_journal_checks(run_dir),
     )
+    return EndOfRun(record, facts)
 
 
 def fault_engagement(state: RunState) -> tuple[dict[str, Any] | None, list[str]]:
@@ -111,7 +126,7 @@ def _journal_checks(run_dir: Any) -> tuple[Any, ...]:
 
 
 def conclude(
-    record: RunRecord,
+    end: EndOfRun,
     state: RunState,
     ev: EvidenceState,
     *,
@@ -121,14 +136,16 @@ def conclude(
 ) -> Decision:
     """Decide once and write the bundle. ``extra_fields`` returns fields user plugins add to the
     summary; ``stage_run`` adds the stage, the served identity and the promoted run. Anything that
-    goes wrong while writing evidence leaves the run unjudged (``gate.with_unjudged``)."""
+    goes wrong while writing evidence leaves the run unjudged (``gate.with_unjudged``). The bundle's
+    junit.xml gets the decision's own run-level test cases (``Decision.gate_cases``), as pytest's
+    ``--junitxml`` and the terminal do from the decision returned."""
     from pytest_qualify.evidence.provenance import PROVENANCE_FILE
 
-    decision = gate.decide(record)
+    decision = gate.decide(end.record)
     run_dir = state.run_dir
     try:
         summary = render_summary(
-            record.facts, decision,
+            end.facts, decision,
             artifacts={"plot": None, "notes": [], "provenance": PROVENANCE_FILE},
             **(stage_fields(stage_run, decision) if stage_run is not None else {}),
         )
@@ -137,7 +154,7 @@ def conclude(
             extra.update(fields or {})
         if extra:
             summary[EXTRA_KEY] = extra
-        bundle.write_bundle(run_dir, summary, ev.cases, secrets)
+        bundle.write_bundle(run_dir, summary, ev.cases, secrets, gate=decision.gate_cases)
         ev.summary = summary
         ev.bundle_dir = str(run_dir)
     except Exception as exc:  # noqa: BLE001 - whatever broke, the verdict must say so

@@ -7,7 +7,7 @@ A claim is held when the measured figure is
 - ``at_least``: no less than the claimed value less its tolerance (``measured >= claimed × (1 − t)``);
 - ``within``: no further from the claimed value than its tolerance (``|measured − claimed| <= claimed × t``).
 
-Where the figure comes from (the summary's facts, never re-measured here):
+Where the figure comes from (the run's facts, :class:`RunFacts`, never re-measured here):
 
 - a serving fact (KV tokens and GiB, concurrency at the window, model memory, weight load, compile,
   graph capture, launch to ready): ``serving_facts`` (server/facts.py), with its source;
@@ -24,9 +24,12 @@ nobody, and decides nothing.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
+from pytest_qualify.gate.run_facts import RunFacts
 from pytest_qualify.gate.slo import CheckRow
+from pytest_qualify.profiles import Direction
 
 TITLE = "Recipe claims"
 NOT_VERIFIABLE = "not verifiable here"
@@ -48,6 +51,38 @@ LABELS = {
 }
 SERVING_FACTS = ("kv_cache_tokens", "kv_cache_gib", "max_concurrency", "model_memory_gib", "weight_load_s",
                  "startup_s", "compile_s", "graph_capture_s")
+
+
+@dataclass(frozen=True)
+class ClaimRow:
+    """One claim of the profile's ``[claims]`` held to the run's figure: a row of ``summary.json``'s
+    ``claims`` section (:meth:`as_dict`; the fields are its keys, in its order) and, through
+    :func:`check_rows`, a gate row unless the claim is not in this run."""
+
+    name: str
+    title: str  # the gate row's title: "Recipe claims: KV cache tokens"
+    figure: str
+    unit: str
+    direction: Direction
+    claimed: float
+    tolerance: float
+    required: bool
+    prompt_tokens: int | None
+    lane: str | None
+    said: str | None  # the recipe's own words
+    low: float | None  # the lowest measured value that holds the claim (None: unbounded)
+    high: float | None
+    measured: float | None  # None: not verifiable here, or not in this run
+    source: str  # where the figure comes from, or why there is none
+    status: str  # held | broken | not verifiable here | not in this run
+    ok: bool
+    claimed_text: str  # "at least 412,980 tokens (−10%)"
+    measured_text: str | None
+    reason: str  # both figures, or why there is no measured one
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as ``summary.json``'s ``claims`` section holds it."""
+        return asdict(self)
 
 
 def fmt(value: float, unit: str) -> str:
@@ -106,14 +141,14 @@ def _decode_probe(timing: Mapping[str, Any], tokens: int) -> Mapping[str, Any] |
     return None
 
 
-def measure(claim: Any, facts: Mapping[str, Any]) -> tuple[float | None, str]:
+def measure(claim: Any, facts: RunFacts) -> tuple[float | None, str]:
     """The figure the run measured for this claim and where it comes from; (None, why) when the run
     cannot show it."""
-    timing = facts.get("timing") or {}
-    simulated = " (SIMULATED)" if facts.get("simulated") else ""
+    timing = facts.timing
+    simulated = " (SIMULATED)" if facts.simulated else ""
     figure = claim.figure
     if figure in SERVING_FACTS:
-        fact = ((facts.get("serving_facts") or {}).get("facts") or {}).get(figure)
+        fact = ((facts.serving_facts or {}).get("facts") or {}).get(figure)
         if not fact:
             return None, "no serving facts were read in this run"
         value = fact.get("value")
@@ -162,8 +197,8 @@ def _not_run(claim: Any, modules: Sequence[str] | None, lanes: Sequence[str] | N
     return None
 
 
-def evaluate_claims(claims: Any, facts: Mapping[str, Any], modules: Sequence[str] | None = None,
-                    lanes: Sequence[str] | None = None) -> list[dict[str, Any]]:
+def evaluate_claims(claims: Any, facts: RunFacts, modules: Sequence[str] | None = None,
+                    lanes: Sequence[str] | None = None) -> list[ClaimRow]:
     """One row per claim, in the profile's order: claimed, measured, tolerance, held or not, and a
     reason that holds both figures. ``modules`` and ``lanes``: what the run ran (the profile's or
     its stage's); a claim whose figure they do not measure is "not in this run", listed and no gate
@@ -191,29 +226,28 @@ def evaluate_claims(claims: Any, facts: Mapping[str, Any], modules: Sequence[str
             status = HELD if ok else BROKEN
             reason = (f"{title}: measured {fmt(measured, unit)} ({source}) "
                       f"{'holds' if ok else 'breaks'} the claim of {wanted}")
-        rows.append({
-            "name": claim.name, "title": title, "figure": claim.figure, "unit": unit,
-            "direction": claim.direction, "claimed": claim.claimed, "tolerance": claim.tolerance,
-            "required": claim.required, "prompt_tokens": claim.prompt_tokens, "lane": claim.lane,
-            "said": claim.said or None, "low": bound(claim)[0], "high": bound(claim)[1],
-            "measured": measured, "source": source, "status": status, "ok": ok,
-            "claimed_text": wanted, "measured_text": None if measured is None else fmt(measured, unit),
-            "reason": reason,
-        })
+        low, high = bound(claim)
+        rows.append(ClaimRow(
+            name=claim.name, title=title, figure=claim.figure, unit=unit, direction=claim.direction,
+            claimed=claim.claimed, tolerance=claim.tolerance, required=claim.required,
+            prompt_tokens=claim.prompt_tokens, lane=claim.lane, said=claim.said or None, low=low, high=high,
+            measured=measured, source=source, status=status, ok=ok, claimed_text=wanted,
+            measured_text=None if measured is None else fmt(measured, unit), reason=reason,
+        ))
     return rows
 
 
-def check_rows(rows: Sequence[Mapping[str, Any]]) -> list[CheckRow]:
+def check_rows(rows: Sequence[ClaimRow]) -> list[CheckRow]:
     """The gate's rows: a claim not verifiable here is a row that was not measured (INCOMPLETE)
     only when it is required; a claim not required and not verifiable is listed as held by nothing."""
     out = []
     for r in rows:
-        if r["status"] == NOT_IN_RUN:
+        if r.status == NOT_IN_RUN:
             continue
-        if r["measured"] is None:
-            measured = None if r["required"] else f"{NOT_VERIFIABLE} (not required)"
+        if r.measured is None:
+            measured = None if r.required else f"{NOT_VERIFIABLE} (not required)"
         else:
-            measured = f"{r['measured_text']} {r['status']}"
-        out.append(CheckRow(title=r["title"], measured=measured, limit=f"claimed {r['claimed_text']}", ok=r["ok"],
-                            reason=r["reason"]))
+            measured = f"{r.measured_text} {r.status}"
+        out.append(CheckRow(title=r.title, measured=measured, limit=f"claimed {r.claimed_text}", ok=r.ok,
+                            reason=r.reason))
     return out

@@ -18,11 +18,12 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pytest_qualify.gate.baseline import DEFAULT_THRESHOLD_PCT, compare, simulated_mismatch
-from pytest_qualify.gate.claims import check_rows as claim_check_rows, evaluate_claims
-from pytest_qualify.gate.slo import CheckRow, check_rows, evaluate_slo
+from pytest_qualify.gate.claims import ClaimRow, check_rows as claim_check_rows, evaluate_claims
+from pytest_qualify.gate.run_facts import RunFacts
+from pytest_qualify.gate.slo import CheckRow, SloRow, check_rows, evaluate_slo
 from pytest_qualify.stats import flips
 from pytest_qualify.gate.waivers import WaiverSet, candidates, hard_module_conflicts
 from pytest_qualify.profiles import ModuleInfo
@@ -216,6 +217,53 @@ def _finding(reason: str, judged: bool, named: Mapping[str, tuple[str, FindingKi
     return Finding(row, reason, kind, judged)
 
 
+# pytest 9.2 shortens a failure's ``message`` attribute to 500 characters (whole lines); one line
+# below that is left as it is, so every reader of a JUnit file sees the same message.
+MESSAGE_MAX = 480
+GATE_CLASSNAME = "qualify.gate"  # the JUnit classname of the gate's run-level test cases
+
+
+def message(text: str) -> str:
+    """A failure's one-line ``message``: its first line, within :data:`MESSAGE_MAX` characters."""
+    first = (text.strip().splitlines() or [""])[0]
+    return first if len(first) <= MESSAGE_MAX else first[: MESSAGE_MAX - 1] + "…"
+
+
+@dataclass(frozen=True)
+class GateCase:
+    """One run-level reason of the verdict as the test case CI counts (classname
+    :data:`GATE_CLASSNAME`): a ``failure`` when the deployment was judged, an ``error`` when it was
+    not. Built once per decision (:func:`gate_cases`); the bundle's junit.xml, pytest's own
+    ``--junitxml`` and pytest's terminal counts all render these, so they cannot disagree."""
+
+    name: str  # the gate row: ``slo_1k_lane_ttft``, ``modules_not_run``, ``verdict``
+    tag: Literal["failure", "error"]
+    type: str  # ``qualify.<finding kind>`` when judged, ``qualify.not_judged`` when not
+    message: str  # one line (:func:`message`)
+    text: str  # the whole reason, its row and the verdict
+
+    @property
+    def nodeid(self) -> str:
+        return f"{GATE_CLASSNAME}::{self.name}"
+
+
+def gate_cases(verdict: GateVerdict) -> tuple[GateCase, ...]:
+    """The run-level test cases of a verdict: one per reason the gate gave (``findings``), and,
+    should a verdict other than PASS have no failing case at all (no finding, no failed item), one
+    for the verdict itself, so the counts are red exactly when the verdict is not PASS."""
+    out = [GateCase(name=f.row, tag="failure" if f.judged else "error",
+                    type=f"qualify.{f.kind}" if f.judged else "qualify.not_judged", message=message(f.reason),
+                    text=f"{f.reason}\n\ngate row: {f.row} ({f.kind}); verdict {verdict.verdict}")
+           for f in verdict.findings]
+    if verdict.verdict != PASS and not out and not verdict.failures:
+        judged = verdict.verdict == FAIL
+        out.append(GateCase(name="verdict", tag="failure" if judged else "error",
+                            type="qualify.verdict" if judged else "qualify.not_judged",
+                            message=f"verdict {verdict.verdict}",
+                            text="; ".join(verdict.reasons) or f"verdict {verdict.verdict}"))
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class GateVerdict:
     verdict: Result
@@ -380,8 +428,8 @@ class RunRecord:
     unjudged (an interruption, a partial selection); ``target_unavailable``: the endpoint never
     answered. ``checks`` are gate rows decided before the gate (a limit, an integrity check): a
     new kind of row is a new producer of :class:`CheckRow`, not a change here. ``facts`` are the
-    summary's sections that are measurements, not judgements (``items``, ``timing``, ``profile``,
-    ``simulated``, ``run``): the SLOs and the baseline are read from them."""
+    run's measurements the gate reads (:class:`RunFacts`: the items, the timing, SIMULATED or not,
+    the serving facts): the SLOs, the claims and the baseline are computed from them."""
 
     results: tuple[ItemResult, ...]
     modules: Mapping[str, ModuleInfo]
@@ -397,7 +445,7 @@ class RunRecord:
     waivers: WaiverSet | None = None
     slo: Any = None  # the profile's Slo, or None
     claims: Any = None  # the profile's Claims, or None (gate/claims.py)
-    facts: Mapping[str, Any] = field(default_factory=dict)
+    facts: RunFacts = field(default_factory=RunFacts)
     baseline: BaselineInput | None = None
     answers_void: tuple[str, ...] = ()  # a steered run's forced answers that did not hold
 
@@ -413,7 +461,10 @@ class Decision(GateVerdict):
     - ``claims``: the recipe's claims held to the run's figures (``summary.json``'s ``claims``; their
       gate rows are ``checks`` too);
     - ``baseline``: the comparison with the earlier run, flips included; ``regressions`` the ones
-      beyond the threshold (failing the gate with ``--qualify-fail-on-regression``).
+      beyond the threshold (failing the gate with ``--qualify-fail-on-regression``);
+    - ``gate_cases``: the findings as the test cases CI counts, built once with the decision (and
+      again for any decision made from it, ``with_unjudged``): every JUnit file and the terminal
+      render this one list.
 
     New inputs extend it with a defaulted field, so every writer keeps working."""
 
@@ -422,10 +473,15 @@ class Decision(GateVerdict):
     # is: no comparison was made, and the run exits as a usage error (4), as a bad waiver does.
     baseline_errors: tuple[str, ...] = ()
     waivers: Mapping[str, Any] | None = None
-    slo: tuple[Mapping[str, Any], ...] = ()
-    claims: tuple[Mapping[str, Any], ...] = ()
+    slo: tuple[SloRow, ...] = ()
+    claims: tuple[ClaimRow, ...] = ()
     baseline: Mapping[str, Any] | None = None
     regressions: tuple[str, ...] = ()
+    gate_cases: tuple[GateCase, ...] = field(init=False, default=())
+
+    def __post_init__(self) -> None:
+        # Derived, never handed in: a decision cannot carry cases of another verdict.
+        object.__setattr__(self, "gate_cases", gate_cases(self))
 
 
 def decide(record: RunRecord) -> Decision:
@@ -448,25 +504,26 @@ def decide(record: RunRecord) -> Decision:
     items, failures, waived = _apply_waivers(record.results, record.modules, waiver_for)
     rows, missing = _rows(items, record.modules, record.required, record.stage)
 
-    slo_rows = evaluate_slo(record.slo, record.facts.get("items") or [], record.facts.get("timing") or {}) if record.slo else []
+    facts = record.facts
+    slo_rows = evaluate_slo(record.slo, facts.items, facts.timing) if record.slo else []
     lanes = list(record.stage.lanes) if record.stage is not None else None
-    claim_rows = evaluate_claims(record.claims, record.facts, record.required, lanes)
+    claim_rows = evaluate_claims(record.claims, facts, record.required, lanes)
     checks = [*record.checks, *check_rows(slo_rows), *claim_check_rows(claim_rows)]
 
     comparison = None
     regressions: list[str] = []
     baseline_errors: list[str] = []
-    mismatch = (simulated_mismatch(record.baseline.summary, simulated=bool(record.facts.get("simulated")),
-                                   path=record.baseline.path) if record.baseline is not None else None)
+    mismatch = (simulated_mismatch(record.baseline.summary, simulated=facts.simulated, path=record.baseline.path)
+                if record.baseline is not None else None)
     if mismatch:
         baseline_errors.append(mismatch)
         reasons.append(f"{BASELINE_USAGE_ERROR}: {mismatch}")
         named[f"{BASELINE_USAGE_ERROR}: {mismatch}"] = ("baseline", FindingKind.RUN)
     elif record.baseline is not None:
         b = record.baseline
-        comparison = compare({**record.facts, "gate": [row.as_dict() for row in rows]}, b.summary, path=b.path,
+        comparison = compare(facts.summary_sections([row.as_dict() for row in rows]), b.summary, path=b.path,
                              threshold_pct=b.threshold_pct, fail_on_regression=b.fail_on_regression)
-        comparison["flips"] = flips(record.facts.get("items") or [], b.summary.get("items") or [])
+        comparison["flips"] = flips(facts.items, b.summary.get("items") or [])
         regressions = list(comparison["regressions"])
         if b.fail_on_regression and regressions:
             reason = (f"performance regression against baseline run {comparison['run_id']} beyond "

@@ -24,9 +24,8 @@ is INCOMPLETE, never a PASS.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
 
 from pytest_qualify.stats import percentile
 
@@ -50,6 +49,32 @@ class CheckRow:
         return f"{self.measured or 'not measured'} (limit {self.limit})"
 
 
+@dataclass(frozen=True)
+class SloRow:
+    """One limit of the profile's ``[slo]`` held to the run's figure: a row of ``summary.json``'s
+    ``slo`` section (:meth:`as_dict`; the fields are its keys, in its order) and, through
+    :func:`check_rows`, a gate row. ``measured`` None: nothing to measure, so the limit cannot be
+    checked and the run is INCOMPLETE."""
+
+    name: str  # stable: "lane:1K:ttft_s", "run:decode_tok_s_p50", "load:ttft_s_p95_max"
+    title: str  # the gate row's title: "SLO 1K lane TTFT"
+    scope: str  # "lane 1K", "run" or "load"
+    metric: str  # the figure: "ttft_s", "decode_tok_s", a load figure
+    statistic: str  # how the figure was taken: "max", "p50", "p95", "worst"
+    limit: float
+    bound: Literal["max", "min"]  # a ceiling (the figure may not exceed the limit) or a floor
+    measured: float | None
+    n: int  # how many values the figure was taken over
+    ok: bool
+    measured_text: str | None  # as the operator reads it: "300.0 ms (worst of 3)"
+    limit_text: str  # "<= 500.0 ms"
+    reason: str  # why the row fails, naming the figure and the limit; empty when it holds
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as ``summary.json``'s ``slo`` section holds it."""
+        return asdict(self)
+
+
 def _seconds(value: float) -> str:
     return f"{value * 1000:.1f} ms" if value < 1 else f"{value:.3f} s"
 
@@ -70,7 +95,7 @@ def _figures(items: Sequence[Mapping[str, Any]], key: str, lane: str | None = No
 
 
 def _ceiling(name: str, title: str, scope: str, metric: str, values: Sequence[float], limit: float,
-             how: str, fmt: Any) -> dict[str, Any]:
+             how: str, fmt: Any) -> SloRow:
     if not values:
         measured = None
     elif how == "max":
@@ -85,12 +110,12 @@ def _ceiling(name: str, title: str, scope: str, metric: str, values: Sequence[fl
         reason = f"{title}: measured {text} exceeds the limit {fmt(limit)}"
     else:
         reason = ""
-    return {"name": name, "title": title, "scope": scope, "metric": metric, "statistic": how,
-            "limit": limit, "bound": "max", "measured": measured, "n": len(values), "ok": ok,
-            "measured_text": text, "limit_text": f"<= {fmt(limit)}", "reason": reason}
+    return SloRow(name=name, title=title, scope=scope, metric=metric, statistic=how, limit=limit, bound="max",
+                  measured=measured, n=len(values), ok=ok, measured_text=text, limit_text=f"<= {fmt(limit)}",
+                  reason=reason)
 
 
-def evaluate_slo(slo: Any, items: Sequence[Mapping[str, Any]], timing: Mapping[str, Any]) -> list[dict[str, Any]]:
+def evaluate_slo(slo: Any, items: Sequence[Mapping[str, Any]], timing: Mapping[str, Any]) -> list[SloRow]:
     """One row per limit in the profile's ``Slo``, in the order: lanes (profile order), then run-wide."""
     if slo is None:
         return []
@@ -115,10 +140,10 @@ def evaluate_slo(slo: Any, items: Sequence[Mapping[str, Any]], timing: Mapping[s
             reason = f"{title}: measured {text} is below the floor {_rate(limit)}"
         else:
             reason = ""
-        rows.append({"name": "run:decode_tok_s_p50", "title": title, "scope": "run", "metric": "decode_tok_s",
-                     "statistic": "p50", "limit": limit, "bound": "min", "measured": measured,
-                     "n": decode["n"] if decode else 0, "ok": ok, "measured_text": text,
-                     "limit_text": f">= {_rate(limit)}", "reason": reason})
+        rows.append(SloRow(name="run:decode_tok_s_p50", title=title, scope="run", metric="decode_tok_s",
+                           statistic="p50", limit=limit, bound="min", measured=measured,
+                           n=decode["n"] if decode else 0, ok=ok, measured_text=text,
+                           limit_text=f">= {_rate(limit)}", reason=reason))
     if slo.ttft_s_p95_max is not None:
         rows.append(_ceiling("run:ttft_s_p95", "SLO TTFT p95 (all streamed items)", "run", "ttft_s",
                              _figures(items, "ttft_s"), slo.ttft_s_p95_max, "p95", _seconds))
@@ -136,7 +161,7 @@ def load_levels(items: Sequence[Mapping[str, Any]]) -> list[int]:
     return sorted(levels)
 
 
-def _load_row(key: str, limit: float, items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def _load_row(key: str, limit: float, items: Sequence[Mapping[str, Any]]) -> SloRow:
     """One ``[slo.load]`` limit held at every level and repetition: the worst figure is measured
     (the highest for a ceiling, the lowest for a floor)."""
     figure, bound = key.rsplit("_", 1)
@@ -158,12 +183,12 @@ def _load_row(key: str, limit: float, items: Sequence[Mapping[str, Any]]) -> dic
         reason = f"{title}: measured {text} {'exceeds the limit' if bound == 'max' else 'is below the floor'} {fmt(limit)}"
     else:
         reason = ""
-    return {"name": f"load:{key}", "title": title, "scope": "load", "metric": figure, "statistic": "worst",
-            "limit": limit, "bound": bound, "measured": measured, "n": len(values), "ok": ok,
-            "measured_text": text, "limit_text": limit_text, "reason": reason}
+    return SloRow(name=f"load:{key}", title=title, scope="load", metric=figure, statistic="worst", limit=limit,
+                  bound="max" if bound == "max" else "min", measured=measured, n=len(values), ok=ok,
+                  measured_text=text, limit_text=limit_text, reason=reason)
 
 
-def check_rows(rows: Sequence[Mapping[str, Any]]) -> list[CheckRow]:
-    """The gate's rows for the summary's SLO section."""
-    return [CheckRow(title=r["title"], measured=r["measured_text"], limit=r["limit_text"], ok=r["ok"],
-                     reason=r["reason"]) for r in rows]
+def check_rows(rows: Sequence[SloRow]) -> list[CheckRow]:
+    """The gate's rows for the SLO rows."""
+    return [CheckRow(title=r.title, measured=r.measured_text, limit=r.limit_text, ok=r.ok, reason=r.reason)
+            for r in rows]

@@ -7,13 +7,14 @@ gate, the xunit2 structure. The writers are ``evidence/`` (no pytest there)."""
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_qualify.evidence.metrics import Snapshot
+from pytest_qualify.gate.decide import GATE_CLASSNAME, Decision, GateCase, ItemResult
 from pytest_qualify.evidence.session import EvidenceCollector, EvidenceState
 from pytest_qualify.hooks.collection import item_label
 from pytest_qualify.hooks.results import reason_of
@@ -80,17 +81,17 @@ def scrape(state: RunState, name: str, client: Any = None) -> Snapshot | str:
         return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
 
 
-def _xunit2_cases(xml: Any, summary: Mapping[str, Any]) -> None:
+def _xunit2_cases(xml: Any, waived: Sequence[ItemResult]) -> None:
     """Each finished test case of pytest's writer without ``<properties>`` (xunit2 has none: the
     figures go to ``system-out``), with a ``type`` and a one-line message on a failure or error, and
     a failed item the gate waived shown as the bundle's junit.xml shows it: passed, with its waiver
     and its failure in ``system-out`` (a waived corpus item must not turn a PASS red)."""
     from pytest_qualify.evidence.junit import classname_and_name, message
 
-    waived = {classname_and_name(f["nodeid"]): f["waiver"] for f in summary["verdict"]["waived"]}
+    waivers = {classname_and_name(r.nodeid): r.waiver for r in waived}
     for reporter in xml.node_reporters_ordered:
         case = reporter.to_xml()  # a finished reporter returns the same element every time
-        waiver = waived.get((case.get("classname"), case.get("name")))
+        waiver = waivers.get((case.get("classname"), case.get("name")))
         for node in case.findall("failure") if waiver else ():
             case.remove(node)
             xml.stats["failure"] -= 1  # pytest counts a case by its outcome: this one now passed
@@ -111,15 +112,15 @@ def _xunit2_cases(xml: Any, summary: Mapping[str, Any]) -> None:
             node.set("message", message(node.get("message") or node.text or node.tag))
 
 
-def _add_gate_cases(xml: Any, summary: Mapping[str, Any], secrets: Sequence[str]) -> None:
-    """The gate's run-level test cases (``junit.gate_cases``) into pytest's writer."""
-    from pytest_qualify.evidence.junit import GATE_CLASSNAME, clean, gate_cases
+def _add_gate_cases(xml: Any, cases: Sequence[GateCase], secrets: Sequence[str]) -> None:
+    """The decision's run-level test cases (``Decision.gate_cases``) into pytest's writer."""
+    from pytest_qualify.evidence.junit import clean
 
-    for g in gate_cases(summary):
-        reporter = xml.node_reporter(f"{GATE_CLASSNAME}::{g['name']}")
-        reporter.attrs.update(classname=GATE_CLASSNAME, name=g["name"])
-        node = ET.Element(g["tag"], type=g["type"], message=clean(redact(g["message"], secrets)))
-        node.text = clean(redact(g["text"], secrets))
+    for g in cases:
+        reporter = xml.node_reporter(g.nodeid)
+        reporter.attrs.update(classname=GATE_CLASSNAME, name=g.name)
+        node = ET.Element(g.tag, type=g.type, message=clean(redact(g.message, secrets)))
+        node.text = clean(redact(g.text, secrets))
         reporter.append(node)  # counts it as a failure or an error
         reporter.finalize()
 
@@ -155,13 +156,12 @@ class EvidenceHooks:
         else:
             self.ev.snapshots[name] = result
 
-    def add_junit_suite_properties(self, config: pytest.Config) -> None:
+    def add_junit_suite_properties(self, config: pytest.Config, decision: Decision) -> None:
         """pytest's own --junitxml file tells what the bundle's junit.xml tells (its writer runs after
-        the end steps): the suite properties, a test case per run-level reason of the gate (so its
-        counts are red exactly when the verdict is not PASS), and the xunit2 structure — the item's
-        properties, which pytest writes inside each test case, move to its ``system-out``."""
-        if self.ev.summary is None:
-            return
+        the end steps): the suite properties (from the summary, when it was written), the
+        decision's test case per run-level reason (``decision.gate_cases``, so its counts are red
+        exactly when the verdict is not PASS), and the xunit2 structure — the item's properties,
+        which pytest writes inside each test case, move to its ``system-out``."""
         # pytest's writer is reached through its stash key, not a public hook, because none does
         # this: ``record_testsuite_property`` is a fixture (it runs inside a test, before the gate
         # has decided), the gate's cases are no test's reports (one sent through
@@ -179,11 +179,12 @@ class EvidenceHooks:
         from pytest_qualify.evidence.junit import suite_properties
 
         secrets = self.state.secrets
-        for name, value in suite_properties(self.ev.summary):
-            xml.add_global_property(name, redact(value, secrets))
+        if self.ev.summary is not None:
+            for name, value in suite_properties(self.ev.summary):
+                xml.add_global_property(name, redact(value, secrets))
         try:
-            _xunit2_cases(xml, self.ev.summary)
-            _add_gate_cases(xml, self.ev.summary, secrets)
+            _xunit2_cases(xml, decision.waived)
+            _add_gate_cases(xml, decision.gate_cases, secrets)
         except (AttributeError, TypeError):  # pytest's writer changed: the bundle's junit.xml is the record
             pass
 

@@ -146,8 +146,8 @@ def test_report_cells_cannot_break_tables():
 
 
 def test_junit_keeps_the_xunit2_structure_and_the_figures_stay_in_the_summary(run):
-    summary, cases, _ = run
-    data = junit.build_xml(summary, cases)
+    summary, cases, verdict = run
+    data = junit.build_xml(summary, cases, verdict.gate_cases)
     root = ET.fromstring(data)  # well-formed, control characters replaced
     assert junit.structure_errors(data) == []
     assert not [tc for tc in root.iter("testcase") if tc.find("properties") is not None]
@@ -200,12 +200,12 @@ def test_redact_command():
 
 
 def _write(run, tmp_path: Path) -> Path:
-    summary, cases, _ = run
+    summary, cases, verdict = run
     d = tmp_path / "bundle"
     d.mkdir()
     (d / "server.log").write_text(f"starting with key {SECRET}\n")
     (d / "metrics-start.prom").write_text("vllm:x_total 1\n")
-    bundle.write_bundle(d, copy.deepcopy(summary), cases, (SECRET,))
+    bundle.write_bundle(d, copy.deepcopy(summary), cases, (SECRET,), gate=verdict.gate_cases)
     bundle.write_manifest(d, (SECRET,))
     return d
 

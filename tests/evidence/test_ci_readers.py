@@ -103,7 +103,7 @@ def synthetic_summary(n_failures: int = 2) -> tuple[dict, dict]:
 
 def test_junit_failure_carries_reason_and_key_facts_outside_properties():
     summary, cases = synthetic_summary()
-    root = ET.fromstring(junit.build_xml(summary, cases))
+    root = ET.fromstring(junit.build_xml(summary, cases, ()))  # failed items, no run-level reason
     tcs = list(root.iter("testcase"))
     assert len({(tc.get("classname"), tc.get("name")) for tc in tcs}) == len(tcs) == 2
     assert {tc.get("name") for tc in tcs} == {"test_lane[rep1of2-1K]", "test_lane[rep2of2-1K]"}

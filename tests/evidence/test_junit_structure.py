@@ -13,8 +13,9 @@ import pytest
 from pytest_qualify.evidence import junit
 from pytest_qualify.bundle_format.schema import validate
 from pytest_qualify.gate.decide import (
-    FAIL, INCOMPLETE, PASS, BaselineInput, CheckRow, ItemResult, RunRecord, decide, row_name, with_unjudged,
+    FAIL, INCOMPLETE, PASS, BaselineInput, CheckRow, Decision, ItemResult, RunRecord, decide, row_name, with_unjudged,
 )
+from pytest_qualify.gate.run_facts import RunFacts
 from pytest_qualify.gate.waivers import Waiver, WaiverSet
 from pytest_qualify.profiles import Slo, load_profile, module_registry
 
@@ -90,7 +91,7 @@ def xml_of(decision, results) -> tuple[bytes, dict]:
         metrics_files=[], artifacts={"plot": None, "notes": []},
     )
     validate(summary)
-    data = junit.build_xml(summary, {})
+    data = junit.build_xml(summary, {}, decision.gate_cases)
     assert junit.structure_errors(data) == []
     return data, summary
 
@@ -126,10 +127,10 @@ SLO_ITEMS = [{"module": "context", "lane": "1K", "properties": {"ttft_s": 3.0}}]
 @pytest.mark.parametrize(("record", "verdict", "rows"), [
     # an SLO row (the limit measured and broken)
     (dict(slo=Slo(lanes=(), decode_tok_s_p50_min=100.0, ttft_s_p95_max=None),
-          facts={"items": [], "timing": {"decode_tok_s": {"p50": 5.0, "p95": 6.0, "n": 3}}}),
+          facts=RunFacts(timing={"decode_tok_s": {"p50": 5.0, "p95": 6.0, "n": 3}})),
      FAIL, {"slo_decode_tok_per_s_p50": ("failure", "qualify.check")}),
     # a limit with nothing to measure: not judged
-    (dict(slo=Slo(lanes=(), decode_tok_s_p50_min=100.0, ttft_s_p95_max=None), facts={"items": [], "timing": {}}),
+    (dict(slo=Slo(lanes=(), decode_tok_s_p50_min=100.0, ttft_s_p95_max=None), facts=RunFacts()),
      INCOMPLETE, {"slo_decode_tok_per_s_p50": ("error", "qualify.not_judged")}),
     # a run-level check row (the integrity module's answers held to the end)
     (dict(checks=(CheckRow("Integrity: answers held", "answer 2 of 3 differs", "all equal", False, "answers changed"),)),
@@ -175,7 +176,7 @@ def test_a_regression_and_a_misused_waiver_are_gate_rows():
     before = {**facts(0.1), "run": {"id": "earlier", "workers": 0}, "gate": []}
     ws = WaiverSet((Waiver(pattern="test_health", reason="flaky", expires=dt.date(2099, 1, 1), index=1),), ("multimodal",),
                    "w.toml")
-    decision = decide(RunRecord(results=results, modules=MODULES, required=("smoke",), facts=facts(0.2), waivers=ws,
+    decision = decide(RunRecord(results=results, modules=MODULES, required=("smoke",), facts=RunFacts.of(facts(0.2)), waivers=ws,
                                 baseline=BaselineInput(before, threshold_pct=10, fail_on_regression=True)))
     assert decision.verdict == FAIL
     rows = {f.row: f.kind for f in decision.findings}
@@ -188,14 +189,21 @@ def test_a_bundle_that_could_not_be_written_is_a_gate_error():
     results = (item(),)
     decision = with_unjudged(decide(RunRecord(results=results, modules=MODULES, required=("smoke",))), "disk full")
     assert decision.verdict == INCOMPLETE and [f.row for f in decision.findings] == ["evidence_bundle"]
+    # The amended decision carries its own test cases: the reason it gained is one of them.
+    assert [(c.name, c.tag, c.type, c.message) for c in decision.gate_cases] == [
+        ("evidence_bundle", "error", "qualify.not_judged", "disk full")]
 
 
 def test_a_verdict_without_a_reason_or_a_failure_still_reads_red():
-    # A writer's guard, not a judgement: a non-PASS summary with nothing to show gets one case.
-    summary = {"verdict": {"result": INCOMPLETE, "reasons": [], "findings": [], "failures": []}}
-    (case,) = junit.gate_cases(summary)
-    assert case["name"] == "verdict" and case["tag"] == "error"
-    assert junit.gate_cases({"verdict": {"result": PASS, "reasons": [], "findings": [], "failures": []}}) == []
+    # A guard, not a judgement: a non-PASS decision with nothing to show gets one case.
+    def bare(verdict):
+        return Decision(verdict=verdict, rows=(), failures=(), waived=(), reasons=())
+
+    (case,) = bare(INCOMPLETE).gate_cases
+    assert (case.name, case.tag, case.type, case.message) == ("verdict", "error", "qualify.not_judged", "verdict INCOMPLETE")
+    (case,) = bare(FAIL).gate_cases
+    assert (case.name, case.tag, case.type) == ("verdict", "failure", "qualify.verdict")
+    assert bare(PASS).gate_cases == ()
 
 
 def test_row_names_are_stable_words():

@@ -118,19 +118,20 @@ def test_the_gate_refuses_a_simulated_mismatch_found_once_the_endpoint_said_whic
     """An endpoint says it is SIMULATED only once contacted: the gate then makes no comparison and
     the run is a usage error (exit 4), as a waiver naming a hard module is."""
     from pytest_qualify.gate.decide import BaselineInput, ItemResult, RunRecord, decide
+    from pytest_qualify.gate.run_facts import RunFacts
     from pytest_qualify.profiles import module_registry
 
     ok = ItemResult("smoke::t[rep1of1]", "smoke", "t", 1, 1)
     ok.record("call", "passed", "")
     facts = {**copy.deepcopy(SEED), "items": [], "simulated": not baseline_simulated}
     before = {**copy.deepcopy(SEED), "simulated": baseline_simulated}
-    decision = decide(RunRecord(results=(ok,), modules=module_registry(), required=("smoke",), facts=facts,
+    decision = decide(RunRecord(results=(ok,), modules=module_registry(), required=("smoke",), facts=RunFacts.of(facts),
                                 baseline=BaselineInput(before, path="b.json")))
     assert decision.baseline is None and len(decision.baseline_errors) == 1
     assert "cannot be compared" in decision.baseline_errors[0] and "\n" not in decision.baseline_errors[0]
     assert list(decision.reasons) == [f"usage error in --qualify-baseline: {decision.baseline_errors[0]}"]
     same = decide(RunRecord(results=(ok,), modules=module_registry(), required=("smoke",),
-                            facts={**facts, "simulated": baseline_simulated}, baseline=BaselineInput(before)))
+                            facts=RunFacts.of({**facts, "simulated": baseline_simulated}), baseline=BaselineInput(before)))
     assert same.baseline_errors == () and same.baseline is not None
 
 

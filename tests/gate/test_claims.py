@@ -10,6 +10,7 @@ import pytest
 
 from pytest_qualify.gate.claims import NOT_VERIFIABLE, evaluate_claims, holds
 from pytest_qualify.gate.decide import FAIL, INCOMPLETE, PASS, ItemResult, RunRecord, decide
+from pytest_qualify.gate.run_facts import RunFacts
 from pytest_qualify.profiles import Claim, Claims, ProfileError, builtin_profiles, load_profile, module_registry
 
 
@@ -30,16 +31,17 @@ def test_each_direction_holds_inside_its_tolerance_and_breaks_outside(direction,
     assert not any(holds(c, v) for v in broken)
 
 
-def facts(**serving):
-    return {"simulated": False,
-            "serving_facts": {"facts": {k: {"value": v, "status": "read" if v is not None else "not in the log",
-                                            "source": "server log" if v is not None else "no line matched"}
-                                        for k, v in serving.items()}},
-            "timing": {"sweep": {"points": [{"prompt_tokens": 511, "samples": 3, "ttft_s": 0.2, "prefill_tok_s": 2555.0}],
-                                 "decode": [{"prompt_tokens": 2048, "output_tokens": 256, "samples": 3, "decode_tok_s": 30.0}]},
-                       "lanes": [{"lane": "32K", "ttft_s": {"median": 1.5, "min": 1.4, "max": 1.6, "n": 3},
-                                  "e2e_s": {"median": 1.9, "min": 1.8, "max": 2.0, "n": 3}}],
-                       "decode_tok_s": {"p50": 170.0, "p95": 180.0, "n": 40}, "prefill_tok_s": {"p50": 10_000.0, "n": 40}}}
+def facts(**serving) -> RunFacts:
+    return RunFacts(
+        simulated=False,
+        serving_facts={"facts": {k: {"value": v, "status": "read" if v is not None else "not in the log",
+                                     "source": "server log" if v is not None else "no line matched"}
+                                 for k, v in serving.items()}},
+        timing={"sweep": {"points": [{"prompt_tokens": 511, "samples": 3, "ttft_s": 0.2, "prefill_tok_s": 2555.0}],
+                          "decode": [{"prompt_tokens": 2048, "output_tokens": 256, "samples": 3, "decode_tok_s": 30.0}]},
+                "lanes": [{"lane": "32K", "ttft_s": {"median": 1.5, "min": 1.4, "max": 1.6, "n": 3},
+                           "e2e_s": {"median": 1.9, "min": 1.8, "max": 2.0, "n": 3}}],
+                "decode_tok_s": {"p50": 170.0, "p95": 180.0, "n": 40}, "prefill_tok_s": {"p50": 10_000.0, "n": 40}})
 
 
 def rows(*claims: Claim, **serving):
@@ -54,21 +56,21 @@ def test_each_figure_is_read_where_it_is_measured_with_both_figures_in_the_reaso
                claim("ttft_s", 1.571, "at_most", lane="32K", name="lane"),
                claim("decode_tok_s_p50", 169.19, name="p50"),
                kv_cache_tokens=206_490)
-    by = {r["name"]: r for r in got}
-    assert by["kv_cache_tokens"]["status"] == "broken" and not by["kv_cache_tokens"]["ok"]
-    assert "206,490 tokens" in by["kv_cache_tokens"]["reason"] and "412,980 tokens" in by["kv_cache_tokens"]["reason"]
-    assert "server log" in by["kv_cache_tokens"]["reason"]
-    assert by["ttft_511"]["measured"] == 0.2 and by["ttft_511"]["status"] == "held"  # 0.2 <= 0.196 × 1.1
-    assert by["prefill"]["measured"] == 2555.0 and by["prefill"]["status"] == "broken"
-    assert by["decode"]["measured"] == 30.0 and by["decode"]["status"] == "broken"
-    assert "decode probe" in by["decode"]["source"] and "256 output tokens" in by["decode"]["source"]
-    assert by["lane"]["measured"] == 1.5 and by["lane"]["status"] == "held" and "32K lane" in by["lane"]["source"]
-    assert by["p50"]["measured"] == 170.0 and by["p50"]["status"] == "held"
+    by = {r.name: r for r in got}
+    assert by["kv_cache_tokens"].status == "broken" and not by["kv_cache_tokens"].ok
+    assert "206,490 tokens" in by["kv_cache_tokens"].reason and "412,980 tokens" in by["kv_cache_tokens"].reason
+    assert "server log" in by["kv_cache_tokens"].reason
+    assert by["ttft_511"].measured == 0.2 and by["ttft_511"].status == "held"  # 0.2 <= 0.196 × 1.1
+    assert by["prefill"].measured == 2555.0 and by["prefill"].status == "broken"
+    assert by["decode"].measured == 30.0 and by["decode"].status == "broken"
+    assert "decode probe" in by["decode"].source and "256 output tokens" in by["decode"].source
+    assert by["lane"].measured == 1.5 and by["lane"].status == "held" and "32K lane" in by["lane"].source
+    assert by["p50"].measured == 170.0 and by["p50"].status == "held"
     for r in got:
-        assert r["title"].startswith("Recipe claims: ") and r["claimed_text"] in r["reason"]
+        assert r.title.startswith("Recipe claims: ") and r.claimed_text in r.reason
     # A TTFT claim's row says what the TTFT timed: the first chunk (vllm bench serve's TTFT).
-    assert by["ttft_511"]["title"] == "Recipe claims: TTFT (first chunk) at 511 prompt tokens"
-    assert by["lane"]["title"] == "Recipe claims: TTFT (first chunk), 32K lane"
+    assert by["ttft_511"].title == "Recipe claims: TTFT (first chunk) at 511 prompt tokens"
+    assert by["lane"].title == "Recipe claims: TTFT (first chunk), 32K lane"
 
 
 def record(claims: Claims, serving: dict) -> RunRecord:
@@ -84,7 +86,7 @@ def test_a_broken_claim_fails_the_run_and_a_held_one_passes():
     assert broken.verdict == FAIL and any("Recipe claims: KV cache tokens" in r for r in broken.reasons)
     assert [c.title for c in broken.checks] == ["Recipe claims: KV cache tokens"]
     held = decide(record(Claims((claim(tolerance=0.0),)), {"kv_cache_tokens": 150}))
-    assert held.verdict == PASS and held.claims[0]["status"] == "held"
+    assert held.verdict == PASS and held.claims[0].status == "held"
 
 
 def test_a_claim_not_verifiable_here_is_incomplete_only_when_required():
@@ -94,10 +96,10 @@ def test_a_claim_not_verifiable_here_is_incomplete_only_when_required():
     optional = decide(record(Claims((claim("weight_load_s", 282, "at_most"),)), {"weight_load_s": None}))
     assert optional.verdict == PASS
     (row,) = optional.claims
-    assert row["status"] == NOT_VERIFIABLE and row["ok"] and row["measured"] is None
+    assert row.status == NOT_VERIFIABLE and row.ok and row.measured is None
     assert optional.checks[0].measured == f"{NOT_VERIFIABLE} (not required)"
     # No serving facts at all (a run whose server never started): not verifiable either.
-    assert evaluate_claims(Claims((claim(),)), {"timing": {}})[0]["status"] == NOT_VERIFIABLE
+    assert evaluate_claims(Claims((claim(),)), RunFacts())[0].status == NOT_VERIFIABLE
 
 
 # -- the profile's table ---------------------------------------------------------------------------
@@ -200,13 +202,13 @@ def test_a_claim_whose_module_or_lane_is_not_in_the_run_is_listed_and_no_gate_ro
                      claim("ttft_s", 0.2, "at_most", prompt_tokens=511, name="sweep", required=True),
                      claim(tolerance=0.0)))
     got = evaluate_claims(claims, facts(kv_cache_tokens=150), modules=("smoke", "context"), lanes=("240K",))
-    by = {r["name"]: r for r in got}
-    assert by["lane"]["status"] == NOT_IN_RUN and "32K lane is not in this run" in by["lane"]["reason"]
-    assert by["sweep"]["status"] == NOT_IN_RUN and "sweep module" in by["sweep"]["reason"]
-    assert by["kv_cache_tokens"]["status"] == "held"
+    by = {r.name: r for r in got}
+    assert by["lane"].status == NOT_IN_RUN and "32K lane is not in this run" in by["lane"].reason
+    assert by["sweep"].status == NOT_IN_RUN and "sweep module" in by["sweep"].reason
+    assert by["kv_cache_tokens"].status == "held"
     assert [c.title for c in check_rows(got)] == ["Recipe claims: KV cache tokens"]
     # Required or not, a claim the run does not measure leaves nothing unjudged: a stage is not the profile.
-    assert all(r["ok"] for r in got)
+    assert all(r.ok for r in got)
 
 
 def test_the_sweep_table_says_its_ttft_is_at_the_first_chunk():
@@ -228,3 +230,25 @@ def test_the_plot_axes_say_their_ttft_is_at_the_first_chunk(tmp_path, monkeypatc
     plot.plot_ttft([{"lane": "1K", "prompt_tokens": 1024, "ttft_s": 0.5}], tmp_path / "a.png", "t", False,
                    window_tokens=4096, load=load)
     assert "TTFT at the first chunk, client-observed (s)" in labels and "TTFT, first chunk (ms)" in labels, labels
+
+
+def test_a_claim_row_is_a_frozen_record_whose_dict_is_the_summarys_claim_row():
+    from dataclasses import FrozenInstanceError, fields
+
+    from pytest_qualify.bundle_format.schema import schema
+    from pytest_qualify.gate.claims import ClaimRow
+
+    (row,) = rows(claim(tolerance=0.0, said="KV cache: 100 tokens"), kv_cache_tokens=150)
+    assert isinstance(row, ClaimRow)
+    assert row.as_dict() == {
+        "name": "kv_cache_tokens", "title": "Recipe claims: KV cache tokens", "figure": "kv_cache_tokens",
+        "unit": "tokens", "direction": "at_least", "claimed": 100.0, "tolerance": 0.0, "required": False,
+        "prompt_tokens": None, "lane": None, "said": "KV cache: 100 tokens", "low": 100.0, "high": None,
+        "measured": 150.0, "source": "server log", "status": "held", "ok": True,
+        "claimed_text": "at least 100 tokens (−0%)", "measured_text": "150 tokens",
+        "reason": ("Recipe claims: KV cache tokens: measured 150 tokens (server log) holds the claim of "
+                   "at least 100 tokens (−0%)")}
+    # The fields are summary.json's keys, in its order: a field the schema does not hold fails here.
+    assert [f.name for f in fields(ClaimRow)] == schema()["properties"]["claims"]["items"]["required"]
+    with pytest.raises(FrozenInstanceError):
+        row.ok = False  # type: ignore[misc]

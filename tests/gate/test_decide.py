@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from pytest_qualify.gate import decide as gate
 from pytest_qualify.evidence.session import EvidenceState
 from pytest_qualify.evidence.verdict import conclude, run_record
+from pytest_qualify.gate.run_facts import RunFacts
 from pytest_qualify.gate.slo import CheckRow
 from pytest_qualify.gate.waivers import Waiver, WaiverSet
 from pytest_qualify.gate.decide import (
@@ -176,15 +177,15 @@ def test_a_stage_gates_its_own_modules_and_names_itself():
 FAR = dt.date(2099, 1, 1)
 
 
-def lane_facts(ttft_s: float) -> dict:
+def lane_facts(ttft_s: float) -> RunFacts:
     """Facts of a run with one 1K context item: what the SLOs and the baseline read."""
     lane_item = {"nodeid": "ctx[rep1of1]", "module": "context", "item": "test_lane[1K]", "lane": "1K", "repetition": 1,
                  "outcome": "passed", "waiver": None, "properties": {"ttft_s": ttft_s, "e2e_s": ttft_s}}
     spread = {"median": ttft_s, "min": ttft_s, "max": ttft_s, "n": 1}
-    return {"items": [lane_item], "simulated": True, "run": {"workers": 0},
-            "profile": {"name": "small", "deployment": {}},
-            "timing": {"decode_tok_s": None, "prefill_tok_s": None,
-                       "lanes": [{"lane": "1K", "ttft_s": spread, "e2e_s": spread}]}}
+    return RunFacts(items=(lane_item,), simulated=True, run={"workers": 0},
+                    profile={"name": "small", "deployment": {}},
+                    timing={"decode_tok_s": None, "prefill_tok_s": None,
+                            "lanes": [{"lane": "1K", "ttft_s": spread, "e2e_s": spread}]})
 
 
 def waiver_set(*patterns: str) -> WaiverSet:
@@ -221,16 +222,16 @@ def test_slo_rows_are_decided_with_the_items():
     ok = ItemResult("ctx[rep1of1]", "context", "test_lane[1K]", 1, 1, "1K")
     slo = Slo(lanes=(LaneSlo("1K", 0.5, None),), decode_tok_s_p50_min=None, ttft_s_p95_max=None)
     held = decide(RunRecord(results=(ok,), modules=MODULES, required=("context",), slo=slo, facts=lane_facts(0.2)))
-    assert held.verdict == PASS and [r["ok"] for r in held.slo] == [True] and len(held.checks) == 1
+    assert held.verdict == PASS and [r.ok for r in held.slo] == [True] and len(held.checks) == 1
     broke = decide(RunRecord(results=(ok,), modules=MODULES, required=("context",), slo=slo, facts=lane_facts(0.9)))
-    assert broke.verdict == FAIL and [r["ok"] for r in broke.slo] == [False]
+    assert broke.verdict == FAIL and [r.ok for r in broke.slo] == [False]
     assert any("SLO 1K lane TTFT" in r for r in broke.reasons)
 
 
 @pytest.mark.parametrize(("fail_on_regression", "verdict"), [(False, PASS), (True, FAIL)])
 def test_regressions_are_a_field_and_fail_only_when_asked(fail_on_regression, verdict):
     ok = ItemResult("ctx[rep1of1]", "context", "test_lane[1K]", 1, 1, "1K")
-    before = {**lane_facts(0.1), "run": {"id": "earlier", "workers": 0},
+    before = {**lane_facts(0.1).summary_sections([]), "run": {"id": "earlier", "workers": 0},
               "gate": [{"module": "context", "title": "Context", "items": 1, "passed": 1, "waived": 0}]}
     decision = decide(RunRecord(results=(ok,), modules=MODULES, required=("context",), facts=lane_facts(0.2),
                                 baseline=BaselineInput(before, threshold_pct=10, fail_on_regression=fail_on_regression)))
@@ -259,8 +260,8 @@ def test_the_end_of_a_run_decides_once_and_the_summary_renders_that_decision(tmp
     calls = []
     real = gate.decide
     monkeypatch.setattr(gate, "decide", lambda record: calls.append(record) or real(record))
-    record = run_record(state, ev, modules=MODULES, required=("smoke", "multimodal"), problems=[])
-    decision = conclude(record, state, ev, secrets=())
+    end = run_record(state, ev, modules=MODULES, required=("smoke", "multimodal"), problems=[])
+    decision = conclude(end, state, ev, secrets=())
     assert len(calls) == 1 and decision.verdict == PASS, decision.reasons
     assert corpus.waiver is None and ev.waivers.applied == {}  # nothing handed in changed
     s = ev.summary
@@ -322,3 +323,27 @@ def test_a_findings_kind_is_told_by_the_record_never_by_the_reasons_words():
     plain = decide(RunRecord(results=(item(),), modules=MODULES, required=("tools",), incomplete=(partial,)))
     assert [f.kind for f in plain.findings] == [FindingKind.RUN]
     assert selected.findings[0].as_dict()["kind"] == "selection"  # the summary's word
+
+
+def test_the_gate_cases_are_the_decisions_own_never_handed_in():
+    decision = judge([item()], MODULES, ["tools"], run_problems=["server died during the run: exit 9"],
+                     incomplete=["partial run: 1 protocol items deselected"])
+    assert [(c.name, c.tag, c.type, c.message) for c in decision.gate_cases] == [
+        ("server_died_during_the_run", "failure", "qualify.run", "server died during the run: exit 9"),
+        ("partial_run", "error", "qualify.not_judged", "partial run: 1 protocol items deselected")]
+    assert decision.gate_cases[1].text == ("partial run: 1 protocol items deselected\n\n"
+                                           "gate row: partial_run (run); verdict FAIL")
+    assert decision.gate_cases[0].nodeid == "qualify.gate::server_died_during_the_run"
+    with pytest.raises(TypeError):
+        Decision(verdict=PASS, rows=(), failures=(), waived=(), reasons=(), gate_cases=())  # type: ignore[call-arg]
+    # A decision made from another carries its own cases: the verdict they name is its own.
+    amended = dataclasses.replace(decision, verdict=INCOMPLETE)
+    assert all(c.text.endswith("verdict INCOMPLETE") for c in amended.gate_cases)
+    assert judge([item()], MODULES, ["tools"]).gate_cases == ()
+
+
+def test_a_long_or_many_line_reason_is_one_short_message_and_whole_in_the_text():
+    reason = "server died during the run: " + "x" * 900 + "\nlog tail"
+    (case,) = judge([item()], MODULES, ["tools"], run_problems=[reason]).gate_cases
+    assert "\n" not in case.message and len(case.message) == gate.MESSAGE_MAX and case.message.endswith("…")
+    assert case.text.startswith(reason)

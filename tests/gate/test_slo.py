@@ -77,43 +77,43 @@ SLO = Slo(lanes=(LaneSlo("1K", 0.5, 1.0), LaneSlo("2K", 0.5, None)), decode_tok_
 def test_every_limit_is_a_row_with_measured_and_limit():
     items = [lane_item("1K", r, 0.1 * r, 0.2 * r) for r in (1, 2, 3)] + [lane_item("2K", 1, 0.5, 0.6)]
     rows = evaluate_slo(SLO, items, {"decode_tok_s": {"p50": 120.0, "p95": 200.0, "n": 4}})
-    assert [r["name"] for r in rows] == ["lane:1K:ttft_s", "lane:1K:e2e_s", "lane:2K:ttft_s",
-                                         "run:decode_tok_s_p50", "run:ttft_s_p95"]
-    assert all(r["ok"] for r in rows)
+    assert [r.name for r in rows] == ["lane:1K:ttft_s", "lane:1K:e2e_s", "lane:2K:ttft_s",
+                                      "run:decode_tok_s_p50", "run:ttft_s_p95"]
+    assert all(r.ok for r in rows)
     first = rows[0]
     # A lane's limit is held by its worst repetition: pass^k, like the needle.
-    assert first["measured"] == pytest.approx(0.3) and first["n"] == 3
-    assert first["measured_text"] == "300.0 ms (worst of 3)" and first["limit_text"] == "<= 500.0 ms"
+    assert first.measured == pytest.approx(0.3) and first.n == 3
+    assert first.measured_text == "300.0 ms (worst of 3)" and first.limit_text == "<= 500.0 ms"
     # A limit equal to the figure holds (<=): 2K's TTFT is exactly 0.5 s.
-    assert rows[2]["measured"] == 0.5 and rows[2]["ok"]
+    assert rows[2].measured == 0.5 and rows[2].ok
     # Run-wide TTFT p95 over every streamed item, interpolated as numpy (vllm bench) does:
     # [0.1, 0.2, 0.3, 0.5] at rank 2.85 -> 0.3 + 0.85 * 0.2.
-    assert rows[-1]["measured"] == pytest.approx(0.47) and rows[-1]["n"] == 4
+    assert rows[-1].measured == pytest.approx(0.47) and rows[-1].n == 4
 
 
 def test_one_slow_repetition_fails_its_lane_row_and_names_figure_and_limit():
     items = [lane_item("1K", 1, 0.1, 0.2), lane_item("1K", 2, 0.7, 0.8), lane_item("2K", 1, 0.3, 0.4)]
-    rows = {r["name"]: r for r in evaluate_slo(SLO, items, {"decode_tok_s": {"p50": 40.0, "p95": 60.0, "n": 3}})}
-    assert not rows["lane:1K:ttft_s"]["ok"]
-    assert rows["lane:1K:ttft_s"]["reason"] == "SLO 1K lane TTFT: measured 700.0 ms (worst of 2) exceeds the limit 500.0 ms"
-    assert rows["lane:1K:e2e_s"]["ok"] and rows["lane:2K:ttft_s"]["ok"]
-    assert not rows["run:decode_tok_s_p50"]["ok"]
-    assert rows["run:decode_tok_s_p50"]["reason"] == ("SLO decode tok/s p50: measured 40.00 tok/s (p50 of 3) "
-                                                      "is below the floor 50.00 tok/s")
-    assert not rows["run:ttft_s_p95"]["ok"]  # 0.7 is in the top 5%
+    rows = {r.name: r for r in evaluate_slo(SLO, items, {"decode_tok_s": {"p50": 40.0, "p95": 60.0, "n": 3}})}
+    assert not rows["lane:1K:ttft_s"].ok
+    assert rows["lane:1K:ttft_s"].reason == "SLO 1K lane TTFT: measured 700.0 ms (worst of 2) exceeds the limit 500.0 ms"
+    assert rows["lane:1K:e2e_s"].ok and rows["lane:2K:ttft_s"].ok
+    assert not rows["run:decode_tok_s_p50"].ok
+    assert rows["run:decode_tok_s_p50"].reason == ("SLO decode tok/s p50: measured 40.00 tok/s (p50 of 3) "
+                                                   "is below the floor 50.00 tok/s")
+    assert not rows["run:ttft_s_p95"].ok  # 0.7 is in the top 5%
 
 
 def test_a_limit_with_nothing_measured_leaves_the_run_incomplete_never_passed():
     items = [lane_item("1K", 1, 0.1, 0.2), lane_item("2K", 1, None, None)]
     rows = evaluate_slo(SLO, items, {"decode_tok_s": None})
-    unmeasured = [r for r in rows if r["measured"] is None]
-    assert [r["name"] for r in unmeasured] == ["lane:2K:ttft_s", "run:decode_tok_s_p50"]
-    assert all(not r["ok"] and "not measured" in r["reason"] for r in unmeasured)
+    unmeasured = [r for r in rows if r.measured is None]
+    assert [r.name for r in unmeasured] == ["lane:2K:ttft_s", "run:decode_tok_s_p50"]
+    assert all(not r.ok and "not measured" in r.reason for r in unmeasured)
     from pytest_qualify.gate.decide import ItemResult
 
     ok = ItemResult("suites/test_context.py::test_lane[1K]", "context", "test_lane[1K]", 1, 1, "1K")
     assert judge([ok], module_registry(), ["context"], checks=check_rows(rows)).verdict == INCOMPLETE
-    measured_only = [r for r in rows if r["measured"] is not None]
+    measured_only = [r for r in rows if r.measured is not None]
     assert judge([ok], module_registry(), ["context"], checks=check_rows(measured_only)).verdict == PASS
 
 
@@ -185,3 +185,22 @@ def test_latency_fault_fails_exactly_the_slo_rows(pytester):
     assert out.splitlines()[-1].startswith("QUALIFICATION: FAIL (exit 1): SLO 1K lane TTFT: measured ")
     props = {p.get("name"): p.get("value") for p in ET.parse(d / "junit.xml").getroot().find("testsuite").find("properties")}
     assert props["verdict"] == FAIL and "SLO decode tok/s p50: measured" in props["verdict_reasons"]
+
+
+def test_a_row_is_a_frozen_record_whose_dict_is_the_summarys_slo_row():
+    from dataclasses import FrozenInstanceError, fields
+
+    from pytest_qualify.bundle_format.schema import schema
+    from pytest_qualify.gate.slo import SloRow
+
+    (row,) = evaluate_slo(Slo(lanes=(LaneSlo("1K", 0.5, None),)), [lane_item("1K", 1, 0.7, 0.8)], {})
+    assert isinstance(row, SloRow)
+    assert row.as_dict() == {
+        "name": "lane:1K:ttft_s", "title": "SLO 1K lane TTFT", "scope": "lane 1K", "metric": "ttft_s",
+        "statistic": "max", "limit": 0.5, "bound": "max", "measured": 0.7, "n": 1, "ok": False,
+        "measured_text": "700.0 ms (worst of 1)", "limit_text": "<= 500.0 ms",
+        "reason": "SLO 1K lane TTFT: measured 700.0 ms (worst of 1) exceeds the limit 500.0 ms"}
+    # The fields are summary.json's keys, in its order: a field the schema does not hold fails here.
+    assert [f.name for f in fields(SloRow)] == schema()["properties"]["slo"]["items"]["required"]
+    with pytest.raises(FrozenInstanceError):
+        row.ok = True  # type: ignore[misc]
