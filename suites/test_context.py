@@ -46,8 +46,12 @@ def test_context_retrieval(lane, qualify_sizer, qualify_ask, qualify_profile, qu
 
     needles = {f"{'target' if n.target else 'distractor'} {n.key}": n.value for n in (plan.target, *plan.distractors)}
     timeout_s = qualify_profile.timeouts.for_prompt(lane.prompt_tokens)
-    answer = qualify_ask(sized.messages, stream=True, timeout_s=timeout_s, journal_role=TIMED, marks=needles)
     how = "counted" if sized.counted else "computed, proven by usage.prompt_tokens"
+    qualify_record.props(tokenize_calls=calls, sized_prompt_tokens=sized.tokens, lane_sizing=how)
+    # The answer's finish state is checked after its size: a computed size is proven (or refuted) by
+    # the answer's usage whatever the answer's words, and the sizing is on record whatever fails.
+    answer = qualify_ask(sized.messages, stream=True, timeout_s=timeout_s, journal_role=TIMED, marks=needles,
+                         check_finish=False)
     if not qualify_sizer.confirm(sized, answer.prompt_tokens, tolerance):
         # A lane of a size counted before is computed from the learned rate (no /tokenize call) and
         # proven by its answer's usage; this haystack's filler counted otherwise: the harness's miss,
@@ -58,8 +62,8 @@ def test_context_retrieval(lane, qualify_sizer, qualify_ask, qualify_profile, qu
         calls += sized.calls
         qualify_record.retime()
         answer = qualify_ask(sized.messages, stream=True, timeout_s=timeout_s, journal_role=TIMED, marks=needles,
-                             salt_suffix="-counted")
-    qualify_record.props(tokenize_calls=calls, sized_prompt_tokens=sized.tokens, lane_sizing=how)
+                             salt_suffix="-counted", check_finish=False)
+        qualify_record.props(tokenize_calls=calls, sized_prompt_tokens=sized.tokens, lane_sizing=how)
 
     prompt_tokens = answer.prompt_tokens
     if prompt_tokens is None:
@@ -69,5 +73,6 @@ def test_context_retrieval(lane, qualify_sizer, qualify_ask, qualify_profile, qu
     cached = answer.cached_tokens  # recorded with the answer's timing
     if cached:
         fail(where, f"{cached} of {prompt_tokens} prompt tokens came from the prefix cache despite a fresh haystack and cache_salt")
+    qualify_record.finish(answer)
     require(grade_needle(answer.content, plan.target.value, plan.distractor_values, key=plan.target.key,
                          contract=plan.contract), where)
