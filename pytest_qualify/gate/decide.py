@@ -28,7 +28,7 @@ from pytest_qualify.stats import flips
 from pytest_qualify.gate.waivers import WaiverSet, candidates, hard_module_conflicts
 from pytest_qualify.profiles import ModuleInfo
 from pytest_qualify.promotion.stages import Stage
-from pytest_qualify.properties import FAILURE_KIND, FAILURE_KINDS, OTHER, Outcome
+from pytest_qualify.properties import CREDENTIALS_REFUSED, FAILURE_KIND, FAILURE_KINDS, OTHER, Outcome
 
 class Result(StrEnum):
     """A run's verdict."""
@@ -123,6 +123,13 @@ def proof_of_grading(results: Iterable[ItemResult], graded: Iterable[str],
     graded = set(graded)
     out = []
     for r in results:
+        refused = r.properties.get(CREDENTIALS_REFUSED)
+        if refused and not r.passed:
+            # Our key was refused: the request was never judged, so neither is the item (the run's
+            # "credentials refused" reason names them all; hooks/results.run_problems).
+            why = f"not judged: the endpoint refused the API key (HTTP {refused})"
+            out.append(replace(r, properties=dict(r.properties), outcome=UNGRADED, reason=why))
+            continue
         if r.passed and not r.called:
             why = "reported passed, but its call phase did not run (no test body ran)"
         elif r.passed and journaled(r) and r.nodeid not in graded:
@@ -136,7 +143,8 @@ def proof_of_grading(results: Iterable[ItemResult], graded: Iterable[str],
 
 def _not_graded(items: Sequence[ItemResult]) -> list[str]:
     """One line for every ungraded item together, naming the first."""
-    ungraded = [r for r in items if r.outcome == UNGRADED]
+    # Items whose key was refused are named by the run's one "credentials refused" reason instead.
+    ungraded = [r for r in items if r.outcome == UNGRADED and not r.properties.get(CREDENTIALS_REFUSED)]
     if not ungraded:
         return []
     first = ungraded[0]
