@@ -19,6 +19,7 @@ from pytest_qualify import properties
 if TYPE_CHECKING:  # heavy or circular at run time; only for the types
     from pytest_qualify.client.endpoint import QualifyClient
     from pytest_qualify.promotion.stage_run import StageRun
+    from pytest_qualify.server.info import ServerInfo
     from pytest_qualify.server.target import Target
 
 
@@ -36,7 +37,8 @@ class RunState:
     target: Target | None = None  # on the controller, once started
     startup_error: str | None = None
     dead: str | None = None  # why the server is gone (first line, then its log tail)
-    server_info: dict[str, Any] = field(default_factory=dict)
+    # What the server said it is, read once as it came up (server/info.py); None when it never answered.
+    server_info: ServerInfo | None = None
     # What the engine said of its capacity and start-up, read once after start-up (server/facts.py).
     serving_facts: dict[str, Any] | None = None
     results: dict[str, gate_mod.ItemResult] = field(default_factory=dict)
@@ -71,7 +73,7 @@ class RunState:
     def simulated(self) -> bool:
         """The reference server, or an endpoint that says it is simulated (its /version or
         /v1/models), however it was reached: SIMULATED everywhere, never a promotion."""
-        return self.settings.mode == Mode.REFERENCE or bool(self.server_info.get("simulated"))
+        return self.settings.mode == Mode.REFERENCE or (self.server_info is not None and self.server_info.simulated)
 
     @property
     def secrets(self) -> tuple[str, ...]:

@@ -18,6 +18,7 @@ from pytest_qualify.graders.answer_checks import INCREMENTAL_MIN_TOKENS
 from pytest_qualify.bundle_format.schema import SCHEMA_ID, SCHEMA_VERSION
 from pytest_qualify.properties import Outcome
 from pytest_qualify.redaction import redact_command, safe_url
+from pytest_qualify.server.info import ServerInfo
 from pytest_qualify.stats import percentile, spread
 
 if TYPE_CHECKING:
@@ -389,10 +390,11 @@ def tool_version() -> str:
 
 def target_section(state: RunState, died: str | None, secrets: Sequence[str]) -> dict[str, Any]:
     """What was qualified: the mode, the URL without credentials, the exact launch command."""
-    info = state.server_info or {}
-    command = info.get("launch_command") or (state.target.display_command if state.target is not None else "")
+    # A server that never answered said nothing: every field of its reading is None.
+    info = state.server_info or ServerInfo(mode=state.settings.mode, simulated=False)
+    command = info.launch_command or (state.target.display_command if state.target is not None else "")
     models = []
-    for m in info.get("models") or []:
+    for m in info.models or ():
         if isinstance(m, dict):
             mlen = m.get("max_model_len")
             models.append({"id": str(m.get("id", "")), "root": m.get("root"),
@@ -402,8 +404,8 @@ def target_section(state: RunState, died: str | None, secrets: Sequence[str]) ->
         "simulated": state.simulated,
         "base_url": safe_url(state.base_url),
         "launch_command": redact_command(command, secrets) if command else None,
-        "engine_version": info.get("version") or None,
-        "version_error": info.get("version_error"),
+        "engine_version": info.version or None,
+        "version_error": info.version_error,
         "models": models,
         "startup_error": state.startup_error,
         "died": died,

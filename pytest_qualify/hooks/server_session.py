@@ -15,6 +15,7 @@ from pytest_qualify.settings import Mode
 
 if TYPE_CHECKING:
     from pytest_qualify.client.endpoint import QualifyClient
+    from pytest_qualify.server.info import ServerInfo
 
 
 def make_client(state: RunState, timeout_s: float | None = None) -> QualifyClient:
@@ -52,7 +53,9 @@ def first_step(state: RunState) -> tuple[str, bool, tuple[str, ...]] | None:
     target = state.target
     launch_argv = target.process.spec.argv if (
         state.settings.mode == Mode.LAUNCH and target is not None and target.process is not None) else None
-    stop, declared = judge_first_step(ServerInfo.of(state.server_info), state.profile, mode=state.settings.mode,
+    # A server that never answered said nothing (the startup error is the step's reason).
+    info = state.server_info or ServerInfo(mode=state.settings.mode, simulated=False)
+    stop, declared = judge_first_step(info, state.profile, mode=state.settings.mode,
                                       startup_error=state.startup_error, api_key_env=state.settings.api_key_env,
                                       launch_argv=launch_argv)
     if declared is not None and state.stage_run is not None:
@@ -125,7 +128,7 @@ class ServerSession:
             for line in str(exc).splitlines():
                 self.progress(line)
             return False
-        if state.server_info.get("simulated") and state.settings.mode != Mode.REFERENCE:
+        if state.server_info.simulated and state.settings.mode != Mode.REFERENCE:
             self.progress("the endpoint declares itself SIMULATED (its /version or /v1/models): this run is SIMULATED "
                           "and can never back a promotion")
         state.serving_facts = self.serving_facts()
@@ -159,18 +162,19 @@ class ServerSession:
         finally:
             client.close()
         return serving_facts(mode=state.settings.mode, simulated=state.simulated,
-                             engine_version=state.server_info.get("version") or None,
+                             engine_version=(state.server_info.version if state.server_info else None) or None,
                              window_tokens=state.profile.limits.window_tokens, log_text=log_text,
                              metrics_text=metrics_text, ready_s=process.ready_s if process is not None else None)
 
-    def server_info(self) -> dict[str, Any]:
-        """What the server says it is (``server/info.py``), as the run state and the xdist hand-over
-        keep it; checked by the first step (:func:`first_step`) and the smoke module."""
+    def server_info(self) -> ServerInfo:
+        """What the server says it is (``server/info.py``), kept on the run state (the xdist
+        hand-over carries its ``as_dict``); checked by the first step (:func:`first_step`) and the
+        smoke module."""
         from pytest_qualify.server.info import read_server_info
 
         client = make_client(self.state)
         try:
-            return read_server_info(client, self.state.settings.mode, self.state.target).as_dict()
+            return read_server_info(client, self.state.settings.mode, self.state.target)
         finally:
             client.close()
 

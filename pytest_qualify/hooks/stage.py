@@ -48,11 +48,14 @@ def header_line(run: StageRun) -> str:
 
 
 def read_start(state: RunState) -> None:
-    """The start reading: what the server session already asked the server as it came up."""
+    """The start reading: what the server session already asked the server as it came up (called
+    once it answered, so there is always a reading)."""
     info = state.server_info
+    if info is None:
+        return
     stage_of(state).start = read_identity(
-        state.profile.deployment.served_name, info.get("models"), info.get("version"),
-        models_error=info.get("models_error"), version_error=info.get("version_error"))
+        state.profile.deployment.served_name, info.models, info.version,
+        models_error=info.models_error, version_error=info.version_error)
 
 
 def end_problems(state: RunState, died: str | None) -> list[str]:

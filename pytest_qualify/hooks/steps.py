@@ -113,7 +113,7 @@ class RunSteps:
             return
         stage.read_start(state)
         self.config.hook.pytest_qualify_target_started(
-            config=self.config, base_url=state.base_url or "", server_info=dict(state.server_info)
+            config=self.config, base_url=state.base_url or "", server_info=state.server_info.as_dict() if state.server_info else {}
         )
         self.evidence.scrape_start()
 

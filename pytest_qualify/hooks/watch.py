@@ -143,9 +143,10 @@ def _reraise_readably(state: RunState, item: pytest.Item, exc: Exception) -> NoR
 def _watched(state: RunState) -> WatchedServer:
     """The run's server as ``server/death.py`` checks it (an xdist worker: what the controller
     handed over)."""
-    pid = state.server_info.get("server_pid")
+    info = state.server_info
+    pid = info.server_pid if info is not None else None
     return WatchedServer(state.base_url or "", state.target, int(pid) if pid else None,
-                         state.server_info.get("server_log"), state.secrets)
+                         info.server_log if info is not None else None, state.secrets)
 
 
 def _process_gone(state: RunState) -> str | None:

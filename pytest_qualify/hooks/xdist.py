@@ -14,12 +14,13 @@ import pytest
 
 from pytest_qualify.hooks import state_of
 from pytest_qualify.run import RunState
+from pytest_qualify.server.info import ServerInfo
 
 HANDOVER_FILE = "server-handover.json"
 # A worker's usage error found at the end of its collection (a waiver naming a hard module ...):
 # the controller raises it before it starts anything.
 USAGE_ERROR_FILE = "collection-usage-error.txt"
-_HANDED = ("base_url", "startup_error", "server_info", "stop_reason", "stop_judged", "stop_keeps")
+_HANDED = ("base_url", "startup_error", "stop_reason", "stop_judged", "stop_keeps")
 
 
 def worker_input(config: pytest.Config) -> dict[str, Any] | None:
@@ -36,6 +37,7 @@ def write_handover(state: RunState) -> None:
     """On the controller, once the server is up (or could not be): what every worker adopts."""
     facts = {key: getattr(state, key) for key in _HANDED}
     facts["stop_keeps"] = list(state.stop_keeps)
+    facts["server_info"] = state.server_info.as_dict() if state.server_info is not None else None
     (state.run_dir / HANDOVER_FILE).write_text(json.dumps(facts, default=str), encoding="utf-8")
 
 
@@ -52,7 +54,7 @@ def adopt_handover(state: RunState) -> None:
         return
     state.base_url = facts.get("base_url")
     state.startup_error = facts.get("startup_error")
-    state.server_info = dict(facts.get("server_info") or {})
+    state.server_info = ServerInfo.of(facts["server_info"]) if facts.get("server_info") else None
     state.stop_reason = facts.get("stop_reason")
     state.stop_judged = bool(facts.get("stop_judged"))
     state.stop_keeps = tuple(facts.get("stop_keeps") or ())

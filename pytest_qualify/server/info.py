@@ -2,8 +2,9 @@
 one minimal chat request), and the run's first step judged from it: a rejected key, a non-OpenAI
 endpoint or no answer stops the run not judged; a served identity or engine version that is not the
 profile's stops it as a judged FAIL after the smoke module. No pytest: ``hooks/server_session.py``
-reads it at start, ``hooks/steps.py`` takes the first step, and the xdist hand-over
-(``server-handover.json``) carries it to every worker as :meth:`ServerInfo.as_dict`."""
+reads it at start into the run state (``RunState.server_info``), ``hooks/steps.py`` takes the first
+step, and the xdist hand-over (``server-handover.json``) carries it to every worker as
+:meth:`ServerInfo.as_dict`, rebuilt there with :meth:`ServerInfo.of`."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ class ServerInfo:
 
     def as_dict(self) -> dict[str, Any]:
         """The fields that were read (a failed request's status always), as JSON takes them: the
-        run state's ``server_info``, the hand-over's and ``pytest_qualify_target_started``'s."""
+        hand-over's ``server_info`` and ``pytest_qualify_target_started``'s."""
         out: dict[str, Any] = {}
         for f in fields(self):
             value = getattr(self, f.name)

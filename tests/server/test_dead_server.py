@@ -173,7 +173,7 @@ def test_server_killed_between_tests_is_found_before_the_next_one(pytester, qual
 
         def test_a_kills_the_server(qualify_client, qualify_run):
             assert qualify_client.health() == 200
-            os.kill(qualify_run.server_info["server_pid"], signal.SIGKILL)
+            os.kill(qualify_run.server_info.server_pid, signal.SIGKILL)
             deadline = time.monotonic() + 30
             while qualify_run.target.died() is None and time.monotonic() < deadline:
                 time.sleep(0.05)

@@ -26,7 +26,7 @@ def state(tmp_path: Path, base_url: str, **extra: object) -> SimpleNamespace:
     settings = Settings(profile="small", repeat=1, endpoint=base_url, api_key_env="MY_KEY",
                         evidence_dir=tmp_path, serve_command=None, startup_timeout_s=None)
     return SimpleNamespace(settings=settings, base_url=base_url, run_dir=tmp_path, dead=None, target=None,
-                           server_info={}, startup_error=None, is_worker=False, secrets=(), **extra)
+                           server_info=None, startup_error=None, is_worker=False, secrets=(), **extra)
 
 
 def item(lane: str | None = None) -> SimpleNamespace:
