@@ -235,14 +235,25 @@ def seal_hand_bundle(run_dir: Path, summary: Mapping[str, Any]) -> None:
     write_manifest(run_dir)
 
 
-def reference_server(profile: str | Path, *, ready_s: float = 20.0) -> Iterator[str]:
-    """A reference server for ``profile`` in a process of its own, as an attached endpoint would be:
-    yields its URL once /health answers, and stops it after. Use with ``yield from`` in a fixture,
-    or as ``for url in reference_server(...)``."""
+def wait_for_health(url: str, ready_s: float = 20.0) -> None:
+    """Return once ``url``'s /health answers 200, or after ``ready_s`` (the test's own request then fails)."""
     import time
 
     import httpx
 
+    deadline = time.monotonic() + ready_s
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            time.sleep(0.1)
+
+
+def reference_server(profile: str | Path, *, ready_s: float = 20.0) -> Iterator[str]:
+    """A reference server for ``profile`` in a process of its own, as an attached endpoint would be:
+    yields its URL once /health answers, and stops it after. Use with ``yield from`` in a fixture,
+    or as ``for url in reference_server(...)``."""
     from pytest_qualify.server.lifecycle import free_port
 
     port = free_port()
@@ -250,13 +261,7 @@ def reference_server(profile: str | Path, *, ready_s: float = 20.0) -> Iterator[
                              "--profile", str(profile)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + ready_s
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+        wait_for_health(url, ready_s)
         yield url
     finally:
         proc.terminate()

@@ -12,6 +12,7 @@ from pytest_qualify.gate.claims import NOT_VERIFIABLE, evaluate_claims, holds
 from pytest_qualify.gate.decide import FAIL, INCOMPLETE, PASS, ItemResult, RunRecord, decide
 from pytest_qualify.gate.run_facts import RunFacts
 from pytest_qualify.profiles import Claim, Claims, ProfileError, builtin_profiles, load_profile, module_registry
+from .profile_files import small_text, write
 
 
 def claim(figure: str = "kv_cache_tokens", claimed: float = 100.0, direction: str = "at_least", tolerance: float = 0.1,
@@ -105,14 +106,6 @@ def test_a_claim_not_verifiable_here_is_incomplete_only_when_required():
 # -- the profile's table ---------------------------------------------------------------------------
 
 
-def small_text() -> str:
-    return Path(builtin_profiles()["small"]).read_text()
-
-
-def write(tmp_path: Path, text: str) -> str:
-    path = tmp_path / "p.toml"
-    path.write_text(text)
-    return str(path)
 
 
 def test_the_recipe_profile_carries_the_recipes_figures_as_published():

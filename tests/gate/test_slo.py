@@ -17,16 +17,9 @@ from pytest_qualify.bundle_format.schema import validate
 from pytest_qualify.gate.decide import FAIL, INCOMPLETE, PASS
 from pytest_qualify.profiles import LaneSlo, ProfileError, Slo, builtin_profiles, load_profile, module_registry
 from ..judging import judge
+from .profile_files import small_text, write
 
 
-def small_text() -> str:
-    return Path(builtin_profiles()["small"]).read_text()
-
-
-def write(tmp_path: Path, text: str) -> str:
-    path = tmp_path / "p.toml"
-    path.write_text(text)
-    return str(path)
 
 
 # -- the profile -----------------------------------------------------------------------------------

@@ -10,7 +10,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path
@@ -24,6 +23,8 @@ from pytest_qualify.reference.fault_log import FAULT_LOG, read_record
 from pytest_qualify.reference.faults import Faults, what_it_breaks
 from pytest_qualify.reference.handler import Handler
 from pytest_qualify.reference.state import PrefixCache, ReferenceState
+
+from ..helpers import wait_for_health
 from pytest_qualify.tasks.fixture_data import smoke_questions
 
 PROFILE = load_profile("small")
@@ -126,13 +127,7 @@ def test_the_server_process_keeps_its_record_where_it_is_told_and_dies_on_record
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+        wait_for_health(url, 30)
         assert _on_disk(log)["die_after"]["engaged"] is False
         assert _ask(url).status_code == 200
         with pytest.raises(httpx.HTTPError):
