@@ -19,7 +19,7 @@ from pytest_qualify import properties
 if TYPE_CHECKING:  # heavy or circular at run time; only for the types
     from pytest_qualify.client.endpoint import QualifyClient
     from pytest_qualify.promotion.stage_run import StageRun
-    from pytest_qualify.server.info import ServerInfo
+    from pytest_qualify.server.info import ServerInfo, Stop
     from pytest_qualify.server.target import Target
 
 
@@ -54,10 +54,8 @@ class RunState:
     stage_run: StageRun | None = None
     # The run's first step (hooks/steps.py) found the deployment cannot be judged (a rejected key,
     # not an OpenAI-compatible endpoint, no answer) or is not the profile's (a judged FAIL): protocol
-    # items outside ``stop_keeps`` are not run, and the reason is the verdict's.
-    stop_reason: str | None = None
-    stop_judged: bool = False
-    stop_keeps: tuple[str, ...] = ()
+    # items outside ``stop.keeps`` are not run, and ``stop.reason`` is the verdict's.
+    stop: Stop | None = None
     handover_adopted: bool = False  # an xdist worker has read the controller's server hand-over
     usage_error: bool = False  # the run ended in a usage error before anything started: no bundle
     # The endpoint refused the credentials on chat (the first step's request, or most items): the

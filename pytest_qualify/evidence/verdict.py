@@ -115,7 +115,7 @@ def fault_engagement(state: RunState) -> tuple[dict[str, Any] | None, list[str]]
     from pytest_qualify.reference.fault_log import read_record
 
     record = read_record(state.run_dir, state.settings.reference_faults)
-    unreached = bool(state.startup_error) or bool(state.stop_reason and not state.stop_judged)
+    unreached = bool(state.startup_error) or bool(state.stop is not None and not state.stop.judged)
     return record.as_dict(), [] if unreached else record.never_engaged()
 
 

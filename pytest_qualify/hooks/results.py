@@ -44,9 +44,9 @@ def run_problems(session: pytest.Session, state: RunState,
         incomplete.append(f"{head}: " + state.startup_error.splitlines()[0])
     if state.dead:
         problems.append(state.dead.splitlines()[0])
-    if state.stop_reason and not state.startup_error:
-        # The run's first step stopped it (hooks/server.first_step): a judged FAIL, or not judged.
-        (problems if state.stop_judged else incomplete).append(state.stop_reason)
+    if state.stop is not None and not state.startup_error:
+        # The run's first step stopped it (server/info.first_step): a judged FAIL, or not judged.
+        (problems if state.stop.judged else incomplete).append(state.stop.reason)
     refused = [r for r in state.results.values() if r.properties.get(properties.CREDENTIALS_REFUSED)]
     if refused:
         # Any refusal leaves its items unjudged (gate.proof_of_grading) and stops the rest (ServerWatch);

@@ -15,7 +15,7 @@ from pytest_qualify.settings import Mode
 
 if TYPE_CHECKING:
     from pytest_qualify.client.endpoint import QualifyClient
-    from pytest_qualify.server.info import ServerInfo
+    from pytest_qualify.server.info import ServerInfo, Stop
 
 
 def make_client(state: RunState, timeout_s: float | None = None) -> QualifyClient:
@@ -45,9 +45,9 @@ def install_sigterm_handler() -> None:
             signal.signal(sig, handler)
 
 
-def first_step(state: RunState) -> tuple[str, bool, tuple[str, ...]] | None:
-    """The run's first step (``server/info.py`` ``first_step``): ``(reason, judged, modules still
-    run)`` when the run must stop, None to go on; the profile's declared fields go to the stage run."""
+def first_step(state: RunState) -> Stop | None:
+    """The run's first step (``server/info.py`` ``first_step``): the :class:`Stop` when the run must
+    stop, None to go on; the profile's declared fields go to the stage run."""
     from pytest_qualify.server.info import ServerInfo, first_step as judge_first_step
 
     target = state.target

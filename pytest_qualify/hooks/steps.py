@@ -103,13 +103,12 @@ class RunSteps:
         self.started = True
         state = self.state
         up = self.server.start()
-        stop = first_step(state)
+        stop = state.stop = first_step(state)
         if stop is not None:
-            state.stop_reason, state.stop_judged, state.stop_keeps = stop
-            self.server.progress(f"run stopped at its first step: {state.stop_reason}")
+            self.server.progress(f"run stopped at its first step: {stop.reason}")
         if is_xdist_controller(self.config):
             write_handover(state)
-        if not up or (stop is not None and not stop[1]):
+        if not up or (stop is not None and not stop.judged):
             return
         stage.read_start(state)
         self.config.hook.pytest_qualify_target_started(

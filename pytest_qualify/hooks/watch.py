@@ -61,7 +61,7 @@ class ServerWatch:
             from pytest_qualify.hooks.xdist import adopt_handover
 
             adopt_handover(state)
-        if state.stop_reason and module_of(item) not in state.stop_keeps:
+        if state.stop is not None and module_of(item) not in state.stop.keeps:
             return True
         if state.credentials_stop and module_of(item) is not None:
             return True

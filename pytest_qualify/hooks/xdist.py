@@ -14,13 +14,12 @@ import pytest
 
 from pytest_qualify.hooks import state_of
 from pytest_qualify.run import RunState
-from pytest_qualify.server.info import ServerInfo
+from pytest_qualify.server.info import ServerInfo, Stop
 
 HANDOVER_FILE = "server-handover.json"
 # A worker's usage error found at the end of its collection (a waiver naming a hard module ...):
 # the controller raises it before it starts anything.
 USAGE_ERROR_FILE = "collection-usage-error.txt"
-_HANDED = ("base_url", "startup_error", "stop_reason", "stop_judged", "stop_keeps")
 
 
 def worker_input(config: pytest.Config) -> dict[str, Any] | None:
@@ -34,10 +33,14 @@ def is_xdist_controller(config: pytest.Config) -> bool:
 
 
 def write_handover(state: RunState) -> None:
-    """On the controller, once the server is up (or could not be): what every worker adopts."""
-    facts = {key: getattr(state, key) for key in _HANDED}
-    facts["stop_keeps"] = list(state.stop_keeps)
-    facts["server_info"] = state.server_info.as_dict() if state.server_info is not None else None
+    """On the controller, once the server is up (or could not be): what every worker adopts (the
+    server's reading and the first step's stop as their ``as_dict``)."""
+    facts = {
+        "base_url": state.base_url,
+        "startup_error": state.startup_error,
+        "server_info": state.server_info.as_dict() if state.server_info is not None else None,
+        "stop": state.stop.as_dict() if state.stop is not None else None,
+    }
     (state.run_dir / HANDOVER_FILE).write_text(json.dumps(facts, default=str), encoding="utf-8")
 
 
@@ -55,9 +58,7 @@ def adopt_handover(state: RunState) -> None:
     state.base_url = facts.get("base_url")
     state.startup_error = facts.get("startup_error")
     state.server_info = ServerInfo.of(facts["server_info"]) if facts.get("server_info") else None
-    state.stop_reason = facts.get("stop_reason")
-    state.stop_judged = bool(facts.get("stop_judged"))
-    state.stop_keeps = tuple(facts.get("stop_keeps") or ())
+    state.stop = Stop.of(facts["stop"]) if facts.get("stop") else None
 
 
 def send_to_controller(config: pytest.Config, key: str, value: Any) -> None:

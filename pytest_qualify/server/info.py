@@ -20,8 +20,6 @@ if TYPE_CHECKING:
     from pytest_qualify.promotion.identity import DeclaredField
     from pytest_qualify.server.target import Target
 
-# A stop at the first step: (reason, judged, the modules that still run).
-FirstStop = tuple[str, bool, tuple[str, ...]]
 # A status travels whenever its request failed, even when there was none (no HTTP answer at all).
 _STATUS_OF = {"version_status": "version_error", "models_status": "models_error", "chat_status": "chat_error",
               "models_error_kind": "models_error"}
@@ -70,6 +68,33 @@ class ServerInfo:
         return cls(**{"mode": "", "simulated": False, **values})
 
 
+@dataclass(frozen=True)
+class Stop:
+    """The run stopped at its first step. ``judged``: a served identity that is not the profile's
+    is a judged FAIL; otherwise (a rejected key, not an OpenAI-compatible endpoint, no answer) the
+    deployment was not judged and the run is INCOMPLETE. ``keeps``: the protocol modules whose items
+    still run (the smoke module after a judged stop, so its identity items show the readings);
+    ``reason`` is the verdict's."""
+
+    reason: str
+    judged: bool
+    keeps: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        """As JSON takes it: the xdist hand-over's ``stop``."""
+        return {"reason": self.reason, "judged": self.judged, "keeps": list(self.keeps)}
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> Stop:
+        """From :meth:`as_dict` (a worker's copy of the hand-over)."""
+        return cls(str(data["reason"]), bool(data["judged"]), tuple(data.get("keeps") or ()))
+
+
+def _not_judged(why: str) -> Stop:
+    """A stop that leaves the deployment not judged: nothing runs, the run is INCOMPLETE."""
+    return Stop(f"not judged: {why}", judged=False)
+
+
 def _first_line(exc: BaseException) -> str:
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
@@ -112,20 +137,20 @@ def read_server_info(client: Any, mode: Mode, target: Target | None) -> ServerIn
 
 
 def first_step(info: ServerInfo, profile: Profile, *, mode: Mode, startup_error: str | None, api_key_env: str,
-               launch_argv: Sequence[str] | None = None) -> tuple[FirstStop | None, list[DeclaredField] | None]:
+               launch_argv: Sequence[str] | None = None) -> tuple[Stop | None, list[DeclaredField] | None]:
     """The run's first step, once the server answers: health, authentication and identity, read
     from what the server said as it came up. ``(stop, declared)``: ``stop`` is None to go on, else
-    ``(reason, judged, modules still run)``: not judged (a rejected key, not an OpenAI-compatible
-    endpoint, no answer) is INCOMPLETE and runs nothing; a served identity that is not the
-    profile's is a judged FAIL, and only the smoke module still runs (its identity items show the
-    readings). ``declared``: the profile's declared fields held against what is served (None when
-    the step stopped before reading them). ``launch_argv``: the launch command, in launch mode."""
+    the :class:`Stop`: not judged (a rejected key, not an OpenAI-compatible endpoint, no answer) is
+    INCOMPLETE and runs nothing; a served identity that is not the profile's is a judged FAIL, and
+    only the smoke module still runs (its identity items show the readings). ``declared``: the
+    profile's declared fields held against what is served (None when the step stopped before
+    reading them). ``launch_argv``: the launch command, in launch mode."""
     from pytest_qualify.graders.identity import check_identity
     from pytest_qualify.promotion.identity import DIFFERS, declared_fields, engine_version_reason, read_identity
 
     if startup_error:
         if mode == Mode.ATTACH:
-            return (f"not judged: {startup_error.splitlines()[0]}", False, ()), None
+            return _not_judged(startup_error.splitlines()[0]), None
         return None, None  # a failed launch: every protocol item reports it with the command and log tail
     status = info.models_status
     if info.models_error is not None:
@@ -134,14 +159,14 @@ def first_step(info: ServerInfo, profile: Profile, *, mode: Mode, startup_error:
             why = error if info.models_error_kind == ErrorKind.AUTH_REJECTED else (
                 f"the endpoint refused the API key (the key is read from ${api_key_env}): "
                 f"HTTP {status} on GET /v1/models")
-            return (f"not judged: {why}", False, ()), None
+            return _not_judged(why), None
         if status == 404 or info.models_error_kind == ErrorKind.NOT_OPENAI:
-            return ("not judged: not an OpenAI-compatible endpoint: GET /v1/models "
-                    + (f"answered HTTP {status}" if status else f"answered no model list ({error})"), False, ()), None
-        return (f"not judged: the endpoint did not answer GET /v1/models: {error}", False, ()), None
+            return _not_judged("not an OpenAI-compatible endpoint: GET /v1/models "
+                               + (f"answered HTTP {status}" if status else f"answered no model list ({error})")), None
+        return _not_judged(f"the endpoint did not answer GET /v1/models: {error}"), None
     if info.chat_status in (401, 403):
-        return (f"not judged: credentials refused on chat: HTTP {info.chat_status} on POST /v1/chat/completions "
-                f"although GET /v1/models accepted the key (the key is read from ${api_key_env})", False, ()), None
+        return _not_judged(f"credentials refused on chat: HTTP {info.chat_status} on POST /v1/chat/completions "
+                           f"although GET /v1/models accepted the key (the key is read from ${api_key_env})"), None
     d = profile.deployment
     models = list(info.models or [])
     verdict = check_identity(models, d.served_name, d.model, profile.limits.window_tokens)
@@ -154,6 +179,6 @@ def first_step(info: ServerInfo, profile: Profile, *, mode: Mode, startup_error:
     declared = declared_fields(d, launch_argv=launch_argv, served=served)
     problems += [f.reason() for f in declared if f.status == DIFFERS and f.name != "engine version"]
     if problems:
-        return ("the served identity is not the profile's (stopped after the smoke module): " + "; ".join(problems),
-                True, ("smoke",)), declared
+        return Stop("the served identity is not the profile's (stopped after the smoke module): " + "; ".join(problems),
+                    judged=True, keeps=("smoke",)), declared
     return None, declared
