@@ -1,6 +1,6 @@
 """Shorthands for tests that judge by hand: the gate's decision through its one seam,
 ``decide(RunRecord)``, and a ``summary.json`` rendered from it (``facts_section`` then
-``render_summary``, as ``evidence/verdict.py`` does at the end of a run)."""
+``render_summary``, as ``evidence/end_of_run.py`` does at the end of a run)."""
 
 from __future__ import annotations
 

@@ -429,7 +429,7 @@ class BaselineInput:
 
 @dataclass(frozen=True)
 class RunRecord:
-    """Everything the gate judges at the end of a run, built once (``evidence/verdict.py``
+    """Everything the gate judges at the end of a run, built once (``evidence/end_of_run.py``
     ``run_record``) and never changed. No pytest: a test builds one by hand.
 
     ``problems`` fail the deployment (a dead server, a changed identity); ``incomplete`` leave it

@@ -2,7 +2,7 @@
 recipe's claims and the baseline comparison are computed from, and nothing else. No pytest here.
 
 The summary's other fact sections (the target, the server's metrics, the provenance, the protocol)
-are for the writers only; ``evidence/verdict.py`` keeps them beside the record, so the gate cannot
+are for the writers only; ``evidence/end_of_run.py`` keeps them beside the record, so the gate cannot
 come to depend on a section it does not judge.
 """
 

@@ -126,7 +126,7 @@ class RunSteps:
             # A usage error before anything started (collection found it): no verdict, no bundle.
             self.state.usage_error = True
             return
-        from pytest_qualify.evidence.verdict import conclude, run_record
+        from pytest_qualify.evidence.end_of_run import conclude, run_record
 
         state, ev, hook = self.state, self.ev, self.config.hook
         problems, incomplete, selection = run_problems(session, state, exitstatus)
@@ -179,7 +179,7 @@ class RunSteps:
             return
         from pytest_qualify.evidence.bundle import seal
         from pytest_qualify.evidence.terminal import verdict_line
-        from pytest_qualify.evidence.verdict import finish_bundle
+        from pytest_qualify.evidence.end_of_run import finish_bundle
 
         # The job summary and the provenance statement over the final files, then the manifest
         # over everything (the statement included).

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from pytest_qualify.gate import decide as gate
 from pytest_qualify.evidence.session import EvidenceState
-from pytest_qualify.evidence.verdict import conclude, run_record
+from pytest_qualify.evidence.end_of_run import conclude, run_record
 from pytest_qualify.gate.run_facts import RunFacts
 from pytest_qualify.gate.slo import CheckRow
 from pytest_qualify.gate.waivers import Waiver, WaiverSet

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from _pytest.junitxml import LogXML
 
 from pytest_qualify.evidence.session import EvidenceState
-from pytest_qualify.evidence.verdict import conclude, run_record
+from pytest_qualify.evidence.end_of_run import conclude, run_record
 from pytest_qualify.gate import decide as gate
 from pytest_qualify.gate.decide import FAIL, GATE_CLASSNAME, ItemResult
 from pytest_qualify.hooks.evidence import _add_gate_cases

@@ -32,7 +32,7 @@ FLOOR_OF = {room: i for i, (_, rooms) in enumerate(FLOORS) for room in rooms}
 PYTEST_SIDE = ("pytest_qualify.plugin", "pytest_qualify.hooks", "pytest_qualify.checks")
 # The evidence writers: they render a decision; nothing below them in their room may import one.
 WRITERS = tuple(f"pytest_qualify.evidence.{m}" for m in (
-    "summary", "report", "junit", "bundle", "job_summary", "terminal", "provenance", "plot", "verdict", "session",
+    "summary", "report", "junit", "bundle", "job_summary", "terminal", "provenance", "plot", "end_of_run", "session",
     "html",
 ))
 
