@@ -216,9 +216,14 @@ def test_no_result_cache(qualify_client, qualify_sizer, qualify_ask, qualify_pro
                 lambda: size_to_tokens(build, qualify_sizer.count, size, tolerance=tolerance, max_calls=6,
                                        rate=qualify_sizer.rate))
 
+    # A computed probe is proven by its answer's usage within 5% of its size: the probe's exact size
+    # decides nothing, and a re-seeded haystack of a thousand tokens varies by a few percent at the
+    # same length (a tighter proof refuted such probes and counted them again, repetition after repetition).
+    proof_tolerance = max(tolerance, size // 20)
+
     def ask_fresh(sized: Sized, suffix: str):  # type: ignore[no-untyped-def]
         answer = qualify_ask(sized.messages, check_finish=False, salt_suffix=suffix, timeout_s=timeout_s)
-        qualify_sizer.confirm(sized, answer.prompt_tokens, tolerance)
+        qualify_sizer.confirm(sized, answer.prompt_tokens, proof_tolerance)
         return answer
 
     timeout_s = qualify_profile.timeouts.for_prompt(size)
