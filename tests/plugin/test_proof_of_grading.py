@@ -51,19 +51,25 @@ def test_a_pass_whose_grader_recorded_no_verdict_is_incomplete_in_every_reader(p
     out = result.stdout.str()
     assert result.ret == 2, out
     last = out.strip().splitlines()[-1]
-    assert last.startswith("QUALIFICATION: INCOMPLETE (exit 2): not graded: smoke: test_health, repetition 1: "
-                           "reported passed, but its grader recorded no verdict in the answer journal"), last
+    assert last.startswith("QUALIFICATION: INCOMPLETE (exit 2): "), last
+    not_graded = ("not graded: smoke: test_health, repetition 1: reported passed, but its grader recorded no "
+                  "verdict in the answer journal")
     summary = qualify_pytest.summary()
     assert summary["verdict"]["result"] == "INCOMPLETE"
-    assert [f["row"] for f in summary["verdict"]["findings"]] == ["not_graded"]
+    # Two findings, each true: no item was graded, and the JSON fault (asked for, to show what the
+    # skipped bodies would have hidden) never met a request.
+    findings = {f["row"]: f["reason"] for f in summary["verdict"]["findings"]}
+    assert sorted(findings) == ["fault", "not_graded"], findings
+    assert findings["not_graded"].startswith(not_graded) and findings["fault"].startswith(
+        "fault json_invalid never engaged"), findings
     assert {i["outcome"] for i in summary["items"]} == {"ungraded"}
     assert all(row["passed"] == 0 for row in summary["gate"])
     # JUnit: the gate's "not graded" error makes the counts red; pytest's closing line says so too.
     cases = qualify_pytest.cases()
     assert "qualify.gate::not_graded" in cases and cases["qualify.gate::not_graded"].find("error") is not None
-    assert "1 error" in out.splitlines()[-2], out.splitlines()[-2]
+    assert "2 errors" in out.splitlines()[-2], out.splitlines()[-2]
     bundle_junit = (qualify_pytest.run_dir() / "junit.xml").read_text()
-    assert 'errors="1"' in bundle_junit and 'failures="0"' in bundle_junit
+    assert 'errors="2"' in bundle_junit and 'failures="0"' in bundle_junit
 
 
 def test_every_passed_item_has_its_verdict_in_the_journal_also_under_xdist(qualify_pytest):
