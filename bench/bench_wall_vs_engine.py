@@ -127,7 +127,7 @@ def report(summary: dict, wall_s: float, start_s: float | None, output: str) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("--profile", default="262k", help="attach mode: the profile the reference server serves")
     ap.add_argument("--launch", metavar="PROFILE", help="launch mode on a GPU machine: the plugin starts this profile's vLLM")
     ap.add_argument("--repeat", type=int, default=1)
