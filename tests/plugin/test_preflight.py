@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import threading
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -254,14 +255,19 @@ class _Endpoint(BaseHTTPRequestHandler):
         pass
 
 
+def serve(base: type, **attrs: object) -> Iterator[str]:
+    """A scripted endpoint: ``base`` with ``attrs`` set, served in a thread; yields its URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), type("Handler", (base,), attrs))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
 @pytest.fixture
 def endpoint(request):
-    handler = type("Handler", (_Endpoint,), {"STATUS": request.param})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    yield from serve(_Endpoint, STATUS=request.param)
 
 
 def assert_a_handful_of_gate_lines(out: str) -> None:
@@ -519,11 +525,7 @@ class _ChatRefused(BaseHTTPRequestHandler):
 @pytest.fixture
 def chat_refused(request):
     status, answered = request.param
-    handler = type("Handler", (_ChatRefused,), {"STATUS": status, "ANSWERED": answered})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    yield from serve(_ChatRefused, STATUS=status, ANSWERED=answered)
 
 
 @pytest.mark.parametrize("chat_refused", [(401, 0), (403, 0)], indirect=True)
@@ -645,11 +647,7 @@ def revoked_midway(request, tmp_path):
 
     allow, status = request.param
     for url in reference_server("small"):
-        handler = type("Handler", (_RevokingProxy,), {"UPSTREAM": url, "ALLOW": allow, "STATUS": status})
-        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-        server.shutdown()
+        yield from serve(_RevokingProxy, UPSTREAM=url, ALLOW=allow, STATUS=status)
 
 
 @pytest.mark.parametrize("revoked_midway", [(12, 401), (12, 403)], indirect=True)
