@@ -25,6 +25,7 @@ from pytest_qualify.evidence.plot import PLOT_FILE, PlotUnavailable, plot_ttft
 from pytest_qualify.bundle_format.schema import validate
 from pytest_qualify.gate.decide import GateCase
 from pytest_qualify.redaction import redact, redact_file
+from pytest_qualify.reference.fault_log import FAULT_LOG
 
 
 
@@ -95,7 +96,7 @@ def make_plot(summary: dict[str, Any], run_dir: Path) -> None:
 
 # Files a bundle may hold besides those every bundle has, linked from report.html when present.
 OPTIONAL_FILES = ("answers.jsonl", transcripts.TRANSCRIPTS_FILE, "server.log", "server-death.txt",
-                  "robustness-failures.jsonl", "sizing.jsonl")
+                  "robustness-failures.jsonl", "sizing.jsonl", FAULT_LOG)
 
 
 def write_bundle(run_dir: Path, summary: dict[str, Any], cases: Mapping[str, Any],

@@ -67,6 +67,9 @@ def test_an_engaged_fault_is_recorded_with_the_request_that_met_it(qualify_pytes
     assert not [r for r in summary["verdict"]["reasons"] if "never engaged" in r]
     report = (qualify_pytest.run_dir() / "report.md").read_text()
     assert "| `die_after=1` | yes | chat request 2, " in report
+    # The server's own record is part of the evidence: in SHA256SUMS and linked from report.html.
+    assert "  reference-faults.json" in (qualify_pytest.run_dir() / "SHA256SUMS").read_text()
+    assert 'href="reference-faults.json"' in (qualify_pytest.run_dir() / "report.html").read_text()
 
 
 def test_of_two_faults_only_the_one_that_never_engaged_is_named(qualify_pytest: QualifyPytest):
