@@ -155,6 +155,9 @@ def measure(claim: Any, facts: RunFacts) -> tuple[float | None, str]:
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             return None, f"the serving fact is {fact.get('status')}: {fact.get('source')}"
         source = str(fact.get("source"))
+        if fact.get("upper_bound") and claim.direction != "at_most":
+            # An upper bound shows that the figure is at most this, never that it is at least anything.
+            return None, f"{source} gives only an upper bound ({value:,.2f}): {fact.get('note') or 'it may overstate'}"
         return float(value), source + (simulated if "SIMULATED" not in source else "")
     if claim.lane is not None:
         for lane in timing.get("lanes") or []:

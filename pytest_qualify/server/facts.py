@@ -81,14 +81,20 @@ class Fact:
     source: str
     line: str | None = None  # the log line or metric it was read from
     note: str | None = None
+    # The value may overstate the truth (computed on an assumption that can only make it larger): it
+    # can prove a claim of "at most", never one of "at least" or "within" (gate/claims.py).
+    upper_bound: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         kind = KIND[self.key]
         value: Any = self.value
         if value is not None and kind.unit in ("tokens", "blocks"):
             value = int(round(value))
-        return {"label": kind.label, "unit": kind.unit, "value": value, "status": self.status,
-                "source": self.source, "line": self.line, "note": self.note}
+        out = {"label": kind.label, "unit": kind.unit, "value": value, "status": self.status,
+               "source": self.source, "line": self.line, "note": self.note}
+        if self.upper_bound:
+            out["upper_bound"] = True
+        return out
 
 
 def _number(text: str) -> float:
@@ -194,7 +200,8 @@ def _from_metrics(labels: Mapping[str, str] | None) -> dict[str, Fact]:
     if "kv_cache_tokens" not in out and "block_size_tokens" in out and "kv_cache_blocks" in out:
         tokens = (out["block_size_tokens"].value or 0) * (out["kv_cache_blocks"].value or 0)
         out["kv_cache_tokens"] = Fact("kv_cache_tokens", tokens, "computed", METRICS_SOURCE + ": block size × blocks",
-                                      note="one KV group assumed (a hybrid model's groups share the pool)")
+                                      note="one KV group assumed: a hybrid model's groups share the pool, so this "
+                                           "is at most the pool's tokens", upper_bound=True)
     return out
 
 
@@ -243,7 +250,7 @@ def _concurrency(facts: dict[str, Fact], engine: Fact | None, engine_tokens: flo
             section["note"] = note
         status: Status = "simulated" if tokens.status == "simulated" else "computed"
         facts["max_concurrency"] = Fact("max_concurrency", computed, status, f"KV tokens / window ({tokens.source})",
-                                        None, note)
+                                        None, note, upper_bound=tokens.upper_bound)
     return section
 
 

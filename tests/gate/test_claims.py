@@ -245,3 +245,19 @@ def test_a_claim_row_is_a_frozen_record_whose_dict_is_the_summarys_claim_row():
     assert [f.name for f in fields(ClaimRow)] == schema()["properties"]["claims"]["items"]["required"]
     with pytest.raises(FrozenInstanceError):
         row.ok = False  # type: ignore[misc]
+
+
+def test_an_upper_bound_proves_at_most_and_never_at_least():
+    """KV tokens computed from blocks on one group's assumption (an old /metrics in attach mode) may
+    overstate a hybrid model's pool: a claim of at least N tokens is not verifiable from it, never held."""
+    bound = RunFacts(simulated=False, serving_facts={"facts": {"kv_cache_tokens": {
+        "value": 900_000, "status": "computed", "source": "/metrics: block size × blocks",
+        "note": "one KV group assumed", "upper_bound": True}}})
+    at_least = claim("kv_cache_tokens", 412_980, tolerance=0.0)
+    (row,) = evaluate_claims(Claims((at_least,)), bound)
+    assert row.status == NOT_VERIFIABLE and row.measured is None, row
+    assert "upper bound" in row.reason and "900,000" in row.reason
+    (within,) = evaluate_claims(Claims((claim("kv_cache_tokens", 900_000, "within", tolerance=0.01),)), bound)
+    assert within.status == NOT_VERIFIABLE
+    (at_most,) = evaluate_claims(Claims((claim("kv_cache_tokens", 1_000_000, "at_most", tolerance=0.0),)), bound)
+    assert at_most.status == "held" and at_most.measured == 900_000

@@ -142,6 +142,12 @@ def test_an_old_metrics_scrape_without_the_token_label_computes_tokens_from_bloc
     f = facts(s)
     assert f["kv_cache_tokens"]["value"] == 16_000 and f["kv_cache_tokens"]["status"] == "computed"
     assert f["max_concurrency"]["value"] == 2.0
+    # One KV group assumed: a hybrid model's groups share the blocks, so both figures are at most the truth.
+    assert f["kv_cache_tokens"]["upper_bound"] is True and f["max_concurrency"]["upper_bound"] is True
+    # Read figures carry no such mark.
+    read = facts(serving_facts(mode="attach", simulated=False, engine_version="0.32.0", window_tokens=4096,
+                               log_text=None, metrics_text=CPU_METRICS, ready_s=None))
+    assert "upper_bound" not in read["kv_cache_tokens"] and "upper_bound" not in read["max_concurrency"]
 
 
 def test_the_reference_servers_facts_are_simulated():
