@@ -106,6 +106,8 @@ class ServerWatch:
         if state.startup_error and report.failed and module_of(item) is not None:
             if STARTUP_FAILED in str(report.longrepr):
                 _attach_log_tail(report, _split_startup(state.startup_error)[1], STARTUP_LOG_SECTION)
+        if report.failed and module_of(item) is not None and call.when in ("setup", "call"):
+            _not_judged_when_refused(item, report)
         _redact_report(report, state.secrets)
         return report
 
@@ -129,6 +131,21 @@ class ServerWatch:
 
 
 WATCH_KEY = pytest.StashKey[ServerWatch]()
+
+
+def _not_judged_when_refused(item: pytest.Item, report: pytest.TestReport) -> None:
+    """An item whose request the endpoint refused our key for was not judged: it is reported skipped
+    with that reason, not as a FAILED line of its own (under ``-n N`` each worker meets one refusal
+    before it stops asking). The gate counts it as not judged (``gate.proof_of_grading``) and the
+    verdict's one "credentials refused" reason, an error in JUnit, says why the run is INCOMPLETE."""
+    status = dict(report.user_properties).get(properties.CREDENTIALS_REFUSED)
+    if status is None:
+        return
+    crash = getattr(report.longrepr, "reprcrash", None)
+    message = (crash.message if crash is not None else str(report.longrepr or "")).strip().removeprefix("Failed: ")
+    path, lineno, _ = item.location
+    report.outcome = "skipped"
+    report.longrepr = (str(path), (lineno or 0) + 1, f"not judged: {message.splitlines()[0] if message else status}")
 
 
 def _reraise_readably(state: RunState, item: pytest.Item, exc: Exception) -> NoReturn:
