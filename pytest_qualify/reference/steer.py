@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -115,9 +115,12 @@ class SteerHandler(BaseHTTPRequestHandler):
         keep = ("authorization", "content-type", "accept")
         return {k: v for k, v in self.headers.items() if k.lower() in keep}
 
-    def _forward(self, method: str, raw: bytes, reader: StreamReader | None) -> tuple[int, bytes]:
+    def _forward(self, method: str, raw: bytes, reader: StreamReader | None,
+                 settle: Callable[[int, bytes], None] | None = None) -> tuple[int, bytes]:
         """Send the request to vLLM and its answer back unchanged; return status and body (a stream's
-        body is passed on as it arrives and fed to ``reader``)."""
+        body is passed on as it arrives and fed to ``reader``). ``settle(status, body)`` runs once the
+        answer is whole and before its last bytes reach the caller (a plain body before it is sent, a
+        stream before its ``[DONE]``): what it records is in place before the caller can ask again."""
         st = self.state
         request = st.http.build_request(method, self.path, content=raw or None, headers=self._headers_out())
         response = st.http.send(request, stream=True)
@@ -131,14 +134,22 @@ class SteerHandler(BaseHTTPRequestHandler):
                 self.send_header("Connection", "close")
                 self.end_headers()
                 body = b""
+                settled = settle is None
                 for data in response.iter_raw():
-                    self.wfile.write(data)
-                    self.wfile.flush()
                     if reader is not None:
                         reader.feed(data)
+                    if not settled and b"[DONE]" in data:
+                        settle(response.status_code, body)
+                        settled = True
+                    self.wfile.write(data)
+                    self.wfile.flush()
                 self.close_connection = True
+                if not settled:
+                    settle(response.status_code, body)
                 return response.status_code, body
             body = response.read()
+            if settle is not None:
+                settle(response.status_code, body)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -159,23 +170,30 @@ class SteerHandler(BaseHTTPRequestHandler):
         body, forced, changes, cut, key = plan
         stream = bool(body.get("stream"))
         reader = StreamReader() if stream else None
-        status, answer = self._forward("POST", json.dumps(body).encode(), reader)
         reason, ok, observed = "", None, None
-        if status == 200:
-            if reader is not None:
-                observed = reader.observed
-            else:
-                try:
-                    observed = Observed.from_response(json.loads(answer))
-                except ValueError as exc:
-                    reason = f"unreadable answer: {exc}"
-            if observed is not None:
-                reason = (held(forced, observed) if cut is None else held_cut(forced, observed, cut)) or ""
-            ok = not reason
-        limit_kept = not any(c.startswith(("max_tokens", "max_completion_tokens")) for c in changes)
-        if ok and cut is None and limit_kept and observed is not None and observed.completion_tokens:
-            with st.lock:
-                st.spent[key] = (forced.text, observed.completion_tokens)
+
+        def settle(status: int, answer: bytes) -> None:
+            # Whether vLLM returned the forced answer, and what it spent on it: recorded before the
+            # caller has the whole answer, so its next request (the integrity module's cut of the same
+            # request) finds it.
+            nonlocal reason, ok, observed
+            if status == 200:
+                if reader is not None:
+                    observed = reader.observed
+                else:
+                    try:
+                        observed = Observed.from_response(json.loads(answer))
+                    except ValueError as exc:
+                        reason = f"unreadable answer: {exc}"
+                if observed is not None:
+                    reason = (held(forced, observed) if cut is None else held_cut(forced, observed, cut)) or ""
+                ok = not reason
+            limit_kept = not any(c.startswith(("max_tokens", "max_completion_tokens")) for c in changes)
+            if ok and cut is None and limit_kept and observed is not None and observed.completion_tokens:
+                with st.lock:
+                    st.spent[key] = (forced.text, observed.completion_tokens)
+
+        status, _ = self._forward("POST", json.dumps(body).encode(), reader, settle)
         st.log(SteerRecord(seq, status, stream, True, ok, reason, tuple(changes), forced.text,
                            prompt=_prompt(raw), faults=forced.faults, cut=cut,
                            finish=observed.finish_reason if observed is not None and cut is not None else None))
