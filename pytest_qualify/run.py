@@ -42,7 +42,7 @@ class RunState:
     # What the engine said of its capacity and start-up, read once after start-up (server/facts.py).
     serving_facts: dict[str, Any] | None = None
     results: dict[str, gate_mod.ItemResult] = field(default_factory=dict)
-    verdict: gate_mod.GateVerdict | None = None
+    verdict: gate_mod.Decision | None = None  # the gate's one decision, once the run has ended
     deselected_modules: set[str] = field(default_factory=set)
     # Protocol items of required modules that a selection (-k, -m, --deselect, --lf, node ids)
     # left out: a partial protocol can never be a PASS.
@@ -72,6 +72,11 @@ class RunState:
         """The reference server, or an endpoint that says it is simulated (its /version or
         /v1/models), however it was reached: SIMULATED everywhere, never a promotion."""
         return self.settings.mode == Mode.REFERENCE or (self.server_info is not None and self.server_info.simulated)
+
+    def refused_items(self) -> list[gate_mod.ItemResult]:
+        """The protocol items whose request the endpoint refused our key for (on the controller, every
+        worker's: the property travels on the reports)."""
+        return [r for r in self.results.values() if r.properties.get(properties.CREDENTIALS_REFUSED)]
 
     @property
     def secrets(self) -> tuple[str, ...]:

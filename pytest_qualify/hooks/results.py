@@ -47,7 +47,7 @@ def run_problems(session: pytest.Session, state: RunState,
     if state.stop is not None and not state.startup_error:
         # The run's first step stopped it (server/info.first_step): a judged FAIL, or not judged.
         (problems if state.stop.judged else incomplete).append(state.stop.reason)
-    refused = [r for r in state.results.values() if r.properties.get(properties.CREDENTIALS_REFUSED)]
+    refused = state.refused_items()
     if refused:
         # Any refusal leaves its items unjudged (gate.proof_of_grading) and stops the rest (ServerWatch);
         # on most items the deployment was not judged at all, whatever the others show.

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from pytest_qualify import properties
 from pytest_qualify.promotion.identity import Identity, read_identity
 from pytest_qualify.run import RunState
 from pytest_qualify.promotion.stage_run import StageRun, StageUsageError, plan
@@ -64,7 +63,7 @@ def end_problems(state: RunState, died: str | None) -> list[str]:
     run = stage_of(state)
     if state.startup_error or state.dead or died or run.start is None:
         return []
-    if state.credentials_stop or any(r.properties.get(properties.CREDENTIALS_REFUSED) for r in state.results.values()):
+    if state.refused_items():
         return []  # the key was refused during the run: that is the (unjudged) reason, not the identity
     run.end = read_live(state)
     return run.problems_at_end()
