@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from pytest_qualify.evidence.session import EvidenceState
-from pytest_qualify.gate.decide import GATE_CLASSNAME, Decision, GateCase
+from pytest_qualify.gate.decide import GATE_CLASSNAME, GateCase
 from pytest_qualify.hooks.evidence import EvidenceHooks
 from pytest_qualify.hooks import stage
 from pytest_qualify.hooks.collection import retried_items
@@ -68,7 +68,6 @@ class RunSteps:
         self.server = server
         self.evidence = evidence
         self.started = False
-        self.decision: Decision | None = None  # the gate's, once the run has ended
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         # Before the terminal reporter's header (trylast): an attached endpoint is only read, and
@@ -145,7 +144,7 @@ class RunSteps:
             end, state, ev, secrets=state.secrets, stage_run=stage_run,
             extra_fields=lambda summary: hook.pytest_qualify_summary(config=self.config, summary=summary),
         )
-        state.verdict = self.decision = verdict
+        state.verdict = verdict
         if ev.summary is not None:
             hook.pytest_qualify_summary_written(config=self.config, summary=ev.summary, bundle_dir=ev.bundle_dir)
         hook.pytest_qualify_verdict_reached(config=self.config, verdict=verdict)
@@ -159,12 +158,12 @@ class RunSteps:
         ev.exit_code = int(session.exitstatus)  # the provenance and the job summary record it
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-        if self.decision is None:
+        if self.state.verdict is None:
             return
         from pytest_qualify.evidence.terminal import terminal_lines
 
         tr = terminalreporter
-        add_gate_reports(tr, self.decision.gate_cases)
+        add_gate_reports(tr, self.state.verdict.gate_cases)
         write_gate_table(tr, self.state)
         tr.write_line("")
         for line in terminal_lines(self.ev):
