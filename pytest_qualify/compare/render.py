@@ -41,8 +41,9 @@ def _pct(value: float | None, signed: bool = True) -> str:
 
 
 def _interval(f: Mapping[str, Any], key: str = "adjusted_interval_pct") -> str:
-    """The interval the call rests on: Holm's adjusted one (at the figure's step level)."""
-    iv = f.get(key) or (f.get("interval_pct") if key == "adjusted_interval_pct" else None)
+    """An interval of the figure; by default the one the call rests on, Holm's adjusted one (at the
+    figure's step level)."""
+    iv = f.get(key)
     return "-" if not iv else f"{_pct(iv[0])} … {_pct(iv[1])}"
 
 
@@ -126,7 +127,7 @@ def _svg(f: Mapping[str, Any]) -> str:
         for v in f[arm]["values"]:
             parts.append(f'<circle cx="{x(v):.1f}" cy="{y}" r="4" fill="{color}" fill-opacity="0.7">'
                          f'<title>{html.escape(fmt(v, f["unit"]))}</title></circle>')
-    iv, tol = f.get("adjusted_interval_pct") or f.get("interval_pct"), f["tolerance_pct"]
+    iv, tol = f.get("adjusted_interval_pct"), f["tolerance_pct"]
     if iv:
         reach = max(abs(iv[0]), abs(iv[1]), tol) * 1.2
 

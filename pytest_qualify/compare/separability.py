@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 Call = Literal["B better", "B worse", "not separable"]  # or "equivalent within ±T%" (the tolerance in its text)
@@ -127,14 +127,14 @@ class FigureTest:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        out = asdict(self)
+        # ``extra`` holds working state (the Welch test's result), never part of the comparison's file.
+        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
         out["a"] = {"values": list(self.a.values), "center": _num(self.a.center), "spread_pct": self.a.spread_pct,
                     "cv_pct": self.a.cv_pct, "boots": self.a.n}
         out["b"] = {"values": list(self.b.values), "center": _num(self.b.center), "spread_pct": self.b.spread_pct,
                     "cv_pct": self.b.cv_pct, "boots": self.b.n}
         out["interval_pct"] = list(self.interval_pct) if self.interval_pct else None
         out["adjusted_interval_pct"] = list(self.adjusted_interval_pct) if self.adjusted_interval_pct else None
-        out.pop("extra")
         return {k: _num(v) if isinstance(v, float) else v for k, v in out.items()}
 
 
@@ -195,6 +195,7 @@ def test_figure(test: FigureTest) -> FigureTest:
         test.note = "the same value in every boot of each arm: the difference is exact"
         return test
     result = stats.ttest_ind(xb, xa, equal_var=False)
+    test.extra["welch"] = (result, base)  # its interval at the level Holm's step holds the figure to (decide)
     ci = result.confidence_interval(CONFIDENCE)
     test.p_difference = float(result.pvalue)
     test.interval_pct = (_to_pct(float(ci.low), test.scale, base), _to_pct(float(ci.high), test.scale, base))
@@ -203,15 +204,13 @@ def test_figure(test: FigureTest) -> FigureTest:
 
 
 def _interval_at(test: FigureTest, confidence: float) -> tuple[float, float] | None:
-    """Welch's interval on B's relative difference at ``confidence`` (None: fewer than 2 boots an arm)."""
-    from scipy import stats
-
-    if test.a.n < 2 or test.b.n < 2:
-        return None
-    xa, xb, base = _scaled(test)
-    if statistics.variance(xa) == 0 and statistics.variance(xb) == 0:
+    """Welch's interval on B's relative difference at ``confidence``, from the test
+    :func:`test_figure` ran; where it ran none, the interval it gave (an exact difference: the point;
+    fewer than 2 boots an arm: None)."""
+    if "welch" not in test.extra:
         return test.interval_pct
-    ci = stats.ttest_ind(xb, xa, equal_var=False).confidence_interval(confidence)
+    welch, base = test.extra["welch"]
+    ci = welch.confidence_interval(confidence)
     return _to_pct(float(ci.low), test.scale, base), _to_pct(float(ci.high), test.scale, base)
 
 
