@@ -390,8 +390,7 @@ def tool_version() -> str:
 
 def target_section(state: RunState, died: str | None, secrets: Sequence[str]) -> dict[str, Any]:
     """What was qualified: the mode, the URL without credentials, the exact launch command."""
-    # A server that never answered said nothing: every field of its reading is None.
-    info = state.server_info or ServerInfo(mode=state.settings.mode, simulated=False)
+    info = state.server_info or ServerInfo.unanswered(state.settings.mode)
     command = info.launch_command or (state.target.display_command if state.target is not None else "")
     models = []
     for m in info.models or ():

@@ -54,7 +54,7 @@ def first_step(state: RunState) -> Stop | None:
     launch_argv = target.process.spec.argv if (
         state.settings.mode == Mode.LAUNCH and target is not None and target.process is not None) else None
     # A server that never answered said nothing (the startup error is the step's reason).
-    info = state.server_info or ServerInfo(mode=state.settings.mode, simulated=False)
+    info = state.server_info or ServerInfo.unanswered(state.settings.mode)
     stop, declared = judge_first_step(info, state.profile, mode=state.settings.mode,
                                       startup_error=state.startup_error, api_key_env=state.settings.api_key_env,
                                       launch_argv=launch_argv)

@@ -57,6 +57,11 @@ class ServerInfo:
         return out
 
     @classmethod
+    def unanswered(cls, mode: str) -> ServerInfo:
+        """The reading of a server that never answered: it said nothing, every field is None."""
+        return cls(mode=mode, simulated=False)
+
+    @classmethod
     def of(cls, data: Mapping[str, Any]) -> ServerInfo:
         """From :meth:`as_dict` (a worker's copy of the hand-over)."""
         known = {f.name for f in fields(cls)}
