@@ -43,15 +43,49 @@ pytestmark = pytest.mark.qualify_module("load")
 SHOWN = 12
 
 
-def _queue_reading(client: Any) -> dict[str, float] | None:
+# The engine's own histograms read around each level (vLLM's names; the first one a server has):
+# its queue time, and its time per output token, which no chunking of the stream can change.
+QUEUE_METRIC = "request_queue_time_seconds"
+ENGINE_TPOT_METRICS = ("request_time_per_output_token_seconds", "time_per_output_token_seconds",
+                       "inter_token_latency_seconds")
+
+
+def _engine_reading(client: Any) -> dict[str, float] | None:
+    """The ``_sum`` and ``_count`` of the queue-time and per-token histograms, or None where
+    ``/metrics`` could not be read."""
     from pytest_qualify.evidence.metrics import MetricsParseError, parse
 
     try:
         snap = parse(client.metrics_text())
     except (MetricsParseError, EndpointError, ServerGone, RequestTimeout):
         return None
-    total, count = snap.get("request_queue_time_seconds_sum"), snap.get("request_queue_time_seconds_count")
-    return None if total is None or count is None else {"sum": total, "count": count}
+    out: dict[str, float] = {}
+    for name in (QUEUE_METRIC, *ENGINE_TPOT_METRICS):
+        total, count = snap.get(f"{name}_sum"), snap.get(f"{name}_count")
+        if total is not None and count is not None:
+            out[f"{name}_sum"], out[f"{name}_count"] = total, count
+    return out
+
+
+def _delta(before: dict[str, float] | None, after: dict[str, float] | None, name: str) -> dict[str, float] | None:
+    """A histogram's sum and count over the level; no series before the server's first observation
+    means both were 0."""
+    if after is None or f"{name}_count" not in after:
+        return None
+    before = before or {}
+    return {"sum": after[f"{name}_sum"] - before.get(f"{name}_sum", 0.0),
+            "count": after[f"{name}_count"] - before.get(f"{name}_count", 0.0)}
+
+
+def engine_tpot(before: dict[str, float] | None, after: dict[str, float] | None) -> tuple[float | None, str | None]:
+    """The engine's mean time per output token over a level (the first histogram of
+    ``ENGINE_TPOT_METRICS`` that observed anything in it) and the metric's name; (None, None) where
+    the server reports none."""
+    for name in ENGINE_TPOT_METRICS:
+        d = _delta(before, after, name)
+        if d is not None and d["count"] > 0:
+            return d["sum"] / d["count"], f"vllm:{name}"
+    return None, None
 
 
 def test_load(qualify_run, qualify_profile, qualify_client, qualify_salt, qualify_record, qualify_repetition):
@@ -75,12 +109,12 @@ def test_load(qualify_run, qualify_profile, qualify_client, qualify_salt, qualif
     stream_findings: list[str] = []
     for level in rules.levels:
         tag = f"c={level}"
-        before = _queue_reading(qualify_client)
+        before = _engine_reading(qualify_client)
         sent, wall_s, in_flight = send_level(lambda: make_client(qualify_run), level,
                                              spread_probes(plan, probe, rules.probes_per_level), budget, qualify_salt)
-        after = _queue_reading(qualify_client)
+        after = _engine_reading(qualify_client)
         probes: list[ProbeTiming] = []
-        failed = variance = output_tokens = completed = whole = 0
+        failed = variance = output_tokens = completed = whole = probes_whole = 0
         for one in sent:
             what = "decode probe" if isinstance(one.job, Probe) else one.job.key
             at = f"{tag}, request {one.index + 1} ({what})"
@@ -106,6 +140,10 @@ def test_load(qualify_run, qualify_profile, qualify_client, qualify_salt, qualif
                 if not length:
                     failed += 1
                     problems.append(f"{at}: {length.reason}")
+                elif finding is not None:
+                    # Its first chunk is its end: no TTFT, TPOT or ITL to take from it (counted, so the
+                    # level's decode figures say why they are missing rather than read as a number).
+                    probes_whole += 1
                 elif timeline is not None and timeline.ttft_s is not None and timeline.e2e_s is not None:
                     probes.append(ProbeTiming(timeline.ttft_s, timeline.e2e_s, answer.completion_tokens,
                                               tuple(timeline.inter_chunk_s), answer.stream.chunk_tokens))
@@ -132,18 +170,17 @@ def test_load(qualify_run, qualify_profile, qualify_client, qualify_salt, qualif
         if in_flight < level:
             problems.append(f"{tag}: at most {in_flight} requests were in flight at once, so concurrency {level} "
                             "was not reached")
-        queue = None
-        if after is not None:
-            # No series before the server's first observation: its sum and count were 0.
-            before = before or {"sum": 0.0, "count": 0.0}
-            queue = {"sum": after["sum"] - before["sum"], "count": after["count"] - before["count"]}
+        queue = _delta(before, after, QUEUE_METRIC)
         figures = level_figures(probes, completed, output_tokens, wall_s, rules.goodput_ttft_s_max,
                                 rules.goodput_tpot_s_max, queue)
+        figures["engine_tpot_s_mean"], source = engine_tpot(before, after)
+        if source is not None:
+            props["load_engine_tpot_source"] = source
         variance_total += variance
         props.update({f"load_c{level}_requests": len(sent), f"load_c{level}_failed": failed,
                       f"load_c{level}_batch_variance": variance, f"load_c{level}_in_flight_max": in_flight,
                       f"load_c{level}_probes": len(probes), f"load_c{level}_wall_s": round(wall_s, 6),
-                      f"load_c{level}_whole_at_finish": whole})
+                      f"load_c{level}_whole_at_finish": whole, f"load_c{level}_probes_whole": probes_whole})
         props.update({f"load_c{level}_{k}": (round(v, 6) if isinstance(v, float) else v)
                       for k, v in figures.items() if v is not None})
     props["load_batch_variance"] = variance_total

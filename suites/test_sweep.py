@@ -16,8 +16,9 @@
 The module asserts nothing of the answers (they are filler, cut at their length); it fails only when
 it could not measure: a prompt that cannot be sized, an HTTP error, a prefix-cache hit, a probe that
 did not decode its fixed length, and a sample that came whole in one chunk with its finish where the
-profile requires incremental streaming (otherwise a finding: its "TTFT" is its end to end). What the
-figures must be is the claims' business.
+profile requires incremental streaming (otherwise a finding, and the sample is left out of the figures:
+its "TTFT" is its end to end and it times no decode; a size where every sample came whole has no
+figure, "not measurable here"). What the figures must be is the claims' business.
 """
 
 from __future__ import annotations
@@ -94,12 +95,16 @@ class Incremental:
         self.required = profile.integrity.incremental_streaming == "required"
         self.whole: list[str] = []
 
-    def check(self, answer: Any, where: str, sample: str) -> None:
+    def check(self, answer: Any, where: str, sample: str) -> bool:
+        """Whether the sample streamed as decoded: one that came whole is no measure of its TTFT or
+        its decode, and is left out of both (the figure is "not measurable here" when none is left)."""
         finding, failure = check_incremental(answer, self.required)
         if failure is not None:
             fail(where, f"{sample}: {failure}")
         if finding is not None:
             self.whole.append(f"{sample}: {finding}")
+            return False
+        return True
 
     def properties(self) -> dict[str, Any]:
         if not self.whole:
@@ -138,15 +143,16 @@ def test_ttft_sweep(sweep_tokens, qualify_sizer, qualify_ask, qualify_profile, q
                         "prefix cache under a fresh cache_salt: its TTFT is no prefill")
         if answer.timeline is None or answer.timeline.ttft_s is None:
             fail(where, f"sample {k}: the stream gave no first token, so no TTFT")
-        incremental.check(answer, where, f"sample {k}")
-        ttft.append(answer.timeline.ttft_s)
+        if incremental.check(answer, where, f"sample {k}"):
+            ttft.append(answer.timeline.ttft_s)
         if answer.prompt_tokens is not None:
             counted.add(answer.prompt_tokens)
     qualify_record.props(sweep_prompt_tokens=sweep_tokens, sweep_samples=len(ttft), sweep_ttft_s_samples=_samples(ttft),
                          sweep_output_tokens=rules.output_tokens, tokenize_calls=sized.calls,
                          **({"sweep_measured_prompt_tokens": counted.pop()} if len(counted) == 1 else {}),
                          **incremental.properties())
-    held(where, f"{len(ttft)} samples timed")
+    held(where, f"{len(ttft)} of {rules.samples} samples timed"
+                + ("" if ttft else " (each came whole in one chunk: not measurable here)"))
 
 
 def test_decode_probe(decode_prompt_tokens, qualify_sizer, qualify_ask, qualify_profile, qualify_run, qualify_record,
@@ -168,9 +174,10 @@ def test_decode_probe(decode_prompt_tokens, qualify_sizer, qualify_ask, qualify_
         line = answer.timeline
         if line is None or line.ttft_s is None or line.e2e_s is None or line.e2e_s <= line.ttft_s:
             fail(where, f"sample {k}: no first token and end of stream to time the decode by")
-        incremental.check(answer, where, f"sample {k}")
-        rates.append((rules.decode_tokens - 1) / (line.e2e_s - line.ttft_s))
+        if incremental.check(answer, where, f"sample {k}"):
+            rates.append((rules.decode_tokens - 1) / (line.e2e_s - line.ttft_s))
     qualify_record.props(decode_probe_prompt_tokens=decode_prompt_tokens, decode_probe_tokens=rules.decode_tokens,
                          decode_probe_samples=len(rates), decode_probe_tok_s_samples=_samples(rates),
                          tokenize_calls=sized.calls, **incremental.properties())
-    held(where, f"{len(rates)} samples timed")
+    held(where, f"{len(rates)} of {rules.decode_samples} samples timed"
+                + ("" if rates else " (each came whole in one chunk: not measurable here)"))

@@ -132,6 +132,14 @@ def ab_main(args: argparse.Namespace) -> int:
         if diff:
             raise CompareUsageError("the two profiles measure different workloads: " + "; ".join(diff))
         rules = pb.ab
+        # Before any boot: a gating figure the timing stage cannot produce would end the campaign only
+        # after every boot (compare/figures.py).
+        from pytest_qualify.compare.figures import unproducible_gates
+
+        gates = args.gate or list(rules.figures)
+        unproducible = unproducible_gates(gates, pa, STAGE) or unproducible_gates(gates, pb, STAGE)
+        if unproducible:
+            raise CompareUsageError("; ".join(unproducible))
         boots = args.boots or rules.boots
         if boots < 2:
             raise CompareUsageError(f"--boots {boots}: at least 2 per arm (one boot has no boot-to-boot spread)")

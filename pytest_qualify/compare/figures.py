@@ -1,10 +1,17 @@
 """The figures one boot's ``summary.json`` holds, each under a stable id an ``[ab]`` table can name.
 
-- ``lane.<lane>.ttft_s`` / ``.e2e_s`` / ``.prefill_tok_s`` / ``.decode_tok_s``: the context
-  lane's median over the boot's repetitions (decode: the answer's tokens after the first over their time);
+- ``lane.<lane>.ttft_s`` / ``.e2e_s`` / ``.prefill_tok_s``: the context lane's median over the
+  boot's repetitions. A lane gives no decode figure: its answer is a short needle value, a few tokens
+  that may arrive in one chunk with the finish (with a tool parser on, vLLM holds whitespace-only
+  content to the end), so its "decode" would time the stream's chunking (27-51% boot to boot on one
+  H100). :func:`not_measurable` says so for ``lane.<lane>.decode_tok_s``;
 - ``load.c<N>.<figure>``: the load module's decode probes at concurrency N (TTFT, TPOT, ITL p50 per
   chunk and per token, output and request throughput, goodput), the boot's worst repetition as the
-  summary keeps it;
+  summary keeps it; a probe whose stream came whole in one chunk is in none of them, so a level where
+  every probe came whole has no TTFT, TPOT or ITL, and :func:`not_measurable` says why. Beside them
+  ``load.c<N>.engine_tpot_s_mean``: the engine's own mean time per output token over the level, from
+  the ``/metrics`` histograms read around it (where the server reports one), which no chunking of the
+  stream can change;
 - ``sweep.p<N>.ttft_s`` / ``.prefill_tok_s`` and ``sweep.decode.p<N>.decode_tok_s``: the sweep
   module's TTFT at exact prompt sizes and its single-stream decode probe, when the boot ran it;
 - ``facts.<name>``: every number the serving facts hold (KV-cache tokens and GiB, concurrency at
@@ -16,19 +23,27 @@ No pytest here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import fnmatch
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 LANE_FIGURES = {"ttft_s": ("TTFT", "s", "lower"), "e2e_s": ("end to end", "s", "lower"),
-                "prefill_tok_s": ("prefill", "tok/s", "higher"), "decode_tok_s": ("decode", "tok/s", "higher")}
+                "prefill_tok_s": ("prefill", "tok/s", "higher")}
+LANE_NO_DECODE = ("a lane's answer is a short needle value, not a decode of a known length (it may arrive in one "
+                  "chunk with its finish): no decode figure; single-stream decode is load.c1.tpot_s_p50 (the decode "
+                  "probe) or sweep.decode.p<N>.decode_tok_s")
 LOAD_FIGURES = {"ttft_s_p50": ("TTFT p50", "s", "lower"), "tpot_s_p50": ("TPOT p50", "s", "lower"),
                 "itl_s_p50": ("ITL p50 (per chunk)", "s", "lower"),
                 # Per token: a chunk's gap over the tokens it brought, so an engine that packs several
                 # tokens per chunk compares with one that streams them one by one (issue of ITL per chunk).
                 "itl_token_s_p50": ("ITL p50 (per token)", "s", "lower"),
                 "output_tok_s": ("output throughput", "tok/s", "higher"),
-                "requests_per_s": ("request throughput", "req/s", "higher"), "goodput": ("goodput", "", "higher")}
+                "requests_per_s": ("request throughput", "req/s", "higher"), "goodput": ("goodput", "", "higher"),
+                # The engine's own per-token time (/metrics), beside the client's TPOT.
+                "engine_tpot_s_mean": ("TPOT mean (engine, /metrics)", "s", "lower")}
+# The load figures taken from the probes' streams: none where every probe came whole.
+STREAM_FIGURES = ("ttft_s_p50", "tpot_s_p50", "itl_s_p50", "itl_token_s_p50")
 # Serving facts (summary.json ``serving_facts.facts``): a capacity is better higher (KV-cache tokens
 # and GiB, concurrency at the window), the model's own memory and every time lower; the block size is
 # a setting, not a figure.
@@ -92,3 +107,88 @@ def figures_of(summary: Mapping[str, Any]) -> dict[str, Figure]:
             fid = f"facts.{name}"
             out[fid] = Figure(fid, str(fact.get("label") or name), str(fact.get("unit") or ""), better, float(value))
     return out
+
+
+def not_measurable(summary: Mapping[str, Any]) -> dict[str, str]:
+    """The figures this boot could not measure, by id, each with the reason: what a reader is told
+    in place of a number (a stream that came whole is no decode measure)."""
+    out: dict[str, str] = {}
+    timing = summary.get("timing") or {}
+    for lane in timing.get("lanes") or ():
+        out[f"lane.{lane['lane']}.decode_tok_s"] = f"not measurable here: {LANE_NO_DECODE}"
+    load = timing.get("load") or {}
+    for level in load.get("levels") or ():
+        c, whole = level.get("concurrency"), int(level.get("probes_whole") or 0)
+        timed = int(level.get("probes") or 0)
+        if whole <= 0:
+            continue
+        for key in STREAM_FIGURES:
+            if not isinstance(level.get(key), (int, float)):
+                out[f"load.c{c}.{key}"] = (f"not measurable here: every decode probe at concurrency {c} ({whole} in "
+                                           "all) came whole in one chunk with its finish, so its stream times no "
+                                           "decode" + (f" ({timed} timed)" if timed else ""))
+    sweep = timing.get("sweep") or {}
+    for point in sweep.get("points") or ():
+        if not isinstance(point.get("ttft_s"), (int, float)):
+            n = point.get("prompt_tokens")
+            for key in ("ttft_s", "prefill_tok_s"):
+                out[f"sweep.p{n}.{key}"] = (f"not measurable here: no sample at {n:,} prompt tokens streamed as "
+                                            "decoded (each came whole in one chunk: its first chunk is its end)")
+    for probe in sweep.get("decode") or ():
+        if not isinstance(probe.get("decode_tok_s"), (int, float)):
+            n = probe.get("prompt_tokens")
+            out[f"sweep.decode.p{n}.decode_tok_s"] = (f"not measurable here: no decode probe sample after {n:,} prompt "
+                                                      "tokens streamed as decoded (each came whole in one chunk)")
+    return out
+
+
+def timing_figures(profile: Any, stage_name: str = "timing") -> dict[str, str]:
+    """The figure ids a run of ``profile`` at ``stage_name`` will produce, each with where it comes
+    from: what ``ab`` holds the gating figures to before any server starts. A serving fact and the
+    engine's own TPOT are listed too, though only the server decides whether it shows them."""
+    stage = profile.stage(stage_name)
+    modules = set(stage.modules)
+    out: dict[str, str] = {}
+    if "context" in modules:
+        for lane in stage.lanes:
+            for key in LANE_FIGURES:
+                out[f"lane.{lane}.{key}"] = f"the context module's {lane} lane"
+    rules = getattr(profile, "load", None)
+    if "load" in modules and rules is not None:
+        for c in rules.levels:
+            for key in LOAD_FIGURES:
+                if key == "goodput" and rules.goodput_ttft_s_max is None and rules.goodput_tpot_s_max is None:
+                    continue  # no limit, no goodput
+                out[f"load.c{c}.{key}"] = f"the load module at concurrency {c}"
+    sweep = getattr(profile, "sweep", None)
+    if "sweep" in modules and sweep is not None:
+        for n in sweep.prompt_tokens:
+            out[f"sweep.p{n}.ttft_s"] = out[f"sweep.p{n}.prefill_tok_s"] = f"the sweep at {n:,} prompt tokens"
+        for n in sweep.decode_prompt_tokens:
+            out[f"sweep.decode.p{n}.decode_tok_s"] = f"the sweep's decode probe after {n:,} prompt tokens"
+    from pytest_qualify.server.facts import FACT_KEYS
+
+    for name in FACT_KEYS:
+        if name not in SKIPPED_FACTS:
+            out[f"facts.{name}"] = "the serving facts (where the engine shows them)"
+    return out
+
+
+def unproducible_gates(patterns: Sequence[str], profile: Any, stage_name: str = "timing") -> list[str]:
+    """Each gating figure (an id or a glob) that names no figure the profile's ``stage_name`` run
+    will produce, with why: a gate that cannot engage would only be found after every boot."""
+    produced = timing_figures(profile, stage_name)
+    bad = []
+    for pattern in patterns:
+        if fnmatch.filter(produced, pattern):
+            continue
+        why = ""
+        if pattern.startswith("lane.") and pattern.endswith("decode_tok_s"):
+            why = f" ({LANE_NO_DECODE})"
+        elif pattern.startswith("load.") and "load" not in profile.stage(stage_name).modules:
+            why = " (the load module is not in its timing stage: add it to modules.required and a [load] table)"
+        elif pattern.startswith("sweep.") and "sweep" not in profile.stage(stage_name).modules:
+            why = " (the sweep module is not in its timing stage: add it to modules.required and a [sweep] table)"
+        bad.append(f"gating figure {pattern!r} is no figure the {stage_name} stage of profile {profile.name} "
+                   f"produces{why}")
+    return bad

@@ -244,9 +244,10 @@ def sweep_section(items: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
 
 # The load module's per-level figures (suites/test_load.py) and which way is worse for each.
 LOAD_CEILINGS = (tuple(f"{m}_p{q}" for m in ("ttft_s", "tpot_s", "itl_s", "itl_token_s") for q in (50, 95, 99))
-                 + ("queue_time_s_mean", "tokens_per_chunk_p50", "tokens_per_chunk_max"))
+                 + ("queue_time_s_mean", "tokens_per_chunk_p50", "tokens_per_chunk_max", "engine_tpot_s_mean"))
 LOAD_FLOORS = ("requests_per_s", "output_tok_s", "goodput")
-LOAD_COUNTS = ("requests", "failed", "batch_variance")
+# probes: the decode probes timed; probes_whole: those whose stream came whole (no decode figure from them).
+LOAD_COUNTS = ("requests", "failed", "batch_variance", "probes", "probes_whole")
 
 
 def load_section(items: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
