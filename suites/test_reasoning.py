@@ -8,7 +8,9 @@ whitespace reasoning the first answer did not have, no visible answer lost to a 
 reasoning). When it took effect, the reason says so.
 
 With thinking enabled the contract turns around: reasoning may be returned, but only in its own
-field, never in the visible content. Nothing is stripped before grading.
+field, never in the visible content; an answer that returns no reasoning at all (no field, no
+reasoning tokens) while its content holds working besides the prompt's answer slot is a leak (the
+parser stripped or missed the markers). Nothing is stripped before grading.
 
 The module judges what the engine leaks, not the visible working a prompt invited: each prompt's
 answer contract (``fixtures/reasoning.toml``) is stated and its slot checked, and that check is
@@ -29,9 +31,22 @@ PROMPTS = reasoning_prompts()
 STREAM = pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
 
 
-def _grade(answer, thinking_on: bool, where: str) -> None:
+def _reasoning_parser(args: tuple[str, ...]) -> str | None:
+    """The ``--reasoning-parser`` a launched recipe names (None in attach mode: not known here)."""
+    for i, arg in enumerate(args):
+        if arg.startswith("--reasoning-parser="):
+            return arg.split("=", 1)[1]
+        if arg == "--reasoning-parser" and i + 1 < len(args):
+            return args[i + 1]
+    return None
+
+
+def _grade(answer, thinking_on: bool, where: str, prompt, parser: str | None) -> None:
     if thinking_on:
-        require(check_reasoning_separated(answer.content, answer.reasoning), where)
+        # No reasoning back at all while the content holds working besides its slot is a leak too:
+        # a parser that stripped or missed the markers left the reasoning in the content.
+        require(check_reasoning_separated(answer.content, answer.reasoning, answer.reasoning_tokens,
+                                          contract=prompt.contract, parser=parser), where)
     else:
         require(check_no_reasoning(answer.content, answer.reasoning, answer.reasoning_tokens), where)
 
@@ -45,12 +60,12 @@ def _record(qualify_record, answer, prompt) -> None:
     )
 
 
-def _leak_check(qualify_record, thinking_on: bool, where: str, prompt):
+def _leak_check(qualify_record, thinking_on: bool, where: str, prompt, parser: str | None):
     """The module's own check, handed to qualify_ask so it runs before the finish-state check."""
 
     def check(answer) -> None:
         _record(qualify_record, answer, prompt)
-        _grade(answer, thinking_on, where)
+        _grade(answer, thinking_on, where, prompt, parser)
 
     return check
 
@@ -62,7 +77,7 @@ def test_no_reasoning_leak(prompt, stream, qualify_ask, qualify_profile, qualify
     where = f"prompt {prompt.id}, {'streamed' if stream else 'not streamed'}, repetition {qualify_repetition}, thinking {'enabled' if thinking.enabled else 'disabled'}"
     # The leak is graded before the finish state: reasoning that used up the budget is a leak first.
     qualify_ask(prompt.prompt, stream=stream,
-                grade=_leak_check(qualify_record, thinking.enabled, where, prompt))
+                grade=_leak_check(qualify_record, thinking.enabled, where, prompt, _reasoning_parser(qualify_profile.serve.args)))
 
 
 @STREAM
@@ -78,7 +93,7 @@ def test_thinking_override(stream, qualify_ask, qualify_profile, qualify_record,
     qualify_record.props(thinking_requested=requested, thinking_expected=effective)
     if thinking.overridable:
         qualify_ask(prompt.prompt, stream=stream, chat_template_kwargs={"enable_thinking": requested},
-                    grade=_leak_check(qualify_record, effective, where, prompt))
+                    grade=_leak_check(qualify_record, effective, where, prompt, _reasoning_parser(qualify_profile.serve.args)))
         return
     # Not overridable: what the override may not change is what the same request shows without it
     # (a disabled template's empty think block is whitespace in both, and no leak).
@@ -92,6 +107,6 @@ def test_thinking_override(stream, qualify_ask, qualify_profile, qualify_record,
         _record(qualify_record, answer, prompt)
         # Graded before the finish state: a budget spent on reasoning is the override taking effect.
         require(check_override_had_no_effect(answer, baseline, requested), where)
-        _grade(answer, effective, where)
+        _grade(answer, effective, where, prompt, _reasoning_parser(qualify_profile.serve.args))
 
     qualify_ask(prompt.prompt, stream=stream, chat_template_kwargs={"enable_thinking": requested}, grade=override_check)

@@ -50,7 +50,7 @@ from enum import StrEnum
 from typing import Any
 
 from pytest_qualify.graders import FORMAT, SlotRead, Verdict
-from pytest_qualify.graders.text import space_groups_as_commas
+from pytest_qualify.graders.text import groups_as_commas
 
 class Form(StrEnum):
     """Where a contract's slot is: the whole reply, its final ``ANSWER:`` line, or one JSON object."""
@@ -130,9 +130,10 @@ class Accept:
 
 
 def _nfkc(text: str) -> str:
-    """NFKC, after digits grouped by thin or no-break spaces are written with commas (NFKC would
-    make those spaces plain ones, and "1 234" two numbers)."""
-    return unicodedata.normalize("NFKC", space_groups_as_commas(text))
+    """NFKC, after digits grouped by thin or no-break spaces, or by dots where no dot can be a
+    decimal point ("6.120.457", "6.120,5"), are written with commas (NFKC would make those spaces
+    plain ones, and "1 234" two numbers)."""
+    return unicodedata.normalize("NFKC", groups_as_commas(text))
 
 
 def _fold(text: str, accept: Accept) -> str:
@@ -245,7 +246,8 @@ _FENCE_RE = re.compile(r"^(```|~~~)[\w+.-]*[ \t]*\n(.*?)\n?\1$", re.S)
 # No "~" here: "~42" is a hedge and "~~42~~" a struck-out value, never noise around one.
 _NOISE_EDGE = "*_`\"'\u201c\u201d\u2018\u2019\u00ab\u00bb \t"
 _TRAILING_PUNCT = ".!;,"
-_LABEL_RE = re.compile(r"^(?:(?:the\s+)?final\s+)?answer(?:\s+is)?\s*[*_]*\s*:\s*", re.I)
+# "Answer:", "Final answer:", "The answer is:", "The final answer is:": one label, with or without "final".
+_LABEL_RE = re.compile(r"^(?:the\s+)?(?:final\s+)?answer(?:\s+is)?\s*[*_]*\s*:\s*", re.I)
 _LIST_MARK_RE = re.compile(r"^(?:[-*+>]|#{1,6})\s+")
 # A value inside the angle brackets of a template's placeholder ("ANSWER: <42>"): the brackets are
 # copied from a prompt's notation, not part of the value. One pair, around the whole value only.
@@ -389,11 +391,12 @@ def reply_slot(content: str | None) -> str:
 
 
 # The final line's label as a reader of the prompt accepts it: "ANSWER:" in any case ("Answer:",
-# "answer:"), or "Final answer:" ("The final answer is:"), with markdown around it ("**Answer:** 42",
+# "answer:"), or "Final answer:" ("The final answer is:", "The answer is:": "final" or not, one label),
+# with markdown around it ("**Answer:** 42",
 # "**ANSWER: 42**", "### Answer: 42", "> ANSWER: 42", "`ANSWER: 42`"). Every line so labelled is an
 # answer line, so a second one anywhere ("answer: 43" in the working) is a second candidate.
 _ANSWER_LINE_RE = re.compile(
-    r"^[\s>#*+\-_`]*(?:(?:the[ \t]+)?final[ \t]+)?answer(?:[ \t]+is)?[ \t]*[*_`]*[ \t]*:[*_`]*[ \t]*(.*)$", re.I)
+    r"^[\s>#*+\-_`]*(?:the[ \t]+)?(?:final[ \t]+)?answer(?:[ \t]+is)?[ \t]*[*_`]*[ \t]*:[*_`]*[ \t]*(.*)$", re.I)
 # A line that is one answer-tag pair ("<answer>42</answer>", markdown around it) is an answer line
 # too, labelled by its tags: beside an "ANSWER:" line it is a second one. Only the tags that name
 # the answer label a line; <result> or <output> in the working may be a step's, not the answer.
@@ -461,6 +464,39 @@ def measured_span(content: str | None, contract: "Contract") -> tuple[str, str]:
     normalised = _nfkc(_one_line_answer_tags(_newlines(text)))
     at = normalised.rfind(lines[answers[0]])
     return (normalised[at:] if at >= 0 else text), "answer line"
+
+
+def outside_slot(content: str | None, contract: "Contract") -> str:
+    """What a reply holds besides its slot and the noise the contract tolerates round it, as it
+    stands (its lines joined), "" when there is nothing: the working before an answer line and any
+    line after it (``line``); every line of a reply that is not one value (``reply``); the lines
+    round a JSON object beyond one line of prose before it (``json``). A one-line reply with no slot
+    ("5 pm" with no ``ANSWER`` label) holds a malformed slot, not working: "". Nothing here is read
+    for its meaning; the reasoning module asks it where no reasoning came back (thinking on)."""
+    text = _newlines(content or "").strip()
+    lines = [line for line in text.split("\n") if line.strip()]
+    if contract.form is Form.LINE:
+        found, answers = _answer_lines(text)
+        if not answers:
+            return text if len(lines) > 1 else ""
+        try:
+            line_slot(text)
+            after: list[str] = []
+        except FormatError:
+            after = found[answers[-1] + 1:]
+        return "\n".join(found[:answers[0]] + after).strip()
+    if contract.form is Form.REPLY:
+        try:
+            reply_slot(text)
+            return ""
+        except FormatError:
+            return text if len(lines) > 1 else ""
+    try:
+        before, _, after_text = locate_json(text)
+    except FormatError:
+        return text if len(lines) > 1 else ""
+    prose = [line for line in before.split("\n") if line.strip()]
+    return "\n".join((prose if len(prose) > 1 else []) + ([after_text] if after_text else [])).strip()
 
 
 def block_slot(content: str | None, what: str = "the answer") -> str:

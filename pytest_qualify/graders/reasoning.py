@@ -1,7 +1,8 @@
 """Reasoning leakage: the engine's reasoning reaching the caller. With thinking disabled, no
 reasoning anywhere — not in a reasoning field, not as ``<think>``-style or chat-template markers in
 the visible content, not counted as reasoning tokens. With thinking enabled, reasoning must stay
-out of the visible content.
+out of the visible content, and where none came back at all, the content holds nothing besides
+the answer's slot (a parser that stripped the markers leaves the working there).
 
 Prose working is not a leak: a visible answer that starts "**Reasoning:**" or "Thoughts:" is the
 model answering a prompt that asked it to think it through, in words the caller was meant to read.
@@ -22,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from pytest_qualify.graders import Verdict
+from pytest_qualify.graders.contract import Contract, outside_slot
 
 # What open model families' chat templates and vLLM's reasoning parsers (vllm/reasoning/*.py) put
 # round hidden reasoning, as it reads once it reaches the visible content. Think tags by any name:
@@ -101,15 +103,43 @@ def check_no_reasoning(content: str | None, reasoning: str | None, reasoning_tok
     return Verdict.accept("no reasoning in the fields, the content or the usage")
 
 
-def check_reasoning_separated(content: str | None, reasoning: str | None) -> Verdict:
-    """Thinking enabled: reasoning may exist but only in its own field, never in the content."""
+def check_reasoning_separated(
+    content: str | None,
+    reasoning: str | None,
+    reasoning_tokens: int | None = None,
+    *,
+    contract: Contract | None = None,
+    parser: str | None = None,
+) -> Verdict:
+    """Thinking enabled: reasoning may exist but only in its own field, never in the content.
+
+    Markers in the content are a leak. So is reasoning the parser stripped of its markers or missed
+    (vLLM issue #46042): with ``contract`` (the prompt's answer contract) given and no reasoning
+    returned at all — the field empty or whitespace, no reasoning tokens in the usage — a thinking
+    model's working can only be in the content, and any text there besides the slot
+    (:func:`~pytest_qualify.graders.contract.outside_slot`: the lines before the ``ANSWER`` line, a
+    whole reply of several lines) is that working: "Okay, the user wants…" then the answer. Where
+    reasoning did come back, visible working beside it is the model's answer, never judged here.
+    ``parser`` names the deployment's reasoning parser in the reason (None: not known here)."""
     markers = reasoning_markers(content)
     if markers:
         return Verdict.reject(
             f"reasoning markers in the visible content: {', '.join(repr(m) for m in markers[:3])} "
             "(the reasoning parser did not separate them)"
         )
-    where = "in the reasoning field" if reasoning and reasoning.strip() else "none returned"
+    returned = bool(reasoning and reasoning.strip())
+    if contract is not None and not returned and not reasoning_tokens:
+        working = outside_slot(content, contract)
+        if working:
+            who = f"the reasoning parser {parser!r}" if parser else "the deployment's reasoning parser"
+            lines = sum(1 for line in working.splitlines() if line.strip())
+            return Verdict.reject(
+                f"reasoning leak: thinking is enabled and no reasoning came back (no reasoning field, no reasoning "
+                f"tokens), while the visible content holds {lines} line{'s' if lines != 1 else ''} of working "
+                f"besides its answer slot: {_shown(working)} ({who} left the reasoning in the content)"
+            )
+    where = ("in the reasoning field" if returned else
+             f"counted in the usage ({reasoning_tokens} tokens), none returned" if reasoning_tokens else "none returned")
     return Verdict.accept(f"visible content free of reasoning markers; reasoning {where}")
 
 

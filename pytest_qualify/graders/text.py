@@ -69,14 +69,42 @@ def space_groups_as_commas(text: str) -> str:
     return _SPACE_GROUPED_RE.sub(lambda m: m.group(0).replace(m.group(1), ","), text)
 
 
+# Digit grouping by dots (German, Spanish, Brazilian usage: "6.120.457", "6.120,5"), read as grouping
+# only where no dot can be a decimal point: two or more dot groups of three, or one or more followed
+# by a decimal comma. "6.120" alone stays what it is everywhere else: a decimal point ("6.12").
+# The whole run must be the number: a digit, dot or comma glued to either end leaves it as written
+# ("1.234.5678", "6.120.457.1", "1,6.120.457").
+_DOT_GROUPED_RE = re.compile(r"(?<![\d.,])(\d{1,3}(?:\.\d{3})+)(?:,(\d+))?(?![\d]|[.,]\d)")
+
+
+def _dot_group(m: re.Match[str]) -> str:
+    whole, decimals = m.group(1), m.group(2)
+    if decimals is None and whole.count(".") < 2:
+        return m.group(0)  # "6.120": a decimal point as much as a grouping, so left as written
+    return whole.replace(".", ",") + (f".{decimals}" if decimals is not None else "")
+
+
+def dot_groups_as_commas(text: str) -> str:
+    """Digits grouped by dots where no dot can be a decimal point, written as commas group them
+    ("6.120.457" -> "6,120,457", "6.120,5" -> "6,120.5"); "6.120" and every other character are
+    left as they are."""
+    return _DOT_GROUPED_RE.sub(_dot_group, text)
+
+
+def groups_as_commas(text: str) -> str:
+    """Every unambiguous digit grouping (:func:`space_groups_as_commas`, :func:`dot_groups_as_commas`)
+    written with commas, so it reads as one number wherever a comma-grouped one does."""
+    return dot_groups_as_commas(space_groups_as_commas(text))
+
+
 # A number as people and models write it: optional sign, thousands commas, decimals ("1,299.50").
 NUMBER_RE = re.compile(r"(?<![\d.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\d])")
 
 
 def parse_number(text: str) -> Decimal | None:
-    """The value of one number as written ("1,299.50", "1 299.50" with a thin space, "+3",
-    "3.0"), or None when it is not one."""
-    text = space_groups_as_commas(text).strip()
+    """The value of one number as written ("1,299.50", "1 299.50" with a thin space, "1.299,50",
+    "+3", "3.0"), or None when it is not one."""
+    text = groups_as_commas(text).strip()
     if not NUMBER_RE.fullmatch(text):
         return None
     try:

@@ -29,7 +29,7 @@ from pytest_qualify.graders import Verdict
 from pytest_qualify.graders.finish import check_finish
 from pytest_qualify.graders.json_output import check_json_answer
 from pytest_qualify.graders.needle import grade_needle
-from pytest_qualify.graders.reasoning import check_no_reasoning
+from pytest_qualify.graders.reasoning import check_no_reasoning, check_reasoning_separated
 from pytest_qualify.graders.recall import grade_recall
 from pytest_qualify.graders.tools import RawCall, grade_calls
 from pytest_qualify.graders.window import check_overwindow_refusal
@@ -61,6 +61,8 @@ SMOKE = Styles(
         ("capital", "```text\r\nParis\r\n```"), ("week", "7\r\n"), ("capital", "\u201cParis\u201d\u00a0 \n"),
         # Answer tags round the whole value, on one line or three.
         ("capital", "<answer>Paris</answer>"), ("week", "<answer>\n7\n</answer>"), ("capital", "**<final_answer>Paris</final_answer>**"),
+        # "The answer is:" is the label "The final answer is:" is, "final" or not.
+        ("capital", "The answer is: Paris"), ("capital", "**The answer is:** Paris"), ("week", "The answer is: **7**"),
     ],
     near_misses=[
         (("capital", "Paris is France's largest city, but its capital is Lyon."), "expected 'Paris'"),
@@ -80,6 +82,10 @@ SMOKE = Styles(
         (("capital", "<answer>Paris</answer>\n<answer>Lyon</answer>"), FORMAT + " the reply must be the answer alone, got 2 lines"),
         (("capital", "<answer><answer>Lyon</answer> Paris</answer>"), "expected 'Paris'"),
         (("capital", "<answer>Lyon</answer>"), "answer is 'Lyon', expected 'Paris'"),
+        # the label holds no second candidate, and without its colon it is no label
+        (("capital", "The answer is: Paris or Lyon"), "answer is 'Paris or Lyon', expected 'Paris'"),
+        (("capital", "The answer is Paris"), "answer is 'The answer is Paris', expected 'Paris'"),
+        (("capital", "The answer is: Lyon"), "answer is 'Lyon', expected 'Paris'"),
     ],
 )
 
@@ -145,6 +151,8 @@ CONTEXT = Styles(
         # SI and French digit grouping: a thin, a narrow no-break or a no-break space between groups.
         "1\u2009234\u2009567", "1\u202f234\u202f567", "**1\u00a0234\u00a0567**", "Answer: 1\u202f234\u202f567.",
         "<answer>1234567</answer>", "<answer>\n1,234,567\n</answer>",
+        # Digits grouped by dots where no dot can be a decimal point: two or more groups.
+        "1.234.567", "**1.234.567**", "Answer: 1.234.567.", "The answer is: 1.234.567",
     ],
     near_misses=[
         ("1234567 or maybe 1234568", "lacks needle value"),
@@ -159,6 +167,11 @@ CONTEXT = Styles(
         ("~1234567", "answer '~1234567' lacks needle value"),
         ("0001234567", "lacks needle value"),
         ("1234567-8", "lacks needle value"),
+        # dots that are no grouping of threes, or a second number beside one that is
+        ("1.234567", "lacks needle value"), ("1234.567", "lacks needle value"), ("1.234.56", "lacks needle value"),
+        ("1.234.5678", "lacks needle value"), ("1.234.567.8", "lacks needle value"),
+        ("1.234.567 or 1.234.568", "lacks needle value"),
+        ("1.234.576", "gives distractor value '1234576' (key 'crimson')"),
         ("1234576", "gives distractor value '1234576' (key 'crimson')"),
         ("12345678", "lacks needle value"),
         ("1234568", "'1234568' is one character off"),
@@ -368,6 +381,12 @@ RECALL = Styles(
         ("trip_booking", {**TRIP_TRUTH, "budget_eur": "2\u202f350 EUR"}),
         ("trip_booking", {**TRIP_TRUTH, "budget_eur": "2\u2009350"}),
         ("trip_booking", {**TRIP_TRUTH, "budget_eur": "\u20ac2\u00a0350"}),
+        # Dots grouping digits beside a decimal comma ("2.350,00 EUR"); the freezer's label with
+        # its number sign (data: `units`).
+        ("trip_booking", {**TRIP_TRUTH, "budget_eur": "2.350,00 EUR"}),
+        ("trip_booking", {**TRIP_TRUTH, "budget_eur": "\u20ac2.350,00"}),
+        ("lab_samples", {**LAB_TRUTH, "freezer": "Freezer No. 12"}),
+        ("lab_samples", {**LAB_TRUTH, "freezer": "Freezer #12"}),
     ],
     near_misses=[
         (("trip_booking", "Your sister is at the Hotel Aurelia and you're at the Hotel Aurora; booking KX7-42Q, budget 2,350 euros."), FORMAT),
@@ -392,6 +411,14 @@ RECALL = Styles(
         (("trip_booking", {**TRIP_TRUTH, "budget_eur": "2\u202f35 EUR"}), "holds 2 candidates (2, 35)"),
         (("trip_booking", {**TRIP_TRUTH, "budget_eur": "2\u202f350\u00a0000"}), "holds 3 candidates"),
         (("lab_samples", {**LAB_TRUTH, "freezer": "Freezer 21"}), "field 'freezer' is 'Freezer 21'"),
+        (("lab_samples", {**LAB_TRUTH, "freezer": "Freezer No. 21"}), "field 'freezer' is 'Freezer No. 21'"),
+        (("lab_samples", {**LAB_TRUTH, "freezer": "Freezer No. 12 or No. 21"}), "holds 2 candidates (12, 21)"),
+        (("lab_samples", {**LAB_TRUTH, "freezer": "Shelf No. 12"}), "field 'freezer' 'Shelf No. 12' holds more than the number"),
+        # one dot group may be a decimal point: "2.350" is 2.35, never 2350 (one group stays ambiguous)
+        (("trip_booking", {**TRIP_TRUTH, "budget_eur": "2.350"}), "field 'budget_eur' is '2.350'"),
+        (("trip_booking", {**TRIP_TRUTH, "budget_eur": "2.350 EUR"}), "field 'budget_eur' is '2.350 EUR'"),
+        (("trip_booking", {**TRIP_TRUTH, "budget_eur": "2.350.000"}), "field 'budget_eur' is '2.350.000'"),
+        (("trip_booking", {**TRIP_TRUTH, "budget_eur": "2.350,00 or 2.530,00"}), "holds 2 candidates"),
         (("lab_samples", {**LAB_TRUTH, "study_lead": "Dr. Okafor (or maybe Dr. Okoro)"}), "field 'study_lead'"),
         (("lab_samples", {k: v for k, v in LAB_TRUTH.items() if k != "freezer"}), FORMAT),
         (("oncall_handover", {"name": "Ingrid Vasquez", "employee_number": "48231", "door_code": "7Q-5531"}),
@@ -475,6 +502,46 @@ REASONING = Styles(
     ],
 )
 
+# -- reasoning with thinking enabled and a reasoning parser configured: the reasoning in its own field;
+# where none came back at all (no field, no reasoning tokens), the content holds nothing besides the
+# prompt's answer slot (a parser that stripped or missed the markers leaves the working there) --------
+
+REASONING_PROMPTS = {p.id: p for p in fixture_data.reasoning_prompts()}
+LEAK = "reasoning leak: thinking is enabled and no reasoning came back (no reasoning field, no reasoning tokens)"
+THOUGHT = "Okay, the user wants to know the colour of a clear daytime sky. Rayleigh scattering favours short wavelengths."
+
+
+def _thinking_on(answer: tuple[str, str | None, str | None, int | None]) -> Verdict:
+    prompt_id, content, reasoning, reasoning_tokens = answer
+    return check_reasoning_separated(content, reasoning, reasoning_tokens,
+                                     contract=REASONING_PROMPTS[prompt_id].contract, parser="qwen3")
+
+
+THINKING_ON = Styles("reasoning", _thinking_on, correct=[], near_misses=[])
+THINKING_ON_STYLES: list[tuple[Any, str | None]] = [
+    (("sky", "Blue", THOUGHT, None), None),
+    (("sky", "Blue", None, None), None),                          # nothing returned, nothing leaked
+    (("sky", "**Blue**", "\n\n", 0), None),
+    (("sky", "Here is the answer:\nBlue", None, None), None),     # a preamble line: tolerated noise
+    (("train", "3 pm + 2 hours = 5 pm.\n\nANSWER: 5 pm", "The train leaves at 3 pm; two hours later is 5 pm.", 40), None),
+    (("train", "ANSWER: 5 pm", None, None), None),
+    (("train", "**Answer:**\n5 pm", None, 0), None),
+    (("train", "Let me think step by step: 3 pm + 2 h.\n\nANSWER: 5 pm", None, 52), None),  # counted, kept back
+    (("spider", "8", "Spiders are arachnids: four pairs of legs.", 12), None),
+    (("spider", "Let me think step by step.\nSpiders are arachnids.\n\n8", "They have four pairs.", None), None),
+    (("sky", THOUGHT + "\n\nBlue", None, None), LEAK + ", while the visible content holds 2 lines of working"),
+    (("sky", THOUGHT + "\n\nBlue", "", 0), LEAK),
+    (("sky", THOUGHT + "\n\nBlue", " \n", None), LEAK),
+    (("train", "Let me think step by step. The train leaves at 3 pm.\nTwo hours later is 5 pm.\n\nANSWER: 5 pm", None, None),
+     LEAK + ", while the visible content holds 2 lines of working besides its answer slot: 'Let me think step by step."),
+    (("train", "ANSWER: 5 pm\nOkay, wait, let me double-check: 3 + 2 = 5.", None, None), LEAK),
+    (("spider", "Okay, so the user asks how many legs a spider has.\nSpiders are arachnids.\n8", None, None),
+     "(the reasoning parser 'qwen3' left the reasoning in the content)"),
+    (("sky", THOUGHT + "</think>\n\nBlue", None, None), "reasoning markers in the visible content: '</think>'"),
+    (("sky", "<think>\n" + THOUGHT + "\n</think>\n\nBlue", THOUGHT, None), "reasoning markers in the visible content"),
+]
+
+
 # -- reasoning's visible answer: checked under the prompt's contract and recorded (never deciding) -----
 
 TRAIN = next(p for p in fixture_data.reasoning_prompts() if p.id == "train")
@@ -527,11 +594,16 @@ FINISH = Styles(
         # Answer tags: after the label, or as the answer line itself (their tags are its label).
         ("sum", "12 + 30 = 42\nANSWER: <answer>42</answer>", "stop"), ("sum", "12 + 30 = 42\n\n<answer>42</answer>", "stop"),
         ("sum", "12 + 30 = 42, not 43.\n<answer>\n42\n</answer>", "stop"),
+        # "The answer is:" is one label with "The final answer is:"
+        ("sum", "12 + 30 = 42\n\nThe answer is: 42", "stop"), ("sum", "12 + 30 = 42\n\n**The answer is:** $\\boxed{42}$", "stop"),
     ],
     near_misses=[
         (("sum", "12 + 30 = 42. Wait, no: 43.", "stop"), FORMAT + " no final line 'ANSWER"),
         (("sum", "12 + 30 = 42. Wait, no: 43.\nANSWER: 43", "stop"), "answer is '43', expected '42'"),
         (("sum", "ANSWER: 42\nANSWER: 43", "stop"), FORMAT + " 2 ANSWER lines"),
+        (("sum", "The answer is: 43\n12 + 30 = 42\nANSWER: 42", "stop"), FORMAT + " 2 ANSWER lines ('The answer is: 43'; 'ANSWER: 42')"),
+        (("sum", "12 + 30 = 42\nThe answer is: 42\nThe final answer is: 43", "stop"), FORMAT + " 2 ANSWER lines"),
+        (("sum", "12 + 30 = 42\n\nThe answer is: 42 or 43", "stop"), "holds 2 candidates (42, 43)"),
         (("sum", "ANSWER: 42 or 43", "stop"), "holds 2 candidates"),
         (("sum", "ANSWER: ~42", "stop"), "answer '~42' holds more than the number"),
         (("sum", "ANSWER: <43>", "stop"), "answer is '43', expected '42'"),
@@ -661,6 +733,11 @@ MODEL_STYLES: list[tuple[Styles, Any, str | None]] = [
     (TRAIN_ANSWER, "3 pm plus 2 hours.\n\n**Final Answer:** 5 p.m.", None),
     (TRAIN_ANSWER, "15:00 + 2:00\n\nANSWER: $17:00$", None),
     (TRAIN_ANSWER, "The train arrives at 5 pm.\n\nanswer: **5 pm**", None),
+    # the hour with its leading zero, a 12-hour clock's form (data: the item's accepted forms)
+    *((THINKING_ON, answer, why) for answer, why in THINKING_ON_STYLES),
+    (TRAIN_ANSWER, "3 pm + 2 hours = 5 pm.\n\nANSWER: 05:00 PM", None),
+    (TRAIN_ANSWER, TRAIN_WORKING + "\n\n**ANSWER:** 05:00 P.M.", None),
+    (TRAIN_ANSWER, "15:00 + 2:00 = 17:00.\n\nThe answer is: 05:00pm", None),
     # whole-reply items: the value alone, in the same notations
     (SMOKE, ("capital", "**Answer:** Paris"), None),
     (SMOKE, ("capital", "ANSWER: Paris"), None),
@@ -710,6 +787,9 @@ MODEL_STYLES: list[tuple[Styles, Any, str | None]] = [
     (TRAIN_ANSWER, TRAIN_WORKING + "\n\nANSWER: 5 pm\nANSWER: 6 pm", FORMAT + " 2 ANSWER lines"),
     (TRAIN_ANSWER, "ANSWER: $\\boxed{5 \\text{ pm}}$\nActually it is 6 pm.", FORMAT + " text after the ANSWER line"),
     (TRAIN_ANSWER, "ANSWER: $5$ pm or $6$ pm", "expected '5 pm'"),
+    (TRAIN_ANSWER, "3 pm + 2 hours.\n\nANSWER: 05:00 AM", "answer is '05:00 AM', expected"),
+    (TRAIN_ANSWER, "3 pm + 2 hours.\n\nANSWER: 05:00", "answer is '05:00', expected"),
+    (TRAIN_ANSWER, "3 pm + 2 hours.\n\nANSWER: 05:00 PM or 06:00 PM", "answer is '05:00 PM or 06:00 PM', expected"),
     (TOOL_STYLES, ("final", "Here are the details you asked for.\n" + FINAL + "\n" + '{"amount": 176.03, "currency": "CAD"}'),
      FORMAT + " text after the JSON object: a second JSON object"),
     (TOOL_STYLES, ("final", "120 EUR is 176.30 CAD.\n" + FINAL + "\nOr 176.03 at today's rate."),

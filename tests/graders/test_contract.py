@@ -445,7 +445,8 @@ def _verdict(content: str, contract: Contract) -> tuple[bool, bool]:
     return verdict.ok, verdict.is_format
 
 
-@given(_SLOT_VALUE, _WORKING, st.sampled_from(["upper", "lower", "title"]), st.sampled_from(["answer", "final answer"]),
+@given(_SLOT_VALUE, _WORKING, st.sampled_from(["upper", "lower", "title"]),
+       st.sampled_from(["answer", "final answer", "the answer is", "the final answer is", "answer is"]),
        st.sampled_from(["{label}: {value}", "**{label}:** {value}", "**{label}**: {value}", "**{label}: {value}**",
                         "__{label}:__ {value}", "### {label}: {value}", "> {label}: {value}", "`{label}: {value}`"]))
 def test_the_labels_case_and_emphasis_never_change_the_verdict(value, working, case, word, shape):
@@ -559,3 +560,85 @@ def test_the_slot_a_contract_read_travels_on_its_verdict():
     assert grade_needle("4471", "4417", ["4471"]).slots == (SlotRead("answer", "4471"),)
     # Not part of a verdict's equality: a verdict is its judgement, the slots are its evidence.
     assert grade("Paris", PARIS) == Verdict.accept(grade("Paris", PARIS).reason)
+
+
+# -- digits grouped by dots: grouping only where no dot can be a decimal point ----------------------
+
+_NUMBER_SLOT = Contract("reply", Accept(("6120457",), kind="number"))
+
+
+@given(st.integers(min_value=1_000_000, max_value=999_999_999), st.sampled_from(["{}", "**{}**", "Answer: {}", "{}.", "The answer is: {}"]))
+def test_property_two_or_more_dot_groups_read_as_the_comma_grouped_number(value, style):
+    dotted = f"{value:,}".replace(",", ".")
+    contract = Contract("reply", Accept((str(value),), kind="number"))
+    assert grade(style.format(dotted), contract).ok, dotted
+    assert grade(style.format(f"{value:,}"), contract).ok
+    # ... and as text, where the accepted form is the comma-grouped one (a needle's "{grouped}")
+    assert grade(style.format(dotted), Contract("reply", Accept((f"{value:,}",)))).ok, dotted
+
+
+@given(st.integers(min_value=1_000, max_value=999_999_999), st.integers(min_value=0, max_value=99))
+def test_property_dot_groups_before_a_decimal_comma_read_as_grouping(whole, cents):
+    written = f"{whole:,}".replace(",", ".") + f",{cents:02d}"
+    contract = Contract("reply", Accept((f"{whole}.{cents:02d}",), kind="number"))
+    assert grade(written, contract).ok, written
+    assert grade(written + " EUR", Contract("reply", Accept((f"{whole}.{cents:02d}",), kind="number", units=("EUR",)))).ok
+
+
+@given(st.integers(min_value=1_000, max_value=999_999))
+def test_property_one_dot_group_alone_stays_a_decimal_point(value):
+    # "6.120" may be six point one two: never read as 6120.
+    written = f"{value:,}".replace(",", ".")
+    assert written.count(".") == 1
+    assert not grade(written, Contract("reply", Accept((str(value),), kind="number"))).ok, written
+    assert grade(written, Contract("reply", Accept((str(value / 1000),), kind="number"))).ok, written
+
+
+@pytest.mark.parametrize("written,why", [
+    ("6.120457", "is '6.120457'"),                    # a decimal, not a grouping
+    ("61.20.457", "holds 2 candidates"),             # a group of two
+    ("6.120.4570", "holds 2 candidates"),            # a group of four at the end
+    ("6.120.457.1", "holds 3 candidates"),           # a dot after the last group
+    ("6.120.457 or 6.120.458", "holds 2 candidates (6,120,457, 6,120,458)"),
+    ("6.120.457,5", "is '6.120.457,5'"),              # 6120457.5, not the number asked
+    ("6.120,457.5", "holds 2 candidates"),           # two decimal marks
+    ("6,120.457", "is '6,120.457'"),                  # commas group, the dot is the decimal point
+])
+def test_dots_that_cannot_be_a_grouping_never_read_as_one(written, why):
+    verdict = grade(written, _NUMBER_SLOT)
+    assert not verdict.ok and why in verdict.reason, verdict.reason
+
+
+def test_dot_groups_read_alike_in_every_contract_form():
+    assert grade("Working: 6.120.000 + 457.\nANSWER: 6.120.457", Contract("line", Accept(("6120457",), kind="number"))).ok
+    json_contract = Contract("json", fields={"n": Accept(("6120457",), kind="number")},
+                             schema={"type": "object", "properties": {"n": {"type": ["string", "number"]}}, "required": ["n"]})
+    assert grade('{"n": "6.120.457"}', json_contract).ok
+    assert not grade('{"n": "6.120"}', json_contract).ok
+
+
+# -- what a reply holds besides its slot (asked by the reasoning module where no reasoning came back) --
+
+@pytest.mark.parametrize("form,content,outside", [
+    ("line", "ANSWER: 42", ""),
+    ("line", "**Answer:**\n42", ""),
+    ("line", "12 + 30 = 42.\n\nANSWER: 42", "12 + 30 = 42."),
+    ("line", "Okay, the user wants a sum.\nANSWER: 42\nWait, 43.", "Okay, the user wants a sum.\nWait, 43."),
+    ("line", "42", ""),                               # a malformed slot, no working
+    ("line", "Okay, the user wants a sum.\n42", "Okay, the user wants a sum.\n42"),
+    ("reply", "42", ""),
+    ("reply", "Here is the answer:\n**42**", ""),      # a preamble line: noise the contract tolerates
+    ("reply", "```\n42\n```", ""),
+    ("reply", "Okay, the user wants a sum.\n\n42", "Okay, the user wants a sum.\n\n42"),
+    ("reply", "The sum is 42.", ""),                  # one line: the slot (a wrong one), no working
+    ("json", '{"n": 42}', ""),
+    ("json", 'Here it is.\n{"n": 42}', ""),
+    ("json", 'Okay, the user wants n.\nIt is 42.\n{"n": 42}', "Okay, the user wants n.\nIt is 42."),
+    ("json", '{"n": 42}\nLet me double-check.', "Let me double-check."),
+])
+def test_outside_slot_is_what_the_reply_holds_besides_its_slot(form, content, outside):
+    from pytest_qualify.graders.contract import outside_slot
+
+    contract = (Contract(form, Accept(("42",), kind="number")) if form != "json" else
+                Contract("json", fields={"n": Accept(("42",), kind="number")}, schema={"type": "object"}))
+    assert outside_slot(content, contract) == outside

@@ -111,6 +111,59 @@ def test_thinking_enabled_allows_the_field_but_not_markers():
     assert not check_reasoning_separated("<think>x</think>Blue", "x").ok
 
 
+# -- thinking enabled, no reasoning back at all: the content holds nothing besides its slot -----------
+
+def _prompts():
+    from pytest_qualify.tasks.fixture_data import reasoning_prompts
+
+    return {p.id: p for p in reasoning_prompts()}
+
+
+def test_no_reasoning_back_and_working_in_the_content_is_a_leak_that_names_the_parser():
+    train = _prompts()["train"].contract
+    content = "Okay, the user wants the arrival time.\nLet me think step by step: 3 pm + 2 h = 5 pm.\n\nANSWER: 5 pm"
+    verdict = check_reasoning_separated(content, None, None, contract=train, parser="qwen3")
+    assert not verdict.ok and not verdict.is_format
+    assert verdict.reason.startswith("reasoning leak: thinking is enabled and no reasoning came back (no reasoning field, "
+                                     "no reasoning tokens), while the visible content holds 2 lines of working")
+    assert "'Okay, the user wants the arrival time." in verdict.reason
+    assert verdict.reason.endswith("(the reasoning parser 'qwen3' left the reasoning in the content)")
+    unnamed = check_reasoning_separated(content, "  \n", 0, contract=train)
+    assert not unnamed.ok and "the deployment's reasoning parser left the reasoning in the content" in unnamed.reason
+
+
+def test_reasoning_returned_or_counted_leaves_the_visible_working_unjudged():
+    train = _prompts()["train"].contract
+    content = "Okay, the user wants the arrival time.\n\nANSWER: 5 pm"
+    assert check_reasoning_separated(content, "3 pm + 2 h = 5 pm.", None, contract=train).ok
+    counted = check_reasoning_separated(content, None, 40, contract=train)
+    assert counted.ok and "counted in the usage (40 tokens), none returned" in counted.reason
+    # Without the prompt's contract, no slot tells the working apart: only markers are judged.
+    assert check_reasoning_separated(content, None, None).ok
+
+
+@pytest.mark.parametrize("prompt_id,content", [
+    ("sky", "Blue"), ("sky", "**Blue.**"), ("sky", "Here is the answer:\nBlue"), ("spider", "```\n8\n```"),
+    ("train", "ANSWER: 5 pm"), ("train", "**Answer:**\n5 pm"), ("sky", "The sky is blue."),  # one line: a slot
+])
+def test_no_reasoning_back_and_only_the_slot_in_the_content_is_no_leak(prompt_id, content):
+    assert check_reasoning_separated(content, None, None, contract=_prompts()[prompt_id].contract).ok
+
+
+@given(st.sampled_from(["sky", "train", "spider"]),
+       st.sampled_from(["Okay, the user wants", "Let me think step by step.", "Hmm, so", "First, I need to recall"]),
+       st.text(alphabet=st.characters(blacklist_characters="<>[]◁▷|:\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029",
+                                      blacklist_categories=("Cs",)), max_size=60),
+       st.sampled_from([None, "", " ", "\n\n"]), st.sampled_from([None, 0]))
+def test_property_working_lines_before_the_slot_with_no_reasoning_back_always_leak(prompt_id, opener, rest, field, tokens):
+    prompt = _prompts()[prompt_id]
+    content = f"{opener} {rest}\n\n{prompt.answer.splitlines()[-1]}"
+    verdict = check_reasoning_separated(content, field, tokens, contract=prompt.contract, parser="qwen3")
+    assert not verdict.ok and verdict.reason.startswith("reasoning leak: "), verdict.reason
+    # The same content beside reasoning that did come back is the model's visible answer.
+    assert check_reasoning_separated(content, "hidden reasoning", tokens, contract=prompt.contract).ok
+
+
 plain = st.text(alphabet=st.characters(blacklist_characters="<>[]◁▷|:"), max_size=80)
 marker = st.sampled_from(["<think>", "</think>", "<thinking>", "</ think>", "[THINK]", "<|begin_of_thought|>", "◁think▷",
                           "<seed:think>", "</seed:think>", "<|START_THINKING|>", "<thought>", "<|channel>", "<channel|>",

@@ -64,3 +64,30 @@ def test_property_a_longer_identifier_is_not_the_value(value, style):
     assert not grade_needle(style.format(value), str(value)).ok
 
 
+
+
+# -- a number as written: digits grouped by dots only where no dot can be a decimal point ---------
+
+@pytest.mark.parametrize("written,value", [
+    ("6.120.457", "6120457"), ("6.120,5", "6120.5"), ("1.299,50", "1299.50"), ("6,120,457", "6120457"),
+    ("6.120", "6.120"), ("1\u202f299.50", "1299.50"),
+])
+def test_parse_number_reads_dot_groups_only_where_they_cannot_be_a_decimal_point(written, value):
+    from decimal import Decimal
+
+    from pytest_qualify.graders.text import parse_number
+
+    assert parse_number(written) == Decimal(value)
+
+
+@pytest.mark.parametrize("written", ["6.120.45", "6.120.457.1", "61.20.457", "6.120,457.5", "6.120.457 6"])
+def test_parse_number_reads_no_number_where_dots_group_nothing(written):
+    from pytest_qualify.graders.text import parse_number
+
+    assert parse_number(written) is None
+
+
+@given(st.integers(min_value=1_000_000, max_value=9_999_999))
+def test_property_a_needle_grouped_by_dots_is_the_needle(value):
+    assert grade_needle(f"{value:,}".replace(",", "."), str(value)).ok
+    assert not grade_needle(f"{value:,}".replace(",", ".", 1), str(value)).ok  # "1.234,567": 1234.567, a decimal comma
