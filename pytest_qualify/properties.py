@@ -21,6 +21,9 @@ JOURNALED = "qualify_journaled"
 # A failed item whose request the endpoint refused with HTTP 401 or 403: its credentials, not the
 # deployment, decided it (most items so: the run is not judged).
 CREDENTIALS_REFUSED = "credentials_refused"
+# A failed item whose request the harness could not build (a prompt it could not size): the
+# deployment was never asked, so the item is not judged (the run INCOMPLETE, naming the harness).
+HARNESS_FAILURE = "harness_failure"
 
 # A failure's kind. FORMAT: the answer did not follow its contract (its slot is missing or
 # malformed). FACT: it did, and the slot is wrong. OTHER: no verdict judged it (a timeout, a

@@ -3,7 +3,8 @@
 - **TTFT sweep**: per prompt size the profile names (``[sweep] prompt_tokens`` and every size a
   claim names), a prompt of exactly that many server tokens, sized like the lanes (a haystack of the
   project's filler, counted with ``POST /tokenize``, padded by one-token words where whole pieces
-  skip the count), sent ``samples`` times after one warm-up request: greedy, streamed, each sample
+  skip the count; where no prompt lands on it, the closest within 0.1% is used and declared, and a
+  prompt the harness cannot build leaves the item not judged, never the deployment's FAIL), sent ``samples`` times after one warm-up request: greedy, streamed, each sample
   under a fresh cache salt so no sample is served from the prefix cache (a cached token fails the
   item: its TTFT would not be a prefill). Each sample decodes a fixed ``output_tokens``
   (``min_tokens = max_tokens``, ``ignore_eos``). TTFT per sample is recorded; the summary's
@@ -31,9 +32,8 @@ from pytest_qualify.checks import fail, held, sizing
 from pytest_qualify.client.errors import EndpointError, error_message
 from pytest_qualify.graders.answer_checks import check_incremental
 from pytest_qualify.hooks import state_of
-from pytest_qualify.tasks.haystack import (
-    Haystack, Sized, SizingError, haystack_seed, pad_to_tokens, plan_haystack, size_to_tokens,
-)
+from pytest_qualify.properties import HARNESS_FAILURE
+from pytest_qualify.tasks.haystack import Haystack, Sized, SizingError, haystack_seed, plan_haystack, size_exactly
 
 # One repetition (``qualify_repeat(1)``): its samples are the repetitions of a measurement, and at a
 # 253,840-token prompt each costs the recipe's 105 s; more samples are ``[sweep] samples``.
@@ -41,6 +41,9 @@ pytestmark = [pytest.mark.qualify_module("sweep"), pytest.mark.qualify_repeat(1)
 
 MAX_TOKENIZE_CALLS = 10
 PAD_CALLS = 8
+# The closest prompt is used, and declared, when no prompt lands on the named size and the closest is
+# within this share of it (a tokenizer where no filler and pad words sum to the size exactly).
+DECLARED_SHARE = 0.001
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -54,23 +57,38 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("decode_prompt_tokens", sizes, ids=[f"{t}tok" for t in sizes])
 
 
-def _exact_prompt(sizer: Any, run_id: str, label: str, target: int, where: str) -> Sized:
-    """A haystack prompt of exactly ``target`` server tokens (the window module's way), sized once
-    per run: every repetition sends the same prompt, each sample under its own cache salt."""
+def _exact_prompt(sizer: Any, run_id: str, label: str, target: int, where: str, record: Any) -> Sized:
+    """A haystack prompt of exactly ``target`` server tokens (whole filler pieces, then one-token pad
+    words), sized once per run: every repetition sends the same prompt, each sample under its own
+    cache salt. Where no prompt lands on the target, the closest within ``DECLARED_SHARE`` of it is
+    used and declared (the item records its size); a prompt the harness cannot build at all leaves
+    the item not judged (the gate's INCOMPLETE), never the deployment's FAIL."""
     plan = plan_haystack(haystack_seed(run_id, "sweep", label), 0.5, distractors=0)
     build = Haystack(plan).build
 
     def search() -> Sized:
         try:
-            return size_to_tokens(build, sizer.count, target, max_calls=MAX_TOKENIZE_CALLS, rate=sizer.rate)
+            return size_exactly(build, sizer.count, target, max_calls=MAX_TOKENIZE_CALLS, pad_calls=PAD_CALLS,
+                                rate=sizer.rate)
         except SizingError as exc:
-            if exc.closest is None:
-                raise
-            return pad_to_tokens(build, sizer.count, target, exc.closest, max_calls=PAD_CALLS)
+            near = exc.closest
+            if near is not None and abs(near.tokens - target) <= max(1, round(target * DECLARED_SHARE)):
+                return near
+            raise
 
-    with sizing(where):
-        return sizer.sized(f"sweep {plan.seed} {target}", search, build)
+    with sizing(where):  # /tokenize refused: the server's answer, judged as before
+        try:
+            return sizer.sized(f"sweep {plan.seed} {target}", search, build)
+        except SizingError as exc:
+            why = f"the harness (tasks/haystack.py) could not build a prompt of {target:,} server tokens: {exc}"
+            record.props(**{HARNESS_FAILURE: why})
+            fail(where, f"not judged: {why}")
     raise AssertionError("unreachable")
+
+
+def _declared(sized: Sized, target: int) -> dict[str, Any]:
+    """The size a sample was measured at where it is not the named one (declared, never hidden)."""
+    return {} if sized.tokens == target else {"sweep_declared_prompt_tokens": sized.tokens}
 
 
 def _fixed(tokens: int) -> dict[str, Any]:
@@ -112,12 +130,12 @@ class Incremental:
         return {"sweep_whole_at_finish": len(self.whole), "stream_incremental": " | ".join(self.whole[:4])}
 
 
-def _warm_up(ask: Any, sizer: Any, profile: Any, run_id: str, where: str) -> None:
+def _warm_up(ask: Any, sizer: Any, profile: Any, run_id: str, where: str, record: Any) -> None:
     """One request before the measured samples, at the sweep's smallest size, so the first sample
     does not pay the server's first-request costs."""
     sizes = [*profile.sweep.prompt_tokens, *profile.sweep.decode_prompt_tokens]
     smallest = min(sizes)
-    sized = _exact_prompt(sizer, run_id, "warm-up", smallest, f"{where}: warm-up")
+    sized = _exact_prompt(sizer, run_id, "warm-up", smallest, f"{where}: warm-up", record)
     _send(ask, sized, profile.sweep.output_tokens, "warm-up", profile.timeouts.for_prompt(smallest), f"{where}: warm-up")
 
 
@@ -129,10 +147,8 @@ def test_ttft_sweep(sweep_tokens, qualify_sizer, qualify_ask, qualify_profile, q
                     qualify_repetition):
     rules = qualify_profile.sweep
     where = f"TTFT sweep at {sweep_tokens:,} prompt tokens, repetition {qualify_repetition}"
-    _warm_up(qualify_ask, qualify_sizer, qualify_profile, qualify_run.run_id, where)
-    sized = _exact_prompt(qualify_sizer, qualify_run.run_id, f"ttft-{sweep_tokens}", sweep_tokens, where)
-    if sized.tokens != sweep_tokens:
-        fail(where, f"no prompt of exactly {sweep_tokens} server tokens could be built (closest {sized.tokens})")
+    _warm_up(qualify_ask, qualify_sizer, qualify_profile, qualify_run.run_id, where, qualify_record)
+    sized = _exact_prompt(qualify_sizer, qualify_run.run_id, f"ttft-{sweep_tokens}", sweep_tokens, where, qualify_record)
     ttft, counted = [], set()
     incremental = Incremental(qualify_profile)
     for k in range(1, rules.samples + 1):
@@ -150,7 +166,7 @@ def test_ttft_sweep(sweep_tokens, qualify_sizer, qualify_ask, qualify_profile, q
     qualify_record.props(sweep_prompt_tokens=sweep_tokens, sweep_samples=len(ttft), sweep_ttft_s_samples=_samples(ttft),
                          sweep_output_tokens=rules.output_tokens, tokenize_calls=sized.calls,
                          **({"sweep_measured_prompt_tokens": counted.pop()} if len(counted) == 1 else {}),
-                         **incremental.properties())
+                         **_declared(sized, sweep_tokens), **incremental.properties())
     held(where, f"{len(ttft)} of {rules.samples} samples timed"
                 + ("" if ttft else " (each came whole in one chunk: not measurable here)"))
 
@@ -159,9 +175,9 @@ def test_decode_probe(decode_prompt_tokens, qualify_sizer, qualify_ask, qualify_
                       qualify_repetition):
     rules = qualify_profile.sweep
     where = f"decode probe at {decode_prompt_tokens:,} prompt tokens, repetition {qualify_repetition}"
-    _warm_up(qualify_ask, qualify_sizer, qualify_profile, qualify_run.run_id, where)
+    _warm_up(qualify_ask, qualify_sizer, qualify_profile, qualify_run.run_id, where, qualify_record)
     sized = _exact_prompt(qualify_sizer, qualify_run.run_id, f"decode-{decode_prompt_tokens}", decode_prompt_tokens,
-                          where)
+                          where, qualify_record)
     rates = []
     incremental = Incremental(qualify_profile)
     for k in range(1, rules.decode_samples + 1):
@@ -178,6 +194,6 @@ def test_decode_probe(decode_prompt_tokens, qualify_sizer, qualify_ask, qualify_
             rates.append((rules.decode_tokens - 1) / (line.e2e_s - line.ttft_s))
     qualify_record.props(decode_probe_prompt_tokens=decode_prompt_tokens, decode_probe_tokens=rules.decode_tokens,
                          decode_probe_samples=len(rates), decode_probe_tok_s_samples=_samples(rates),
-                         tokenize_calls=sized.calls, **incremental.properties())
+                         tokenize_calls=sized.calls, **_declared(sized, decode_prompt_tokens), **incremental.properties())
     held(where, f"{len(rates)} of {rules.decode_samples} samples timed"
                 + ("" if rates else " (each came whole in one chunk: not measurable here)"))

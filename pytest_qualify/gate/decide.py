@@ -28,7 +28,7 @@ from pytest_qualify.stats import flips
 from pytest_qualify.gate.waivers import WaiverSet, candidates, hard_module_conflicts
 from pytest_qualify.profiles import ModuleInfo
 from pytest_qualify.promotion.stages import Stage
-from pytest_qualify.properties import CREDENTIALS_REFUSED, FAILURE_KIND, FAILURE_KINDS, OTHER, Outcome
+from pytest_qualify.properties import CREDENTIALS_REFUSED, FAILURE_KIND, FAILURE_KINDS, HARNESS_FAILURE, OTHER, Outcome
 
 class Result(StrEnum):
     """A run's verdict."""
@@ -129,6 +129,12 @@ def proof_of_grading(results: Iterable[ItemResult], graded: Iterable[str],
             # "credentials refused" reason names them all; hooks/results.run_problems).
             why = f"not judged: the endpoint refused the API key (HTTP {refused})"
             out.append(replace(r, properties=dict(r.properties), outcome=UNGRADED, reason=why))
+            continue
+        harness = r.properties.get(HARNESS_FAILURE)
+        if harness and not r.passed:
+            # The harness could not build the request: the deployment was never asked, so the item
+            # says nothing of it (not a FAIL of the deployment).
+            out.append(replace(r, properties=dict(r.properties), outcome=UNGRADED, reason=f"not judged: {harness}"))
             continue
         if r.passed and not r.called:
             why = "reported passed, but its call phase did not run (no test body ran)"

@@ -479,21 +479,40 @@ def pad_to_tokens(
     target: int,
     near: Sized,
     *,
-    max_calls: int = 6,
+    max_calls: int = 8,
 ) -> Sized:
     """Hit ``target`` exactly where whole filler pieces cannot: on a tokenizer that splits a filler
     word into several tokens, one piece more jumps past the target. Start from the longest measured
     prompt below the target (``near``, or one piece shorter), and pad its document with one-token
-    words until the server counts exactly ``target``. Raises :class:`SizingError` otherwise."""
+    words until the server counts exactly ``target``.
+
+    The first pad word may cost more than its own token: it splits a token that spanned the
+    document's end (Qwen's tokenizer holds ``".\n"`` as one token, so ``"seem restless.\n</document>"``
+    gains two tokens from one ``" the"``). Each count corrects the number of words by its miss; where
+    the boundary's cost leaves no room (one word already lands past the target), the padding starts
+    again from one filler piece fewer. Raises :class:`SizingError` with the closest prompt otherwise."""
     start, calls = near, 0
-    while start.tokens >= target and start.units > 1 and calls < max_calls:
-        units = start.units - 1
+
+    def shorter(prompt: Sized) -> Sized:
+        nonlocal calls
+        units = prompt.units - 1
         messages = build(units)
         calls += 1
-        start = Sized(units, count(messages), near.calls + calls, messages, target)
+        return Sized(units, count(messages), near.calls + calls, messages, target)
+
+    while start.tokens >= target and start.units > 1 and calls < max_calls:
+        start = shorter(start)
     best = start
     words = target - start.tokens
-    while 0 < words and calls < max_calls:
+    tried: set[tuple[int, int]] = set()
+    while calls < max_calls:
+        if words <= 0 or (start.units, words) in tried:
+            if start.units <= 1:
+                break
+            start = shorter(start)
+            words = target - start.tokens
+            continue
+        tried.add((start.units, words))
         messages = pad_messages(start.messages, words)
         calls += 1
         tokens = count(messages)
@@ -508,3 +527,23 @@ def pad_to_tokens(
         f"{PAD_WORD!r} words got no closer than {best.tokens} tokens in {near.calls + calls} /tokenize calls",
         best,
     )
+
+
+def size_exactly(
+    build: Callable[[int], Messages],
+    count: Callable[[Messages], int],
+    target: int,
+    *,
+    max_calls: int = 10,
+    pad_calls: int = 8,
+    rate: UnitRate | None = None,
+) -> Sized:
+    """A prompt of exactly ``target`` tokens: whole filler pieces first (:func:`size_to_tokens`),
+    then one-token pad words (:func:`pad_to_tokens`) where the pieces skip the target. Raises
+    :class:`SizingError` carrying the closest prompt measured when neither lands on it."""
+    try:
+        return size_to_tokens(build, count, target, max_calls=max_calls, rate=rate)
+    except SizingError as exc:
+        if exc.closest is None:
+            raise
+        return pad_to_tokens(build, count, target, exc.closest, max_calls=pad_calls)
