@@ -559,7 +559,7 @@ def _claims(raw: dict[str, Any], path: Path, lane_names: list[str], modules: tup
     """The ``[claims]`` table: each claim names a figure and where it is measured (a prompt size for
     the sweep's figures, one of the profile's lanes for a lane's). A claim whose module the profile
     does not run (the context module for a lane, the sweep for a prompt size) is not verifiable in
-    its runs: listed as such, and INCOMPLETE where it is required."""
+    its runs: listed as such; a required one is refused here, since no run of the profile could judge it."""
     table = raw.get("claims")
     if table is None:
         return None
@@ -591,6 +591,11 @@ def _claims(raw: dict[str, Any], path: Path, lane_names: list[str], modules: tup
                                  "a prompt size: set prompt_tokens"))
         elif tokens is not None:
             raise bad(".prompt_tokens", f"{figure} is not measured at a prompt size")
+        # A required claim whose module the profile never runs could only ever leave its runs unjudged.
+        needs = "context" if lane is not None else "sweep" if tokens is not None else None
+        if spec.get("required", False) and needs is not None and needs not in modules:
+            raise bad(".required", f"the claim is required and its figure is measured by the {needs} module, which "
+                                   f"modules.required does not name (add {needs!r} to it, or drop required)")
         out.append(Claim(name=name, figure=figure, claimed=float(spec["claimed"]), direction=spec["direction"],
                          tolerance=float(spec.get("tolerance", 0.0)), required=bool(spec.get("required", False)),
                          prompt_tokens=tokens, lane=lane, said=str(spec.get("said", ""))))

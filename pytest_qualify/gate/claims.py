@@ -168,12 +168,18 @@ def measure(claim: Any, facts: RunFacts) -> tuple[float | None, str]:
     if figure in ("ttft_s", "prefill_tok_s"):
         point = _sweep_point(timing, claim.prompt_tokens)
         value = point.get(figure) if point else None
+        if value is None and point is not None:
+            return None, (f"not measurable here: no sample at {claim.prompt_tokens:,} prompt tokens streamed as decoded "
+                          "(each came whole in one chunk with its finish, so its first chunk is its end)")
         if value is None:
             return None, f"the sweep module measured no prompt of {claim.prompt_tokens:,} tokens in this run"
         return float(value), f"sweep, median of {point['samples']} warm sample(s) at {claim.prompt_tokens:,} tokens{simulated}"
     if figure == "decode_tok_s":
         probe = _decode_probe(timing, claim.prompt_tokens)
         value = probe.get("decode_tok_s") if probe else None
+        if value is None and probe is not None:
+            return None, (f"not measurable here: no decode probe sample after {claim.prompt_tokens:,} prompt tokens "
+                          "streamed as decoded (each came whole in one chunk with its finish)")
         if value is None:
             return None, f"the sweep module's decode probe did not run at {claim.prompt_tokens:,} prompt tokens"
         return float(value), (f"decode probe, median of {probe['samples']} at {claim.prompt_tokens:,} prompt tokens, "
@@ -201,11 +207,13 @@ def _not_run(claim: Any, modules: Sequence[str] | None, lanes: Sequence[str] | N
 
 
 def evaluate_claims(claims: Any, facts: RunFacts, modules: Sequence[str] | None = None,
-                    lanes: Sequence[str] | None = None) -> list[ClaimRow]:
+                    lanes: Sequence[str] | None = None, *, qualifies: bool = False) -> list[ClaimRow]:
     """One row per claim, in the profile's order: claimed, measured, tolerance, held or not, and a
     reason that holds both figures. ``modules`` and ``lanes``: what the run ran (the profile's or
     its stage's); a claim whose figure they do not measure is "not in this run", listed and no gate
-    row (a preflight that runs one lane says nothing of the others)."""
+    row (a preflight that runs one lane says nothing of the others). ``qualifies``: the run is a
+    qualification (the full stage), which every required claim must be judged in: one its run
+    cannot produce is not verifiable there, and leaves it INCOMPLETE naming the claim."""
     if claims is None:
         return []
     rows = []
@@ -216,6 +224,8 @@ def evaluate_claims(claims: Any, facts: RunFacts, modules: Sequence[str] | None 
         wanted = claimed_text(claim)
         skipped = _not_run(claim, modules, lanes)
         measured, source = (None, skipped) if skipped else measure(claim, facts)
+        if skipped and claim.required and qualifies:
+            skipped = None  # a qualification cannot leave a required claim out: it is not verifiable here
         if skipped:
             status, ok = NOT_IN_RUN, True
             reason = f"{title}: claimed {wanted}; {NOT_IN_RUN} ({skipped})"

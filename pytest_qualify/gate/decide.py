@@ -521,7 +521,8 @@ def decide(record: RunRecord) -> Decision:
     facts = record.facts
     slo_rows = evaluate_slo(record.slo, facts.items, facts.timing) if record.slo else []
     lanes = list(record.stage.lanes) if record.stage is not None else None
-    claim_rows = evaluate_claims(record.claims, facts, record.required, lanes)
+    claim_rows = evaluate_claims(record.claims, facts, record.required, lanes,
+                                 qualifies=record.stage is None or record.stage.qualifies)
     checks = [*record.checks, *check_rows(slo_rows), *claim_check_rows(claim_rows)]
 
     comparison = None
