@@ -33,14 +33,18 @@ ZERO_LATENCY = {"QUALIFY_REFERENCE_PREFILL_TOK_S": "0", "QUALIFY_REFERENCE_DECOD
 
 
 @contextlib.contextmanager
-def reference_server(profile: str, log_path: Path, rates: dict[str, str] | None = None) -> Iterator[tuple[str, int]]:
+def reference_server(profile: str, log_path: Path, rates: dict[str, str] | None = None,
+                     busy_log: Path | None = None) -> Iterator[tuple[str, int]]:
     """The reference server, started here so its CPU time can be read: with zero added latency, or at
-    ``rates`` (``QUALIFY_REFERENCE_PREFILL_TOK_S`` / ``QUALIFY_REFERENCE_DECODE_TOK_S``)."""
+    ``rates`` (``QUALIFY_REFERENCE_PREFILL_TOK_S`` / ``QUALIFY_REFERENCE_DECODE_TOK_S``). ``busy_log``:
+    keep each answered request's time on the engine there (``busy_reference.py``)."""
     from pytest_qualify.server.lifecycle import free_port
 
     port = free_port()
+    run = ([str(Path(__file__).resolve().parent / "busy_reference.py"), str(busy_log)] if busy_log is not None
+           else ["-m", "pytest_qualify.reference"])
     with open(log_path, "wb") as log:
-        server = subprocess.Popen([sys.executable, "-m", "pytest_qualify.reference", "--port", str(port), "--profile", profile],
+        server = subprocess.Popen([sys.executable, *run, "--port", str(port), "--profile", profile],
                                   env={**os.environ, **(ZERO_LATENCY if rates is None else rates)}, stdout=log, stderr=subprocess.STDOUT)
         try:
             base = f"http://127.0.0.1:{port}"

@@ -1,6 +1,9 @@
 """What the harness adds to the engine's time: one qualification run's wall time against the time the
-engine was busy answering it (its own ``vllm:e2e_request_latency_seconds`` sum between the run's
-first and last ``/metrics`` scrape), measured in the same run.
+engine was busy answering it, measured in the same run: the union of the intervals in which the engine
+had a request running (``busy.py``: a second with several requests running counts once, a queued
+request's wait is not busy time of its own). The old figure, the sum of the requests' end-to-end
+latencies (``vllm:e2e_request_latency_seconds`` between the run's first and last ``/metrics`` scrape),
+is printed beside it for one release.
 
 Two ways to run it:
 
@@ -12,7 +15,10 @@ Two ways to run it:
   the plugin starts vLLM; the start-up (the "server ready ... after N s" line) is reported apart and
   left out of the ratio.
 
-Prints the run's wall time, the engine's busy time and their ratio (goal: <= 1.2), the API server's
+Prints the run's wall time, the engine's busy time on both measures and their ratios (goal: <= 1.2 on
+the union; the intervals come from the reference server's scheduler, ``busy_reference.py``, or from the
+steering proxy's log in a steered launch; an unsteered launch has only the old measure), the run's
+phases (start, the items, the end: from the bundle's files' times), the API server's
 CPU seconds in the run (its ``process_cpu_seconds_total`` between the run's first and last scrape),
 per module the items, seconds (JUnit item durations: where the rest of the time goes) and the
 ``/tokenize`` calls its items made, the time outside the items, per lane the client's and the
@@ -33,10 +39,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_harness beside it
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_harness and busy beside it
+import busy  # noqa: E402
 # tiny-qwen3 v2 on one H200, vLLM 0.26.0 (docs/real-vllm.md, "Qualifying on a GPU"): prefill from the
 # lanes' server TTFT (245,760 tokens in 1.36 s, 32,736 in 0.18 s), decode the steered run's client p50.
 GPU_PREFILL_TOK_S = 180_000.0
@@ -49,11 +57,11 @@ def _fmt(value: object, spec: str = ".3f") -> str:
     return "-" if value is None else format(value, spec)
 
 
-def run_pytest(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[subprocess.CompletedProcess, float]:
+def run_pytest(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[subprocess.CompletedProcess, "Clock"]:
     print("$ " + shlex.join(argv), flush=True)
-    t0 = time.perf_counter()
+    t0 = time.time()
     proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, env=env)
-    return proc, time.perf_counter() - t0
+    return proc, Clock(t0, time.time())
 
 
 def module_rows(summary: dict) -> list[tuple[str, int, float, int]]:
@@ -69,9 +77,53 @@ def module_rows(summary: dict) -> list[tuple[str, int, float, int]]:
     return sorted(((m, int(r[0]), r[1], int(r[2])) for m, r in rows.items()), key=lambda x: -x[2])
 
 
-def report(summary: dict, wall_s: float, start_s: float | None, output: str) -> float | None:
+@dataclass(frozen=True)
+class Clock:
+    """The pytest process's span in epoch seconds, as the bench saw it."""
+
+    started_s: float
+    ended_s: float
+
+    @property
+    def wall_s(self) -> float:
+        return self.ended_s - self.started_s
+
+
+def phases(run_dir: Path, clock: Clock, start_s: float | None, first_request_s: float | None) -> list[tuple[str, float]]:
+    """The run's phases: the start (pytest's start and collection, a launch's server start, the
+    first reads, to the first request the engine answered), the items (to the end ``/metrics``
+    scrape), the end's bundle and statement (to the last file of the bundle written) and the exit
+    (the server's stop, the guard's release, the interpreter's end, to the pytest process's exit)."""
+    end_scrape = run_dir / "metrics-end.prom"
+    end_s = end_scrape.stat().st_mtime if end_scrape.is_file() else None
+    last_file = max((p.stat().st_mtime for p in run_dir.iterdir() if p.is_file()), default=None)
+    out: list[tuple[str, float]] = []
+    if first_request_s is not None:
+        out.append(("start: pytest, collection, first reads" + (" (server start left out)" if start_s else ""),
+                    first_request_s - clock.started_s - (start_s or 0.0)))
+        if end_s is not None:
+            out.append(("items: the first request to the end scrape", end_s - first_request_s))
+    if end_s is not None and last_file is not None:
+        out.append(("end: bundle and statement (to the last file written)", last_file - end_s))
+    if last_file is not None:
+        out.append(("exit: server stop, guard release, interpreter end", clock.ended_s - last_file))
+    return out
+
+
+def end_files(run_dir: Path) -> str:
+    """The bundle's files written from the end scrape on, in order, with their seconds after it."""
+    end = run_dir / "metrics-end.prom"
+    if not end.is_file():
+        return ""
+    t0 = end.stat().st_mtime
+    files = sorted((p.stat().st_mtime - t0, p.name) for p in run_dir.iterdir() if p.is_file() and p.stat().st_mtime >= t0)
+    return ", ".join(f"{name} +{dt:.2f}" for dt, name in files)
+
+
+def report(summary: dict, clock: Clock, start_s: float | None, output: str, folders: list[Path]) -> float | None:
     run = summary["server_metrics"]["run"] or {}
-    busy = run.get("e2e_sum_s")
+    e2e_sum = run.get("e2e_sum_s")
+    wall_s = clock.wall_s
     qualify_s = wall_s - (start_s or 0.0)
     v = summary["verdict"]
     print(f"verdict {v['result']}; {len(summary['items'])} items; {run.get('e2e_count') or 0:.0f} requests the engine answered")
@@ -81,9 +133,27 @@ def report(summary: dict, wall_s: float, start_s: float | None, output: str) -> 
     if start_s is not None:
         print(f"  server start (left out)         {start_s:9.2f} s")
     print(f"run wall time                     {qualify_s:9.2f} s")
-    print(f"engine busy (e2e latency sum)     {_fmt(busy, '9.2f')} s")
-    ratio = qualify_s / busy if busy else None
-    print(f"run wall / engine busy            {_fmt(ratio, '9.2f')}x   (goal <= {GOAL}x)")
+    found = busy.find_intervals(folders)
+    union = ratio = first_request = None
+    if found is not None:
+        intervals, source = found
+        inside = busy.clipped(intervals, clock.started_s, clock.ended_s)
+        union = busy.union_s(inside)
+        first_request = min((iv.start_s for iv in inside), default=None)
+        print(f"engine busy (union of requests)   {union:9.2f} s   ({len(inside)} requests; {source})")
+        print(f"  the same requests summed        {busy.summed_s(inside):9.2f} s")
+        ratio = qualify_s / union if union else None
+    else:
+        print("engine busy (union of requests)           -     (no per-request log: an unsteered launch; "
+              "the old measure only)")
+    print(f"engine busy (e2e latency sum)     {_fmt(e2e_sum, '9.2f')} s   (the old measure: overlaps and queue time counted)")
+    old = qualify_s / e2e_sum if e2e_sum else None
+    print(f"run wall / engine busy (union)    {_fmt(ratio, '9.2f')}x   (goal <= {GOAL}x)")
+    print(f"run wall / e2e latency sum (old)  {_fmt(old, '9.2f')}x")
+    run_dir = folders[-1]
+    for name, seconds in phases(run_dir, clock, start_s, first_request):
+        print(f"phase {name:<58} {seconds:7.2f} s")
+    print(f"end files: {end_files(run_dir)}")
     # The API server's own CPU (process_cpu_seconds_total of the process answering /metrics, between
     # the run's first and last scrape): rendering and tokenizing prompts, the harness's /tokenize.
     print(f"API server CPU (run)              {_fmt(run.get('api_server_cpu_s'), '9.2f')} s")
@@ -146,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     suites = str(suites_dir())  # the installed plugin's suites (a checkout's own when it is installed editable)
     if args.launch:
         print(f"== run wall vs engine busy: --qualify={args.launch} --repeat {args.repeat}, launch mode ==")
-        proc, wall = run_pytest(base + [f"--qualify={args.launch}", *args.pytest_args, suites], evidence, env)
+        proc, clock = run_pytest(base + [f"--qualify={args.launch}", *args.pytest_args, suites], evidence, env)
     else:
         from bench_harness import reference_server
 
@@ -154,17 +224,18 @@ def main(argv: list[str] | None = None) -> int:
                      "QUALIFY_REFERENCE_DECODE_TOK_S": str(args.decode_tok_s)}
         print(f"== run wall vs engine busy: --qualify={args.profile} --repeat {args.repeat}, reference server at "
               f"{args.prefill_tok_s:,.0f} prefill / {args.decode_tok_s:,.0f} decode tok/s ==")
-        with reference_server(args.profile, evidence / "reference-server.log", env_rates) as (url, _pid):
-            proc, wall = run_pytest(base + [f"--qualify={args.profile}", "--qualify-endpoint", url, *args.pytest_args,
-                                            suites], evidence, env)
+        with reference_server(args.profile, evidence / "reference-server.log", env_rates,
+                              busy_log=evidence / busy.BUSY_LOG) as (url, _pid):
+            proc, clock = run_pytest(base + [f"--qualify={args.profile}", "--qualify-endpoint", url, *args.pytest_args,
+                                             suites], evidence, env)
     runs = [p for p in evidence.iterdir() if p.is_dir() and (p / "summary.json").is_file()]
     if len(runs) != 1:
         print(proc.stdout[-4000:] + proc.stderr[-2000:])
         print(f"no single summary.json under {evidence}")
         return 2
     ready = READY_RE.search(proc.stdout)
-    ratio = report(json.loads((runs[0] / "summary.json").read_text()), wall, float(ready.group(1)) if ready else None,
-                   proc.stdout)
+    ratio = report(json.loads((runs[0] / "summary.json").read_text()), clock, float(ready.group(1)) if ready else None,
+                   proc.stdout, [evidence, runs[0]])
     print(f"pytest exit {proc.returncode}; evidence {runs[0]}")
     return 0 if ratio is not None else 2
 

@@ -24,8 +24,11 @@ own: ``steer_forcing.py``, ``steer_observing.py``, ``steer_log.py``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from http.server import BaseHTTPRequestHandler
@@ -41,6 +44,9 @@ from pytest_qualify.reference.steer_log import SteerRecord, Unforced
 from pytest_qualify.reference.steer_observing import Observed, StreamReader, held, held_cut
 
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "server", "date"}
+# Distinct /tokenize payloads whose counts the proxy keeps (a digest and an int each): the forced
+# answers and prompts of a whole run, many of them asked again in every repetition.
+COUNT_CACHE_ENTRIES = 8192
 
 
 @dataclass(frozen=True)
@@ -62,21 +68,55 @@ class SteerState:
         # Lane-keyed faults pick the lane by the prompt's size in vLLM's own tokens.
         self.ctx = oracle.OracleContext(profile, faults, count_chat=self.count_chat)
         self.headers: dict[str, str] = {}  # the caller's credentials, for the proxy's own /tokenize
-        # No kept-alive connections: after a 5xx vLLM's server closes the connection without saying
-        # so, and the next request sent on it would be reset (docs/real-vllm.md, media facts).
+        # Connections to vLLM are kept alive (a new one per request cost a TCP set-up on each of a
+        # run's hundreds of requests and /tokenize calls). After a 5xx vLLM's server closes the
+        # connection without saying so (docs/real-vllm.md, media facts), and a request sent on it
+        # fails before any answer: ``send`` sends such a request once more, on a new connection.
         self.http = httpx.Client(base_url=config.upstream, timeout=httpx.Timeout(config.timeout_s, connect=10.0),
-                                 limits=httpx.Limits(max_keepalive_connections=0))
+                                 limits=httpx.Limits(max_keepalive_connections=32, keepalive_expiry=30.0))
         self.lock = threading.Lock()
+        # /tokenize counts by the payload's digest: a count is a property of the text and vLLM's
+        # tokenizer, so the same payload is counted once (``counts_asked``: the calls vLLM answered).
+        self.counts: OrderedDict[str, int | None] = OrderedDict()
+        self.counts_asked = 0
         self.seq = 0
         self.window: int | None = None
         # request_key -> (forced text, completion tokens vLLM spent on it under the caller's own limit)
         self.spent: dict[str, tuple[str, int]] = {}
 
+    def send(self, request: Any, *, stream: bool = False) -> Any:
+        """``http.send``, once more on a new connection when a kept-alive one turns out closed by vLLM
+        before any answer came (the request never reached it: nothing is asked twice)."""
+        import httpx
+
+        try:
+            return self.http.send(request, stream=stream)
+        except httpx.RemoteProtocolError as exc:
+            if "without sending" not in str(exc):  # "Server disconnected without sending a response."
+                raise
+        except (httpx.ReadError, httpx.WriteError):
+            pass  # reset by the peer on a connection it had closed
+        return self.http.send(request, stream=stream)
+
     def count(self, payload: Mapping[str, Any]) -> int | None:
         """vLLM's ``/tokenize`` count of ``payload`` (a prompt, or messages and tools), asked with the
-        caller's credentials, or None when vLLM refuses it."""
-        response = self.http.post("/tokenize", json=payload, headers=self.headers)
-        return int(response.json()["count"]) if response.status_code == 200 else None
+        caller's credentials once per distinct payload, or None when vLLM refuses it (a refusal is not
+        kept: the next request asks again)."""
+        key = hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+        with self.lock:
+            if key in self.counts:
+                self.counts.move_to_end(key)
+                return self.counts[key]
+        response = self.send(self.http.build_request("POST", "/tokenize", json=payload, headers=self.headers))
+        self.counts_asked += 1
+        if response.status_code != 200:
+            return None
+        tokens = int(response.json()["count"])
+        with self.lock:
+            self.counts[key] = tokens
+            while len(self.counts) > COUNT_CACHE_ENTRIES:
+                self.counts.popitem(last=False)
+        return tokens
 
     def count_chat(self, messages: Any, tools: Any) -> int | None:
         """A chat prompt's tokens as vLLM counts them (``/tokenize`` with the messages), or None."""
@@ -123,7 +163,7 @@ class SteerHandler(BaseHTTPRequestHandler):
         stream before its ``[DONE]``): what it records is in place before the caller can ask again."""
         st = self.state
         request = st.http.build_request(method, self.path, content=raw or None, headers=self._headers_out())
-        response = st.http.send(request, stream=True)
+        response = st.send(request, stream=True)
         try:
             streaming = response.headers.get("content-type", "").startswith("text/event-stream")
             self.send_response(response.status_code)
@@ -162,10 +202,11 @@ class SteerHandler(BaseHTTPRequestHandler):
         seq = st.next_seq()
         plan = self._plan(raw)
         if isinstance(plan, Unforced):  # nothing to force: the caller's bytes as they came
+            started = time.time()
             status, body = self._forward("POST", raw, None)
             stream = b'"stream": true' in raw or b'"stream":true' in raw
             st.log(SteerRecord(seq, status, stream, False, None, plan.reason, prompt=_prompt(raw),
-                               passed_through=plan.passed_through))
+                               passed_through=plan.passed_through, started_at=started, ended_at=time.time()))
             return
         body, forced, changes, cut, key = plan
         stream = bool(body.get("stream"))
@@ -193,10 +234,13 @@ class SteerHandler(BaseHTTPRequestHandler):
                 with st.lock:
                     st.spent[key] = (forced.text, observed.completion_tokens)
 
+        started = time.time()
         status, _ = self._forward("POST", json.dumps(body).encode(), reader, settle)
+        ended = time.time()
         st.log(SteerRecord(seq, status, stream, True, ok, reason, tuple(changes), forced.text,
                            prompt=_prompt(raw), faults=forced.faults, cut=cut,
-                           finish=observed.finish_reason if observed is not None and cut is not None else None))
+                           finish=observed.finish_reason if observed is not None and cut is not None else None,
+                           started_at=started, ended_at=ended))
 
     def _plan(self, raw: bytes) -> tuple[dict[str, Any], Forced, list[str], int | None, str] | Unforced:
         """The steered request, the forced answer, what was changed, the caller's limit kept below the

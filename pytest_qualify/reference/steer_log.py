@@ -33,6 +33,10 @@ class SteerRecord:
     # Nothing was to be forced: the request is not the oracles' to answer (malformed input, the
     # caller's own constraint, a fixed-length probe) and went to vLLM as it came.
     passed_through: bool = False
+    # When the proxy sent the request to vLLM and when the answer's last byte had gone back (epoch
+    # seconds): the request's time on the server's side, for the bench's union of the engine's busy time.
+    started_at: float | None = None
+    ended_at: float | None = None
 
     @property
     def breaks_steering(self) -> bool:
