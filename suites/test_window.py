@@ -22,6 +22,7 @@ from pytest_qualify.server import liveness
 from pytest_qualify.checks import fail, held, require, sizing
 from pytest_qualify.client.errors import EndpointError, error_message
 from pytest_qualify.graders.window import check_overwindow_refusal
+from pytest_qualify.tasks.robustness import OVER_WINDOW_REFUSED, Proof, record_proof
 from pytest_qualify.tasks.haystack import (
     Haystack, Sized, SizingError, haystack_seed, pad_to_tokens, plan_haystack, size_to_tokens,
 )
@@ -100,7 +101,7 @@ def test_prompt_that_fits_is_answered(qualify_sizer, qualify_ask, qualify_profil
 
 
 def test_prompt_over_window_is_refused(qualify_client, qualify_sizer, qualify_profile, qualify_run, qualify_record,
-                                      qualify_salt, qualify_repetition):
+                                      qualify_salt, qualify_repetition, request):
     window, budget = qualify_profile.limits.window_tokens, _budget(qualify_profile)
     target = window + 1
     where = f"window {window}, repetition {qualify_repetition}"
@@ -115,9 +116,16 @@ def test_prompt_over_window_is_refused(qualify_client, qualify_sizer, qualify_pr
     except EndpointError as exc:
         status, message = exc.status, error_message(exc.body) or str(exc)
     qualify_record.props(overwindow_status=status if status is not None else 200, overwindow_message=message[:300])
-    require(check_overwindow_refusal(status, message, window, sized.tokens), where)
-
-    live = liveness.check(qualify_client, qualify_profile, after="the over-window refusal")
-    qualify_record.props(**live.properties())
+    verdict = check_overwindow_refusal(status, message, window, sized.tokens)
+    live = liveness.check(qualify_client, qualify_profile, after="the over-window refusal") if verdict.ok else None
+    if live is not None:
+        qualify_record.props(**live.properties())
+    # The robustness module's over-window class relies on this proof (one giant prompt, not two).
+    proven = verdict.ok and live is not None and live.ok
+    detail = (f"{sized.tokens}-token prompt over the {window}-token window refused with HTTP {status}"
+              + (", then still serving" if proven else f": {verdict.reason if not verdict.ok else live.reason}"))
+    record_proof(qualify_run.run_dir, Proof(OVER_WINDOW_REFUSED, request.node.nodeid, proven, detail))
+    qualify_record.props(proves=OVER_WINDOW_REFUSED)
+    require(verdict, where)
     if not live.ok:
         fail(where, live.reason)

@@ -1,11 +1,22 @@
-"""Hostile chat requests for the robustness module, as hypothesis strategies over the data in
-``fixtures/robustness.toml``.
+"""Hostile chat requests for the robustness module, built from a seeded, stored corpus of recipes.
 
 Each example is one valid chat request with exactly one thing wrong, in one class of bad input
 (malformed JSON, wrong types, bad ``max_tokens``, bad roles, bad tools, bad ``response_format``,
 bad ``cache_salt``, oversized strings, bad media parts). An example carries the exact bytes to
-send, so a failure can be replayed as it was. Imported by the suite and the tests only: it loads
-hypothesis, which the plugin itself never does.
+send, so a failure can be replayed as it was.
+
+Nothing is drawn at run time. ``fixtures/robustness_corpus.json`` holds, per class, the recipes of
+``CORPUS_PER_CLASS`` examples: a builder of this module and the values drawn for it, from the data
+in ``fixtures/robustness.toml``. A run builds its share of each class from the first recipes against
+its own target (served name, window), in the corpus's order. The recipes were drawn by hypothesis
+with a fixed seed (``hostile_strategies.py``, which the tests run to check that the stored corpus is
+exactly that draw, and that every recipe builds a request with its one fault); the plugin itself
+never imports hypothesis.
+
+A prompt over the window is not in the corpus: the window bracket's over-window refusal proves
+that property once a repetition (``suites/test_robustness.py``, ``test_over_window_refused``), and
+:func:`over_window` is the one such prompt the robustness module sends where that proof is not
+in the run.
 """
 
 from __future__ import annotations
@@ -17,11 +28,13 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from hypothesis import strategies as st
-
 from pytest_qualify.tasks import fixture_data
 
 CHAT_PATH = "/v1/chat/completions"
+CORPUS_FILE = "robustness_corpus.json"
+# Recipes stored per class; a profile's budget (``modules.robustness_examples``) is at most this
+# many per class (the profile schema's maximum is this times the classes).
+CORPUS_PER_CLASS = 64
 
 
 @dataclass(frozen=True)
@@ -32,7 +45,7 @@ class Hostile:
     note: str
     body: bytes
     # A prompt over the window: the engine tokenizes all of it before refusing it, so its cost grows
-    # with the window (seconds each at 262,144); a class sends only a few (``over_window_examples``).
+    # with the window (seconds each at 262,144); the run sends one only where no proof is on record.
     over_window: bool = False
 
     @property
@@ -88,10 +101,6 @@ def base_body(target: RequestTarget, variant: tuple[int, bool, int] = (0, False,
     return body
 
 
-def variants() -> st.SearchStrategy[tuple[int, bool, int]]:
-    return st.tuples(st.integers(0, len(data()["base"]["prompts"]) - 1), st.booleans(), st.integers(0, 16))
-
-
 def _encode(body: Any) -> bytes:
     return json.dumps(body, ensure_ascii=False).encode("utf-8")
 
@@ -105,96 +114,75 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-# -- one strategy per class ------------------------------------------------------------------------
+# -- the builders: one per kind of recipe -----------------------------------------------------------
+# Each takes the target and the recipe's drawn values (JSON data: a variant is a list of three) and
+# returns the example. ``hostile_strategies.py`` draws the values from ``fixtures/robustness.toml``.
+
+Variant = tuple[int, bool, int]
 
 
-def malformed_json(target: RequestTarget) -> st.SearchStrategy[Hostile]:
-    pool = data()["malformed_json"]
-
-    def truncated(variant: tuple[int, bool, int], fraction: float) -> Hostile:
-        valid = _encode(base_body(target, variant))
-        cut = min(len(valid) - 1, max(1, int(len(valid) * fraction)))
-        return _example("malformed_json", f"body truncated to {cut} of {len(valid)} bytes", valid[:cut])
-
-    def damaged(variant: tuple[int, bool, int], fraction: float, text: str) -> Hostile:
-        # Spliced in after the opening brace and before the closing one.
-        valid = _encode(base_body(target, variant))
-        at = min(len(valid) - 1, max(1, int(len(valid) * fraction)))
-        body = valid[:at] + text.encode() + valid[at:]
-        return _example("malformed_json", f"{text!r} inserted at byte {at}", body)
-
-    def garbage(raw: bytes) -> Hostile:
-        return _example("malformed_json", f"{len(raw) + 1} bytes that are not UTF-8", b"\xff" + raw)
-
-    # Text spliced into a string literal can leave the JSON valid: such bodies are dropped.
-    return st.one_of(
-        st.builds(truncated, variants(), st.floats(0, 1)),
-        st.builds(damaged, variants(), st.floats(0, 1), st.sampled_from(pool["damage"])),
-        st.sampled_from(pool["bodies"]).map(lambda b: _example("malformed_json", f"body {b!r}", b.encode())),
-        st.binary(max_size=64).map(garbage),
-    ).filter(lambda example: not _parses(example.body))
+def _variant(raw: Any) -> Variant:
+    prompt_index, stream, extra_tokens = raw
+    return int(prompt_index), bool(stream), int(extra_tokens)
 
 
-def _parses(body: bytes) -> bool:
-    try:
-        json.loads(body)
-    except ValueError:
-        return False
-    return True
+def truncated(target: RequestTarget, variant: Any, fraction: float) -> Hostile:
+    valid = _encode(base_body(target, _variant(variant)))
+    cut = min(len(valid) - 1, max(1, int(len(valid) * fraction)))
+    return _example("malformed_json", f"body truncated to {cut} of {len(valid)} bytes", valid[:cut])
 
 
-def wrong_types(target: RequestTarget) -> st.SearchStrategy[Hostile]:
-    pool = data()["wrong_types"]
-
-    def field(name: str) -> st.SearchStrategy[Hostile]:
-        def build(variant: tuple[int, bool, int], value: Any) -> Hostile:
-            body = base_body(target, variant)
-            if name == "content":
-                body["messages"][0]["content"] = value
-                return _example("wrong_types", f"messages[0].content = {_short(value)}", body)
-            body[name] = value
-            return _example("wrong_types", f"{name} = {_short(value)}", body)
-
-        return st.builds(build, variants(), st.sampled_from(pool[name]))
-
-    return st.one_of(*(field(name) for name in pool))
+def damaged(target: RequestTarget, variant: Any, fraction: float, text: str) -> Hostile:
+    # Spliced in after the opening brace and before the closing one.
+    valid = _encode(base_body(target, _variant(variant)))
+    at = min(len(valid) - 1, max(1, int(len(valid) * fraction)))
+    return _example("malformed_json", f"{text!r} inserted at byte {at}", valid[:at] + text.encode() + valid[at:])
 
 
-def max_tokens(target: RequestTarget) -> st.SearchStrategy[Hostile]:
-    pool = data()["max_tokens"]
-
-    def build(variant: tuple[int, bool, int], name: str, value: Any) -> Hostile:
-        body = base_body(target, variant)
-        body.pop("max_tokens")
-        body[name] = value
-        return _example("max_tokens", f"{name} = {_short(value)} (window {target.window_tokens})", body)
-
-    values = st.one_of(
-        st.sampled_from(pool["values"]),
-        st.integers(max_value=0, min_value=-(2**62)),
-        st.integers(min_value=target.window_tokens + 1, max_value=2**62),
-    )
-    return st.builds(build, variants(), st.sampled_from(pool["fields"]), values)
+def not_json(target: RequestTarget, text: str) -> Hostile:
+    return _example("malformed_json", f"body {text!r}", text.encode())
 
 
-def roles(target: RequestTarget) -> st.SearchStrategy[Hostile]:
-    pool = data()["roles"]
+def garbage(target: RequestTarget, raw_hex: str) -> Hostile:
+    raw = bytes.fromhex(raw_hex)
+    return _example("malformed_json", f"{len(raw) + 1} bytes that are not UTF-8", b"\xff" + raw)
 
-    def build(variant: tuple[int, bool, int], value: Any, missing: bool, with_system: bool) -> Hostile:
-        body = base_body(target, variant)
-        message = body["messages"][0]
-        if missing:
-            del message["role"]
-            note = "a message without a role"
-        else:
-            message["role"] = value
-            note = f"role = {_short(value)}"
-        if with_system:
-            body["messages"].insert(0, {"role": "system", "content": "You are terse."})
-            note += " (after a valid system message)"
-        return _example("roles", note, body)
 
-    return st.builds(build, variants(), st.sampled_from(pool["values"]), st.booleans(), st.booleans())
+def wrong_type(target: RequestTarget, name: str, variant: Any, value: Any) -> Hostile:
+    body = base_body(target, _variant(variant))
+    if name == "content":
+        body["messages"][0]["content"] = value
+        return _example("wrong_types", f"messages[0].content = {_short(value)}", body)
+    body[name] = value
+    return _example("wrong_types", f"{name} = {_short(value)}", body)
+
+
+def bad_max_tokens(target: RequestTarget, variant: Any, name: str, value: Any) -> Hostile:
+    # {"window_plus": k}: an integer k over the target's window (the window is the target's).
+    if isinstance(value, dict) and set(value) == {"window_plus"}:
+        value = target.window_tokens + int(value["window_plus"])
+    body = base_body(target, _variant(variant))
+    body.pop("max_tokens")
+    body[name] = value
+    return _example("max_tokens", f"{name} = {_short(value)} (window {target.window_tokens})", body)
+
+
+def bad_role(target: RequestTarget, variant: Any, value: Any, missing: bool, with_system: bool) -> Hostile:
+    body = base_body(target, _variant(variant))
+    message = body["messages"][0]
+    if missing:
+        del message["role"]
+        note = "a message without a role"
+    else:
+        message["role"] = value
+        note = f"role = {_short(value)}"
+    if with_system:
+        body["messages"].insert(0, {"role": "system", "content": "You are terse."})
+        note += " (after a valid system message)"
+    return _example("roles", note, body)
+
+
+TOOL_NAMES = ("get_weather", "get_time", "get_population")
 
 
 def _valid_tool(name: str) -> dict[str, Any]:
@@ -204,174 +192,125 @@ def _valid_tool(name: str) -> dict[str, Any]:
     }}
 
 
-def tools(target: RequestTarget) -> st.SearchStrategy[Hostile]:
-    pool = data()["tools"]
-    names = ("get_weather", "get_time", "get_population")
-
-    def build(variant: tuple[int, bool, int], mutation: str, value: Any, count: int, index: int) -> Hostile:
-        body = base_body(target, variant)
-        tool_list: Any = [_valid_tool(n) for n in names[:count]]
-        index %= count
-        fn = tool_list[index]["function"]
-        if mutation == "not_a_list":
-            tool_list = value
-        elif mutation == "not_an_object":
-            tool_list[index] = value
-        elif mutation == "bad_type":
-            tool_list[index]["type"] = value
-        elif mutation == "no_function":
-            del tool_list[index]["function"]
-        elif mutation == "bad_function":
-            tool_list[index]["function"] = value
-        elif mutation == "no_name":
-            del fn["name"]
-        elif mutation == "bad_name":
-            fn["name"] = value
-        elif mutation == "bad_description":
-            fn["description"] = value
-        elif mutation == "bad_parameters":
-            fn["parameters"] = value
-        body["tools"] = tool_list
-        body["tool_choice"] = value if mutation == "bad_tool_choice" else "auto"
-        shown = "" if mutation in ("no_function", "no_name") else f" = {_short(value)}"
-        where = {"bad_tool_choice": "tool_choice", "not_a_list": "tools (not a list)"}.get(
-            mutation, f"tools[{index}] {mutation.replace('_', ' ')}")
-        return _example("tools", f"{where}{shown} ({count} tools)", body)
-
-    mutations = {
-        "not_a_list": pool["not_a_list"], "not_an_object": pool["not_an_object"], "bad_type": pool["bad_type"],
-        "no_function": [None], "bad_function": pool["bad_function"], "no_name": [None],
-        "bad_name": pool["bad_name"], "bad_description": pool["bad_description"],
-        "bad_parameters": pool["bad_parameters"], "bad_tool_choice": pool["bad_tool_choice"],
-    }
-    return st.one_of(*(
-        st.builds(build, variants(), st.just(m), st.sampled_from(values), st.integers(1, 3), st.integers(0, 2))
-        for m, values in mutations.items()
-    ))
+def bad_tool(target: RequestTarget, variant: Any, mutation: str, value: Any, count: int, index: int) -> Hostile:
+    body = base_body(target, _variant(variant))
+    tool_list: Any = [_valid_tool(n) for n in TOOL_NAMES[:count]]
+    index %= count
+    fn = tool_list[index]["function"]
+    if mutation == "not_a_list":
+        tool_list = value
+    elif mutation == "not_an_object":
+        tool_list[index] = value
+    elif mutation == "bad_type":
+        tool_list[index]["type"] = value
+    elif mutation == "no_function":
+        del tool_list[index]["function"]
+    elif mutation == "bad_function":
+        tool_list[index]["function"] = value
+    elif mutation == "no_name":
+        del fn["name"]
+    elif mutation == "bad_name":
+        fn["name"] = value
+    elif mutation == "bad_description":
+        fn["description"] = value
+    elif mutation == "bad_parameters":
+        fn["parameters"] = value
+    body["tools"] = tool_list
+    body["tool_choice"] = value if mutation == "bad_tool_choice" else "auto"
+    shown = "" if mutation in ("no_function", "no_name") else f" = {_short(value)}"
+    where = {"bad_tool_choice": "tool_choice", "not_a_list": "tools (not a list)"}.get(
+        mutation, f"tools[{index}] {mutation.replace('_', ' ')}")
+    return _example("tools", f"{where}{shown} ({count} tools)", body)
 
 
-def response_format(target: RequestTarget) -> st.SearchStrategy[Hostile]:
-    pool = data()["response_format"]
-    good_schema = {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]}
-
-    def build(variant: tuple[int, bool, int], mutation: str, value: Any) -> Hostile:
-        body = base_body(target, variant)
-        spec: dict[str, Any] = {"name": "answer", "schema": dict(good_schema)}
-        fmt: Any = {"type": "json_schema", "json_schema": spec}
-        if mutation == "not_an_object":
-            fmt = value
-        elif mutation == "bad_type":
-            fmt["type"] = value
-        elif mutation == "no_type":
-            del fmt["type"]
-        elif mutation == "no_json_schema":
-            del fmt["json_schema"]
-        elif mutation == "bad_json_schema":
-            fmt["json_schema"] = value
-        elif mutation == "no_name":
-            del spec["name"]
-        elif mutation == "bad_name":
-            spec["name"] = value
-        elif mutation in ("bad_schema_value", "bad_schemas"):
-            spec["schema"] = value
-        body["response_format"] = fmt
-        shown = "" if mutation.startswith("no_") else f" = {_short(value)}"
-        return _example("response_format", f"response_format {mutation.replace('_', ' ')}{shown}", body)
-
-    mutations = {
-        "not_an_object": pool["not_an_object"], "bad_type": pool["bad_type"], "no_type": [None],
-        "no_json_schema": [None], "bad_json_schema": pool["bad_json_schema"], "no_name": [None],
-        "bad_name": pool["bad_name"], "bad_schema_value": pool["bad_schema_value"], "bad_schemas": pool["bad_schemas"],
-    }
-    return st.one_of(*(st.builds(build, variants(), st.just(m), st.sampled_from(v)) for m, v in mutations.items()))
+GOOD_SCHEMA = {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]}
 
 
-def cache_salt(target: RequestTarget) -> st.SearchStrategy[Hostile]:
-    def build(variant: tuple[int, bool, int], value: Any) -> Hostile:
-        body = base_body(target, variant)
-        body["cache_salt"] = value
-        return _example("cache_salt", f"cache_salt = {_short(value)}", body)
+def bad_response_format(target: RequestTarget, variant: Any, mutation: str, value: Any) -> Hostile:
+    body = base_body(target, _variant(variant))
+    spec: dict[str, Any] = {"name": "answer", "schema": dict(GOOD_SCHEMA)}
+    fmt: Any = {"type": "json_schema", "json_schema": spec}
+    if mutation == "not_an_object":
+        fmt = value
+    elif mutation == "bad_type":
+        fmt["type"] = value
+    elif mutation == "no_type":
+        del fmt["type"]
+    elif mutation == "no_json_schema":
+        del fmt["json_schema"]
+    elif mutation == "bad_json_schema":
+        fmt["json_schema"] = value
+    elif mutation == "no_name":
+        del spec["name"]
+    elif mutation == "bad_name":
+        spec["name"] = value
+    elif mutation in ("bad_schema_value", "bad_schemas"):
+        spec["schema"] = value
+    body["response_format"] = fmt
+    shown = "" if mutation.startswith("no_") else f" = {_short(value)}"
+    return _example("response_format", f"response_format {mutation.replace('_', ' ')}{shown}", body)
 
-    return st.builds(build, variants(), st.sampled_from(data()["cache_salt"]["values"]))
+
+def bad_cache_salt(target: RequestTarget, variant: Any, value: Any) -> Hostile:
+    body = base_body(target, _variant(variant))
+    body["cache_salt"] = value
+    return _example("cache_salt", f"cache_salt = {_short(value)}", body)
 
 
-def oversized(target: RequestTarget) -> st.SearchStrategy[Hostile]:
+def long_model(target: RequestTarget, variant: Any, chars: int) -> Hostile:
+    body = base_body(target, _variant(variant))
+    body["model"] = "m" * int(chars)
+    return _example("oversized", f"model name of {int(chars):,} characters", body)
+
+
+def bad_media(target: RequestTarget, variant: Any, mutation: str, value: Any, part: str, first: bool) -> Hostile:
+    body = base_body(target, _variant(variant))
+    if mutation == "bad_part_type":
+        bad: dict[str, Any] = {"type": value, "hologram": {"url": "https://example.invalid/x"}}
+        note = f"content part type = {_short(value)}"
+    elif mutation == "bad_url":
+        bad = {"type": part, part: {"url": value}}
+        note = f"{part}.url = {_short(value)}"
+    else:
+        bad = {"type": part, part: {"url": value}}
+        note = f"{part}.url = {_short(value)} ({mutation.replace('_', ' ')})"
+    text = {"type": "text", "text": body["messages"][0]["content"]}
+    body["messages"][0]["content"] = [bad, text] if first else [text, bad]
+    return _example("media", note, body)
+
+
+BUILDERS: dict[str, Callable[..., Hostile]] = {f.__name__: f for f in (
+    truncated, damaged, not_json, garbage, wrong_type, bad_max_tokens, bad_role, bad_tool, bad_response_format,
+    bad_cache_salt, long_model, bad_media,
+)}
+
+
+def build(recipe: Mapping[str, Any], target: RequestTarget) -> Hostile:
+    """The example a recipe (``{"build": name, "args": [...]}``) makes for this target."""
+    return BUILDERS[recipe["build"]](target, *recipe["args"])
+
+
+def over_window(target: RequestTarget) -> Hostile:
+    """One user message over the window by ``min_window_factor`` (5%): one word repeated, at least
+    one token each in any tokenizer and about one in most, so the engine must tokenize it whole to
+    refuse it, and it is not several times the window."""
     pool = data()["oversized"]
-
-    def over_window(variant: tuple[int, bool, int], word: str, factor: float, where: str) -> Hostile:
-        # One word repeated: at least one token each in any tokenizer, and about one in most, so
-        # the prompt is over the window by the factor's margin and not by several times the window
-        # (a counter on each word made it 3-4 tokens a word: a million tokens to tokenize).
-        count = int(target.window_tokens * factor)
-        text = " ".join([word] * count)
-        body = base_body(target, variant)
-        if where == "system":
-            body["messages"].insert(0, {"role": "system", "content": text})
-        else:
-            body["messages"][0]["content"] = text + "\n" + body["messages"][0]["content"]
-        note = f"{where} message of {count:,} words, {factor:.2f}x the {target.window_tokens:,}-token window"
-        return Hostile("oversized", note, _encode(body), over_window=True)
-
-    def long_model(variant: tuple[int, bool, int], chars: int) -> Hostile:
-        body = base_body(target, variant)
-        body["model"] = "m" * chars
-        return _example("oversized", f"model name of {chars:,} characters", body)
-
-    factors = st.floats(pool["min_window_factor"], pool["max_window_factor"], allow_nan=False)
-    return st.one_of(
-        st.builds(over_window, variants(), st.sampled_from(pool["words"]), factors, st.sampled_from(["user", "system"])),
-        st.builds(long_model, variants(), st.sampled_from(pool["model_name_chars"])),
-    )
+    count = int(target.window_tokens * float(pool["min_window_factor"]))
+    text = " ".join([pool["words"][0]] * count)
+    body = base_body(target)
+    body["messages"][0]["content"] = text + "\n" + body["messages"][0]["content"]
+    note = f"user message of {count:,} words, {float(pool['min_window_factor']):.2f}x the {target.window_tokens:,}-token window"
+    return Hostile("oversized", note, _encode(body), over_window=True)
 
 
-def media(target: RequestTarget) -> st.SearchStrategy[Hostile]:
-    pool = data()["media"]
-
-    def build(variant: tuple[int, bool, int], mutation: str, value: Any, part: str, first: bool) -> Hostile:
-        body = base_body(target, variant)
-        if mutation == "bad_part_type":
-            bad: dict[str, Any] = {"type": value, "hologram": {"url": "https://example.invalid/x"}}
-            note = f"content part type = {_short(value)}"
-        elif mutation == "bad_url":
-            bad = {"type": part, part: {"url": value}}
-            note = f"{part}.url = {_short(value)}"
-        else:
-            bad = {"type": part, part: {"url": value}}
-            note = f"{part}.url = {_short(value)} ({mutation.replace('_', ' ')})"
-        text = {"type": "text", "text": body["messages"][0]["content"]}
-        body["messages"][0]["content"] = [bad, text] if first else [text, bad]
-        return _example("media", note, body)
-
-    mutations = {
-        "bad_part_type": pool["bad_part_types"], "bad_url": pool["bad_urls"], "bad_scheme": pool["bad_schemes"],
-        "not_base64_data": pool["not_base64_data"], "bad_base64": pool["bad_base64"], "wrong_mime": pool["wrong_mime"],
-    }
-    return st.one_of(*(
-        st.builds(build, variants(), st.just(m), st.sampled_from(v), st.sampled_from(pool["parts"]), st.booleans())
-        for m, v in mutations.items()
-    ))
+# -- the corpus ------------------------------------------------------------------------------------------
 
 
-STRATEGIES: dict[str, Callable[[RequestTarget], st.SearchStrategy[Hostile]]] = {
-    "malformed_json": malformed_json,
-    "wrong_types": wrong_types,
-    "max_tokens": max_tokens,
-    "roles": roles,
-    "tools": tools,
-    "response_format": response_format,
-    "cache_salt": cache_salt,
-    "oversized": oversized,
-    "media": media,
-}
-
-
-def strategy(kind: str, target: RequestTarget) -> st.SearchStrategy[Hostile]:
-    return STRATEGIES[kind](target)
-
-
-def over_window_examples() -> int:
-    """How many over-window prompts one class sends at most (``fixtures/robustness.toml``)."""
-    return int(data()["oversized"]["over_window_examples"])
+@cache
+def corpus() -> Mapping[str, tuple[Mapping[str, Any], ...]]:
+    """The stored recipes per class (``fixtures/robustness_corpus.json``), in their drawn order."""
+    raw = fixture_data.read_json(CORPUS_FILE)
+    return {kind: tuple(raw["classes"][kind]) for kind in classes()}
 
 
 def examples_per_class(total: int, kinds: int) -> int:
@@ -380,10 +319,9 @@ def examples_per_class(total: int, kinds: int) -> int:
 
 
 def collect(kind: str, target: RequestTarget, count: int, send: Callable[[Hostile], None]) -> int:
-    """Run ``send`` on ``count`` distinct examples of one class, the same ones on every run
-    (derandomized, no example database, no shrinking: every request is sent once and judged by
-    the caller). Returns how many were sent: fewer than ``count`` only when the class has fewer
-    distinct requests."""
+    """Run ``send`` on ``count`` distinct examples of one class, the same ones on every run (the
+    corpus's first recipes). Returns how many were sent: fewer than ``count`` only when the corpus
+    holds fewer distinct requests of the class for this target."""
     chosen = examples(kind, target, count)
     for example in chosen:
         send(example)
@@ -392,39 +330,25 @@ def collect(kind: str, target: RequestTarget, count: int, send: Callable[[Hostil
 
 @cache
 def examples(kind: str, target: RequestTarget, count: int) -> tuple[Hostile, ...]:
-    """The ``count`` distinct examples :func:`collect` sends, drawn once a process: derandomized, so
-    every repetition (and every run) draws the same ones, and drawing them again costs only time.
-    (Hypothesis seeds a derandomized run from the test function's source: ``explore`` keeps its
-    text, so the examples are the ones every earlier run sent.) Drawing stops once ``count`` are
-    chosen: the draws after them could only be dropped."""
-    from hypothesis import HealthCheck, Phase, given, settings
-
+    """The ``count`` distinct examples :func:`collect` sends: the class's recipes built in order for
+    this target, each body once. A malformed-JSON recipe whose damage lands inside a string for this
+    target's served name leaves valid JSON: it is skipped, as the draw skipped such bodies."""
     seen: set[bytes] = set()
     chosen: list[Hostile] = []
-    send = chosen.append
-    over_window_room = [over_window_examples()]
-
-    # Generated values repeat now and then; draw more than needed and send each body once. A prompt
-    # over the window proves its point in a few examples (each costs the engine a whole window's
-    # tokenizing): past ``over_window_examples`` the class's budget goes to its other examples.
-    @settings(max_examples=count * 4, derandomize=True, database=None, deadline=None,
-              phases=[Phase.generate], suppress_health_check=list(HealthCheck))
-    @given(strategy(kind, target))
-    def explore(example: Hostile) -> None:
-        if len(seen) >= count:
-            raise _Enough
-        if example.body in seen or (example.over_window and over_window_room[0] <= 0):
-            return
-        over_window_room[0] -= example.over_window
+    for recipe in corpus()[kind]:
+        if len(chosen) >= count:
+            break
+        example = build(recipe, target)
+        if example.body in seen or (kind == "malformed_json" and _parses(example.body)):
+            continue
         seen.add(example.body)
-        send(example)
-
-    try:
-        explore()
-    except _Enough:
-        pass
+        chosen.append(example)
     return tuple(chosen)
 
 
-class _Enough(Exception):
-    """Raised inside the draw once the class has its examples (hypothesis has no early stop)."""
+def _parses(body: bytes) -> bool:
+    try:
+        json.loads(body)
+    except ValueError:
+        return False
+    return True

@@ -1,6 +1,7 @@
 """The robustness module's mechanics: send one hostile request raw and judge the answer's status,
-and keep every failing example replayable in the run's evidence. No pytest here; the requests
-themselves come from ``hostile.py``.
+and keep every failing example replayable in the run's evidence; and the run's record of a property
+one item proved for others (``proofs.jsonl``). No pytest here; the requests themselves come from
+``hostile.py``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ if TYPE_CHECKING:
     import httpx
 
 FAILURES_FILE = "robustness-failures.jsonl"
+PROOFS_FILE = "proofs.jsonl"
+# The engine behaviour the window bracket's over-window refusal and the robustness module's
+# over-window class both prove: one giant prompt proves it, and the other item relies on that proof.
+OVER_WINDOW_REFUSED = "a prompt over the window is refused with a 4xx, and the server still serves"
 # 4xx answers that mean the request was never judged: they cannot count as a refusal.
 NOT_A_JUDGEMENT = {407: "proxy authentication", 429: "rate limited"}  # 401/403: AuthRejected, raised
 
@@ -83,3 +88,45 @@ def record_failure(run_dir: Path, nodeid: str, example: hostile.Hostile, outcome
         fh.flush()
         fcntl.flock(fh, fcntl.LOCK_UN)
     return number
+
+
+@dataclass(frozen=True)
+class Proof:
+    """One item's proof of an engine property, for the items that rely on it: which item, whether
+    the property held there, and what it saw (the prompt's size, the refusal)."""
+
+    property: str
+    nodeid: str
+    held: bool
+    detail: str
+
+
+def _append_line(path: Path, line: str) -> None:
+    with open(path, "a", encoding="utf-8") as fh:
+        # xdist workers share the evidence directory: one writer at a time, whole lines.
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        fh.write(line + "\n")
+        fh.flush()
+        fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def record_proof(run_dir: Path, proof: Proof) -> None:
+    """Put one proof on the run's record (``proofs.jsonl``), held or not."""
+    _append_line(run_dir / PROOFS_FILE, json.dumps({"property": proof.property, "nodeid": proof.nodeid,
+                                                    "held": proof.held, "detail": proof.detail}, ensure_ascii=False))
+
+
+def proofs_of(run_dir: Path, prop: str) -> list[Proof]:
+    """Every proof of ``prop`` on the run's record so far, in the order they were made."""
+    path = run_dir / PROOFS_FILE
+    if not path.is_file():
+        return []
+    out = []
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(raw)
+        except ValueError:
+            continue
+        if row.get("property") == prop:
+            out.append(Proof(prop, str(row["nodeid"]), bool(row["held"]), str(row.get("detail", ""))))
+    return out
