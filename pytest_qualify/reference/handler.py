@@ -24,6 +24,7 @@ from pytest_qualify.reference.http_serving import serve_http
 from pytest_qualify.reference import serving
 from pytest_qualify.reference.state import ReferenceState
 from pytest_qualify.request_key import request_key
+from pytest_qualify.tasks.parsers import served
 from pytest_qualify.reference.validation import (
     hostile_class, overwindow, parse_json_body, validate_budget, validate_chat,
 )
@@ -308,8 +309,11 @@ class Handler(BaseHTTPRequestHandler):
                      tokens=tokenizer.count(piece))
         # late: deltas held back until after the finish chunk (stream_after_finish)
         pieces, late = faults.content_pieces(shaping.pieces(content or ""), content or "", bool(calls))
-        if st.stream_whole and pieces and not calls and not late and faults.finish_chunks() == 1:
-            # vLLM 0.32.0 with a tool parser on: the parser holds the text, which comes whole with the finish.
+        # vLLM's qwen3_coder parser holds whitespace-only text to the finish (engines.toml); with
+        # stream_whole (vLLM 0.32.0 as first measured) it holds any text.
+        held = pieces and not "".join(pieces).strip() and served(st.profile.serve.args).tool_parser is not None
+        if (st.stream_whole or held) and pieces and not calls and not late and faults.finish_chunks() == 1:
+            # The parser holds the text, which comes whole with the finish.
             pause(len(pieces) * shaping.CONTENT_PIECE_TOKENS)
             record()
             send([{"index": 0, "delta": {"content": "".join(pieces)}, "finish_reason": finish}])

@@ -1,0 +1,213 @@
+"""Forced answers: a request that carries its own one-text ``structured_outputs`` constraint gets
+that text as the model's output, read back by the served parsers as vLLM reads it.
+
+vLLM generates only what the constraint allows; the reference server generates exactly the one
+text a ``choice`` of one item or an escaped ``regex`` allows (``tasks/parsers.forced_text``), then
+hands it to its emulation of the recipe's parsers (its ``--tool-call-parser`` and
+``--reasoning-parser``), following vLLM 0.32's parser engine (``vllm/parser/qwen3.py``,
+``parser_engine.py``): with thinking on, the text up to ``</think>`` (or up to a ``<tool_call>``,
+the implicit end) is reasoning; ``<tool_call>`` blocks are calls whose ``<parameter=…>`` values lose
+one wrapping line break each side and are read by the tool schema's type
+(``coerce_to_schema_type``: null, integer, number, boolean, object, array, string, in that order);
+the text around the calls is the content, stripped of its surrounding whitespace when a call was
+made. The hermes syntax's blocks are JSON. The stream's chunking follows the handler (content held
+when it is whitespace alone, as vLLM's qwen3_coder parser holds it).
+
+The parsers module's fault: ``parser_shift_argument`` changes one argument of the calls in one
+forced tool-call answer of every 1,000 (the 1,000th, 2,000th, ... this server reads).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Reply
+from pytest_qualify.tasks.parsers import SYNTAX_OF_PARSER, forced_text, served
+
+PRIORITY = 5
+FAULTS = {"parser_shift_argument": "one argument of the forced tool calls comes back changed in 1 forced "
+                                   "tool-call answer of 1,000 (the 1,000th, 2,000th, ... the server reads)"}
+SHIFT_PERIOD = 1000
+
+_TOOL_BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
+_FUNCTION = re.compile(r"<function=([^>]*)>(.*?)(?:</function>|$)", re.DOTALL)
+_PARAM = re.compile(r"<\s*parameter\s*=\s*([^>]*)>(.*?)(?:<\s*/\s*parameter\s*>|(?=<\s*parameter\s*=))", re.DOTALL)
+
+
+def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:
+    constraint = req.body.get("structured_outputs")
+    if not isinstance(constraint, Mapping):
+        return None
+    text = forced_text(constraint)
+    if text is None:
+        return None
+    parsers = served(ctx.profile.serve.args)
+    syntax = SYNTAX_OF_PARSER.get(parsers.tool_parser or "") if req.tools and req.body.get("tool_choice") != "none" else None
+    reasoning, content, calls = parse(text, syntax=syntax, reasoning_parser=parsers.reasoning_parser,
+                                      thinking=_thinking(req, ctx), tools=req.tools)
+    if calls and "parser_shift_argument" in ctx.faults and ctx.occurrence("parser-forced-calls") % SHIFT_PERIOD == 0:
+        ctx.faults.engage("parser_shift_argument")
+        name, args = calls[0]
+        calls = [(name, shift(args)), *calls[1:]]
+        return Reply(content=content, tool_calls=calls, reasoning=reasoning, faults=("parser_shift_argument",))
+    return Reply(content=content, tool_calls=calls, reasoning=reasoning)
+
+
+def _thinking(req: ChatRequest, ctx: OracleContext) -> bool:
+    kwargs = req.body.get("chat_template_kwargs") or {}
+    if "enable_thinking" in kwargs:
+        return bool(kwargs["enable_thinking"])
+    return ctx.profile.thinking.enabled
+
+
+def parse(text: str, *, syntax: str | None, reasoning_parser: str | None, thinking: bool,
+          tools: Sequence[Mapping[str, Any]]) -> tuple[str | None, str | None, list[tuple[str, Any]]]:
+    """(reasoning, content, calls) as vLLM's parsers read a non-streamed output."""
+    reasoning = None
+    rest = text
+    if reasoning_parser and thinking:
+        body = rest[len("<think>"):] if rest.startswith("<think>") else rest
+        end = body.find("</think>")
+        implicit = body.find("<tool_call>") if syntax else -1
+        if end >= 0 and (implicit < 0 or end < implicit):
+            reasoning, rest = body[:end], body[end + len("</think>"):]
+        elif implicit >= 0:
+            reasoning, rest = body[:implicit], body[implicit:]
+        else:
+            reasoning, rest = body, ""
+        reasoning = reasoning or None
+    elif reasoning_parser:
+        rest = rest.replace("</think>", "")  # a stray end marker is dropped where thinking is off
+    if syntax is None or "<tool_call>" not in rest:
+        return reasoning, rest or None, []
+    calls: list[tuple[str, Any]] = []
+    content_parts = [rest[:rest.find("<tool_call>")]]
+    last = 0
+    for block in _TOOL_BLOCK.finditer(rest):
+        if last:
+            content_parts.append(rest[last:block.start()])
+        last = block.end()
+        inner = block.group(1)
+        call = _qwen3_call(inner, tools) if syntax == "qwen3_coder" else _hermes_call(inner)
+        if call is not None:
+            calls.append(call)
+    content_parts.append(rest[last:] if last else "")
+    content = "".join(content_parts)
+    if calls:
+        content = content.strip()
+    return reasoning, content or None, calls
+
+
+def _hermes_call(inner: str) -> tuple[str, Any] | None:
+    try:
+        parsed = json.loads(inner.strip())
+    except ValueError:
+        return None
+    if not isinstance(parsed, dict) or "name" not in parsed:
+        return None
+    return str(parsed["name"]), parsed.get("arguments", {})
+
+
+def _properties(tools: Sequence[Mapping[str, Any]], name: str) -> Mapping[str, Any]:
+    for tool in tools:
+        function = tool.get("function") or {}
+        if function.get("name") == name:
+            return (function.get("parameters") or {}).get("properties") or {}
+    return {}
+
+
+def _qwen3_call(inner: str, tools: Sequence[Mapping[str, Any]]) -> tuple[str, Any] | None:
+    match = _FUNCTION.search(inner)
+    if match is None:
+        return None
+    name = match.group(1).strip()
+    props = _properties(tools, name)
+    args: dict[str, Any] = {}
+    for param in _PARAM.finditer(match.group(2)):
+        value = param.group(2)
+        if value.startswith("\n"):
+            value = value[1:]
+        if value.endswith("\n"):
+            value = value[:-1]
+        key = param.group(1)
+        schema = props.get(key)
+        args[key] = coerce(value, schema) if isinstance(schema, Mapping) else value
+    return name, args
+
+
+def _types(schema: Mapping[str, Any]) -> list[str]:
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return [str(k) for k in kind]
+    if isinstance(kind, str):
+        return [kind]
+    if "enum" in schema:
+        return ["string"]
+    if "properties" in schema:
+        return ["object"]
+    if "items" in schema:
+        return ["array"]
+    return ["string"]
+
+
+def coerce(value: str, schema: Mapping[str, Any]) -> Any:
+    """vLLM's ``coerce_to_schema_type``: the first of null, integer, number, boolean, object, array,
+    string that the schema allows and the text reads as; the text itself when none does."""
+    types = {t.strip().lower() for t in _types(schema)}
+    for kind in ("null", "integer", "number", "boolean", "object", "array", "string"):
+        if kind not in types:
+            continue
+        if kind == "null" and value.lower() == "null":
+            return None
+        if kind == "string":
+            return value
+        if kind == "integer":
+            try:
+                return int(value)
+            except ValueError:
+                continue
+        if kind == "number":
+            try:
+                number = float(value)
+            except ValueError:
+                continue
+            if not math.isfinite(number):
+                continue
+            return number if number != int(number) else int(number)
+        if kind == "boolean":
+            lower = value.lower().strip()
+            if lower in ("true", "1"):
+                return True
+            if lower in ("false", "0"):
+                return False
+            continue
+        if kind in ("object", "array"):
+            try:
+                parsed = json.loads(value)
+            except ValueError:
+                continue
+            if isinstance(parsed, dict if kind == "object" else list):
+                return parsed
+    return value
+
+
+def shift(args: Any) -> Any:
+    """The arguments with one value changed (the first scalar met, depth first), whatever its type."""
+    if isinstance(args, dict):
+        if not args:
+            return {"shifted": 1}
+        key = next(iter(args))
+        return {**args, key: shift(args[key])}
+    if isinstance(args, list):
+        return [shift(args[0]), *args[1:]] if args else [1]
+    if isinstance(args, bool):
+        return not args
+    if isinstance(args, (int, float)):
+        return args + 1
+    if isinstance(args, str):
+        return args + "x"
+    return "x"

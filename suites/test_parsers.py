@@ -1,0 +1,130 @@
+"""Protocol module — the deployment's own parsers, proven by forced decoding.
+
+Each case of the stored corpus (``fixtures/parsers/corpus.jsonl``: tool calls of every JSON type
+and nesting, parallel calls, calls after content and after reasoning, reasoning splits, content a
+parser may hold back) is written as the model writes it in the served syntax and forced with the
+engine's own structured outputs (``tasks/parsers.py``), then asked plain and streamed. Both must
+come back exactly as forced (``graders/parsers.py``): the same calls with JSON-equal arguments,
+``finish_reason`` ``tool_calls``, the reasoning in its field, no markup left in the content; the
+stream must reassemble to the plain answer, and a long call's arguments must arrive in more than
+one delta. Every deviation fails the item, naming the parser, the engine version and the case; each
+case's outcome, how its content was chunked and, for a deviation, the request to replay it go to
+``parsers-cases.jsonl``.
+
+The full stage asks a sample (``tasks/parsers.SAMPLE_PER_KIND``); ``--qualify-stage parsers`` asks
+the whole corpus. Cases the deployment cannot be made to emit are not asked, and the item says so:
+reasoning splits where the server does not constrain the reasoning section (vLLM's
+``--structured-outputs-config '{"enable_in_reasoning": true}'``) or thinking cannot be switched on.
+One repetition only: the forced text is the same every time, and the corpus is the repetition.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_qualify.checks import fail, held
+from pytest_qualify.graders.parsers import Expected, Seen, figures, grade_case
+from pytest_qualify.hooks import state_of
+from pytest_qualify.tasks import parsers
+
+pytestmark = [pytest.mark.qualify_module("parsers"), pytest.mark.qualify_repeat(1)]
+
+STAGE = "parsers"
+SHARD_CASES = 100
+
+
+def _plan(profile) -> parsers.Plan:  # type: ignore[no-untyped-def]
+    return parsers.plan(profile.serve.args, profile.thinking.enabled, profile.thinking.overridable)
+
+
+def _cases(config: pytest.Config) -> tuple[parsers.ParserCase, ...]:
+    """The stage's cases (the whole corpus in the parsers stage, else the sample) that this
+    deployment can be made to emit; the others are named on every item (``parser_cases_left_out``)."""
+    state = state_of(config)
+    if state is None:
+        return ()
+    stage = state.stage_run.stage.name if state.stage_run is not None else None
+    cases = parsers.corpus() if stage == STAGE else parsers.sample(parsers.corpus())
+    plan = _plan(state.profile)
+    return tuple(case for case in cases if plan.runs(case))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "shard" in metafunc.fixturenames:
+        # No case to force is one empty group: its item fails saying why, never a module with no item.
+        groups = parsers.shards(_cases(metafunc.config), SHARD_CASES) or ((),)
+        metafunc.parametrize("shard", groups, ids=[f"{g[0].id}..{g[-1].id}" if g else "none" for g in groups])
+
+
+_MARKERS: dict[str, dict[str, int]] = {}
+
+
+def _marker_ids(client) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    """The markers the tokenizer holds as one token each (``/tokenize`` without special tokens)."""
+    if client.model not in _MARKERS:
+        found = {}
+        for marker in parsers.MARKERS:
+            ids = client.post_json("/tokenize", {"model": client.model, "prompt": marker,
+                                                 "add_special_tokens": False}).get("tokens") or []
+            if len(ids) == 1:
+                found[marker] = int(ids[0])
+        _MARKERS[client.model] = found
+    return _MARKERS[client.model]
+
+
+def _token_ids(answer) -> list[int] | None:  # type: ignore[no-untyped-def]
+    choice = ((answer.raw or {}).get("choices") or [{}])[0]
+    ids = choice.get("token_ids")
+    return list(ids) if isinstance(ids, list) else None
+
+
+def test_forced_cases(shard, qualify_ask, qualify_client, qualify_profile, qualify_run, qualify_record, request):
+    profile = qualify_profile
+    plan = _plan(profile)
+    engine = (qualify_run.server_info.version if qualify_run.server_info is not None else None) or "unknown"
+    label = f"{plan.served.label()}, engine {engine}"
+    asked = list(shard)
+    left_out = "; ".join(plan.left_out) or "none"
+    if not asked:
+        fail(f"parsers ({label})", f"no case can be forced on this deployment: {left_out}")
+    qualify_record.props(parsers=label, parser_cases_left_out=left_out, parser_shard=f"{shard[0].id}..{shard[-1].id}")
+    where = f"parsers {shard[0].kind} {shard[0].id}..{shard[-1].id} ({label})"
+    markers = _marker_ids(qualify_client)
+    tools = parsers.corpus_tools()
+    outcomes, deviations, unforced = [], [], []
+    for case in asked:
+        body = parsers.forced_body(case, plan.served.syntax, tools, markers, thinking_off=plan.thinking_off)
+        messages = body.pop("messages")
+        text = parsers.model_text(case, plan.served.syntax)
+        plain = qualify_ask(messages, check_finish=False, salt_suffix=f"-{case.id}-plain", **body)
+        streamed_body = {k: v for k, v in body.items() if k != "return_token_ids"}
+        streamed = qualify_ask(messages, check_finish=False, stream=True, salt_suffix=f"-{case.id}-stream",
+                               **streamed_body)
+        expected = Expected(tuple((c.name, c.arguments) for c in case.calls), case.content, case.reasoning)
+        outcome = grade_case(case.id, expected, Seen.of(plain), Seen.of(streamed))
+        tokens = parsers.markers_as_tokens(_token_ids(plain), text, markers) if markers else None
+        line = {"test": request.node.nodeid, "parsers": label, "kind": case.kind, "note": case.note,
+                **outcome.as_dict(), "markers_as_tokens": tokens}
+        if not outcome.exact or outcome.parity is not None or outcome.incremental is False:
+            line["replay"] = {"method": "POST", "path": "/v1/chat/completions",
+                              "body": {"model": profile.deployment.served_name, "messages": messages,
+                                       "temperature": 0, "seed": 1, **body}}
+            if tokens is not None and _token_ids(plain) is not None:
+                # The engine spelt a marker in other tokens: the forcing, not the parser, is measured.
+                unforced.append(f"{case.id}: {tokens}")
+            else:
+                deviations.append(f"{case.id} ({case.note}): {'; '.join(outcome.deviations)}")
+        parsers.append_outcome(qualify_run.run_dir, line)
+        outcomes.append(outcome)
+    figs = figures(outcomes)
+    qualify_record.props(**{f"parser_{k}": v for k, v in figs.as_dict().items()},
+                         parser_unforced=len(unforced))
+    if deviations:
+        fail(where, f"{len(deviations)} of {len(asked)} forced cases did not come back exactly "
+                    f"(replay: {qualify_run.run_dir / parsers.OUTCOMES_FILE}); " + " | ".join(deviations[:5]))
+    if unforced:
+        fail(where, f"{len(unforced)} of {len(asked)} cases were not generated as the model's own marker tokens, "
+                    f"so they measured the forcing, not the parser: " + " | ".join(unforced[:3]))
+    held(where, f"{figs.exact} of {figs.cases} forced cases came back exactly, plain and streamed "
+                f"(parity {figs.parity}, incremental {figs.incremental} of {figs.incremental_of}, "
+                f"content held to the finish in {figs.held})")
