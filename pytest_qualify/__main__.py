@@ -4,7 +4,9 @@ schema before it is kept. ``python -m pytest_qualify report BUNDLE_DIR``: the bu
 ``report.html`` rebuilt from its ``summary.json``, ``transcripts.jsonl`` and plot.
 ``python -m pytest_qualify compare A_BUNDLE... --vs B_BUNDLE... --out DIR``: two deployments compared
 figure by figure across server boots; ``python -m pytest_qualify ab A.toml B.toml --boots N --out DIR``:
-the interleaved boots of an A/B campaign, then that comparison (``compare/``)."""
+the interleaved boots of an A/B campaign, then that comparison (``compare/``).
+``python -m pytest_qualify fleet --qualify PROFILE --router URL ... --out DIR``: every replica of a
+fleet behind a router qualified, and the fleet; ``fleet-merge``: one CI job per replica merged (``fleet/``)."""
 
 from __future__ import annotations
 
@@ -109,8 +111,12 @@ def main(argv: list[str] | None = None) -> int:
     from pytest_qualify.compare.cli import ab_main, add_parsers, compare_main
 
     add_parsers(sub)
+    from pytest_qualify.fleet.cli import add_parsers as add_fleet_parsers, fleet_main, merge_main
+
+    add_fleet_parsers(sub)
     args = parser.parse_args(argv)
-    commands = {"report": _report, "init": _init, "compare": compare_main, "ab": ab_main}
+    commands = {"report": _report, "init": _init, "compare": compare_main, "ab": ab_main, "fleet": fleet_main,
+                "fleet-merge": merge_main}
     return commands[args.command](args)
 
 

@@ -25,7 +25,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("pure rooms", ("graders", "tasks", "client", "gate")),
     ("engines", ("reference", "server", "run")),
     ("evidence writers", ("evidence",)),
-    ("self-test and comparisons", ("selftest", "compare")),
+    ("self-test and comparisons", ("selftest", "compare", "fleet")),
     ("pytest side and entry points", ("checks", "hooks", "plugin", "init_profile", "__main__")),
 )
 FLOOR_OF = {room: i for i, (_, rooms) in enumerate(FLOORS) for room in rooms}
