@@ -71,8 +71,10 @@ class RunSteps:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         # Before the terminal reporter's header (trylast): an attached endpoint is only read, and
-        # what it says it is (SIMULATED) belongs in the header.
-        if not session.config.option.collectonly and self.state.settings.mode == Mode.ATTACH:
+        # what it says it is (SIMULATED) belongs in the header. Not with waivers: the collection may
+        # refuse them (a usage error), and a refused run asks the endpoint nothing.
+        if not session.config.option.collectonly and self.state.settings.mode == Mode.ATTACH \
+                and self.ev.waivers is None:
             self._start()
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
