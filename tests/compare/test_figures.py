@@ -81,6 +81,8 @@ def test_a_packaged_pair_gates_one_figure_per_property_that_its_timing_stage_pro
     assert int(ttft.split(".")[1][1:]) in a.sweep.prompt_tokens
     # Enough samples per boot: medians over several probes or samples, and probes long enough to time.
     assert a.sweep.samples >= 5 and a.load.probes_per_level >= 6 and a.load.probe_tokens >= 64
+    # The sweep's decode probe runs too (an empty parameter set would be a skipped item, a failed boot).
+    assert a.sweep.decode_prompt_tokens and a.sweep.decode_tokens >= 64 and a.sweep.decode_samples >= 3
     for p in (a, b):
         assert unproducible_gates(p.ab.figures, p) == []
         assert not any(f.startswith("lane.") and f.endswith("decode_tok_s") for f in timing_figures(p))
