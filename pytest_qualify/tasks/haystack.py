@@ -345,6 +345,12 @@ class UnitRate:
         else:
             self.tokens_per_unit, self.overhead = tokens / units, 0.0
 
+    @property
+    def spanned_units(self) -> int:
+        """Units between the smallest and the largest prompt learned from (0: fewer than two): how
+        far apart the points of the fitted line are."""
+        return self._points[-1][0] - self._points[0][0] if len(self._points) > 1 else 0
+
     def guess(self, target: int) -> int | None:
         if not self.tokens_per_unit or self.tokens_per_unit <= 0:
             return None

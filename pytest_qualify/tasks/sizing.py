@@ -17,8 +17,17 @@ text each time, but the same *kind* of prompt: once one of its kind has been siz
 next is computed from the learned rate and sent with no ``/tokenize`` call, and the answer's own
 ``usage.prompt_tokens`` (exact: the server's count of the very request) proves it
 (:meth:`Sizer.confirm`); a computed size its answer refutes is searched by count again, and its kind
-is never computed again in this process. The window bracket is not computed: a refused prompt has
-no usage, so its edges are counted (once per run).
+is never computed again in this process.
+
+The first prompt of a kind is not searched either: the sizer calibrates its tokens per filler unit
+once per run on one small prompt (a haystack of ``CALIBRATION_UNITS`` pieces and its empty frame:
+two ``/tokenize`` calls of a few thousand tokens, where a search of a 240K-token lane costs a
+second of the API server's CPU a call) and computes the prompt from it, for its answer to prove in
+the same way; where the answer refutes it, it is searched by count, and its kind is computed from
+that count after (:meth:`Sizer.confirm`). The window bracket's fitting prompt must be exact: it is
+computed from the calibration and its own frame's count, and proven by its answer's
+``usage.prompt_tokens`` (``suites/test_window.py``); the over-window edge has no usage, so it is
+counted (once per run) unless the refusal states the prompt's exact size (:func:`refusal_tokens`).
 
 Both records go to ``sizing.jsonl`` in the run folder as well (one line each, written whole under
 a lock), so xdist workers share them: a sizing one worker finished is the sizing every worker
@@ -32,15 +41,57 @@ import dataclasses
 import fcntl
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pytest_qualify.tasks.haystack import (
-    Haystack, HaystackPlan, Messages, Sized, UnitRate, pad_messages, size_lane,
+    Haystack, HaystackPlan, Messages, Sized, UnitRate, pad_messages, plan_haystack, size_lane,
 )
 
 SIZING_FILE = "sizing.jsonl"
+# The calibration prompt: filler pieces enough for the rate's sampling error to stay well inside a
+# lane's tolerance, few enough that counting it costs the server next to nothing.
+CALIBRATION_UNITS = 8192
+CALIBRATION_SEED = "sizing calibration"
+
+
+@dataclasses.dataclass(frozen=True)
+class Calibration:
+    """The server's tokens per filler unit, measured once per run: the calibration haystack's empty
+    frame (``frame_tokens``: system line, template, question) and the same haystack with ``units``
+    filler pieces (``tokens``)."""
+
+    units: int
+    frame_tokens: int
+    tokens: int
+
+    @property
+    def tokens_per_unit(self) -> float:
+        return (self.tokens - self.frame_tokens) / self.units
+
+
+# vLLM's over-window refusal, by release (docs/real-vllm.md, engines.toml): a count that is the
+# prompt's own size, and one that is only a lower bound ("at least": 0.26.0 counts window − max_tokens
+# + 1, 0.32.0 window + 1, whatever the prompt's size).
+_EXACT_REFUSAL = (
+    re.compile(r"you requested \d[\d,]* tokens \((?P<n>\d[\d,]*) in the messages"),
+    re.compile(r"(?:your|the) (?:request|prompt) (?:has|contains) (?P<n>\d[\d,]*) input tokens"),
+    re.compile(r"decoder prompt \(length (?P<n>\d[\d,]*)\)"),
+)
+_LOWER_BOUND_REFUSAL = re.compile(r"at least (?P<n>\d[\d,]*) input tokens")
+
+
+def refusal_tokens(message: str) -> tuple[int, bool] | None:
+    """The prompt's size as an over-window refusal states it, and whether it is exact (False: a lower
+    bound only, vLLM's "at least N input tokens"); None when the message states none."""
+    for pattern in _EXACT_REFUSAL:
+        found = pattern.search(message)
+        if found:
+            return int(found.group("n").replace(",", "")), True
+    found = _LOWER_BOUND_REFUSAL.search(message)
+    return (int(found.group("n").replace(",", "")), False) if found else None
 
 
 def prompt_digest(messages: Messages, **extra: Any) -> str:
@@ -62,8 +113,12 @@ class Sizer:
     what it (or another worker) had already counted. ``store``: the run folder's shared file, or
     None to keep everything in this process."""
 
-    def __init__(self, count: Callable[[Messages], int], tokenizer: str, store: Path | None = None) -> None:
+    def __init__(self, count: Callable[[Messages], int], tokenizer: str, store: Path | None = None,
+                 calibration_units: int | None = CALIBRATION_UNITS) -> None:
         self._count = count
+        # None: no calibration, the first prompt of a kind is searched by count.
+        self.calibration_units = calibration_units
+        self.calibration: Calibration | None = None
         self.tokenizer = tokenizer
         self.store = store
         self.rate = UnitRate()
@@ -73,6 +128,7 @@ class Sizer:
         self._sized: dict[str, dict[str, Any]] = {}
         self._read_to = 0  # bytes of the store already read
         self._kind_of: dict[str, str] = {}  # a computed prompt's digest -> its kind
+        self._from_calibration: set[str] = set()  # digests computed from the calibration, not an anchor
         self._refuted: set[str] = set()  # kinds whose computed size an answer refuted
 
     def __repr__(self) -> str:
@@ -130,27 +186,31 @@ class Sizer:
         return Sized(units, tokens, self.calls - before, messages, target, pad=pad)
 
     def about(self, key: str, kind: str, build: Callable[[int], Messages], target: int, search: Callable[[], Sized],
-              *, counted: bool = False) -> Sized:
+              *, counted: bool = False, own_frame: bool = False) -> Sized:
         """A prompt of about ``target`` tokens that an answer's ``usage.prompt_tokens`` will prove,
-        named ``key`` (:meth:`sized`). The first of its ``kind`` (what is sized whatever the seed:
-        ``"lane 32768±256"``) in the run is searched by count (``search``); every later one is
-        computed from the learned rate: built and returned with no ``/tokenize`` call,
-        ``counted=False``, for :meth:`confirm` to prove. ``counted``: search by count all the same
-        (a computed size its answer refuted)."""
+        named ``key`` (:meth:`sized`). Once one of its ``kind`` (what is sized whatever the seed:
+        ``"lane 32768±256"``) was counted in the run, it is computed from that count and the learned
+        rate; before, from the run's calibration (:meth:`calibrate`): built and returned with no
+        ``/tokenize`` call of its size, ``counted=False``, for :meth:`confirm` to prove. Without a
+        calibration it is searched by count (``search``). ``own_frame``: the prompt must be exact,
+        so its own empty frame (``build(0)``, a few hundred tokens) is counted for its overhead.
+        ``counted``: search by count all the same (a computed size its answer refuted)."""
         if counted:
             return self.sized(f"{key} counted", search, build, kind)
 
         def size() -> Sized:
-            computed = self._compute(kind, build, target)
+            computed = self._compute(kind, build, target) or self._calibrated(kind, build, target, own_frame)
             return search() if computed is None else computed
 
         return self.sized(key, size, build, kind)
 
-    def confirm(self, sized: Sized, prompt_tokens: int | None, tolerance: int) -> bool:
+    def confirm(self, sized: Sized, prompt_tokens: int | None, tolerance: int, *, below_only: bool = False) -> bool:
         """The answer's own count of a computed prompt (``usage.prompt_tokens``): recorded as the
         prompt's count and learned by the rate. False when it refutes the computed size (off the
-        target by more than ``tolerance``): the caller sizes by count and asks again, and this
-        kind is not computed again. A counted prompt, or an answer without usage, refutes nothing."""
+        target by more than ``tolerance``; ``below_only``: above the target, or more than
+        ``tolerance`` below it): the caller sizes by count and asks again, and this kind is not
+        computed again from its anchor (one computed from the calibration is computed from the
+        count it then gets). A counted prompt, or an answer without usage, refutes nothing."""
         if sized.counted or prompt_tokens is None:
             return True
         digest = prompt_digest(sized.messages)
@@ -160,10 +220,16 @@ class Sizer:
                           "from": "usage.prompt_tokens"})
         if sized.pad == 0:
             self.rate.learn(sized.units, int(prompt_tokens))
-        if abs(int(prompt_tokens) - sized.target) <= tolerance:
-            return True
+        off = int(prompt_tokens) - sized.target
         kind = self._kind_of.get(digest)
-        if kind:
+        if (-tolerance <= off <= 0) if below_only else abs(off) <= tolerance:
+            if kind and digest in self._from_calibration and sized.pad == 0:
+                # Proven: the kind's anchor from now on, as a counted sizing would be.
+                self._remember(f"{kind} proven {digest[:16]}", {"units": sized.units, "pad": 0,
+                                                                "tokens": int(prompt_tokens), "target": sized.target,
+                                                                "kind": kind, "proven_by": "usage.prompt_tokens"})
+            return True
+        if kind and digest not in self._from_calibration:
             self._refuted.add(kind)
         return False
 
@@ -184,6 +250,47 @@ class Sizer:
         tokens = round(int(anchor["tokens"]) + slope * (units - int(anchor["units"])))
         return Sized(units, tokens, 0, messages, target, counted=False)
 
+    def calibrate(self) -> Calibration | None:
+        """The run's calibration (one per run, shared by xdist workers through the store): the
+        calibration haystack's frame and ``calibration_units`` pieces of it, counted. None where the
+        sizer calibrates nothing."""
+        if self.calibration_units is None:
+            return None
+        if self.calibration is None:
+            self._load()
+        if self.calibration is None:
+            build = Haystack(plan_haystack(CALIBRATION_SEED, 0.5)).build
+            units = self.calibration_units
+            frame, tokens = self.count(build(0)), self.count(build(units))
+            if tokens <= frame:
+                return None  # a tokenizer that counts no filler: nothing to compute from
+            found = Calibration(units, frame, tokens)
+            self._append({"tokenizer": self.tokenizer, "calibration": dataclasses.asdict(found)})
+            self._load()
+            self.calibration = self.calibration or found
+            self.rate.learn(units, tokens)  # a whole prompt's count, as every other point of the rate
+        return self.calibration
+
+    def _calibrated(self, kind: str, build: Callable[[int], Messages], target: int, own_frame: bool) -> Sized | None:
+        """The first prompt of ``kind`` computed from the calibration's tokens per unit, over the
+        calibration's frame (the frames of two haystacks differ by a few tokens: a needle, a
+        question) or, ``own_frame``, over this prompt's own frame, counted."""
+        calibration = self.calibrate()
+        if calibration is None or kind in self._refuted:
+            return None
+        slope, frame = calibration.tokens_per_unit, calibration.frame_tokens
+        if self.rate.tokens_per_unit and self.rate.spanned_units > calibration.units:
+            # Proven prompts larger than the calibration: the line through them samples more filler.
+            slope, frame = self.rate.tokens_per_unit, round(self.rate.overhead)
+        if own_frame:
+            frame = self.count(build(0))
+        units = max(1, round((target - frame) / slope))
+        messages = build(units)
+        digest = prompt_digest(messages)
+        self._kind_of[digest] = kind
+        self._from_calibration.add(digest)
+        return Sized(units, frame + round(slope * units), 0, messages, target, counted=False)
+
     def lane(self, plan: HaystackPlan, prompt_tokens: int, tolerance: int, *, counted: bool = False) -> Sized:
         """A context lane's prompt (``haystack.size_lane``), sized once per run: the integrity
         module's rebuild of a lane gets the very messages the lane was timed with. A lane of a
@@ -193,6 +300,10 @@ class Sizer:
                           Haystack(plan).build, prompt_tokens,
                           lambda: size_lane(plan, self.count, prompt_tokens, tolerance, rate=self.rate),
                           counted=counted)
+
+    def recorded(self, key: str) -> bool:
+        """Whether the sizing named ``key`` is on record (in this process or the run's file)."""
+        return self._recall(key) is not None
 
     # -- the shared file ---------------------------------------------------------------------------
 
@@ -249,7 +360,11 @@ class Sizer:
                 continue
             if line.get("tokenizer") != self.tokenizer:
                 continue
-            if "prompt" in line:
+            if "calibration" in line:
+                if self.calibration is None:
+                    self.calibration = Calibration(**line["calibration"])
+                    self.rate.learn(self.calibration.units, self.calibration.tokens)
+            elif "prompt" in line:
                 self._counts.setdefault(line["prompt"], int(line["tokens"]))
             elif "sizing" in line:
                 self._sized.setdefault(line["sizing"], line)

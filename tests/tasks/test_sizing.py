@@ -8,9 +8,13 @@ import json
 import re
 import zlib
 
+import pytest
+
 from pytest_qualify.reference import tokenizer
 from pytest_qualify.tasks.haystack import Haystack, UnitRate, haystack_seed, lane_plan, pad_to_tokens, plan_haystack, size_lane
-from pytest_qualify.tasks.sizing import SIZING_FILE, Sizer, prompt_digest, tokenizer_identity
+from pytest_qualify.tasks.sizing import (
+    CALIBRATION_UNITS, SIZING_FILE, Sizer, prompt_digest, refusal_tokens, tokenizer_identity,
+)
 
 
 class Counter:
@@ -112,7 +116,7 @@ def _lanes(sizer, repetition):
 
 def test_a_lane_counted_in_repetition_1_is_computed_in_repetition_2_and_proven_by_usage(tmp_path):
     count = Counter(per_word=bpe_like)
-    sizer = Sizer(count, ID, tmp_path / SIZING_FILE)
+    sizer = Sizer(count, ID, tmp_path / SIZING_FILE, calibration_units=None)  # the first of a kind searched
     first = _lanes(sizer, 1)
     assert all(s.counted and s.calls >= 1 for s in first.values()) and count.calls == sizer.calls
     calls = count.calls
@@ -131,7 +135,7 @@ def test_a_lane_counted_in_repetition_1_is_computed_in_repetition_2_and_proven_b
     assert (rebuilt.messages, rebuilt.tokens, rebuilt.counted, rebuilt.calls) == (second["32K"].messages, usage, True, 0)
     # Another worker of the run reads the calibration, the computed sizing and its proof from the file.
     other_count = Counter(per_word=bpe_like)
-    other = Sizer(other_count, ID, tmp_path / SIZING_FILE)
+    other = Sizer(other_count, ID, tmp_path / SIZING_FILE, calibration_units=None)
     assert other.lane(plan, 32_768, 256).messages == second["32K"].messages
     third = _lanes(other, 3)
     assert other_count.calls == 0 and not any(s.counted for s in third.values())
@@ -140,7 +144,7 @@ def test_a_lane_counted_in_repetition_1_is_computed_in_repetition_2_and_proven_b
 
 def test_a_computed_size_its_answer_refutes_is_counted_and_its_kind_never_computed_again():
     count = Counter(per_word=bpe_like)
-    sizer = Sizer(count, ID)
+    sizer = Sizer(count, ID, calibration_units=None)
     _lanes(sizer, 1)
     plan = lane_plan("run", list(LANES), "8K", 2)
     computed = sizer.lane(plan, 8_192, 256)
@@ -167,3 +171,81 @@ def test_a_window_edge_is_never_computed():
         build = Haystack(plan).build
         sized = sizer.sized(f"window {label}", lambda: size_lane(plan, sizer.count, 4_000, 2, rate=sizer.rate), build)
         assert sized.counted and sized.calls >= 1 and count.calls >= n + 1
+
+
+# -- the calibration: repetition 1 computes its prompts too ---------------------------------------------
+
+
+def test_repetition_1_computes_every_lane_from_one_small_calibration_and_its_answers_prove_them(tmp_path):
+    count = Counter(per_word=bpe_like)
+    sizer = Sizer(count, ID, tmp_path / SIZING_FILE)
+    first = _lanes(sizer, 1)
+    # Two /tokenize calls in all, both small: the calibration haystack's frame and its pieces.
+    assert count.calls == sizer.calls == 2 and sizer.calibration is not None
+    assert sizer.calibration.units == CALIBRATION_UNITS and not any(s.counted for s in first.values())
+    for name, sized in first.items():
+        usage = Counter(per_word=bpe_like)(sized.messages)  # the chat answer's usage.prompt_tokens
+        assert abs(usage - LANES[name]) <= 256, (name, usage, sized.tokens)
+        assert sizer.confirm(sized, usage, 256)
+    # Proven, each is its kind's anchor: repetition 2 is computed from it, still no call.
+    second = _lanes(sizer, 2)
+    assert count.calls == 2 and not any(s.counted for s in second.values())
+    for name, sized in second.items():
+        assert abs(Counter(per_word=bpe_like)(sized.messages) - LANES[name]) <= 256
+    # Another worker reads the calibration from the run's file: no call of its own.
+    other_count = Counter(per_word=bpe_like)
+    other = Sizer(other_count, ID, tmp_path / SIZING_FILE)
+    assert other.calibrate() == sizer.calibration and other_count.calls == 0
+
+
+def test_a_calibrated_size_its_answer_refutes_is_counted_and_its_kind_computed_from_that_count():
+    count = Counter(per_word=bpe_like)
+    sizer = Sizer(count, ID)
+    plan = lane_plan("run", list(LANES), "8K", 1)
+    computed = sizer.lane(plan, 8_192, 256)
+    assert not computed.counted
+    assert not sizer.confirm(computed, 8_192 + 300, 256)  # the answer's count: off by more than the tolerance
+    recount = sizer.lane(plan, 8_192, 256, counted=True)
+    assert recount.counted and abs(recount.tokens - 8_192) <= 128
+    # The counted one anchors the kind: the next repetition is computed again, from it.
+    again = sizer.lane(lane_plan("run", list(LANES), "8K", 2), 8_192, 256)
+    assert not again.counted and again.calls == 0
+
+
+def test_an_exact_prompt_is_computed_over_its_own_frame_and_proven_below_only():
+    count = Counter()
+    sizer = Sizer(count, ID)
+    plan = plan_haystack(haystack_seed("run", "window", "fit"), 0.5, distractors=0)
+    build = Haystack(plan).build
+    sized = sizer.about("window fit", "window fit 3840", build, 3_840, lambda: 1 / 0, own_frame=True)
+    # The reference tokenizer counts a token a piece: calibration and frame make it exact, and the
+    # frame is its own (three small counts: the calibration's two and this frame).
+    assert not sized.counted and count.calls == 3 and tokenizer.count_chat(sized.messages) == 3_840
+    assert sizer.confirm(sized, 3_840, 2, below_only=True)
+    assert sizer.confirm(sized, 3_838, 2, below_only=True)
+    assert not sizer.confirm(sized, 3_841, 2, below_only=True)
+
+
+def test_a_sizer_without_calibration_searches_the_first_of_a_kind():
+    count = Counter()
+    sizer = Sizer(count, ID, calibration_units=None)
+    assert sizer.calibrate() is None
+    assert sizer.lane(lane_plan("run", ["1K"], "1K", 1), 1_024, 256).counted
+
+
+@pytest.mark.parametrize("message, expected", [
+    # vLLM 0.32.0 (and the reference server): a lower bound, window + 1 whatever the prompt's size
+    ("This model's maximum context length is 4096 tokens. However, your prompt contains at least 4097 input "
+     "tokens, which exceeds this limit even without any output tokens.", (4097, False)),
+    # vLLM 0.26.0: window − max_tokens + 1, a lower bound too
+    ("This model's maximum context length is 262144 tokens. However, you requested 256 output tokens and your "
+     "prompt contains at least 261889 input tokens, for a total of at least 262145 tokens.", (261889, False)),
+    # releases that state the prompt's own size
+    ("This model's maximum context length is 4096 tokens. However, you requested 4,353 tokens (4,097 in the "
+     "messages, 256 in the completion).", (4097, True)),
+    ("However, your request has 4097 input tokens.", (4097, True)),
+    ("The decoder prompt (length 4097) is longer than the maximum model length of 4096.", (4097, True)),
+    ("max_tokens must be at least 1, got 0.", None),
+])
+def test_the_refusal_states_the_prompts_size_or_a_lower_bound(message, expected):
+    assert refusal_tokens(message) == expected
