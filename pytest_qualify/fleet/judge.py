@@ -207,6 +207,9 @@ def _coverage(r: ReplicaRecord) -> tuple[Check, int]:
     if r.graded_counted is not None and r.graded_counted < g.tally.answered:
         return Check("coverage", FAIL, f"{g.tally.answered} graded answers came through, but {r.replica.id}'s /metrics "
                                        f"counted only {r.graded_counted:g} requests: the rest were served elsewhere"), 0
+    if r.graded_counted is not None:
+        return Check("coverage", PASS, f"{g.tally.answered} graded answers, asked only of {r.replica.id}, whose /metrics "
+                                       f"request count rose by {r.graded_counted:g} during its run"), g.tally.answered
     if r.attributed_by:
         return Check("coverage", PASS, f"{g.tally.answered} graded answers, asked only of {r.replica.id} "
                                        f"({r.attributed_by})"), g.tally.answered

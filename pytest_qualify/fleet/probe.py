@@ -161,7 +161,8 @@ def chat_probe(asker: Asker, served_name: str, channel: Channel, *, nonce: str |
 
 def success_counts(text: str | None, label: str | None = None) -> dict[str, float] | None:
     """``vllm:request_success`` summed over its samples: ``{"": total}``, or per value of ``label``
-    (vLLM's ``engine`` for its DP ranks). None when the text holds no such counter."""
+    (vLLM's ``engine`` for its DP ranks); empty when the text holds none yet (a server that has
+    answered nothing); None when there is no text to read."""
     if not text:
         return None
     from prometheus_client.parser import text_string_to_metric_families
@@ -176,7 +177,7 @@ def success_counts(text: str | None, label: str | None = None) -> dict[str, floa
                 out[key] = out.get(key, 0.0) + float(sample.value)
     except ValueError:
         return None
-    return out or None
+    return out
 
 
 def delta(before: Mapping[str, float] | None, after: Mapping[str, float] | None) -> dict[str, float] | None:

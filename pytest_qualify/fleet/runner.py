@@ -121,7 +121,7 @@ def _route(spec: FleetSpec, served_name: str, api_key: str | None) -> Routing | 
                 return Routing(n, {}, n - failed, failed, "")
             served = {k: int(v) for k, v in moved.items() if v > 0}
             return Routing(n, served, max(0, n - failed - sum(served.values())), failed,
-                           f"/metrics {chan.metrics_label} label")
+                           f"/metrics {chan.metrics_label} label" if served else "")
         if all(r.url for r in spec.replicas):
             askers = {r.id: Asker(r.url or "", api_key=api_key) for r in spec.replicas}
             try:
@@ -143,7 +143,7 @@ def _route(spec: FleetSpec, served_name: str, api_key: str | None) -> Routing | 
                 for a in askers.values():
                     a.close()
             return Routing(n, served, unattributed, failed,
-                           "each replica's /metrics request count, unique-prefix probes one at a time")
+                           "each replica's /metrics request count, unique-prefix probes one at a time" if served else "")
         return Routing(n, {}, n, 0, "")
     finally:
         router.close()
@@ -164,8 +164,8 @@ def _counted(spec: FleetSpec, replica: Replica, api_key: str | None) -> float | 
         counts = success_counts(metrics_text(asker), label)
     finally:
         asker.close()
-    if counts is None:
-        return None
+    if not counts:
+        return None  # no counter to read (yet): the count proves nothing either way
     return counts.get(replica.pin or "", 0.0) if label else counts.get("", 0.0)
 
 

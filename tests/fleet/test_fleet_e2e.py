@@ -1,0 +1,133 @@
+"""``python -m pytest_qualify fleet`` end to end on the SIMULATED fleet: each replica graded by its own
+run of the post-promotion stage (an inner pytest each), on a profile cut to the smoke module so a
+fleet of 4 costs four short runs. A healthy fleet passes with every replica attributed; each replica
+fault fails the fleet naming exactly its replica; a replica missing, not ready or extra is named; one
+CI job per replica merges into the same verdict."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from pytest_qualify.__main__ import main
+from pytest_qualify.profiles import load_profile
+from pytest_qualify.reference.fleet import fleet_map, parse_replica_faults, start_fleet
+from pytest_qualify.server.lifecycle import free_port
+
+from ..helpers import write_profile
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory) -> str:
+    return str(write_profile(tmp_path_factory.mktemp("profile"), ("smoke",), name="fleet-smoke"))
+
+
+@pytest.fixture
+def live_fleet():
+    """A SIMULATED fleet in this process, for a fleet named by hand (router, URLs)."""
+    started = []
+
+    def start(replicas: int, *faults: str) -> dict:
+        router, servers = start_fleet("127.0.0.1", 0, load_profile("small"), replicas, parse_replica_faults(faults, replicas))
+        started.extend([router, *servers.values()])
+        return fleet_map(router, servers)
+
+    yield start
+    for s in started:
+        s.shutdown()
+        s.server_close()
+
+
+def run(out: Path, *args: str) -> tuple[int, dict]:
+    code = main(["fleet", "--out", str(out), *args])
+    return code, json.loads((out / "fleet.json").read_text())
+
+
+def rows(doc: dict) -> dict[str, dict]:
+    return {r["replica"]: r for r in doc["decision"]["replicas"]}
+
+
+def test_a_healthy_fleet_of_4_passes_with_every_replica_attributed(profile, tmp_path):
+    code, doc = run(tmp_path, "--qualify", profile, "--endpoint", "reference", "--replica-count", "4")
+    assert code == 0 and doc["decision"]["result"] == "PASS", doc["decision"]["reasons"]
+    for rid, row in rows(doc).items():
+        checks = {c["check"]: c for c in row["checks"]}
+        assert row["hits"] > 0 and checks["coverage"]["result"] == "PASS"
+        assert f"every one served by {rid} (served-by x-served-by)" in checks["coverage"]["detail"]
+        assert checks["routed"]["result"] == "PASS" and checks["graded"]["result"] == "PASS"
+    assert len({r["fingerprint"] for r in rows(doc).values()}) == 1
+    cases = ET.parse(tmp_path / "junit.xml").getroot().findall(".//testcase[@classname='qualify.fleet.replica']")
+    assert [c.get("name") for c in cases] == ["r1", "r2", "r3", "r4"]
+    assert all(c.find("failure") is None and c.find("error") is None for c in cases)
+    assert all(Path(r["graded"]["bundle"], "summary.json").is_file() for r in doc["replicas"])
+
+
+@pytest.mark.parametrize("fault, replica, reason", [
+    ("2:other_revision", "r2", "fingerprint: "),
+    ("3:other_flags", "r3", "replica 'fp8'; cache.block_size: 3 of 4 replicas show '16', this one '32'"),
+    ("2:degenerate", "r2", "graded: post-promotion stage FAIL"),
+    ("4:generation_500", "r4", "probes: 3 of 3 pinned chat probes failed (HTTP 500) while /health answers 200"),
+    ("3:never_routed", "r3", "routed: never served a request of the router's round: 0 of 12 probes"),
+    ("1:slow=0.5", "r1", "probes: slow: pinned probes' end to end p50"),
+])
+def test_each_replica_fault_fails_the_fleet_naming_exactly_its_replica(profile, tmp_path, fault, replica, reason):
+    code, doc = run(tmp_path, "--qualify", profile, "--endpoint", "reference", "--replica-count", "4",
+                    "--replica-fault", fault, "--replica-e2e-limit", "0.3")
+    assert code == 1 and doc["decision"]["failing_replicas"] == [replica], doc["decision"]["reasons"]
+    assert any(reason in r for r in rows(doc)[replica]["reasons"]), rows(doc)[replica]["reasons"]
+    assert all(row["result"] == "PASS" for rid, row in rows(doc).items() if rid != replica)
+    engaged = [f for f in next(r for r in doc["replicas"] if r["id"] == replica)["reference_faults"]]
+    assert engaged and all(f["engaged"] for f in engaged)
+    red = [c.get("name") for c in ET.parse(tmp_path / "junit.xml").getroot().findall(".//testcase")
+           if c.find("failure") is not None]
+    assert replica in red and not {"r1", "r2", "r3", "r4"} - {replica} & set(red)
+
+
+def test_a_replica_that_never_gets_ready_is_named_after_a_bounded_wait(profile, tmp_path, live_fleet):
+    where = live_fleet(1)
+    dead = f"http://127.0.0.1:{free_port()}"
+    code, doc = run(tmp_path, "--qualify", profile, "--replicas", f"r1={where['replicas'][0]['url']}", f"r2={dead}",
+                    "--ready-timeout", "1.5")
+    assert code == 1 and doc["decision"]["failing_replicas"] == ["r2"]
+    reasons = rows(doc)["r2"]["reasons"]
+    assert reasons[0].startswith("ready: not ready after the bounded wait of 1.") and "ConnectError" in reasons[0]
+    assert "coverage: no graded answer came from r2: the replica was never reached" in reasons
+    assert doc["replicas"][1]["readiness"]["waited_s"] < 10
+    assert rows(doc)["r1"]["result"] == "PASS"
+
+
+def test_a_replica_behind_the_router_that_the_fleet_does_not_name_is_extra(profile, tmp_path, live_fleet):
+    where = live_fleet(3)
+    code, doc = run(tmp_path, "--qualify", profile, "--router", where["router"], "--replica-ids", "r1,r2",
+                    "--channel", "reference")
+    assert code == 1 and doc["decision"]["failing_replicas"] == []
+    assert doc["decision"]["reasons"] == [
+        "fleet: membership: the router sent requests to replicas the fleet does not name: r3 (2 probes)"]
+
+
+def test_with_no_served_by_the_round_is_read_from_each_replicas_metrics(profile, tmp_path, live_fleet):
+    where = live_fleet(2, "2:never_routed")
+    urls = [f"{r['id']}={r['url']}" for r in where["replicas"]]
+    code, doc = run(tmp_path, "--qualify", profile, "--router", where["router"], "--replicas", *urls)
+    assert doc["routing"]["attributed_by"] == "each replica's /metrics request count, unique-prefix probes one at a time"
+    assert doc["routing"]["served_by"] == {"r1": 6}
+    assert code == 1 and doc["decision"]["failing_replicas"] == ["r2"]
+    coverage = {c["check"]: c for c in rows(doc)["r1"]["checks"]}["coverage"]["detail"]
+    assert "asked only of r1, whose /metrics request count rose by" in coverage
+
+
+def test_one_ci_job_per_replica_merges_into_one_fleet_verdict(profile, tmp_path, live_fleet):
+    where = live_fleet(2)
+    args = ["--qualify", profile, "--router", where["router"], "--replica-ids", "r1,r2", "--channel", "reference"]
+    first, part = run(tmp_path / "job-r1", *args, "--only", "r1")
+    assert first == 2 and [r["replica"] for r in part["decision"]["replicas"]] == ["r1"]
+    assert main(["fleet-merge", str(tmp_path / "job-r1"), "--out", str(tmp_path / "short")]) == 1
+    run(tmp_path / "job-r2", *args, "--only", "r2")
+    assert main(["fleet-merge", str(tmp_path / "job-r1"), str(tmp_path / "job-r2"), "--out", str(tmp_path / "merged")]) == 0
+    merged = json.loads((tmp_path / "merged" / "fleet.json").read_text())
+    assert merged["decision"]["result"] == "PASS" and [r["replica"] for r in merged["decision"]["replicas"]] == ["r1", "r2"]
