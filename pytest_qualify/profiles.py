@@ -286,6 +286,7 @@ class Profile:
     ab: AbRules = AbRules()
     claims: Claims | None = None
     sweep: SweepRules = SweepRules()
+    tool_use: ToolUseRules | None = None  # _build always reads one (the whole set, no floor by default)
 
     def stage(self, name: str) -> Stage:
         """The stage called ``name`` (see stages.py); ValueError when unknown or empty here."""
@@ -429,6 +430,64 @@ def expand(text: str, environ: Mapping[str, str] | None = None) -> str:
     return os.path.expanduser(out) if out.startswith("~") else out
 
 
+@dataclass(frozen=True)
+class ToolUseRules:
+    """The profile's ``[tool_use]`` table: the first ``requests`` requests of the stored set, and the
+    reference deployment's earlier runs' figures (``floor_runs``, read from the ``floor`` file, which
+    was measured on those same requests) the module's thresholds come from. No floor: the module
+    measures and records its figures (what a first floor is built from), and judges nothing."""
+
+    requests: int
+    floor: str | None = None
+    floor_runs: tuple[Mapping[str, float], ...] = ()
+
+
+# The stored request set and the measures a floor file names (tasks/tool_use.py writes and reads them).
+TOOL_USE_SET = "tool_use/requests.json"
+TOOL_USE_MEASURES = ("trigger_f1", "schema_accuracy", "exact_accuracy")
+
+
+def _tool_use(raw: dict[str, Any], path: Path) -> ToolUseRules:
+    """The ``[tool_use]`` table, its floor file read and held to this profile's workload here, so
+    a floor that cannot judge this run is a usage error before any server starts."""
+    import hashlib
+    from types import MappingProxyType
+
+    table = raw.get("tool_use") or {}
+    fixtures = resources.files("pytest_qualify.fixtures")
+    data = fixtures.joinpath(TOOL_USE_SET).read_bytes()
+    stored = json.loads(data)["requests"]
+    requests = int(table.get("requests", len(stored)))
+    if requests > len(stored):
+        raise ProfileError(f"profile file {path}: field 'tool_use.requests' is invalid: the set holds {len(stored)} requests")
+    if "floor" not in table:
+        return ToolUseRules(requests)
+    floor = str(table["floor"])
+    where = (Path(str(fixtures)) / floor.removeprefix("fixtures/") if floor.startswith("fixtures/")
+             else Path(floor) if Path(floor).is_absolute() else path.parent / floor)
+    bad = f"profile file {path}: field 'tool_use.floor' is invalid: {where}"
+    try:
+        content = json.loads(where.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ProfileError(f"{bad} cannot be read ({exc.strerror or exc})") from None
+    except ValueError as exc:
+        raise ProfileError(f"{bad} is not JSON ({exc})") from None
+    if not isinstance(content, dict) or content.get("schema") != "pytest-qualify/tool-use-floor":
+        raise ProfileError(f"{bad} is not a tool-use floor file (field 'schema' is not 'pytest-qualify/tool-use-floor')")
+    want = {"requests": requests, "set_sha256": hashlib.sha256(data).hexdigest()}
+    got = content.get("workload") or {}
+    if got != want:
+        diff = "; ".join(f"{k} {got.get(k)!r} there, {want[k]!r} here" for k in want if got.get(k) != want[k])
+        raise ProfileError(f"{bad} was measured on another workload ({diff})")
+    runs = content.get("runs") or []
+    figures = [r.get("figures") if isinstance(r, dict) else None for r in runs]
+    if len(runs) < 2 or not all(isinstance(f, dict) and all(isinstance(f.get(m), (int, float)) and 0 <= f[m] <= 1
+                                                            for m in TOOL_USE_MEASURES) for f in figures):
+        raise ProfileError(f"{bad} needs at least 2 runs, each with {', '.join(TOOL_USE_MEASURES)} between 0 and 1")
+    return ToolUseRules(requests=requests, floor=str(where),
+                        floor_runs=tuple(MappingProxyType({m: float(f[m]) for m in TOOL_USE_MEASURES}) for f in figures))
+
+
 def _build(raw: dict[str, Any], path: Path) -> Profile:
     d = raw["deployment"]
     model = expand(d["model"])
@@ -510,6 +569,7 @@ def _build(raw: dict[str, Any], path: Path) -> Profile:
         ab=_ab(raw, path),
         claims=claims,
         sweep=_sweep(raw, path, claims, limits, modules),
+        tool_use=_tool_use(raw, path),
     )
 
 
