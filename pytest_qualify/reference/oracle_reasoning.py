@@ -22,12 +22,17 @@ SERVED_FAULTS = {
     "leak_reasoning": "answers to the reasoning prompts carry reasoning_content although thinking is disabled",
     "leak_think_tag": "answers to the reasoning prompts start with <think>...</think> in the content",
     "thinking_overridable": "a caller's chat_template_kwargs enable_thinking is honoured although the profile forbids it",
+    "leak_reasoning_unmarked": "with thinking enabled, answers to the reasoning prompts return no reasoning field and "
+                               "carry the reasoning as plain prose before the answer in the content, its think tags "
+                               "stripped (a parser that stripped or missed them: vLLM #46042)",
     "thinking_override_blank": "a caller's chat_template_kwargs enable_thinking=true is honoured although the profile "
                                "forbids it, as vLLM 0.26.0 honours it on a random-weight model: the reasoning field "
                                "fills with whitespace until the answer budget is spent (finish 'length', no visible answer)",
 }
 HONOURING_FAULTS = ("thinking_overridable", "thinking_override_blank")
 REASONING_TEXT = "The user asks a short question. I recall the fact and answer it briefly."
+# The reasoning as a thinking model writes it, once its markers are gone (leak_reasoning_unmarked).
+UNMARKED_WORKING = "Okay, the user wants a short answer. Let me think step by step.\n" + REASONING_TEXT
 
 
 @cache
@@ -67,6 +72,9 @@ def finalize(req: ChatRequest, reply: Reply, ctx: OracleContext) -> Reply:
                      faults=(*reply.faults, "thinking_override_blank"))
     if thinking_on(req, ctx) and not reply.reasoning:
         reply = dataclasses.replace(reply, reasoning=REASONING_TEXT)
+    if "leak_reasoning_unmarked" in ctx.faults and thinking_on(req, ctx) and req.last_user_text().strip() in prompts():
+        ctx.faults.engage("leak_reasoning_unmarked")
+        reply = dataclasses.replace(reply, reasoning=None, content=f"{UNMARKED_WORKING}\n\n{reply.content or ''}")
     if req.last_user_text().strip() in prompts():
         if "leak_reasoning" in ctx.faults:
             ctx.faults.engage("leak_reasoning")
