@@ -437,7 +437,7 @@ class ToolUseRules:
     was measured on those same requests) the module's thresholds come from. No floor: the module
     measures and records its figures (what a first floor is built from), and judges nothing."""
 
-    requests: int
+    requests: int | None = None  # None: the whole set
     floor: str | None = None
     floor_runs: tuple[Mapping[str, float], ...] = ()
 
@@ -453,7 +453,9 @@ def _tool_use(raw: dict[str, Any], path: Path) -> ToolUseRules:
     import hashlib
     from types import MappingProxyType
 
-    table = raw.get("tool_use") or {}
+    table = raw.get("tool_use")
+    if not table:
+        return ToolUseRules()  # the set is read only where a profile sets a table: loading stays cheap
     fixtures = resources.files("pytest_qualify.fixtures")
     data = fixtures.joinpath(TOOL_USE_SET).read_bytes()
     stored = json.loads(data)["requests"]
@@ -461,7 +463,7 @@ def _tool_use(raw: dict[str, Any], path: Path) -> ToolUseRules:
     if requests > len(stored):
         raise ProfileError(f"profile file {path}: field 'tool_use.requests' is invalid: the set holds {len(stored)} requests")
     if "floor" not in table:
-        return ToolUseRules(requests)
+        return ToolUseRules(requests=requests)
     floor = str(table["floor"])
     where = (Path(str(fixtures)) / floor.removeprefix("fixtures/") if floor.startswith("fixtures/")
              else Path(floor) if Path(floor).is_absolute() else path.parent / floor)

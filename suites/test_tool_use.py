@@ -21,7 +21,7 @@ from pytest_qualify.graders.tool_use import METHOD, MEASURES, grade_request, jud
 from pytest_qualify.graders.tools import tool_schemas
 from pytest_qualify.tasks.fixture_data import tool_fixtures
 from pytest_qualify.properties import HARNESS_FAILURE
-from pytest_qualify.tasks.tool_use import PROPERTY, REQUESTS_PROPERTY, SET_PROPERTY, sample, set_sha256
+from pytest_qualify.tasks.tool_use import PROPERTY, REQUESTS_PROPERTY, SET_PROPERTY, request_set, sample, set_sha256
 
 pytestmark = pytest.mark.qualify_module("tool_use")
 
@@ -35,7 +35,7 @@ def test_tool_use_at_scale(qualify_ask, qualify_profile, qualify_record, qualify
     assert rules is not None  # the profile loader always reads one
     bounds = thresholds(rules.floor_runs) if rules.floor_runs else None
     outcomes = []
-    for request in sample(rules.requests):
+    for request in sample(rules.requests or len(request_set())):
         messages = [{"role": "system", "content": FIXTURES.system}, {"role": "user", "content": request.prompt}]
         # The set's measures judge the answers; one answer's finish state decides nothing alone.
         answer = qualify_ask(messages, tool_turn=True, check_finish=False, **OFFERED)

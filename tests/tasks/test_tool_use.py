@@ -123,13 +123,10 @@ def test_the_shipped_reference_floor_loads_for_its_workload(tmp_path: Path):
     assert rules is not None and rules.requests == 200 and len(rules.floor_runs) >= 2
     assert all(r == {"trigger_f1": 1.0, "schema_accuracy": 1.0, "exact_accuracy": 1.0} for r in rules.floor_runs)
     # No table: the whole set, no floor (the module records its figures and judges nothing).
-    assert load_profile(str(write_profile(tmp_path, ("tool_use",), name="bare.toml"))).tool_use == tool_use_rules(1000)
-
-
-def tool_use_rules(requests: int):
     from pytest_qualify.profiles import ToolUseRules
 
-    return ToolUseRules(requests)
+    assert load_profile(str(write_profile(tmp_path, ("tool_use",), name="bare.toml"))).tool_use == ToolUseRules()
+    assert load_profile(str(_profile(tmp_path, "requests = 50\n"))).tool_use == ToolUseRules(requests=50)
 
 
 @pytest.mark.parametrize("table,why", [
