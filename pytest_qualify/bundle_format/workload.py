@@ -2,7 +2,8 @@
 
 Two runs measured the same thing when they ran the same protocol modules, the same context lanes at
 the same prompt sizes, the same items, under the same output budgets and sampling, with the same load
-levels and decode probe length, and asked the same requests: an item's request is built from the task
+levels and decode probe length, the same number of repetitions (``--repeat``: the load figures are a
+repetition's worst, so two repetitions' worst is another statistic than one's), and asked the same requests: an item's request is built from the task
 data (the protocol suites, ``fixtures/`` and the media corpus) and, for a sized prompt, the served
 tokenizer, so the task data's digest stands for every request key a tokenizer does not decide (an
 item renamed nowhere whose prompt changed is another workload). Everything else (model, quantization, engine, serve flags, the
@@ -53,6 +54,7 @@ def of_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
         "load": ({"levels": [int(lv["concurrency"]) for lv in load.get("levels", ())],
                   "probe_tokens": load.get("probe_tokens")} if load else None),
         "sampling": SAMPLING,
+        "repeat": (summary.get("run") or {}).get("repeat"),
         "items": items,
         "task_data": (summary.get("protocol") or {}).get("task_data_sha256"),
     }
@@ -84,12 +86,16 @@ def differences(a: Mapping[str, Any], b: Mapping[str, Any], *, a_name: str = "A"
     """What differs between two workloads, each as one phrase naming both values; empty when they
     are the same workload. ``items`` are compared only when both sides list them (a planned
     workload does not), the task data only when both name its digest (a bundle written before it
-    was recorded does not)."""
+    was recorded does not), the repetitions only when both name them (a profile's plan does not:
+    ``--repeat`` is the run's)."""
     out: list[str] = []
     for key in ("modules", "lanes", "answer_tokens", "reasoning_headroom_tokens", "thinking", "window_tokens",
                 "load", "sampling"):
         if a.get(key) != b.get(key):
             out.append(f"{key.replace('_', ' ')}: {a_name} {_text(a.get(key))}, {b_name} {_text(b.get(key))}")
+    if a.get("repeat") is not None and b.get("repeat") is not None and a["repeat"] != b["repeat"]:
+        out.append(f"repeat (repetitions per item; the load figures are a repetition's worst): {a_name} --repeat "
+                   f"{a['repeat']}, {b_name} --repeat {b['repeat']}")
     if a.get("items") and b.get("items") and a["items"] != b["items"]:
         only_a = sorted(set(a["items"]) - set(b["items"]))
         only_b = sorted(set(b["items"]) - set(a["items"]))

@@ -1,7 +1,10 @@
 """The arms of a comparison: each a list of boots, one evidence bundle per server boot.
 
-A boot is read through the one door to an earlier run's file (``bundle_format/earlier.py``: JSON,
-schema id, ``SHA256SUMS`` when the bundle has one) and validated against the summary schema. A
+A boot is read through the one door to an earlier run's file (``bundle_format/earlier.py``) and
+verified as a promoted bundle is: JSON of the summary schema, ``SHA256SUMS`` present and matching
+every file, and the in-toto statement agreeing with the files and with ``summary.json`` (a summary
+edited and its ``SHA256SUMS`` line redone still carries the statement written at the run's end). A
+bundle that fails is refused, a usage error naming it: its figures are no measurement. A
 boot that did not finish (no summary, an INCOMPLETE verdict, a dead server) is kept, named, and
 makes the comparison INCOMPLETE: its figures are not a measurement. No pytest here.
 """
@@ -13,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_qualify.bundle_format.earlier import EarlierRunError, read_earlier, verify_bundle
-from pytest_qualify.bundle_format.manifest import MANIFEST, SUMMARY
+from pytest_qualify.bundle_format.earlier import EarlierRunError, read_earlier, verify_bundle, verify_statement
+from pytest_qualify.bundle_format.manifest import SUMMARY
 from pytest_qualify.bundle_format.schema import SCHEMA_ID, SummaryError, validate
 from pytest_qualify.bundle_format.workload import differences, of_summary
 from pytest_qualify.gate.decide import Result
@@ -69,6 +72,7 @@ class Boot:
 class ArmBoots:
     name: str  # "A", "B", "reference"
     boots: list[Boot] = field(default_factory=list)
+    warm_up: list[Boot] = field(default_factory=list)  # read and verified, never a sample (cold caches)
 
     @property
     def finished(self) -> list[Boot]:
@@ -84,8 +88,8 @@ def read_boot(path: str | Path) -> Boot:
         raise CompareUsageError(f"{label}: no {SUMMARY} (name a run's evidence folder)")
     try:
         earlier = read_earlier(summary_path, label, SCHEMA_ID)
-        if (summary_path.parent / MANIFEST).is_file():
-            verify_bundle(earlier, label)
+        verify_bundle(earlier, label)
+        verify_statement(earlier, label)
         validate(earlier.data)
     except EarlierRunError as exc:
         raise CompareUsageError(str(exc)) from None
@@ -97,7 +101,7 @@ def read_boot(path: str | Path) -> Boot:
 def check_comparable(arms: Sequence[ArmBoots], *, allow_mixed_hosts: bool = False) -> dict[str, Any]:
     """The workload every boot of every arm measured, or :class:`CompareUsageError` naming what
     differs: the workload, SIMULATED beside real, the kind of host."""
-    boots = [(arm.name, b) for arm in arms for b in arm.boots]
+    boots = [(arm.name, b) for arm in arms for b in arm.warm_up + arm.boots]
     if not boots:
         raise CompareUsageError("no bundles to compare")
     seen: dict[str, str] = {}

@@ -1,6 +1,7 @@
 """``python -m pytest_qualify compare`` and ``python -m pytest_qualify ab``: arguments in, the
-comparison's files and one last line out, the exit status (0 B not worse, 1 B worse or an item
-regression, 2 incomplete, 4 usage). No pytest imported here.
+comparison's files and one last line out, the exit status: the decision (0 B NOT WORSE, 1 B WORSE or
+an item regression, 2 UNDECIDED with the boots that would decide it, or INCOMPLETE; 4 usage). No pytest
+imported here.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     cmp.add_argument("--boots", type=int, default=None, metavar="N", help="boots each arm must have (fewer: exit 2)")
     cmp.add_argument("--spread", choices=("boot-to-boot", "run-to-run"), default="boot-to-boot",
                      help="what one bundle is: a server boot, or a run against an endpoint that kept running")
+    cmp.add_argument("--warm-up", type=int, default=0, metavar="N",
+                     help="the first N bundles named of each arm warmed the machine's caches: read and verified, "
+                          "never samples (default 0)")
     ab = sub.add_parser("ab", help="an A/B campaign: interleaved boots of two profiles (A, B, B, A, …), then compare")
     ab.add_argument("profile_a", metavar="A.toml")
     ab.add_argument("profile_b", metavar="B.toml")
@@ -37,6 +41,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     ab.add_argument("--a-env", action="append", default=[], metavar="KEY=VALUE", help="environment of arm A's boots")
     ab.add_argument("--b-env", action="append", default=[], metavar="KEY=VALUE", help="environment of arm B's boots")
     ab.add_argument("--pytest-arg", action="append", default=[], metavar="ARG", help="passed to every boot's pytest")
+    ab.add_argument("--warm-up", type=int, default=1, metavar="N",
+                    help="boots per arm run first to warm the machine's caches, never samples (default 1)")
+    ab.add_argument("--until-decided", action="store_true",
+                    help="add boot pairs until every gating figure is decided or --max-boots is reached, spending the "
+                         "alpha across looks (group-sequential)")
+    ab.add_argument("--max-boots", type=int, default=None, metavar="N", help="with --until-decided: boots per arm at most")
+    ab.add_argument("--spending", choices=("pocock", "obrien-fleming"), default="pocock",
+                    help="with --until-decided: the alpha-spending function (default pocock)")
     _common(ab)
 
 
@@ -45,8 +57,14 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gate", action="append", default=None, metavar="FIGURE",
                    help="a figure id or glob that gates (repeatable; default: the profile's [ab] figures, else every figure)")
     p.add_argument("--tolerance", type=float, default=None, metavar="PCT",
-                   help="the equivalence tolerance in percent (default: the profile's [ab] tolerance_pct, else 5)")
-    p.add_argument("--noise-floor", default=None, metavar="FILE", help="an A/A campaign's noise-floor.json: per-figure tolerances")
+                   help="the tolerance T in percent: equivalence within ±T, B not worse by T (default: the profile's "
+                        "[ab] tolerance_pct, else 5)")
+    p.add_argument("--noise-floor", default=None, metavar="FILE",
+                   help="an A/A campaign's noise-floor.json of the same workload and host kind: its variance and "
+                        "degrees of freedom are pooled with the boots'")
+    p.add_argument("--paired", action="store_true",
+                   help="decide on adjacent pairs (A's i-th boot with B's i-th, run one after the other): a drift "
+                        "of the machine cancels")
     p.add_argument("--allow-mixed-hosts", action="store_true", help="compare boots that ran on different kinds of host")
 
 
@@ -59,37 +77,80 @@ def _statistics_installed() -> None:
                                 "pip install 'pytest-qualify[compare]'") from None
 
 
-def _finish(arms: list[ArmBoots], args: argparse.Namespace, *, gate: Sequence[str], tolerance: float,
-            noise_path: str | None, spread: str, boots_asked: int | None, noise_out: bool = False) -> int:
-    from pytest_qualify.compare.comparison import compare_arms, last_line
-    from pytest_qualify.compare.noise import noise_floor, read_noise_floor, write_noise_floor
-    from pytest_qualify.compare.render import write
+def _positive(value: float | None, flag: str, *, minimum: float, what: str) -> None:
+    if value is not None and not value >= minimum:
+        raise CompareUsageError(f"{flag} {value:g}: {what}")
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    """The numbers an operator passes, before anything is read or booted."""
+    _positive(args.boots, "--boots", minimum=2, what="at least 2 boots per arm (one boot has no boot-to-boot spread)")
+    _positive(args.tolerance, "--tolerance", minimum=1e-9,
+              what="the tolerance must be above 0% (no test can show a difference of exactly nothing)")
+    if args.warm_up < 0:
+        raise CompareUsageError(f"--warm-up {args.warm_up}: a number of boots, 0 or more")
+
+
+def _compare(arms: list[ArmBoots], args: argparse.Namespace, *, gate: Sequence[str], tolerance: float,
+             noise_path: str | None, spread: str, boots_asked: int | None, warm_up: str,
+             spend: float = 1.0, sequential: dict | None = None) -> tuple[dict, dict]:
+    """The comparison of the arms as they stand, and the workload they measured."""
+    from pytest_qualify.compare.comparison import compare_arms
+    from pytest_qualify.compare.noise import read_noise_floor
 
     workload = check_comparable(arms, allow_mixed_hosts=args.allow_mixed_hosts)
-    floor = read_noise_floor(noise_path, workload) if noise_path else None
+    kinds = sorted({b.host_kind for arm in arms for b in arm.boots})
+    floor = read_noise_floor(noise_path, workload, host_kinds=kinds, spread=spread) if noise_path else None
     by = {arm.name: arm for arm in arms}
     comparison = compare_arms(by["A"], by["B"], reference=by.get("reference"), workload=workload,
                               tolerance_pct=tolerance, noise_floor=floor, gate_patterns=gate,
-                              boots_asked=boots_asked, spread=spread)
+                              boots_asked=boots_asked, spread=spread, pair=args.paired, spend=spend,
+                              warm_up=warm_up, sequential=sequential)
+    return comparison, workload
+
+
+def _write(comparison: dict, workload: dict, args: argparse.Namespace, *, noise_out: bool = False) -> int:
+    from pytest_qualify.compare.comparison import last_line
+    from pytest_qualify.compare.noise import noise_floor, write_noise_floor
+    from pytest_qualify.compare.render import write
+
     out = Path(args.out)
     write(comparison, out)
     md = (out / "comparison.md").read_text(encoding="utf-8")
     print(md.split("## Gate rows", 1)[0].rstrip())
-    if noise_out and comparison["exit_code"] != 2:
-        path = write_noise_floor(noise_floor(comparison["figures"], workload=workload, spread=spread), out)
-        print(f"noise floor: {path} (per-figure tolerances for a later comparison: --noise-floor {path})")
+    if noise_out and comparison["result"] != "INCOMPLETE":
+        kinds = [k for arm in comparison["arms"].values() for k in arm["host_kinds"]]
+        path = write_noise_floor(noise_floor(comparison["figures"], workload=workload, spread=comparison["spread"],
+                                             host_kinds=kinds), out)
+        print(f"noise floor: {path} (one boot's variance per figure for a later comparison: --noise-floor {path})")
     print(last_line(comparison, str(out)))
     return int(comparison["exit_code"])
 
 
+def _warm_up_text(arms: Sequence[ArmBoots], how: str) -> str:
+    names = "; ".join(f"{arm.name}: " + ", ".join(b.path.name for b in arm.warm_up) for arm in arms if arm.warm_up)
+    return f"{how}: {names}" if names else ""
+
+
 def compare_main(args: argparse.Namespace) -> int:
     try:
+        _check_numbers(args)
         _statistics_installed()
-        arms = [ArmBoots("A", [read_boot(p) for p in args.a]), ArmBoots("B", [read_boot(p) for p in args.vs])]
+        arms = []
+        for name, paths in (("A", args.a), ("B", args.vs)):
+            boots = [read_boot(p) for p in paths]
+            if len(boots) <= args.warm_up:
+                raise CompareUsageError(f"--warm-up {args.warm_up}: arm {name} names {len(boots)} bundle(s), so no "
+                                        "sample would be left")
+            arms.append(ArmBoots(name, boots[args.warm_up:], boots[:args.warm_up]))
         if args.reference:
             arms.append(ArmBoots("reference", [read_boot(p) for p in args.reference]))
-        return _finish(arms, args, gate=args.gate or (), tolerance=args.tolerance or 5.0,
-                       noise_path=args.noise_floor, spread=args.spread, boots_asked=args.boots)
+        warm = _warm_up_text(arms, f"the first {args.warm_up} bundle(s) of each arm warmed the caches and are no "
+                                   "sample (--warm-up)")
+        comparison, workload = _compare(arms, args, gate=args.gate or (), tolerance=args.tolerance or 5.0,
+                                        noise_path=args.noise_floor, spread=args.spread, boots_asked=args.boots,
+                                        warm_up=warm)
+        return _write(comparison, workload, args)
     except CompareUsageError as exc:
         print(f"compare: {exc}", file=sys.stderr)
         return USAGE
@@ -105,12 +166,33 @@ def _env(pairs: Sequence[str], flag: str) -> dict[str, str]:
     return out
 
 
-def ab_main(args: argparse.Namespace) -> int:
+def _collect(runs: Sequence, arms: Sequence[ArmBoots]) -> list[str]:
+    """Each run's bundle into its arm (a warm-up boot's among the arm's warm-up boots); the boots
+    that wrote none."""
+    missing = []
+    for run in runs:
+        bundle = run.bundle
+        if bundle is None or not (bundle / "summary.json").is_file():
+            missing.append(f"{'warm-up ' if run.warm_up else ''}{run.arm}{run.number} (exit {run.exit_code}: "
+                           f"{run.last_line})")
+            continue
+        arm = arms[0 if run.arm == "A" else 1]
+        (arm.warm_up if run.warm_up else arm.boots).append(read_boot(bundle))
+    return missing
+
+
+def ab_main(args: argparse.Namespace, runner=None) -> int:
+    """The campaign; ``runner`` runs one boot's command (tests hand in one that writes bundles)."""
     from pytest_qualify.bundle_format.workload import differences
-    from pytest_qualify.compare.campaign import STAGE, ArmPlan, boot_order, run_campaign
+    from pytest_qualify.compare.campaign import STAGE, ArmPlan, boot_order, run_campaign, run_subprocess
     from pytest_qualify.profiles import ProfileError, load_profile
 
     try:
+        _check_numbers(args)
+        if args.max_boots is not None and not args.until_decided:
+            raise CompareUsageError("--max-boots is the bound of --until-decided: pass both, or --boots alone")
+        if args.until_decided and args.max_boots is None:
+            raise CompareUsageError("--until-decided needs --max-boots N (boots per arm at most)")
         _statistics_installed()
         try:
             pa, pb = load_profile(args.profile_a), load_profile(args.profile_b)
@@ -140,37 +222,82 @@ def ab_main(args: argparse.Namespace) -> int:
         unproducible = unproducible_gates(gates, pa, STAGE) or unproducible_gates(gates, pb, STAGE)
         if unproducible:
             raise CompareUsageError("; ".join(unproducible))
-        boots = args.boots or rules.boots
+        boots = args.boots if args.boots is not None else rules.boots
         if boots < 2:
             raise CompareUsageError(f"--boots {boots}: at least 2 per arm (one boot has no boot-to-boot spread)")
+        max_boots = args.max_boots if args.until_decided else boots
+        if max_boots < boots:
+            raise CompareUsageError(f"--max-boots {max_boots}: below the first look's --boots {boots}")
         endpoints = tuple(args.attach) if args.attach else (args.endpoint, args.endpoint)
         plans = (ArmPlan("A", args.profile_a, endpoints[0], _env(args.a_env, "--a-env")),
                  ArmPlan("B", args.profile_b, endpoints[1], _env(args.b_env, "--b-env")))
         same = Path(pa.source).resolve() == Path(pb.source).resolve() and plans[0].env == plans[1].env \
             and endpoints[0] == endpoints[1]
         spread = "run-to-run" if args.attach else "boot-to-boot"
+        # Attached endpoints are warm already: no server starts, so no cold boot.
+        warm_up = 0 if args.attach else args.warm_up
         out = Path(args.out)
-        print(f"A/B campaign: {boots} boots per arm, order " + ", ".join(arm for arm, _ in boot_order(boots))
+        print(f"A/B campaign: {boots} boots per arm"
+              + (f", up to {max_boots} until decided" if args.until_decided else "")
+              + (f" after {warm_up} warm-up boot(s) per arm (not samples)" if warm_up else "")
+              + ", order " + ", ".join(arm for arm, _ in boot_order(boots))
               + f"; stage {STAGE}; {spread} spread" + ("; A/A: measuring the noise floor" if same else ""))
         if args.attach:
             print("attach mode: the endpoints keep running between runs, so each sample is a run, not a server boot: "
                   "the spread is run-to-run, and a boot's own luck (its graphs, its memory layout) is not in it")
-        runs = run_campaign(plans[0], plans[1], boots=boots, out_dir=out, repeat=args.repeat, extra=args.pytest_arg)
+        tolerance = args.tolerance if args.tolerance is not None else rules.tolerance_pct
+        noise_path = args.noise_floor or rules.noise_floor
+        warm_text = (f"each arm's first {warm_up} boot(s) on this machine warmed its caches and are no sample "
+                     "(boots/warm-up-*)") if warm_up else ("attach mode: no server starts, no cold boot" if args.attach
+                                                           else "--warm-up 0: every boot is a sample, the first "
+                                                                "of each arm too (cold caches included)")
+        run = dict(out_dir=out, repeat=args.repeat, extra=args.pytest_arg, runner=runner or run_subprocess)
         arms = [ArmBoots("A"), ArmBoots("B")]
-        missing = []
-        for run in runs:
-            bundle = run.bundle
-            if bundle is None or not (bundle / "summary.json").is_file():
-                missing.append(f"{run.arm}{run.number} (exit {run.exit_code}: {run.last_line})")
-                continue
-            arms[0 if run.arm == "A" else 1].boots.append(read_boot(bundle))
+        missing = _collect(run_campaign(plans[0], plans[1], boots=boots, warm_up=warm_up, **run), arms)
+        if not args.until_decided:
+            comparison, workload = _compare(arms, args, gate=gates, tolerance=tolerance, noise_path=noise_path,
+                                            spread=spread, boots_asked=boots, warm_up=warm_text)
+        else:
+            comparison, workload = _until_decided(arms, args, plans, run, missing, gates=gates, tolerance=tolerance,
+                                                  noise_path=noise_path, spread=spread, first=boots,
+                                                  max_boots=max_boots, warm_text=warm_text)
         for m in missing:
             print(f"boot {m} wrote no bundle: it did not finish")
-        gate = args.gate or list(rules.figures)
-        tolerance = args.tolerance or rules.tolerance_pct
-        code = _finish(arms, args, gate=gate, tolerance=tolerance, noise_path=args.noise_floor or rules.noise_floor,
-                       spread=spread, boots_asked=boots, noise_out=same)
-        return 2 if missing and code != USAGE else code
+        # A sample that wrote no bundle leaves the campaign incomplete (a warm-up boot is no sample).
+        lost = [f"boot {m} wrote no bundle: it did not finish" for m in missing if not m.startswith("warm-up")]
+        if lost:
+            comparison["result"], comparison["exit_code"] = "INCOMPLETE", 2
+            comparison["reasons"] = lost + comparison["reasons"]
+        return _write(comparison, workload, args, noise_out=same)
     except CompareUsageError as exc:
         print(f"ab: {exc}", file=sys.stderr)
         return USAGE
+
+
+def _until_decided(arms: list[ArmBoots], args: argparse.Namespace, plans, run: dict, missing: list[str], *,
+                   gates: Sequence[str], tolerance: float, noise_path: str | None, spread: str, first: int,
+                   max_boots: int, warm_text: str) -> tuple[dict, dict]:
+    """Looks at every boot count per arm from ``first`` to ``max_boots``, each at its share of the
+    alpha (compare/sequential.py); a pair of boots added after each look that decides nothing.
+    Stops at the first look where B is worse, or every gating figure is decided."""
+    from pytest_qualify.compare.campaign import run_campaign
+    from pytest_qualify.compare.sequential import looks, method
+
+    plan = looks(first, max_boots, args.spending)
+    history: list[dict] = []
+    for k, look in enumerate(plan):
+        if k:
+            missing += _collect(run_campaign(plans[0], plans[1], boots=look.boots, first=look.boots, **run), arms)
+        sequential = {"method": method(args.spending), "spending": args.spending, "max_boots": max_boots,
+                      "first_boots": first, "looks": history}
+        comparison, workload = _compare(arms, args, gate=gates, tolerance=tolerance, noise_path=noise_path,
+                                        spread=spread, boots_asked=look.boots, warm_up=warm_text,
+                                        spend=look.share, sequential=sequential)
+        history.append({"boots_per_arm": look.boots, "alpha_share": look.share, "result": comparison["result"],
+                        "undecided": [u["figure"] for u in comparison["decision"]["undecided"]]})
+        print(f"look {k + 1}/{len(plan)} at {look.boots} boots per arm (alpha share {look.share:.3f}): "
+              f"{comparison['result']}")
+        if comparison["result"] != "UNDECIDED":
+            break
+    comparison["sequential"]["stopped_at_boots"] = history[-1]["boots_per_arm"]
+    return comparison, workload

@@ -1,10 +1,17 @@
 """One comparison of arm A (the incumbent, or recipe A) with arm B (the candidate, or recipe B):
-every figure with its separability call, the gate rows item by item, the identities side by side,
-and the exit status. Pure over the boots read; the writers render what it returns. No pytest here.
+every figure with its call, the gate rows item by item, the identities side by side, and the
+decision as an exit status. Pure over the boots read; the writers render what it returns. No pytest here.
 
-Exit: 0 when B is separably worse on no gating figure and has no item regression; 1 when it is, or
-has; 2 when an arm has fewer boots than asked (or than two) or a boot did not finish; usage
-errors (4) are raised before, by :mod:`boots`.
+The decision has three answers, and "can't tell" is never "not worse":
+
+- ``B WORSE`` (exit 1): B is separably worse on a gating figure, or an item failed only in B;
+- ``B NOT WORSE`` (exit 0): every gating figure is shown not worse (better, equivalent within ±T, or
+  the non-inferiority test puts B's degradation inside T) and no item regressed;
+- ``UNDECIDED`` (exit 2): anything else, each undecided gating figure with the boots per arm that
+  would decide it; ``INCOMPLETE`` (exit 2 too) when an arm has fewer finished boots than asked (or
+  than two) or a boot did not finish.
+
+Usage errors (4) are raised before, by :mod:`boots`.
 """
 
 from __future__ import annotations
@@ -16,11 +23,12 @@ from typing import Any
 
 from pytest_qualify.compare.boots import ArmBoots, CompareUsageError
 from pytest_qualify.compare.figures import figures_of
-from pytest_qualify.compare.separability import METHOD, compare_figures
+from pytest_qualify.compare.separability import METHOD, NoiseRow, compare_figures
 
 COMPARISON_SCHEMA_ID = "pytest-qualify/comparison"
-COMPARISON_SCHEMA_VERSION = 1
+COMPARISON_SCHEMA_VERSION = 2
 MIN_BOOTS = 2
+EXIT = {"B NOT WORSE": 0, "B WORSE": 1, "UNDECIDED": 2, "INCOMPLETE": 2}
 
 
 def gating_set(names: Sequence[str], patterns: Sequence[str]) -> set[str] | None:
@@ -73,13 +81,21 @@ def item_rows(a: ArmBoots, b: ArmBoots, reference: ArmBoots | None) -> list[dict
     return rows
 
 
+def _boots_text(n: int | None) -> str:
+    return f"{n} boots per arm" if n is not None else "more than 1000 boots per arm"
+
+
 def compare_arms(a: ArmBoots, b: ArmBoots, *, reference: ArmBoots | None = None, workload: Mapping[str, Any],
-                 tolerance_pct: float = 5.0, noise_floor: Mapping[str, float] | None = None,
+                 tolerance_pct: float = 5.0, noise_floor: Mapping[str, NoiseRow] | None = None,
                  gate_patterns: Sequence[str] = (), boots_asked: int | None = None,
-                 spread: str = "boot-to-boot") -> dict[str, Any]:
-    """``comparison.json``'s content. ``noise_floor``: per-figure tolerances (an A/A campaign's
-    file) that replace ``tolerance_pct`` where they name the figure; ``spread``: what one sample is
-    ("boot-to-boot", or "run-to-run" when the arms were attached endpoints)."""
+                 spread: str = "boot-to-boot", pair: bool = False, spend: float = 1.0,
+                 warm_up: str = "", sequential: Mapping[str, Any] | None = None,
+                 power: bool = True) -> dict[str, Any]:
+    """``comparison.json``'s content. ``noise_floor``: a noise floor's rows by figure (one boot's
+    variance and its degrees of freedom, pooled with the boots'); ``spread``: what one sample is
+    ("boot-to-boot", or "run-to-run" when the arms were attached endpoints); ``pair``: decide on
+    adjacent pairs; ``spend``: the look's share of the alpha (``ab --until-decided``);
+    ``warm_up``: what the report says of cold boots; ``sequential``: the looks so far."""
     incomplete: list[str] = []
     for arm in (a, b) + ((reference,) if reference else ()):
         for boot in arm.boots:
@@ -91,6 +107,9 @@ def compare_arms(a: ArmBoots, b: ArmBoots, *, reference: ArmBoots | None = None,
         if arm.name != "reference" and len(arm.finished) < need:
             incomplete.append(f"arm {arm.name}: {len(arm.finished)} finished boot(s), {need} needed"
                               + ("" if boots_asked else " (one boot has no boot-to-boot spread)"))
+    if pair and len(a.finished) != len(b.finished):
+        incomplete.append(f"paired analysis: arm A has {len(a.finished)} finished boots and arm B "
+                          f"{len(b.finished)}: the boots do not pair up")
     per_boot_a = [figures_of(boot.summary) for boot in a.finished]
     per_boot_b = [figures_of(boot.summary) for boot in b.finished]
     names = [n for n in (per_boot_a[0] if per_boot_a else {})
@@ -100,41 +119,66 @@ def compare_arms(a: ArmBoots, b: ArmBoots, *, reference: ArmBoots | None = None,
     gating = gating_set(names, gate_patterns)
     arms = {n: ([f[n].value for f in per_boot_a], [f[n].value for f in per_boot_b], per_boot_a[0][n].better)
             for n in names}
-    tolerances = {n: float((noise_floor or {}).get(n, tolerance_pct)) for n in names}
-    tests = compare_figures(arms, tolerance_pct=tolerances, gating=gating) if names else []
+    tests = compare_figures(arms, tolerance_pct=tolerance_pct, gating=gating, noise=noise_floor, pair=pair,
+                            spend=spend, power=power) if names else []
     figures = []
     for t in tests:
         meta = per_boot_a[0][t.figure]
-        figures.append({"id": t.figure, "title": meta.title, "unit": meta.unit,
-                        "tolerance_source": "noise floor" if noise_floor and t.figure in noise_floor else "tolerance",
-                        **t.as_dict()})
+        figures.append({"id": t.figure, "title": meta.title, "unit": meta.unit, **t.as_dict()})
     items = item_rows(a, b, reference)
-    worse = [f["id"] for f in figures if f["gating"] and f["call"] == "B worse"]
+    gates = [f for f in figures if f["gating"]]
+    worse = [f["id"] for f in gates if f["decision"] == "worse"]
+    undecided = [f for f in gates if f["decision"] == "undecided"]
     regressions = [r["item"] for r in items if r["kind"] == "regression"]
     if incomplete:
-        result, exit_code = "INCOMPLETE", 2
+        result = "INCOMPLETE"
     elif worse or regressions:
-        result, exit_code = "B WORSE", 1
+        result = "B WORSE"
+    elif undecided or not gates:
+        result = "UNDECIDED"
     else:
-        result, exit_code = "B NOT WORSE", 0
-    not_separable = [f["id"] for f in figures if f["call"] == "not separable"]
+        result = "B NOT WORSE"
+    reasons = incomplete + [f"B separably worse on gating figure {f}" for f in worse] \
+        + [f"item regression: {i} failed only in B" for i in regressions]
+    if result == "UNDECIDED":
+        reasons += [f"gating figure {f['id']} undecided (B {_signed(f['difference_pct'])}, interval "
+                    f"{_range(f['interval_pct'])}, B at worst {_signed(f['degradation_bound_pct'])} against a "
+                    f"tolerance of {f['tolerance_pct']:g}%): {_boots_text(f['boots_to_decide'])} would decide it "
+                    f"({f['boots_to_decide_basis'] or 'at 80% power'})" for f in undecided]
+        if not gates:
+            reasons.append("no figure to decide on: the boots hold no figure in common")
+    boots_needed = [f["boots_to_decide"] for f in undecided]
     return {
         "schema": COMPARISON_SCHEMA_ID,
         "schema_version": COMPARISON_SCHEMA_VERSION,
-        "method": METHOD,
+        "method": METHOD + ("; " + sequential["method"] if sequential else ""),
         "spread": spread,
         "result": result,
-        "exit_code": exit_code,
-        "reasons": incomplete + [f"B separably worse on gating figure {f}" for f in worse]
-                   + [f"item regression: {i} failed only in B" for i in regressions],
+        "exit_code": EXIT[result],
+        "reasons": reasons,
+        "decision": {
+            "worse": worse, "regressions": regressions,
+            "not_worse": [f["id"] for f in gates if f["decision"] == "not worse"],
+            "undecided": [{"figure": f["id"], "boots_to_decide": f["boots_to_decide"],
+                           "basis": f["boots_to_decide_basis"], "boots_if_equal": f["boots_if_equal"]}
+                          for f in undecided],
+            # The boots per arm a rerun needs so that every undecided figure would be decided (None:
+            # more than 1000, or nothing undecided).
+            "boots_per_arm_to_decide": (max(boots_needed) if boots_needed and None not in boots_needed else None),
+            "analysis": "paired (adjacent boots)" if pair else ("pooled with the noise floor" if noise_floor else "welch"),
+        },
+        "warm_up": warm_up or "none declared: every bundle named is a sample (each arm's boots are taken as warm)",
+        "sequential": dict(sequential) if sequential else None,
         "workload": dict(workload),
         "tolerance_pct": tolerance_pct,
-        "noise_floor": dict(noise_floor) if noise_floor else None,
+        "noise_floor": {k: {"sd_log": v.sd_log, "df": v.df} for k, v in noise_floor.items()} if noise_floor else None,
         "gating": sorted(gating) if gating is not None else "every figure",
         "arms": {arm.name: {"identity": arm.boots[0].identity if arm.boots else None,
                             "host_kinds": sorted({bt.host_kind for bt in arm.boots}),
                             "boots": [{"path": str(bt.path), "run_id": bt.run_id, "verdict": bt.verdict,
-                                       "finished": bt.finished, "host_kind": bt.host_kind} for bt in arm.boots]}
+                                       "finished": bt.finished, "host_kind": bt.host_kind} for bt in arm.boots],
+                            "warm_up_boots": [{"path": str(bt.path), "run_id": bt.run_id, "verdict": bt.verdict}
+                                              for bt in arm.warm_up]}
                  for arm in (a, b) + ((reference,) if reference else ())},
         "figures": figures,
         "figures_left_out": left_out,
@@ -142,22 +186,32 @@ def compare_arms(a: ArmBoots, b: ArmBoots, *, reference: ArmBoots | None = None,
         "summary": {"figures": len(figures), "b_better": sum(f["call"] == "B better" for f in figures),
                     "b_worse": sum(f["call"] == "B worse" for f in figures),
                     "equivalent": sum(f["call"].startswith("equivalent") for f in figures),
-                    "not_separable": len(not_separable),
+                    "not_worse": sum(f["call"].startswith("not worse") for f in figures),
+                    "undecided": sum(f["decision"] == "undecided" for f in figures),
+                    "gating_undecided": len(undecided),
                     "regressions": len(regressions), "fixed": sum(r["kind"] == "fixed" for r in items),
                     "shared": sum(r["kind"].startswith("shared") for r in items)},
-        "not_separable_note": (f"{len(not_separable)} figure(s) not separable: their intervals hold no difference "
-                               "and are wider than the tolerance; too few boots to tell, not a proof of sameness "
-                               "(each row states the smallest difference these boots separate and the boots "
-                               "that would separate the tolerance)") if not_separable else "",
     }
+
+
+def _signed(pct: float | None) -> str:
+    return "-" if pct is None else (f"{pct:+.1f}%" if abs(pct) < 1000 else (">+1000%" if pct > 0 else "<-1000%"))
+
+
+def _range(iv: Sequence[float] | None) -> str:
+    return "-" if not iv else f"{_signed(iv[0])} … {_signed(iv[1])}"
 
 
 def last_line(comparison: Mapping[str, Any], out_dir: str) -> str:
     s = comparison["summary"]
-    return (f"COMPARISON: {comparison['result']} (exit {comparison['exit_code']}) · {s['figures']} figures: "
-            f"{s['b_worse']} B worse, {s['b_better']} B better, {s['equivalent']} equivalent, "
-            f"{s['not_separable']} not separable · items: {s['regressions']} regression(s), {s['fixed']} fixed, "
-            f"{s['shared']} shared · {comparison['spread']} spread · {out_dir}")
+    need = comparison["decision"]["boots_per_arm_to_decide"]
+    undecided = (f" · {s['gating_undecided']} gating figure(s) undecided: "
+                 + (f"{need} boots per arm would decide them" if need else "more than 1000 boots per arm needed")
+                 if comparison["result"] == "UNDECIDED" and s["gating_undecided"] else "")
+    return (f"COMPARISON: {comparison['result']} (exit {comparison['exit_code']}){undecided} · {s['figures']} "
+            f"figures: {s['b_worse']} B worse, {s['b_better']} B better, {s['equivalent']} equivalent, "
+            f"{s['not_worse']} not worse, {s['undecided']} undecided · items: {s['regressions']} regression(s), "
+            f"{s['fixed']} fixed, {s['shared']} shared · {comparison['spread']} spread · {out_dir}")
 
 
 def fmt(value: float | None, unit: str = "") -> str:

@@ -62,34 +62,77 @@ def _identity_rows(comparison: Mapping[str, Any]) -> list[tuple[str, list[str]]]
     return rows
 
 
+_CALLS = ("Calls: `equivalent within ±T%` (two one-sided tests put the difference inside the tolerance), "
+          "`B better` / `B worse` (separable after the correction across figures), `not worse by T%` (the "
+          "one-sided bound on B's degradation, \"B at worst\", lies inside the tolerance), `undecided` (none "
+          "of these: too few boots to tell, never \"the same\"; the boots per arm that would decide it are "
+          "stated, at 80% power if B's true difference is the one observed).")
+
+
+def _meaning(c: Mapping[str, Any]) -> str:
+    return {"B NOT WORSE": "Every gating figure is shown not worse (better, equivalent, or B's degradation bounded "
+                           "inside the tolerance) and no item regressed.",
+            "B WORSE": "B is separably worse on a gating figure, or an item failed only in B.",
+            "UNDECIDED": "Can't tell, which is not \"not worse\": a gating figure is neither shown worse nor shown "
+                         "not worse. Rerun with the boots stated below (or add boots: ab --until-decided).",
+            "INCOMPLETE": "A boot did not finish, or an arm has too few boots: no decision."}[c["result"]]
+
+
+def _paired(f: Mapping[str, Any]) -> str:
+    iv = f.get("paired_interval_pct")
+    return "-" if not iv else f"{_pct(f['paired_difference_pct'])} ({_pct(iv[0])} … {_pct(iv[1])})"
+
+
+def _worst(f: Mapping[str, Any]) -> str:
+    bound = f.get("degradation_bound_pct")
+    if bound is None:
+        return "-"
+    return f"{_pct(bound, False)} worse" if bound >= 0 else f"{_pct(-bound, False)} better"
+
+
+def _to_decide(f: Mapping[str, Any]) -> str:
+    if f["decision"] != "undecided":
+        return "decided"
+    n = f.get("boots_to_decide")
+    return f"{n}" if n is not None else "> 1000"
+
+
 def render_md(c: Mapping[str, Any]) -> str:
     arms = list(c["arms"])
-    lines = [f"# Comparison: {c['result']} (exit {c['exit_code']})", ""]
+    lines = [f"# Comparison: {c['result']} (exit {c['exit_code']})", "", _meaning(c), ""]
     for reason in c["reasons"]:
         lines.append(f"- {reason}")
     if c["reasons"]:
         lines.append("")
+    lines += [f"Warm-up: {c['warm_up']}.", ""]
+    if c.get("sequential"):
+        seq = c["sequential"]
+        lines += [f"Boots added until decided ({seq['method']}): "
+                  + "; ".join(f"look {i} at {look['boots_per_arm']} boots per arm (alpha share "
+                              f"{look['alpha_share']:.3f}): {look['result']}" for i, look in enumerate(seq["looks"], 1))
+                  + f"; at most {seq['max_boots']} boots per arm.", ""]
     lines += ["## Identities", "", "| | " + " | ".join(arms) + " |", "|---|" + "---|" * len(arms)]
     for key, values in _identity_rows(c):
         lines.append(f"| {key} | " + " | ".join(v.replace("|", "\\|") for v in values) + " |")
     gating = c["gating"] if isinstance(c["gating"], str) else ", ".join(c["gating"])
     lines += ["", "## Figures", "",
               f"Method: {c['method']}.", "",
-              f"Each boot is one sample; the spread is {c['spread']}. Tolerance ±{c['tolerance_pct']:g}%"
-              + (" (per figure from the noise floor where it names the figure)" if c.get("noise_floor") else "")
-              + f". Gating: {gating}.", ""]
+              f"Each boot is one sample; the spread is {c['spread']}. Tolerance ±{c['tolerance_pct']:g}%. "
+              f"Deciding analysis: {c['decision']['analysis']}"
+              + (" (the noise floor's variance and degrees of freedom pooled in where it names the figure)"
+                 if c.get("noise_floor") else "") + f". Gating: {gating}.", ""]
     if c.get("spread") == "run-to-run":
         lines += ["The arms were attached endpoints: one sample is one run against a server that kept running, so "
                   "the spread is run-to-run, not boot-to-boot; a boot's own luck is not in it.", ""]
-    lines += ["| figure | A | B | B vs A | interval (Holm-adjusted) | 95% interval (unadjusted) | call | smallest separable | boots for ±tol | gates |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+    lines += ["| figure | A | B | B vs A | interval (Holm-adjusted) | 95% interval (unadjusted) | adjacent pairs | "
+              "B at worst | call | boots per arm to decide | gates |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for f in c["figures"]:
         lines.append(f"| {f['title']} (`{f['id']}`) | {_arm_text(f['a'], f['unit'])} | {_arm_text(f['b'], f['unit'])} | "
-                     f"{_pct(f['difference_pct'])} | {_interval(f)} | {_interval(f, 'interval_pct')} | **{f['call']}** | "
-                     f"{_pct(f['min_detectable_pct'], False)} | {f['boots_to_separate_tolerance'] or '-'} | "
+                     f"{_pct(f['difference_pct'])} | {_interval(f)} | {_interval(f, 'interval_pct')} | "
+                     f"{_paired(f)} | {_worst(f)} | **{f['call']}** | {_to_decide(f)} | "
                      f"{'yes' if f['gating'] else 'no'} |")
-    if c.get("not_separable_note"):
-        lines += ["", c["not_separable_note"] + "."]
+    lines += ["", _CALLS]
     if c.get("figures_left_out"):
         lines += ["", "Not compared (missing from some boot): " + ", ".join(c["figures_left_out"]) + "."]
     lines += ["", "## Gate rows, item by item", ""]
@@ -150,7 +193,7 @@ def _svg(f: Mapping[str, Any]) -> str:
 
 def render_html(c: Mapping[str, Any]) -> str:
     e = html.escape
-    cls = {"B NOT WORSE": "v-PASS", "B WORSE": "v-FAIL"}.get(c["result"], "v-INCOMPLETE")
+    cls = {"B NOT WORSE": "v-PASS", "B WORSE": "v-FAIL"}.get(c["result"], "v-INCOMPLETE")  # UNDECIDED: not a pass
     arms = list(c["arms"])
     out = ["<!doctype html><html lang=en><head><meta charset=utf-8>",
            f"<title>Comparison: {e(c['result'])}</title><style>{STYLE}</style></head><body><header>",
@@ -158,25 +201,31 @@ def render_html(c: Mapping[str, Any]) -> str:
     if any((arm.get("identity") or {}).get("simulated") for arm in c["arms"].values()):
         out.append("<div class=sim>SIMULATED: these boots ran against the reference server; the figures describe no "
                    "deployment.</div>")
+    out.append(f"<p>{e(_meaning(c))}</p>")
     if c["reasons"]:
         out.append("<ul>" + "".join(f"<li class=reason>{e(r)}</li>" for r in c["reasons"]) + "</ul>")
+    out.append(f"<p class=muted>Warm-up: {e(c['warm_up'])}.</p>")
+    if c.get("sequential"):
+        seq = c["sequential"]
+        out.append(f"<p class=muted>Boots added until decided ({e(seq['method'])}): "
+                   + "; ".join(f"{look['boots_per_arm']} boots per arm: {e(look['result'])}" for look in seq["looks"])
+                   + "</p>")
     out.append("</header><main><h2>Identities</h2><table><tr><th></th>"
                + "".join(f"<th>{e(a)}</th>" for a in arms) + "</tr>")
     for key, values in _identity_rows(c):
         out.append(f"<tr><th>{e(key)}</th>" + "".join(f"<td class=mono>{e(v)}</td>" for v in values) + "</tr>")
     out.append("</table><h2>Figures</h2>")
-    out.append(f"<p class=muted>Method: {e(c['method'])}. One sample is one boot; the spread is {e(c['spread'])}.</p>")
-    if c.get("not_separable_note"):
-        out.append(f"<p>{e(c['not_separable_note'])}.</p>")
-    out.append("<table><tr><th>figure</th><th>A</th><th>B</th><th>B vs A</th><th>interval (Holm-adjusted)</th><th>95% interval (unadjusted)</th><th>call</th>"
-               "<th>smallest separable</th><th>boots for ±tol</th><th>boots and interval</th></tr>")
+    out.append(f"<p class=muted>Method: {e(c['method'])}. One sample is one boot; the spread is {e(c['spread'])}; "
+               f"deciding analysis: {e(c['decision']['analysis'])}.</p><p>{e(_CALLS)}</p>")
+    out.append("<table><tr><th>figure</th><th>A</th><th>B</th><th>B vs A</th><th>interval (Holm-adjusted)</th><th>95% interval (unadjusted)</th>"
+               "<th>adjacent pairs</th><th>B at worst</th><th>call</th><th>boots per arm to decide</th><th>boots and interval</th></tr>")
     for f in c["figures"]:
-        badge = {"B worse": "b-fail", "B better": "b-ok"}.get(f["call"], "b-other")
+        badge = {"worse": "b-fail", "not worse": "b-ok"}.get(f["decision"], "b-other")
         out.append(f"<tr><td>{e(f['title'])}<br><code>{e(f['id'])}</code>{' <span class=kind>gates</span>' if f['gating'] else ''}</td>"
                    f"<td>{e(_arm_text(f['a'], f['unit']))}</td><td>{e(_arm_text(f['b'], f['unit']))}</td>"
                    f"<td>{e(_pct(f['difference_pct']))}</td><td>{e(_interval(f))}</td><td>{e(_interval(f, 'interval_pct'))}</td>"
-                   f"<td><span class='badge {badge}'>{e(f['call'])}</span></td>"
-                   f"<td>{e(_pct(f['min_detectable_pct'], False))}</td><td>{f['boots_to_separate_tolerance'] or '-'}</td>"
+                   f"<td>{e(_paired(f))}</td><td>{e(_worst(f))}</td>"
+                   f"<td><span class='badge {badge}'>{e(f['call'])}</span></td><td>{e(_to_decide(f))}</td>"
                    f"<td>{_svg(f)}</td></tr>")
     out.append("</table><h2>Gate rows, item by item</h2>")
     if not c["items"]:

@@ -5,44 +5,33 @@ interleaved reference boots where B's server is slower."""
 
 from __future__ import annotations
 
-import copy
-import shutil
 import json
+import math
+import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
 from pytest_qualify.__main__ import main
-from pytest_qualify.bundle_format.schema import validate
 from pytest_qualify.compare.render import validate as validate_comparison
 
-from .helpers_compare import one_boot
+from .helpers_compare import Template, clone, one_boot, speed
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def template(tmp_path_factory) -> dict:
+def template(tmp_path_factory) -> Template:
     return one_boot(tmp_path_factory.mktemp("boot"))
 
 
-def make_boot(template: dict, folder: Path, *, factor: float = 1.0, run_id: str, host_kind: str | None = None,
+def make_boot(template: Template, folder: Path, *, factor: float = 1.0, run_id: str, host_kind: str | None = None,
               simulated: bool | None = None, failed: tuple[str, ...] = (), verdict: str | None = None,
-              lane_tokens: int | None = None, task_data: str | None = None) -> Path:
-    """A boot whose speed is ``factor`` times the template's: rates times it, times divided by it."""
-    s = copy.deepcopy(template)
+              lane_tokens: int | None = None, task_data: str | None = None, repeat: int | None = None) -> Path:
+    """A sealed boot whose speed is ``factor`` times the template's: rates times it, times divided by it."""
+    s = speed(template.summary, factor)
     s["run"]["id"] = run_id
-    for lane in s["timing"]["lanes"]:
-        for key in ("ttft_s", "e2e_s"):
-            lane[key]["median"] /= factor
-        lane["prefill_tok_s"]["median"] *= factor
-    for level in s["timing"]["load"]["levels"]:
-        for key in ("ttft_s_p50", "tpot_s_p50", "itl_s_p50", "itl_token_s_p50"):
-            if level.get(key) is not None:
-                level[key] /= factor
-        for key in ("output_tok_s", "requests_per_s"):
-            level[key] *= factor
     if host_kind:
         s["provenance"]["host"]["kind"] = host_kind
     if simulated is not None:
@@ -58,10 +47,9 @@ def make_boot(template: dict, folder: Path, *, factor: float = 1.0, run_id: str,
         s["profile"]["limits"]["lanes"][0]["prompt_tokens"] = lane_tokens
     if task_data:
         s["protocol"]["task_data_sha256"] = task_data
-    validate(s)
-    folder.mkdir(parents=True)
-    (folder / "summary.json").write_text(json.dumps(s))
-    return folder
+    if repeat:
+        s["run"]["repeat"] = repeat
+    return clone(template, folder, s)
 
 
 def arm(template: dict, root: Path, name: str, factors, **kw) -> list[str]:
@@ -95,7 +83,7 @@ def test_b_separably_slower_on_a_gating_figure_exits_1_with_every_file(template,
     assert "Welch" in c["method"] and "Holm" in c["method"]
     assert stdout.strip().splitlines()[-1].startswith("COMPARISON: B WORSE (exit 1) ·")
     md, page = (out / "comparison.md").read_text(), (out / "comparison.html").read_text()
-    assert "Method: per figure: Welch" in md and "| **B worse** |" in md
+    assert "Method: per figure, on log values across boots: Welch" in md and "| **B worse** |" in md
     assert page.count("<svg") == len(c["figures"]) and "SIMULATED" in page
     assert (out / "SHA256SUMS").read_text().count("  comparison.") == 3
 
@@ -187,28 +175,45 @@ def test_one_boot_named_twice_is_a_usage_error(template, tmp_path, capsys, how):
     assert not (tmp_path / "c").exists()
 
 
-def test_a_noise_floor_gives_each_figure_its_tolerance(template, tmp_path, capsys):
+def test_a_noise_floor_lends_its_variance_and_degrees_of_freedom(template, tmp_path, capsys):
+    """An A/A campaign's noise floor of the same workload and host: the comparison pools its
+    variance and adds its degrees of freedom, so 3 boots a side decide what they alone could not.
+    A noise floor of another host kind, or of another workload, is refused."""
     from pytest_qualify.bundle_format.workload import of_summary
     from pytest_qualify.compare.noise import NOISE_FILE, noise_floor, write_noise_floor
 
-    a = arm(template, tmp_path, "A", (1.0, 1.02, 0.98))
-    b = arm(template, tmp_path, "B", (1.01, 0.99, 1.0))
-    run("compare", *a, "--vs", *b, "--out", str(tmp_path / "aa"), capsys=capsys)
-    aa = json.loads((tmp_path / "aa" / "comparison.json").read_text())
-    floor = noise_floor(aa["figures"], workload=of_summary(template), spread="boot-to-boot")
+    aa = [str(make_boot(template, tmp_path / f"N{i}", factor=f, run_id=f"N{i}"))
+          for i, f in enumerate((1.0, 1.02, 0.98, 1.01, 0.99, 1.0, 1.02, 0.98, 1.01, 0.99), 1)]
+    run("compare", *aa[:5], "--vs", *aa[5:], "--out", str(tmp_path / "aa"), capsys=capsys)
+    figures = json.loads((tmp_path / "aa" / "comparison.json").read_text())["figures"]
+    kind = template.summary["provenance"]["host"]["kind"]
+    floor = noise_floor(figures, workload=of_summary(template.summary), spread="boot-to-boot", host_kinds=[kind])
     path = write_noise_floor(floor, tmp_path)
-    assert path.name == NOISE_FILE and 2 < floor["figures"]["load.c1.output_tok_s"]["tolerance_pct"] < 6
-    code, _, _ = run("compare", *a, "--vs", *b, "--noise-floor", str(path), "--out", str(tmp_path / "n"), capsys=capsys)
+    assert path.name == NOISE_FILE and floor["figures"]["load.c1.output_tok_s"]["df"] == 8
+    a = arm(template, tmp_path, "A", (1.0, 1.03, 0.97))
+    b = arm(template, tmp_path, "B", (0.94, 0.97, 0.91))
+    gate = ("--gate", "load.c1.output_tok_s", "--tolerance", "2")
+    code, _, _ = run("compare", *a, "--vs", *b, *gate, "--out", str(tmp_path / "w"), capsys=capsys)
+    alone = {f["id"]: f for f in json.loads((tmp_path / "w" / "comparison.json").read_text())["figures"]}
+    code_floor, _, _ = run("compare", *a, "--vs", *b, *gate, "--noise-floor", str(path), "--out", str(tmp_path / "n"),
+                           capsys=capsys)
     c = json.loads((tmp_path / "n" / "comparison.json").read_text())
     row = {f["id"]: f for f in c["figures"]}["load.c1.output_tok_s"]
-    assert row["tolerance_source"] == "noise floor"
-    assert row["tolerance_pct"] == pytest.approx(floor["figures"]["load.c1.output_tok_s"]["tolerance_pct"])
+    assert alone["load.c1.output_tok_s"]["analysis"] == "welch" and code == 2
+    assert row["analysis"] == "pooled with the noise floor" and row["df"] == pytest.approx(12)
+    assert code_floor == 1 and row["call"] == "B worse" and c["decision"]["analysis"] == "pooled with the noise floor"
+    assert c["noise_floor"]["load.c1.output_tok_s"]["df"] == 8
+    (tmp_path / "other").mkdir()
+    write_noise_floor(dict(floor, host_kinds=["1 x NVIDIA H100 80GB HBM3"]), tmp_path / "other")
+    code, _, err = run("compare", *a, "--vs", *b, "--noise-floor", str(tmp_path / "other" / NOISE_FILE),
+                       "--out", str(tmp_path / "x"), capsys=capsys)
+    assert code == 4 and "was measured on 1 x NVIDIA H100 80GB HBM3" in err and len(err.strip().splitlines()) == 1
 
 
 def test_ab_interleaves_reference_boots_and_calls_the_slower_b_worse(tmp_path, capsys):
     """Six boots of the reference server, A, B, B, A, A, B; B's server decodes at half the rate."""
     out = tmp_path / "ab"
-    code = main(["ab", "small", "small", "--boots", "3", "--endpoint", "reference", "--out", str(out),
+    code = main(["ab", "small", "small", "--boots", "3", "--warm-up", "0", "--endpoint", "reference", "--out", str(out),
                  "--a-env", "QUALIFY_REFERENCE_DECODE_TOK_S=150", "--b-env", "QUALIFY_REFERENCE_DECODE_TOK_S=150",
                  "--b-env", "QUALIFY_REFERENCE_SPEED=0.5", "--gate", "load.c1.output_tok_s"])
     stdout = capsys.readouterr().out
@@ -261,7 +266,7 @@ def test_attach_mode_compares_two_running_endpoints_run_by_run(tmp_path, capsys)
         for s in servers:
             s.terminate()
             s.wait(30)
-    assert code == 0, stdout
+    assert code in (0, 2), stdout  # the same recipe: never B WORSE
     assert "the spread is run-to-run, not boot-to-boot" in stdout
     c = json.loads((out / "comparison.json").read_text())
     assert c["spread"] == "run-to-run" and c["arms"]["A"]["identity"]["mode"] == "attach"
@@ -270,23 +275,33 @@ def test_attach_mode_compares_two_running_endpoints_run_by_run(tmp_path, capsys)
     assert not (out / "noise-floor.json").exists()
 
 
-def test_ab_of_a_recipe_against_itself_writes_its_noise_floor(tmp_path, capsys):
-    """A/A: the recipe's own boot-to-boot spread, written for a later comparison's tolerance."""
+def test_ab_of_a_recipe_against_itself_warms_up_and_writes_its_noise_floor(tmp_path, capsys):
+    """A/A: each arm's first boot warms the caches and is no sample (boots/warm-up-A1, -B1); the
+    recipe's own boot-to-boot variance is written for a later comparison. The same recipe is never
+    B WORSE: exit 0, or 2 with the boots that would decide it."""
     from pytest_qualify.bundle_format.workload import of_summary
     from pytest_qualify.compare.noise import read_noise_floor
 
     out = tmp_path / "aa"
     code = main(["ab", "small", "small", "--boots", "2", "--endpoint", "reference", "--out", str(out)])
     stdout = capsys.readouterr().out
-    assert code == 0, stdout
+    assert code in (0, 2), stdout
+    assert "after 1 warm-up boot(s) per arm (not samples)" in stdout
     assert "A/A: measuring the noise floor" in stdout and f"noise floor: {out / 'noise-floor.json'}" in stdout
+    assert sorted(p.name for p in (out / "boots").iterdir()) == ["A1", "A2", "B1", "B2", "warm-up-A1", "warm-up-B1"]
+    c = json.loads((out / "comparison.json").read_text())
+    assert [len(c["arms"][x]["boots"]) for x in "AB"] == [2, 2]
+    assert [len(c["arms"][x]["warm_up_boots"]) for x in "AB"] == [1, 1]
+    assert "warmed its caches and are no sample" in c["warm_up"]
+    assert "Warm-up: each arm's first 1 boot(s)" in (out / "comparison.md").read_text()
     floor = json.loads((out / "noise-floor.json").read_text())
-    assert floor["schema"] == "pytest-qualify/noise-floor" and "two standard deviations" in floor["rule"]
-    assert floor["figures"]["load.c1.output_tok_s"]["boots"] == 4
+    assert floor["schema"] == "pytest-qualify/noise-floor" and "degrees of freedom" in floor["rule"]
+    assert floor["figures"]["load.c1.output_tok_s"]["boots"] == 4 and floor["figures"]["load.c1.output_tok_s"]["df"] == 2
     (boot,) = [p for p in (out / "boots" / "A1").iterdir() if p.is_dir() and not p.name.startswith(".")]
-    workload = of_summary(json.loads((boot / "summary.json").read_text()))
-    tolerances = read_noise_floor(out / "noise-floor.json", workload)
-    assert tolerances["load.c1.output_tok_s"] == floor["figures"]["load.c1.output_tok_s"]["tolerance_pct"]
+    summary = json.loads((boot / "summary.json").read_text())
+    rows = read_noise_floor(out / "noise-floor.json", of_summary(summary), host_kinds=floor["host_kinds"],
+                            spread="boot-to-boot")
+    assert rows["load.c1.output_tok_s"].df == 2
 
 
 def test_ab_of_a_fast_but_wrong_b_exits_1_with_its_item_regressions(tmp_path, capsys):
@@ -294,10 +309,11 @@ def test_ab_of_a_fast_but_wrong_b_exits_1_with_its_item_regressions(tmp_path, ca
     fault, through B's own pytest options): the timing stage still grades, so B's speed wins it
     nothing: its failed lane items are regressions attributed to B."""
     out = tmp_path / "ab"
-    code = main(["ab", "small", "small", "--boots", "2", "--endpoint", "reference", "--out", str(out),
+    code = main(["ab", "small", "small", "--boots", "2", "--warm-up", "0", "--endpoint", "reference", "--out", str(out),
                  "--b-env", "QUALIFY_REFERENCE_SPEED=2",
                  "--b-env", "PYTEST_ADDOPTS=--qualify-reference-fault=drop_needle"])
-    stdout = capsys.readouterr().out
+    captured = capsys.readouterr()
+    stdout = captured.out + captured.err
     assert code == 1, stdout
     c = json.loads((out / "comparison.json").read_text())
     assert [b["verdict"] for b in c["arms"]["A"]["boots"]] == ["PASS", "PASS"]
@@ -305,3 +321,218 @@ def test_ab_of_a_fast_but_wrong_b_exits_1_with_its_item_regressions(tmp_path, ca
     regressions = [row["item"] for row in c["items"] if row["kind"] == "regression"]
     assert regressions == ["context::test_context_retrieval[3K]"], c["items"]
     assert c["reasons"] == [f"item regression: {regressions[0]} failed only in B"]
+
+
+# -- the decision's three answers ---------------------------------------------------------------
+
+
+def test_cant_tell_is_undecided_with_the_boots_that_would_decide_it(template, tmp_path, capsys):
+    """Three boots a side at a 10% boot-to-boot spread, the same centre: not separable is not "not
+    worse": exit 2, each undecided gating figure with the boots per arm that would decide it, in the
+    last line, the JSON and both pages."""
+    a = arm(template, tmp_path, "A", (1.0, 1.1, 0.9))
+    b = arm(template, tmp_path, "B", (1.01, 1.08, 0.92))
+    out = tmp_path / "u"
+    code, stdout, _ = run("compare", *a, "--vs", *b, "--gate", "load.c1.tpot_s_p50", "--out", str(out), capsys=capsys)
+    c = json.loads((out / "comparison.json").read_text())
+    validate_comparison(c)
+    assert code == 2 and c["result"] == "UNDECIDED" and c["exit_code"] == 2
+    (undecided,) = c["decision"]["undecided"]
+    need = undecided["boots_to_decide"]
+    assert undecided["figure"] == "load.c1.tpot_s_p50" and need is not None and need > 3
+    assert c["decision"]["boots_per_arm_to_decide"] == need
+    (reason,) = c["reasons"]
+    assert reason.startswith("gating figure load.c1.tpot_s_p50 undecided") and f"{need} boots per arm would decide it" in reason
+    last = stdout.strip().splitlines()[-1]
+    assert last.startswith(f"COMPARISON: UNDECIDED (exit 2) · 1 gating figure(s) undecided: {need} boots per arm")
+    md, page = (out / "comparison.md").read_text(), (out / "comparison.html").read_text()
+    assert md.startswith("# Comparison: UNDECIDED (exit 2)") and "which is not \"not worse\"" in md
+    assert "class='verdict v-INCOMPLETE'>UNDECIDED<" in page
+
+
+def test_b_slightly_slower_inside_the_tolerance_is_shown_not_worse(template, tmp_path, capsys):
+    a = arm(template, tmp_path, "A", (1.0, 1.002, 0.998, 1.001))
+    b = arm(template, tmp_path, "B", (0.99, 0.992, 0.988, 0.991))
+    code, stdout, _ = run("compare", *a, "--vs", *b, "--gate", "load.c1.output_tok_s", "--out", str(tmp_path / "c"),
+                          capsys=capsys)
+    c = json.loads((tmp_path / "c" / "comparison.json").read_text())
+    row = {f["id"]: f for f in c["figures"]}["load.c1.output_tok_s"]
+    assert code == 0 and c["result"] == "B NOT WORSE" and row["decision"] == "not worse"
+    assert row["degradation_bound_pct"] < 5 and c["decision"]["not_worse"] == ["load.c1.output_tok_s"]
+
+
+# -- held-out classes: the bundle verified, the workload whole, the numbers sane ------------------
+
+
+def test_a_bundle_whose_summary_was_edited_and_resealed_is_refused(template, tmp_path, capsys):
+    """A summary's figures edited and its SHA256SUMS line redone, the statement left alone: the
+    statement no longer agrees, and compare refuses the bundle in one line naming it."""
+    from pytest_qualify.bundle_format.manifest import sha256_file
+
+    a = arm(template, tmp_path, "A", (1.0, 1.01, 0.99))
+    b = arm(template, tmp_path, "B", (1.0, 1.01, 0.99))
+    forged = Path(b[0])
+    summary = json.loads((forged / "summary.json").read_text())
+    summary["timing"]["load"]["levels"][0]["output_tok_s"] *= 2
+    (forged / "summary.json").write_text(json.dumps(summary))
+    lines = [f"{sha256_file(forged / 'summary.json')}  summary.json" if line.endswith("  summary.json") else line
+             for line in (forged / "SHA256SUMS").read_text().splitlines()]
+    (forged / "SHA256SUMS").write_text("\n".join(lines) + "\n")
+    code, _, err = run("compare", *a, "--vs", *b, "--out", str(tmp_path / "c"), capsys=capsys)
+    assert code == 4 and len(err.strip().splitlines()) == 1, err
+    assert f"bundle {forged}" in err and "provenance.intoto.json" in err and "summary.json has sha256" in err
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_bundle_with_no_sha256sums_is_refused(template, tmp_path, capsys):
+    a = arm(template, tmp_path, "A", (1.0, 1.01, 0.99))
+    b = arm(template, tmp_path, "B", (1.0, 1.01, 0.99))
+    (Path(a[1]) / "SHA256SUMS").unlink()
+    code, _, err = run("compare", *a, "--vs", *b, "--out", str(tmp_path / "c"), capsys=capsys)
+    assert code == 4 and len(err.strip().splitlines()) == 1 and f"bundle {a[1]}: no SHA256SUMS" in err, err
+
+
+def test_a_repeat_2_run_is_not_the_workload_of_repeat_1_runs(template, tmp_path, capsys):
+    a = arm(template, tmp_path, "A", (1.0, 1.01, 0.99))
+    b = arm(template, tmp_path, "B", (1.0, 1.01, 0.99), repeat=2)
+    code, _, err = run("compare", *a, "--vs", *b, "--out", str(tmp_path / "c"), capsys=capsys)
+    assert code == 4 and "repeat (repetitions per item; the load figures are a repetition's worst): A A1 --repeat 1" in err
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--boots", "0"], "--boots 0: at least 2 boots per arm"),
+    (["--boots", "1"], "--boots 1: at least 2 boots per arm"),
+    (["--tolerance", "0"], "--tolerance 0: the tolerance must be above 0%"),
+    (["--tolerance", "-3"], "--tolerance -3: the tolerance must be above 0%"),
+])
+def test_boots_and_tolerance_that_cannot_decide_are_usage_errors(template, tmp_path, capsys, argv, words):
+    a = arm(template, tmp_path, "A", (1.0, 1.01))
+    b = arm(template, tmp_path, "B", (1.0, 1.01))
+    code, _, err = run("compare", *a, "--vs", *b, *argv, "--out", str(tmp_path / "c"), capsys=capsys)
+    assert code == 4 and words in err and len(err.strip().splitlines()) == 1, err
+    code = main(["ab", "small", "small", "--endpoint", "reference", *argv, "--out", str(tmp_path / "ab")])
+    assert code == 4 and words in capsys.readouterr().err
+    assert not (tmp_path / "ab").exists()  # refused before any boot
+
+
+def test_cold_first_bundles_are_warm_up_and_no_sample(template, tmp_path, capsys):
+    """Each arm's first boot on the machine ran with cold caches, B's far slower (a cold compile
+    cache): named as warm-up, it is verified, listed and left out of every figure."""
+    a = arm(template, tmp_path, "A", (0.5, 1.0, 1.002, 0.998, 1.001))
+    b = arm(template, tmp_path, "B", (0.2, 1.0, 1.002, 0.998, 1.001))
+    code, stdout, _ = run("compare", *a, "--vs", *b, "--warm-up", "1", "--gate", "load.c1.output_tok_s",
+                          "--out", str(tmp_path / "c"), capsys=capsys)
+    c = json.loads((tmp_path / "c" / "comparison.json").read_text())
+    assert code == 0, stdout
+    assert [w["run_id"] for w in c["arms"]["A"]["warm_up_boots"]] == ["A1"]
+    assert [bt["run_id"] for bt in c["arms"]["B"]["boots"]] == ["B2", "B3", "B4", "B5"]
+    assert {f["id"]: f for f in c["figures"]}["load.c1.output_tok_s"]["b"]["boots"] == 4
+    assert "the first 1 bundle(s) of each arm warmed the caches" in c["warm_up"]
+    code, _, _ = run("compare", *a, "--vs", *b, "--gate", "load.c1.output_tok_s", "--out", str(tmp_path / "d"),
+                     capsys=capsys)
+    assert code != 0  # counted as samples, the cold boots decide nothing in B's favour
+    code, _, err = run("compare", *a[:1], "--vs", *b, "--warm-up", "1", "--out", str(tmp_path / "e"), capsys=capsys)
+    assert code == 4 and "no sample would be left" in err
+
+
+# -- ab with boots written by a stand-in runner: warm-up order, --until-decided ------------------
+
+
+class Boots:
+    """Runs a boot by writing a sealed clone of the template into the boot's evidence folder, at a
+    speed drawn per boot (seeded by the boot's name): ``ab`` itself decides, looks and stops."""
+
+    def __init__(self, template: Template, *, b_speed: float, jitter: float, seed: int = 0):
+        import random
+
+        self.template, self.b_speed, self.jitter, self.seed = template, b_speed, jitter, seed
+        self.random = random
+        self.names: list[str] = []
+
+    def __call__(self, cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str, str]:
+        name = env["QUALIFY_REFERENCE_BOOT_SEED"]
+        self.names.append(name)
+        rng = self.random.Random(f"{self.seed}:{name}")
+        factor = (self.b_speed if name.lstrip("warm-up-").startswith("B") else 1.0) * math.exp(rng.gauss(0, self.jitter))
+        if name.startswith("warm-up"):
+            factor *= 0.3  # a cold boot
+        evidence = Path(cmd[cmd.index("--qualify-evidence") + 1])
+        s = speed(self.template.summary, factor)
+        s["run"]["id"] = f"run-{name}-{self.seed}"
+        clone(self.template, evidence / s["run"]["id"], s)
+        return 0, f"TIMING: PASS (stage timing; not a qualification) (exit 0) · evidence {evidence}", ""
+
+
+def ab(argv: list[str], runner: Boots) -> int:
+    import argparse
+
+    from pytest_qualify.compare.cli import ab_main, add_parsers
+
+    parser = argparse.ArgumentParser(prog="python -m pytest_qualify")
+    add_parsers(parser.add_subparsers(dest="command", required=True))
+    return ab_main(parser.parse_args(["ab", *argv]), runner=runner)
+
+
+def test_ab_warms_each_arm_up_first_and_never_samples_it(template, tmp_path, capsys):
+    runner = Boots(template, b_speed=1.0, jitter=0.002)
+    code = ab(["small", "small", "--boots", "2", "--endpoint", "reference", "--gate", "load.c1.output_tok_s",
+               "--out", str(tmp_path / "w")], runner)
+    assert runner.names == ["warm-up-A1", "warm-up-B1", "A1", "B1", "B2", "A2"]
+    c = json.loads((tmp_path / "w" / "comparison.json").read_text())
+    assert code in (0, 2) and [len(c["arms"][x]["boots"]) for x in "AB"] == [2, 2]
+    assert all(v > 0.9 * c["figures"][0]["a"]["values"][0] for f in c["figures"] if f["id"] == "load.c1.output_tok_s"
+               for v in f["a"]["values"] + f["b"]["values"])  # no cold boot among the samples
+    capsys.readouterr()
+
+
+def test_until_decided_adds_pairs_and_stops_when_b_is_worse(template, tmp_path, capsys):
+    """B 15% slower at 6% boot-to-boot jitter: three boots a side cannot tell; the campaign adds a
+    pair a look, each look at its Pocock share of the alpha, and stops at B WORSE before its maximum."""
+    runner = Boots(template, b_speed=0.85, jitter=0.06, seed=4)
+    out = tmp_path / "seq"
+    code = ab(["small", "small", "--boots", "3", "--warm-up", "0", "--until-decided", "--max-boots", "12",
+               "--endpoint", "reference", "--gate", "load.c1.output_tok_s", "--out", str(out)], runner)
+    stdout = capsys.readouterr().out
+    c = json.loads((out / "comparison.json").read_text())
+    validate_comparison(c)
+    seq = c["sequential"]
+    assert code == 1 and c["result"] == "B WORSE", stdout
+    assert seq["spending"] == "pocock" and "Lan-DeMets" in seq["method"] and "Lan-DeMets" in c["method"]
+    assert [look["boots_per_arm"] for look in seq["looks"]] == list(range(3, seq["stopped_at_boots"] + 1))
+    assert 3 < seq["stopped_at_boots"] < 12 and [look["result"] for look in seq["looks"]][:-1] == \
+        ["UNDECIDED"] * (len(seq["looks"]) - 1)
+    assert len(c["arms"]["A"]["boots"]) == len(c["arms"]["B"]["boots"]) == seq["stopped_at_boots"]
+    assert "look 1/10 at 3 boots per arm" in stdout
+    # The pairs keep the campaign's alternation past the first look: A4 after B4, then A5 before B5.
+    assert runner.names[6:10] == ["B4", "A4", "A5", "B5"]
+
+
+def test_until_decided_needs_its_bound(template, tmp_path, capsys):
+    runner = Boots(template, b_speed=1.0, jitter=0.01)
+    assert ab(["small", "small", "--until-decided", "--out", str(tmp_path / "x")], runner) == 4
+    assert ab(["small", "small", "--max-boots", "6", "--out", str(tmp_path / "x")], runner) == 4
+    assert ab(["small", "small", "--boots", "4", "--until-decided", "--max-boots", "3", "--out", str(tmp_path / "x")],
+              runner) == 4
+    assert runner.names == [] and "--until-decided needs --max-boots" in capsys.readouterr().err
+
+
+def test_paired_boots_cancel_the_machines_drift(template, tmp_path, capsys):
+    """A machine that slows 5% a pair; B 3% slower than A in every pair. Unpaired, the drift reads as
+    spread and the call is undecided; --paired decides B worse on the adjacent pairs. Every
+    comparison shows the pairs' estimate beside the deciding analysis."""
+    drift = (1.0, 0.95, 0.90, 0.855)
+    a = arm(template, tmp_path, "A", drift)
+    b = arm(template, tmp_path, "B", tuple(d * 0.97 * j for d, j in zip(drift, (1.0, 1.002, 0.998, 1.001))))
+    gate = ("--gate", "load.c1.output_tok_s", "--tolerance", "1")
+    code, _, _ = run("compare", *a, "--vs", *b, *gate, "--out", str(tmp_path / "u"), capsys=capsys)
+    unpaired = json.loads((tmp_path / "u" / "comparison.json").read_text())
+    row = {f["id"]: f for f in unpaired["figures"]}["load.c1.output_tok_s"]
+    assert code == 2 and row["analysis"] == "welch" and row["paired_difference_pct"] == pytest.approx(-3.0, abs=0.3)
+    assert "adjacent pairs" in (tmp_path / "u" / "comparison.md").read_text()
+    code, _, _ = run("compare", *a, "--vs", *b, *gate, "--paired", "--out", str(tmp_path / "p"), capsys=capsys)
+    c = json.loads((tmp_path / "p" / "comparison.json").read_text())
+    row = {f["id"]: f for f in c["figures"]}["load.c1.output_tok_s"]
+    assert code == 1 and row["analysis"] == "paired" and row["call"] == "B worse"
+    assert c["decision"]["analysis"] == "paired (adjacent boots)" and row["df"] == pytest.approx(3)
+    code, _, _ = run("compare", *a, "--vs", *b[:3], *gate, "--paired", "--out", str(tmp_path / "x"), capsys=capsys)
+    assert code == 2 and "do not pair up" in json.loads((tmp_path / "x" / "comparison.json").read_text())["reasons"][0]
