@@ -178,6 +178,15 @@ class ServerSession:
         finally:
             client.close()
 
+    def begin_stop(self) -> None:
+        """The run has read all it reads from the server: let it shut down while the bundle is written."""
+        if self.state.target is None:
+            return
+        try:
+            self.state.target.begin_stop()
+        except KeyboardInterrupt:
+            pass  # stop() at unconfigure still stops the whole group
+
     def stop(self) -> None:
         if self.state.target is None:
             return

@@ -9,10 +9,11 @@ the header can say what it declares itself). Then the first step (health, key, i
 that cannot be judged stops INCOMPLETE, a served identity that is not the profile's stops FAIL);
 the served identity's first reading; tell user plugins; the first /metrics scrape.
 End (session finish): the run-level problems (failing or leaving the run incomplete); the
-server's death; the served identity read again; the last scrape; the verdict of the run's stage
+server's death; the served identity read again; the last scrape; the server told to stop (a
+launched one shuts down while the rest is written); the verdict of the run's stage
 (SLO rows included) and the bundle; tell user plugins; suite properties for --junitxml; the exit
-status (0 PASS, 1 FAIL, 2 INCOMPLETE). Then the terminal summary; and at unconfigure, stop the
-server, then the CI job summary and the provenance statement, then seal the bundle (its
+status (0 PASS, 1 FAIL, 2 INCOMPLETE). Then the terminal summary; and at unconfigure, wait for the
+server's stop, then the CI job summary and the provenance statement, then seal the bundle (its
 ``SHA256SUMS`` covers the server log, which grows until the server stops, and the statement);
 last, the verdict as the run's last terminal line.
 """
@@ -138,6 +139,11 @@ class RunSteps:
                 problems.append(f"server died during the run: {died}")
         problems += stage.end_problems(state, died)
         self.evidence.scrape_end()
+        # Nothing after this reads the server: it shuts down while the bundle is written, and
+        # unconfigure only waits for it. Not in an interrupted run: a second Ctrl-C is for the wait
+        # at unconfigure, never for the bundle.
+        if exitstatus != pytest.ExitCode.INTERRUPTED:
+            self.server.begin_stop()
         stage_run = stage.stage_of(state)
         end = run_record(state, ev, modules=module_registry(), required=stage_run.stage.modules, problems=problems,
                             incomplete=incomplete, selection=selection, died=died, stage_run=stage_run, secrets=state.secrets,

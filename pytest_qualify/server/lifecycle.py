@@ -153,6 +153,7 @@ class ServerProcess:
         self.ready_s: float | None = None
         self.guard: subprocess.Popen[bytes] | None = None
         self._guard_pipe: int | None = None
+        self._term_sent_at: float | None = None  # when begin_stop() sent SIGTERM (monotonic)
 
     @property
     def pid(self) -> int | None:
@@ -268,8 +269,17 @@ class ServerProcess:
                 next_progress = now + interval
             time.sleep(poll_s)
 
+    def begin_stop(self) -> None:
+        """SIGTERM the process group now and return at once: the server shuts down while the run
+        writes its bundle, and :meth:`stop` waits for what is left of the term grace. Once only."""
+        if self.proc is None or self._term_sent_at is not None:
+            return
+        self._term_sent_at = time.monotonic()
+        _signal_group(self.proc.pid, signal.SIGTERM)
+
     def stop(self) -> int | None:
-        """SIGTERM the process group, wait, then SIGKILL it and wait until no member is left.
+        """SIGTERM the process group (unless :meth:`begin_stop` did), wait what is left of the term
+        grace, then SIGKILL it and wait until no member is left.
 
         Safe to call twice. A KeyboardInterrupt while waiting (a second Ctrl-C, or SIGTERM to
         pytest) cuts the polite wait short; the group is still killed before it propagates."""
@@ -280,9 +290,10 @@ class ServerProcess:
         pgid = proc.pid
         interrupted: BaseException | None = None
         try:
-            _signal_group(pgid, signal.SIGTERM)
+            self.begin_stop()
+            assert self._term_sent_at is not None
             try:
-                proc.wait(timeout=self.spec.term_grace_s)
+                proc.wait(timeout=max(0.0, self._term_sent_at + self.spec.term_grace_s - time.monotonic()))
             except subprocess.TimeoutExpired:
                 pass
         except KeyboardInterrupt as exc:

@@ -58,8 +58,16 @@ class Target:
     def log_tail(self, lines: int = 20) -> str:
         return self.process.log_tail(lines) if self.process is not None else ""
 
+    def begin_stop(self) -> None:
+        """SIGTERM the steering proxy and the server at once, and return: both shut down while the
+        run writes its bundle; :meth:`stop` waits for them."""
+        for process in (self.proxy, self.process):
+            if process is not None:
+                process.begin_stop()
+
     def stop(self) -> None:
         """Stop the process group; then scrub secrets from the log the server wrote."""
+        self.begin_stop()  # both at once: the proxy's and the server's shutdowns overlap
         if self.proxy is not None:
             try:
                 self.proxy.stop()
@@ -190,8 +198,9 @@ def steer_spec(profile: Profile, settings: Settings, upstream: LaunchSpec, run_d
         argv += ("--fault", fault)
     if settings.reference_faults:
         argv += ("--fault-log", str(run_dir / FAULT_LOG))
+    # Started beside vLLM, waited for once vLLM is ready: its clock runs through vLLM's start-up too.
     return LaunchSpec(argv=argv, host=upstream.host, port=port, log_path=run_dir / STEER_PROXY_LOG,
-                      startup_timeout_s=60.0, secrets=upstream.secrets)
+                      startup_timeout_s=upstream.startup_timeout_s + 60.0, secrets=upstream.secrets)
 
 
 def start_target(
@@ -223,7 +232,16 @@ def start_target(
     if progress:
         progress(f"launching: {spec.display_command()}")
     process.start()
+    proxy_spec = None
     try:
+        if settings.mode == Mode.LAUNCH and profile.steer is not None:
+            # The steering proxy starts while vLLM does (it asks vLLM nothing until a request comes):
+            # its own start-up is then inside vLLM's, not after it.
+            proxy_spec = steer_spec(profile, settings, spec, run_dir)
+            target.proxy = ServerProcess(proxy_spec)
+            if progress:
+                progress(f"steering: {proxy_spec.display_command()}")
+            target.proxy.start()
         seconds = process.wait_ready(progress=progress, progress_every_s=2.0 if settings.mode == Mode.REFERENCE else 10.0)
     except BaseException:
         # A failed start, a startup timeout, or Ctrl-C/SIGTERM while waiting: nothing may be
@@ -232,13 +250,8 @@ def start_target(
         raise
     if progress:
         progress(f"server ready at {spec.base_url} after {seconds:.1f} s (pid {process.pid})")
-    if settings.mode == Mode.LAUNCH and profile.steer is not None:
-        proxy_spec = steer_spec(profile, settings, spec, run_dir)
-        target.proxy = ServerProcess(proxy_spec)
-        if progress:
-            progress(f"steering: {proxy_spec.display_command()}")
+    if proxy_spec is not None and target.proxy is not None:
         try:
-            target.proxy.start()
             target.proxy.wait_ready(progress=progress)
         except BaseException:
             target.stop()

@@ -155,6 +155,9 @@ def test_signal_during_teardown(run_pytest, tmp_path):
     # The server ignores SIGTERM for 60 s; Ctrl-C while teardown waits for it ends the wait.
     run = run_pytest(*launch_args(tmp_path, "--spawn-child", "--ignore-sigterm", "60"))
     run.wait_for_event("sigterm")
+    # The server is told to stop as the bundle is begun; teardown waits for it once the bundle is written.
+    assert wait_for(lambda: any((tmp_path / "ev").glob("*/report.html")), 30.0), run.output()
+    time.sleep(0.5)
     t0 = time.monotonic()
     run.send(signal.SIGINT)
     run.wait_exit()
