@@ -25,7 +25,8 @@ Method (named in every output, :data:`METHOD`):
 - error control. A wrong ``B WORSE`` (exit 1) needs a gating figure called worse though none is:
   the difference tests are corrected across the figures by Holm's step-down in Šidák's form
   (``statsmodels.stats.multitest.multipletests``, ``holm-sidak``), the gating figures at
-  ``ALPHA_GATING`` (2.5%), the others at ``ALPHA_OTHER`` (0.5%). A wrong ``B NOT WORSE`` (exit 0)
+  ``ALPHA_GATING`` (2.5%; every figure gates where none is named), the others at ``ALPHA_OTHER``
+  (0.5%). A wrong ``B NOT WORSE`` (exit 0)
   needs *every* gating figure shown non-inferior, one of them falsely: by the intersection-union
   principle (Berger 1982) each non-inferiority (or equivalence) test at ``ALPHA_NOT_WORSE`` (2.5%)
   bounds that error at 2.5% with no correction across figures;
@@ -54,7 +55,6 @@ Better = Literal["higher", "lower"]
 Analysis = Literal["welch", "pooled with the noise floor", "paired", "paired with the noise floor", "exact"]
 Decision = Literal["not worse", "worse", "undecided"]
 
-ALPHA = 0.03  # every figure in one family (no figure named as gating)
 ALPHA_GATING = 0.025
 ALPHA_OTHER = 0.005
 ALPHA_NOT_WORSE = 0.025
@@ -275,7 +275,7 @@ class FigureTest:
     p_equivalence: float = 1.0
     p_not_worse: float = 1.0
     p_difference_holm: float = 1.0
-    family_alpha: float = ALPHA
+    family_alpha: float = ALPHA_GATING
     family_size: int = 1
     alpha_not_worse: float = ALPHA_NOT_WORSE
     min_detectable_pct: float | None = None
@@ -511,14 +511,16 @@ def decide(tests: Sequence[FigureTest], *, power: bool = True, spend: float = 1.
 
     gating = [t for t in tests if t.gating]
     others = [t for t in tests if not t.gating]
-    families = [(gating, ALPHA_GATING), (others, ALPHA_OTHER)] if gating and others else [(list(tests), ALPHA)]
+    # With no figure named, every figure gates: one family at the gating alpha either way, so a false
+    # B WORSE is held to 2.5% whatever the operator named.
+    families = [(gating, ALPHA_GATING), (others, ALPHA_OTHER)]
     for family, alpha in families:
         if not family:
             continue
         alpha *= spend
         for t in family:
             t.family_alpha, t.family_size = alpha, len(family)
-            t.alpha_not_worse = (ALPHA_NOT_WORSE if t.gating or not gating else ALPHA_OTHER) * spend
+            t.alpha_not_worse = (ALPHA_NOT_WORSE if t.gating else ALPHA_OTHER) * spend
         raw = [min(1.0, max(0.0, t.p_difference)) if math.isfinite(t.p_difference) else 1.0 for t in family]
         with numpy.errstate(divide="ignore"):  # a p-value of 1 corrects to 1 through log1p(-1)
             rejected, adjusted, _, _ = multipletests(raw, alpha=alpha, method="holm-sidak")
