@@ -453,7 +453,7 @@ class Boots:
         name = env["QUALIFY_REFERENCE_BOOT_SEED"]
         self.names.append(name)
         rng = self.random.Random(f"{self.seed}:{name}")
-        factor = (self.b_speed if name.lstrip("warm-up-").startswith("B") else 1.0) * math.exp(rng.gauss(0, self.jitter))
+        factor = (self.b_speed if name.removeprefix("warm-up-").startswith("B") else 1.0) * math.exp(rng.gauss(0, self.jitter))
         if name.startswith("warm-up"):
             factor *= 0.3  # a cold boot
         evidence = Path(cmd[cmd.index("--qualify-evidence") + 1])
