@@ -251,9 +251,8 @@ class AbRules:
     """The profile's ``[ab]`` table: how a comparison of this deployment with another decides.
     ``figures``: the figure ids (globs allowed) that gate: B separably worse on one of them fails the
     comparison; empty: every figure gates. ``tolerance_pct``: the difference an equivalence call
-    (two one-sided tests) and a non-inferiority call allow. ``boots``: boots per arm of an A/B.
-    ``noise_floor``: a file written by an A/A campaign whose per-figure variance and degrees of
-    freedom are pooled with the boots'."""
+    (two one-sided tests) allows. ``boots``: boots per arm of an A/B. ``noise_floor``: a file
+    written by an A/A campaign whose per-figure tolerances replace ``tolerance_pct``."""
 
     figures: tuple[str, ...] = ()
     tolerance_pct: float = 5.0
@@ -440,6 +439,7 @@ class ToolUseRules:
 
     requests: int | None = None  # None: the whole set
     floor: str | None = None
+    temperature: float = 0.0  # above 0: each run samples with its own seed (a reference's runs then vary)
     floor_runs: tuple[Mapping[str, float], ...] = ()
 
 
@@ -463,8 +463,9 @@ def _tool_use(raw: dict[str, Any], path: Path) -> ToolUseRules:
     requests = int(table.get("requests", len(stored)))
     if requests > len(stored):
         raise ProfileError(f"profile file {path}: field 'tool_use.requests' is invalid: the set holds {len(stored)} requests")
+    temperature = float(table.get("temperature", 0.0))
     if "floor" not in table:
-        return ToolUseRules(requests=requests)
+        return ToolUseRules(requests=requests, temperature=temperature)
     floor = str(table["floor"])
     where = (Path(str(fixtures)) / floor.removeprefix("fixtures/") if floor.startswith("fixtures/")
              else Path(floor) if Path(floor).is_absolute() else path.parent / floor)
@@ -477,7 +478,7 @@ def _tool_use(raw: dict[str, Any], path: Path) -> ToolUseRules:
         raise ProfileError(f"{bad} is not JSON ({exc})") from None
     if not isinstance(content, dict) or content.get("schema") != "pytest-qualify/tool-use-floor":
         raise ProfileError(f"{bad} is not a tool-use floor file (field 'schema' is not 'pytest-qualify/tool-use-floor')")
-    want = {"requests": requests, "set_sha256": hashlib.sha256(data).hexdigest()}
+    want = {"requests": requests, "set_sha256": hashlib.sha256(data).hexdigest(), "temperature": temperature}
     got = content.get("workload") or {}
     if got != want:
         diff = "; ".join(f"{k} {got.get(k)!r} there, {want[k]!r} here" for k in want if got.get(k) != want[k])
@@ -487,7 +488,7 @@ def _tool_use(raw: dict[str, Any], path: Path) -> ToolUseRules:
     if len(runs) < 2 or not all(isinstance(f, dict) and all(isinstance(f.get(m), (int, float)) and 0 <= f[m] <= 1
                                                             for m in TOOL_USE_MEASURES) for f in figures):
         raise ProfileError(f"{bad} needs at least 2 runs, each with {', '.join(TOOL_USE_MEASURES)} between 0 and 1")
-    return ToolUseRules(requests=requests, floor=str(where),
+    return ToolUseRules(requests=requests, floor=str(where), temperature=temperature,
                         floor_runs=tuple(MappingProxyType({m: float(f[m]) for m in TOOL_USE_MEASURES}) for f in figures))
 
 

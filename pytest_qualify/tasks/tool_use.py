@@ -43,6 +43,7 @@ MODULE = "tool_use"
 PROPERTY = {m: f"tool_use_{m}" for m in MEASURES}
 REQUESTS_PROPERTY = "tool_use_requests"
 SET_PROPERTY = "tool_use_set_sha256"
+TEMPERATURE_PROPERTY = "tool_use_temperature"
 NULL = "$null"  # TOML has no null: "$null" in a "$one_of" list means the argument may be left out
 _SLOT_RE = re.compile(r"\{(\w+)(?:#(\d))?\}")
 
@@ -148,11 +149,11 @@ def sample(count: int) -> tuple[UseRequest, ...]:
     return requests[:count]
 
 
-def workload(count: int) -> dict[str, Any]:
-    return {"requests": count, "set_sha256": set_sha256()}
+def workload(count: int, temperature: float = 0.0) -> dict[str, Any]:
+    return {"requests": count, "set_sha256": set_sha256(), "temperature": float(temperature)}
 
 
-def read_floor(path: str | Path, count: int) -> list[dict[str, float]]:
+def read_floor(path: str | Path, count: int, temperature: float = 0.0) -> list[dict[str, float]]:
     """The reference's runs' figures from a floor file measured on this workload; :class:`FloorError`
     (the message names the file) when it cannot be read as one or was measured on another."""
     from pytest_qualify.bundle_format.earlier import EarlierRunError, read_earlier
@@ -162,7 +163,7 @@ def read_floor(path: str | Path, count: int) -> list[dict[str, float]]:
         data = read_earlier(Path(path), label, FLOOR_SCHEMA_ID).data
     except EarlierRunError as exc:
         raise FloorError(str(exc)) from None
-    want = workload(count)
+    want = workload(count, temperature)
     got = data.get("workload") or {}
     if got != want:
         diff = "; ".join(f"{k}: {got.get(k)!r} there, {want[k]!r} here" for k in want if got.get(k) != want[k])
@@ -197,16 +198,17 @@ def floor_from_bundles(bundles: Sequence[str | Path], count: int | None = None) 
             if any(not isinstance(props.get(PROPERTY[m]), (int, float)) for m in MEASURES):
                 raise FloorError(f"bundle {bundle}: {item.get('nodeid')} has no figure for every measure "
                                  f"({', '.join(f'{m} {props.get(PROPERTY[m])!r}' for m in MEASURES)})")
-            workloads.add((int(props[REQUESTS_PROPERTY]), str(props[SET_PROPERTY])))
+            workloads.add((int(props[REQUESTS_PROPERTY]), str(props[SET_PROPERTY]), float(props.get(TEMPERATURE_PROPERTY, 0.0))))
             runs.append({"bundle": Path(bundle).name if Path(bundle).is_dir() else Path(bundle).parent.name, "run_id": (summary.get("run") or {}).get("id"),
                          "simulated": bool(summary.get("simulated")), "repetition": item.get("repetition"),
                          "figures": {m: float(props[PROPERTY[m]]) for m in MEASURES}})
     if len(workloads) != 1:
-        raise FloorError(f"the bundles were measured on {len(workloads)} workloads (requests, set digest): {sorted(workloads)}")
-    (requests, digest), = workloads
+        raise FloorError(f"the bundles were measured on {len(workloads)} workloads (requests, set digest, temperature): "
+                         f"{sorted(workloads)}")
+    (requests, digest, temperature), = workloads
     if count is not None and count != requests:
         raise FloorError(f"the bundles asked {requests} requests, not {count}")
-    return {"schema": FLOOR_SCHEMA_ID, "workload": {"requests": requests, "set_sha256": digest},
+    return {"schema": FLOOR_SCHEMA_ID, "workload": {"requests": requests, "set_sha256": digest, "temperature": temperature},
             "rule": "each measure's threshold: the lower one-sided t prediction bound for one new run from these "
                     "runs, Sidak-adjusted over the three measures (alpha 0.05 in all)", "runs": runs}
 

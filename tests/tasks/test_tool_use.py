@@ -59,9 +59,11 @@ def test_a_sample_is_the_sets_first_requests():
 # -- the floor file -------------------------------------------------------------------------------------
 
 
-def _bundle(directory: Path, figures: dict[str, object], requests: int = 200, digest: str | None = None) -> Path:
+def _bundle(directory: Path, figures: dict[str, object], requests: int = 200, digest: str | None = None,
+            temperature: float = 0.0) -> Path:
     directory.mkdir(parents=True)
     props = {"tool_use_requests": requests, "tool_use_set_sha256": digest or tool_use.set_sha256(),
+             "tool_use_temperature": temperature,
              **{tool_use.PROPERTY[m]: v for m, v in figures.items()}}
     summary = {"schema": "pytest-qualify/summary", "run": {"id": directory.name}, "simulated": False,
                "items": [{"nodeid": "suites/test_tool_use.py::test_tool_use_at_scale[rep1of1]", "module": "tool_use",
@@ -83,6 +85,10 @@ def test_a_floor_is_built_from_earlier_bundles_and_read_back(tmp_path: Path):
     assert [r["exact_accuracy"] for r in tool_use.read_floor(path, 200)] == [0.9, 0.91, 0.92]
     with pytest.raises(FloorError, match="measured on another workload: requests: 200 there, 300 here"):
         tool_use.read_floor(path, 300)
+    with pytest.raises(FloorError, match="temperature: 0.0 there, 0.6 here"):
+        tool_use.read_floor(path, 200, 0.6)
+    sampled = tool_use.floor_from_bundles([_bundle(tmp_path / f"t{i}", FIGURES, temperature=0.6) for i in range(2)])
+    assert sampled["workload"] == tool_use.workload(200, 0.6)
     assert tool_use.main(["floor", str(tmp_path / "cli.json"), *map(str, bundles)]) == 0
     assert json.loads((tmp_path / "cli.json").read_text())["runs"] == floor["runs"]
 
@@ -90,11 +96,13 @@ def test_a_floor_is_built_from_earlier_bundles_and_read_back(tmp_path: Path):
 @pytest.mark.parametrize("second,why", [
     ({"figures": FIGURES, "requests": 300}, "measured on 2 workloads"),
     ({"figures": FIGURES, "digest": "0" * 64}, "measured on 2 workloads"),
+    ({"figures": FIGURES, "temperature": 0.6}, "measured on 2 workloads"),
     ({"figures": {**FIGURES, "schema_accuracy": "none"}}, "has no figure for every measure"),
 ])
 def test_bundles_that_make_no_floor_say_why(tmp_path: Path, second, why):
     first = _bundle(tmp_path / "a", FIGURES)
-    other = _bundle(tmp_path / "b", second["figures"], second.get("requests", 200), second.get("digest"))
+    other = _bundle(tmp_path / "b", second["figures"], second.get("requests", 200), second.get("digest"),
+                    second.get("temperature", 0.0))
     with pytest.raises(FloorError, match=why):
         tool_use.floor_from_bundles([first, other])
     assert tool_use.main(["floor", str(tmp_path / "x.json"), str(first), str(other)]) == 4
@@ -127,10 +135,13 @@ def test_the_shipped_reference_floor_loads_for_its_workload(tmp_path: Path):
 
     assert load_profile(str(write_profile(tmp_path, ("tool_use",), name="bare.toml"))).tool_use == ToolUseRules()
     assert load_profile(str(_profile(tmp_path, "requests = 50\n"))).tool_use == ToolUseRules(requests=50)
+    assert load_profile(str(_profile(tmp_path, "temperature = 0.6\n"))).tool_use == ToolUseRules(requests=1000, temperature=0.6)
 
 
 @pytest.mark.parametrize("table,why", [
     (f'requests = 300\nfloor = "{SHIPPED_FLOOR}"\n', "was measured on another workload (requests 200 there, 300 here)"),
+    (f'requests = 200\ntemperature = 0.6\nfloor = "{SHIPPED_FLOOR}"\n',
+     "was measured on another workload (temperature 0.0 there, 0.6 here)"),
     ('requests = 200\nfloor = "missing.json"\n', "missing.json cannot be read"),
     ('requests = 2000\n', "field 'tool_use.requests' is invalid: the set holds 1000 requests"),
     ('floor = "notes.json"\n', "is not a tool-use floor file"),
