@@ -224,3 +224,21 @@ def test_a_noise_floor_row_changes_the_analysis_and_its_degrees_of_freedom():
     assert alone.analysis == "welch" and floor.analysis == "pooled with the noise floor"
     assert floor.df == pytest.approx(24) and alone.df < 4
     assert floor.p_difference < alone.p_difference
+
+
+@pytest.mark.parametrize("profile", ["262k-gpu", "tiny-cpu-ab"])
+def test_the_simulated_figures_are_the_packaged_pairs_gating_figures(profile):
+    """The simulations above jitter three figures: TTFT at a named size, single-stream decode (TPOT at
+    concurrency 1) and throughput at the top load level, in that order and with those directions:
+    exactly what the packaged A/B profiles gate."""
+    from fnmatch import fnmatch
+
+    from pytest_qualify.profiles import load_profile
+
+    rules = load_profile(profile)
+    figures = rules.ab.figures
+    top = max(rules.load.levels)
+    roles = [("sweep.p*.ttft_s", -1.0), ("load.c1.tpot_s_p50", -1.0), (f"load.c{top}.output_tok_s", 1.0)]
+    assert len(figures) == len(roles) == len(SIGN)
+    for (pattern, sign), figure, simulated in zip(roles, figures, SIGN):
+        assert fnmatch(figure, pattern) and sign == simulated, (figure, pattern)
