@@ -50,6 +50,7 @@ import busy  # noqa: E402
 GPU_PREFILL_TOK_S = 180_000.0
 GPU_DECODE_TOK_S = 370.0
 GOAL = 1.2
+TIMELINE = "timeline.jsonl"  # each test's span, by bench_timeline.py
 READY_RE = re.compile(r"server ready at \S+ after ([0-9.]+) s")
 
 
@@ -64,17 +65,34 @@ def run_pytest(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[subproc
     return proc, Clock(t0, time.time())
 
 
-def module_rows(summary: dict) -> list[tuple[str, int, float, int]]:
-    """Per module: items, seconds (JUnit item durations) and the ``/tokenize`` calls its items made
-    (their ``tokenize_calls`` properties: the run's sizer's calls to the server), most seconds first."""
-    rows: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0, 0])
+def read_timeline(path: Path) -> dict[str, busy.Interval]:
+    """Each test's span (``bench_timeline.py``) by node id."""
+    spans = {}
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            spans[row["nodeid"]] = busy.Interval(float(row["start"]), float(row["end"]))
+    return spans
+
+
+def module_rows(summary: dict, spans: dict[str, busy.Interval] | None = None,
+                intervals: list[busy.Interval] | None = None) -> list[tuple[str, int, float, int, float | None]]:
+    """Per module: items, seconds (JUnit item durations), the ``/tokenize`` calls its items made
+    (their ``tokenize_calls`` properties: the run's sizer's calls to the server) and the engine's busy
+    seconds inside its items' spans (None without a timeline or intervals), most seconds first."""
+    rows: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0, 0, 0.0])
     for item in summary["items"]:
         row = rows[item["module"]]
         row[0] += 1
         row[1] += item.get("duration_s") or 0.0
         calls = (item.get("properties") or {}).get("tokenize_calls")
         row[2] += int(float(calls)) if calls not in (None, "") else 0
-    return sorted(((m, int(r[0]), r[1], int(r[2])) for m, r in rows.items()), key=lambda x: -x[2])
+        span = (spans or {}).get(item["nodeid"])
+        if span is not None and intervals:
+            row[3] += busy.union_s(busy.clipped(intervals, span.start_s, span.end_s))
+    measured = bool(spans) and bool(intervals)
+    return sorted(((m, int(r[0]), r[1], int(r[2]), r[3] if measured else None) for m, r in rows.items()),
+                  key=lambda x: -x[2])
 
 
 @dataclass(frozen=True)
@@ -135,6 +153,7 @@ def report(summary: dict, clock: Clock, start_s: float | None, output: str, fold
     print(f"run wall time                     {qualify_s:9.2f} s")
     found = busy.find_intervals(folders)
     union = ratio = first_request = None
+    inside: list[busy.Interval] = []
     if found is not None:
         intervals, source = found
         inside = busy.clipped(intervals, clock.started_s, clock.ended_s)
@@ -157,13 +176,17 @@ def report(summary: dict, clock: Clock, start_s: float | None, output: str, fold
     # The API server's own CPU (process_cpu_seconds_total of the process answering /metrics, between
     # the run's first and last scrape): rendering and tokenizing prompts, the harness's /tokenize.
     print(f"API server CPU (run)              {_fmt(run.get('api_server_cpu_s'), '9.2f')} s")
-    rows = module_rows(summary)
+    rows = module_rows(summary, read_timeline(folders[0] / TIMELINE), inside if found is not None else None)
     in_items = sum(r[2] for r in rows)
     print(f"outside the items (start, collection, bundle, stop) {qualify_s - in_items:6.2f} s   (serial runs only)")
-    print(f"{'module':<16} {'items':>5} {'seconds':>8} {'/tokenize':>9}")
-    for module, items, seconds, calls in rows:
-        print(f"{module:<16} {items:>5} {seconds:>8.1f} {calls:>9}")
-    print(f"{'all':<16} {sum(r[1] for r in rows):>5} {in_items:>8.1f} {sum(r[3] for r in rows):>9}")
+    print(f"{'module':<16} {'items':>5} {'seconds':>8} {'engine':>8} {'harness':>8} {'/tokenize':>9}   "
+          "(engine: its busy union inside the module's items)")
+    for module, items, seconds, calls, engine in rows:
+        rest = None if engine is None else seconds - engine
+        print(f"{module:<16} {items:>5} {seconds:>8.1f} {_fmt(engine, '8.1f')} {_fmt(rest, '8.1f')} {calls:>9}")
+    engine_all = None if any(r[4] is None for r in rows) else sum(r[4] for r in rows)
+    print(f"{'all':<16} {sum(r[1] for r in rows):>5} {in_items:>8.1f} {_fmt(engine_all, '8.1f')} "
+          f"{_fmt(None if engine_all is None else in_items - engine_all, '8.1f')} {sum(r[3] for r in rows):>9}")
     timing = summary.get("timing") or {}
     lanes = timing.get("lanes") or []
     if lanes:
@@ -208,9 +231,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     evidence = (args.evidence or Path(tempfile.mkdtemp(prefix="bench-wall-"))).resolve()
     evidence.mkdir(parents=True, exist_ok=True)
-    base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--repeat", str(args.repeat),
-            "--qualify-evidence", str(evidence)]
-    env = dict(os.environ)
+    base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "bench_timeline", "-q",
+            "--repeat", str(args.repeat), "--qualify-evidence", str(evidence)]
+    bench_dir = str(Path(__file__).resolve().parent)
+    env = {**os.environ, "BENCH_TIMELINE": str(evidence / TIMELINE),
+           "PYTHONPATH": os.pathsep.join(p for p in (bench_dir, os.environ.get("PYTHONPATH", "")) if p)}
     from pytest_qualify.hooks.collection import suites_dir
 
     suites = str(suites_dir())  # the installed plugin's suites (a checkout's own when it is installed editable)
