@@ -20,10 +20,12 @@ One repetition only: the forced text is the same every time, and the corpus is t
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from pytest_qualify.checks import fail, held
-from pytest_qualify.graders.parsers import Expected, Seen, figures, grade_case
+from pytest_qualify.graders.parsers import figures
 from pytest_qualify.hooks import state_of
 from pytest_qualify.tasks import parsers
 
@@ -72,58 +74,45 @@ def _marker_ids(client) -> dict[str, int]:  # type: ignore[no-untyped-def]
     return _MARKERS[client.model]
 
 
-def _token_ids(answer) -> list[int] | None:  # type: ignore[no-untyped-def]
-    choice = ((answer.raw or {}).get("choices") or [{}])[0]
-    ids = choice.get("token_ids")
-    return list(ids) if isinstance(ids, list) else None
-
-
 def test_forced_cases(shard, qualify_ask, qualify_client, qualify_profile, qualify_run, qualify_record, request):
     profile = qualify_profile
     plan = _plan(profile)
     engine = (qualify_run.server_info.version if qualify_run.server_info is not None else None) or "unknown"
     label = f"{plan.served.label()}, engine {engine}"
-    asked = list(shard)
     left_out = "; ".join(plan.left_out) or "none"
-    if not asked:
+    if not shard:
         fail(f"parsers ({label})", f"no case can be forced on this deployment: {left_out}")
     qualify_record.props(parsers=label, parser_cases_left_out=left_out, parser_shard=f"{shard[0].id}..{shard[-1].id}")
     where = f"parsers {shard[0].kind} {shard[0].id}..{shard[-1].id} ({label})"
     markers = _marker_ids(qualify_client)
-    tools = parsers.corpus_tools()
-    outcomes, deviations, unforced = [], [], []
-    for case in asked:
-        body = parsers.forced_body(case, plan.served.syntax, tools, markers, thinking_off=plan.thinking_off)
-        messages = body.pop("messages")
-        text = parsers.model_text(case, plan.served.syntax)
-        plain = qualify_ask(messages, check_finish=False, salt_suffix=f"-{case.id}-plain", **body)
-        streamed_body = {k: v for k, v in body.items() if k != "return_token_ids"}
-        streamed = qualify_ask(messages, check_finish=False, stream=True, salt_suffix=f"-{case.id}-stream",
-                               **streamed_body)
-        expected = Expected(tuple((c.name, c.arguments) for c in case.calls), case.content, case.reasoning)
-        outcome = grade_case(case.id, expected, Seen.of(plain), Seen.of(streamed))
-        tokens = parsers.markers_as_tokens(_token_ids(plain), text, markers) if markers else None
-        line = {"test": request.node.nodeid, "parsers": label, "kind": case.kind, "note": case.note,
-                **outcome.as_dict(), "markers_as_tokens": tokens}
-        if not outcome.exact or outcome.parity is not None or outcome.incremental is False:
-            line["replay"] = {"method": "POST", "path": "/v1/chat/completions",
-                              "body": {"model": profile.deployment.served_name, "messages": messages,
-                                       "temperature": 0, "seed": 1, **body}}
-            if tokens is not None and _token_ids(plain) is not None:
-                # The engine spelt a marker in other tokens: the forcing, not the parser, is measured.
-                unforced.append(f"{case.id}: {tokens}")
-            else:
-                deviations.append(f"{case.id} ({case.note}): {'; '.join(outcome.deviations)}")
-        parsers.append_outcome(qualify_run.run_dir, line)
-        outcomes.append(outcome)
-    figs = figures(outcomes)
-    qualify_record.props(**{f"parser_{k}": v for k, v in figs.as_dict().items()},
-                         parser_unforced=len(unforced))
+
+    def one(case: parsers.ParserCase) -> parsers.Asked:
+        def chat(messages, stream=False, **params):  # type: ignore[no-untyped-def]
+            how = "stream" if stream else "plain"
+            return qualify_ask(messages, check_finish=False, stream=stream, salt_suffix=f"-{case.id}-{how}", **params)
+
+        return parsers.ask_case(chat, case, plan.served.syntax, markers, thinking_off=plan.thinking_off,
+                                label=label, model=profile.deployment.served_name)
+
+    # At the deployment's own admission limit: the engine batches them, as it would its clients'.
+    with ThreadPoolExecutor(max(1, profile.limits.max_num_seqs)) as pool:
+        results = list(pool.map(one, shard))
+    deviations, unforced = [], []
+    for asked in results:
+        parsers.append_outcome(qualify_run.run_dir, {"test": request.node.nodeid, **asked.line})
+        if not asked.deviates:
+            continue
+        if asked.unforced is not None:
+            unforced.append(f"{asked.case.id}: {asked.unforced}")
+        else:
+            deviations.append(f"{asked.case.id} ({asked.case.note}): {'; '.join(asked.outcome.deviations)}")
+    figs = figures([asked.outcome for asked in results])
+    qualify_record.props(**{f"parser_{k}": v for k, v in figs.as_dict().items()}, parser_unforced=len(unforced))
     if deviations:
-        fail(where, f"{len(deviations)} of {len(asked)} forced cases did not come back exactly "
+        fail(where, f"{len(deviations)} of {len(shard)} forced cases did not come back exactly "
                     f"(replay: {qualify_run.run_dir / parsers.OUTCOMES_FILE}); " + " | ".join(deviations[:5]))
     if unforced:
-        fail(where, f"{len(unforced)} of {len(asked)} cases were not generated as the model's own marker tokens, "
+        fail(where, f"{len(unforced)} of {len(shard)} cases were not generated as the model's own marker tokens, "
                     f"so they measured the forcing, not the parser: " + " | ".join(unforced[:3]))
     held(where, f"{figs.exact} of {figs.cases} forced cases came back exactly, plain and streamed "
                 f"(parity {figs.parity}, incremental {figs.incremental} of {figs.incremental_of}, "

@@ -421,3 +421,50 @@ def append_outcome(run_dir: Any, line: Mapping[str, Any]) -> None:
         fh.write(json.dumps(line, ensure_ascii=False) + "\n")
         fh.flush()
         fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+# -- one case, asked both ways ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Asked:
+    """One case asked plain and streamed: its graded outcome, its record line, and whether it is a
+    deviation of the deployment (None), or was not generated as the model's own marker tokens
+    (the forcing, not the parser, would be measured: ``unforced`` says how)."""
+
+    case: ParserCase
+    outcome: Any  # graders.parsers.CaseOutcome
+    line: Mapping[str, Any]
+    unforced: str | None
+
+    @property
+    def deviates(self) -> bool:
+        o = self.outcome
+        return not o.exact or o.parity is not None or o.incremental is False
+
+
+def ask_case(chat: Any, case: ParserCase, syntax: str, markers: Mapping[str, int], *, thinking_off: bool,
+             label: str, model: str) -> Asked:
+    """Ask ``case`` plain (with its generated ids) and streamed through ``chat(messages, **params)``
+    (a ``client.answer.Answer`` back), grade both (``graders/parsers.py``) and build its record line:
+    outcome, chunking, the markers' token check and, for a deviation, the request to replay it."""
+    from pytest_qualify.graders.parsers import Expected, Seen, grade_case
+
+    body = forced_body(case, syntax, corpus_tools(), markers, thinking_off=thinking_off)
+    messages = body.pop("messages")
+    text = model_text(case, syntax)
+    plain = chat(messages, **body)
+    streamed = chat(messages, stream=True, **{k: v for k, v in body.items() if k != "return_token_ids"})
+    expected = Expected(tuple((c.name, c.arguments) for c in case.calls), case.content, case.reasoning)
+    outcome = grade_case(case.id, expected, Seen.of(plain), Seen.of(streamed))
+    choice = ((plain.raw or {}).get("choices") or [{}])[0]
+    ids = choice.get("token_ids") if isinstance(choice.get("token_ids"), list) else None
+    tokens = markers_as_tokens(ids, text, markers) if markers else None
+    marked = tokens if tokens is not None else ("held" if markers else "no marker is one token here")
+    line: dict[str, Any] = {"parsers": label, "kind": case.kind, "note": case.note, **outcome.as_dict(),
+                            "markers_as_tokens": marked, "completion_tokens": plain.completion_tokens}
+    asked = Asked(case, outcome, line, tokens if ids is not None else None)
+    if asked.deviates:
+        line["replay"] = {"method": "POST", "path": "/v1/chat/completions",
+                          "body": {"model": model, "messages": messages, "temperature": 0, "seed": 1, **body}}
+    return asked

@@ -86,6 +86,33 @@ def _json_values(depth: int = 0) -> st.SearchStrategy[Any]:
                      st.dictionaries(strings().filter(bool), _json_values(depth + 1), max_size=4))
 
 
+_PATTERN_PART = re.compile(r"\\d\{(\d+)\}|\[A-Z\]\{(\d+)\}|([^\\\[\]{}^$])")
+
+
+def _pattern(pattern: str) -> st.SearchStrategy[str]:
+    """Strings matching a tool's fixed-shape pattern (``^[A-Z]{3}$``, ``^\\d{4}-\\d{2}-\\d{2}$``): digits,
+    capitals and literal characters. Hypothesis's ``from_regex`` draws other strings in every process
+    (it iterates sets of characters, whose order follows the interpreter's hash seed), and the stored
+    corpus must be drawn the same way each time."""
+    body = pattern.removeprefix("^").removesuffix("$")
+    parts: list[st.SearchStrategy[str]] = []
+    pos = 0
+    for match in _PATTERN_PART.finditer(body):
+        if match.start() != pos:
+            raise ValueError(f"pattern {pattern!r} is not one this corpus draws")
+        digits, capitals, literal = match.groups()
+        if digits:
+            parts.append(st.text("0123456789", min_size=int(digits), max_size=int(digits)))
+        elif capitals:
+            parts.append(st.text("ABCDEFGHIJKLMNOPQRSTUVWXYZ", min_size=int(capitals), max_size=int(capitals)))
+        else:
+            parts.append(st.just(literal))
+        pos = match.end()
+    if pos != len(body):
+        raise ValueError(f"pattern {pattern!r} is not one this corpus draws")
+    return st.tuples(*parts).map("".join)
+
+
 def from_schema(schema: Mapping[str, Any]) -> st.SearchStrategy[Any]:
     """A value valid under ``schema`` (the subset of JSON Schema the tools use)."""
     if "enum" in schema:
@@ -101,7 +128,7 @@ def from_schema(schema: Mapping[str, Any]) -> st.SearchStrategy[Any]:
         return st.one_of(st.none(), inner) if nullable else inner
     if types == "string":
         if "pattern" in schema:
-            return st.from_regex(schema["pattern"], fullmatch=True, alphabet=st.characters(codec="ascii"))
+            return _pattern(schema["pattern"])
         return strings()
     if types == "integer":
         return st.integers(schema.get("minimum", -10**15), schema.get("maximum", 10**15))

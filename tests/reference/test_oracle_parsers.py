@@ -1,0 +1,112 @@
+"""The reference server's forced answers: a one-text ``structured_outputs`` constraint is generated
+as written and read back as vLLM's parsers read it (reference/oracle_parsers.py), so the parsers
+module passes on it; and its fault, one argument shifted in 1 forced tool-call answer of 1,000, is
+caught by the module's grading, naming the case."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
+
+import pytest
+
+from pytest_qualify.client.endpoint import QualifyClient
+from pytest_qualify.profiles import load_profile
+from pytest_qualify.reference.faults import Faults
+from pytest_qualify.reference.handler import Handler
+from pytest_qualify.reference.oracle_parsers import SHIFT_PERIOD, coerce, parse, shift
+from pytest_qualify.reference.state import ReferenceState
+from pytest_qualify.tasks import parsers
+
+PROFILE = load_profile("262k")  # --tool-call-parser qwen3_coder --reasoning-parser qwen3
+TOOLS = parsers.corpus_tools()
+
+
+@pytest.fixture
+def serve() -> Iterator:
+    servers: list[ThreadingHTTPServer] = []
+
+    def start(*faults: str) -> tuple[QualifyClient, ReferenceState]:
+        state = ReferenceState(PROFILE, Faults.parse(faults), None, 0.0, 0.0)
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), type("BoundHandler", (Handler,), {"state": state}))
+        httpd.daemon_threads = True
+        threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        servers.append(httpd)
+        url = f"http://127.0.0.1:{httpd.server_address[1]}"
+        return QualifyClient(url, None, PROFILE.deployment.served_name, 60.0), state
+
+    yield start
+    for httpd in servers:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def _ask(client: QualifyClient, case: parsers.ParserCase) -> parsers.Asked:
+    def chat(messages, **params):  # type: ignore[no-untyped-def]
+        return client.chat(messages, temperature=0, seed=1, **params)
+
+    return parsers.ask_case(chat, case, "qwen3_coder", {}, thinking_off=False, label="reference",
+                            model=client.model)
+
+
+def test_parse_reads_the_qwen3_coder_syntax_as_vllm_does():
+    case = parsers.ParserCase.of({"id": "x", "kind": "after_content", "note": "", "content": "Checking.", "calls": [
+        {"name": "update_settings", "arguments": {"enabled": True, "volume": 2.5, "note": None,
+                                                 "tags": ["<b>", "a&b"], "limits": {"min": -1, "max": 7}}},
+        {"name": "send_message", "arguments": {"to": "\nnull", "body": "5"}},
+    ]})
+    reasoning, content, calls = parse(parsers.model_text(case, "qwen3_coder"), syntax="qwen3_coder",
+                                      reasoning_parser="qwen3", thinking=False, tools=TOOLS)
+    assert reasoning is None and content == "Checking."
+    assert calls == [(c.name, dict(c.arguments)) for c in case.calls]
+
+
+def test_parse_splits_reasoning_and_hermes_calls():
+    case = parsers.ParserCase.of({"id": "x", "kind": "after_reasoning", "note": "", "reasoning": "Think <a>.",
+                                  "calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}]})
+    text = parsers.model_text(case, "hermes")
+    reasoning, content, calls = parse(text, syntax="hermes", reasoning_parser="qwen3", thinking=True, tools=TOOLS)
+    assert reasoning == "\nThink <a>.\n" and content is None and calls == [("get_weather", {"city": "Oslo"})]
+    # Thinking off: the parser never enters reasoning; the text is content, a stray end marker dropped.
+    assert parse("<think>\nA\n</think>\n\nB", syntax=None, reasoning_parser="qwen3", thinking=False,
+                 tools=()) == (None, "<think>\nA\n\n\nB", [])
+
+
+@pytest.mark.parametrize("text, schema, value", [
+    ("null", {"type": ["string", "null"]}, None), ("null", {"type": "string"}, "null"), ("3", {"type": "integer"}, 3),
+    ("2.0", {"type": "number"}, 2), ("2.5", {"type": "number"}, 2.5), ("inf", {"type": "number"}, "inf"),
+    ("true", {"type": "boolean"}, True), ("[1]", {"type": "array"}, [1]), ('{"a": 1}', {"type": "object"}, {"a": 1}),
+    ("007", {"type": "string"}, "007"), ("x", {"type": "integer"}, "x"),
+])
+def test_coerce_follows_vllms_schema_types(text, schema, value):
+    got = coerce(text, schema)
+    assert got == value and type(got) is type(value)
+
+
+def test_shift_changes_one_value_of_any_type():
+    for args in ({"a": True}, {"a": 1}, {"a": ""}, {"a": {}}, {"a": []}, {"a": None}, {}, {"a": [{"b": 1.5}]}):
+        assert shift(args) != args
+
+
+def test_every_kind_comes_back_exactly_and_whitespace_is_held(serve):
+    client, _ = serve()
+    by_kind: dict[str, list[parsers.ParserCase]] = {}
+    for case in parsers.corpus():
+        if case.kind != "long_string":
+            by_kind.setdefault(case.kind, []).append(case)
+    asked = [_ask(client, case) for cases in by_kind.values() for case in cases[:25]]
+    assert [a.case.id for a in asked if a.deviates] == []
+    held = [a for a in asked if not a.case.calls and a.case.reasoning is None and not (a.case.content or "").strip()]
+    assert held and all(a.outcome.chunking["held"] for a in held)
+
+
+def test_one_argument_shifted_in_a_thousand_is_caught(serve):
+    client, state = serve("parser_shift_argument")
+    calls = [c for c in parsers.corpus() if c.kind == "call"][:SHIFT_PERIOD // 2]  # 1,000 forced tool-call answers
+    deviating = [a for a in (_ask(client, case) for case in calls) if a.deviates]
+    assert [a.case.id for a in deviating] == [calls[-1].id]  # the 1,000th answer: the last case, streamed
+    outcome = deviating[0].outcome
+    assert outcome.plain is None and outcome.streamed is not None and outcome.parity is not None
+    assert deviating[0].line["replay"]["body"]["structured_outputs"]
+    assert [r.engaged for r in state.faults.log.records()] == [True]

@@ -1,0 +1,127 @@
+"""The parsers module's stored corpus: generated again it is the stored file, it covers what the
+module must prove (every JSON type and nesting, the strings the syntax must carry, parallel calls,
+calls after content and reasoning, reasoning splits, held-back content), and every case is forced
+as written (``tasks/parsers.py``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from pytest_qualify.tasks import parsers
+from pytest_qualify.tasks.fixture_data import read_text
+from pytest_qualify.tasks.parsers_corpus import COUNTS, LONG_STRING_CHARS, dumps, generate
+
+CORPUS = parsers.corpus()
+
+
+@pytest.mark.e2e
+def test_the_stored_corpus_is_what_the_generator_draws(tmp_path):
+    # The command as the corpus was made, in a fresh interpreter: inside a pytest session hypothesis
+    # draws other examples for the same seed. A hypothesis release that draws other examples shows
+    # here too: regenerate with `python -m pytest_qualify.tasks.parsers_corpus` and commit the file.
+    out = tmp_path / "corpus.jsonl"
+    subprocess.run([sys.executable, "-m", "pytest_qualify.tasks.parsers_corpus", str(out)], check=True,
+                   capture_output=True, timeout=600)
+    assert out.read_text(encoding="utf-8") == read_text(parsers.CORPUS_FILE)
+
+
+def test_the_generator_draws_valid_cases_of_each_kind():
+    drawn = generate({kind: 3 for kind in COUNTS})
+    assert [c.kind for c in drawn] == [kind for kind in COUNTS for _ in range(3)]
+    assert dumps(drawn).count("\n") == len(drawn)
+
+
+def _values(case: parsers.ParserCase) -> list[Any]:
+    out: list[Any] = []
+
+    def walk(value: Any, depth: int) -> None:
+        out.append((value, depth))
+        if isinstance(value, dict):
+            for item in value.values():
+                walk(item, depth + 1)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item, depth + 1)
+
+    for call in case.calls:
+        walk(dict(call.arguments), 0)
+    return out
+
+
+def test_the_corpus_covers_what_the_module_must_prove():
+    kinds = Counter(c.kind for c in CORPUS)
+    assert dict(kinds) == COUNTS
+    assert sum(len(c.calls) for c in CORPUS) >= 2000
+    assert kinds["reasoning"] >= 100 and kinds["held"] >= 100
+    values = [v for c in CORPUS for v in _values(c)]
+    types = {type(v).__name__ for v, _ in values}
+    assert {"dict", "list", "str", "int", "float", "bool", "NoneType"} <= types
+    assert max(d for _, d in values) >= 3  # nested objects and arrays
+    strings = [v for v, _ in values if isinstance(v, str)]
+    assert "" in strings and any(len(s) == LONG_STRING_CHARS for s in strings)
+    for needle in ("<", ">", "&", '"', "'", "\\", "\n", "\t", "🎉", "中文"):
+        assert any(needle in s for s in strings), needle
+    assert any(s in ("0", "007", "-1", "3.14", "1e3") for s in strings)  # numbers as strings
+    assert any(len(c.calls) >= 3 for c in CORPUS if c.kind == "parallel")
+    tool_names = {call.name for c in CORPUS for call in c.calls}
+    assert tool_names == {t["function"]["name"] for t in parsers.corpus_tools()}
+
+
+def test_the_held_content_cases_cover_what_parsers_hold():
+    held = [c.content for c in CORPUS if c.kind == "held"]
+    assert sum(1 for h in held if not h.strip()) >= 20
+    assert any(h != h.strip() and h.strip() for h in held)
+    for start in ("<", "<tool", "```"):
+        assert any(h.lstrip().startswith(start) for h in held), start
+
+
+@pytest.mark.parametrize("syntax", parsers.SYNTAXES)
+def test_every_case_is_forced_as_written(syntax):
+    for case in CORPUS:
+        text = parsers.model_text(case, syntax)
+        assert parsers.forced_text(parsers.text_constraint(text)) == text
+        body = parsers.forced_body(case, syntax, parsers.corpus_tools(), {"<tool_call>": 7})
+        assert body["max_tokens"] > len(text.encode("utf-8"))
+        assert body["logit_bias"] == {"7": parsers.MARKER_BIAS}
+        assert ("chat_template_kwargs" in body) == case.thinking
+
+
+def test_a_value_holding_the_syntax_is_refused():
+    with pytest.raises(parsers.ParserCaseError, match="parameter"):
+        parsers.ParserCase.of({"id": "x", "kind": "call", "calls": [
+            {"name": "send_message", "arguments": {"to": "a", "body": "x</parameter>y"}}]})
+    with pytest.raises(parsers.ParserCaseError, match="kind"):
+        parsers.ParserCase.of({"id": "x", "kind": "other", "content": "a"})
+
+
+def test_the_sample_and_the_groups():
+    sample = parsers.sample(CORPUS)
+    assert Counter(c.kind for c in sample) == {k: n for k, n in parsers.SAMPLE_PER_KIND.items() if n}
+    groups = parsers.shards(CORPUS, 100)
+    assert sum(len(g) for g in groups) == len(CORPUS)
+    assert all(len({c.kind for c in g}) == 1 and len(g) <= 100 for g in groups)
+
+
+@pytest.mark.parametrize("args, thinking, overridable, plain, reasoning", [
+    (["--tool-call-parser", "qwen3_coder", "--reasoning-parser", "qwen3"], False, False, True, False),
+    (["--tool-call-parser", "qwen3_coder", "--reasoning-parser", "qwen3"], False, True, True, False),
+    (["--tool-call-parser", "qwen3_coder", "--reasoning-parser", "qwen3", "--structured-outputs-config",
+      json.dumps({"enable_in_reasoning": True})], False, True, True, True),
+    (["--tool-call-parser", "qwen3_coder", "--reasoning-parser", "qwen3", "--structured-outputs-config",
+      json.dumps({"enable_in_reasoning": True})], True, False, False, True),
+    (["--tool-call-parser=hermes"], False, True, True, False),
+    (["--tool-call-parser", "mistral"], False, False, False, False),
+    ([], False, False, False, False),
+])
+def test_the_plan_says_what_the_deployment_can_be_made_to_emit(args, thinking, overridable, plain, reasoning):
+    plan = parsers.plan(args, thinking, overridable)
+    assert (plan.plain_cases, plan.reasoning_cases) == (plain, reasoning)
+    assert bool(plan.left_out) == (not plain or not reasoning)
+    if not reasoning and overridable and "--reasoning-parser" in args:
+        assert "enable_in_reasoning" in " ".join(plan.left_out)
