@@ -16,7 +16,7 @@ and written in its fixture:
 The rule all three follow: accept what a reasonable reader of the prompt accepts as following it;
 reject anything that could hide a second candidate or a retraction. So the final line's label is
 read in any case and with markdown emphasis around it ("Answer: 42", "**ANSWER:** 42", "**Answer:**
-42"), and "Final answer:" is the same label; a value in math notation ("$42$", "\\(42\\)",
+42"), and "Final answer:", "The answer is:" and "The final answer is:" are the same label; a value in math notation ("$42$", "\\(42\\)",
 "\\[42\\]", "\\boxed{42}", "$\\boxed{42}$") reads as its content; one line of prose before a single
 JSON object is tolerated whether or not it ends in a colon. But every labelled line is an answer
 line (a second one anywhere is a format failure), a wrapper holds one value ("$42$ or $43$" is two
@@ -33,7 +33,8 @@ What a slot accepts is data (:class:`Accept`): the accepted forms and the normal
 text or number, case, separators, thousands separators, units, a tolerance. Nothing else is
 normalised, and nothing outside the slot is graded. Three spellings read alike everywhere, since
 none can hide a second candidate: answer tags round the whole value ("<answer>42</answer>"),
-digits grouped by a thin or no-break space as by commas ("1 234 567"), and a listed unit written
+digits grouped by a thin or no-break space as by commas ("1 234 567"), or by dots where no dot can
+be a decimal point ("6.120.457", "6.120,5"; "6.120" alone stays a decimal), and a listed unit written
 out or as a symbol ("-80 degrees C" or "-80 degC" for "°C"; the spellings are data, UNIT_SPELLINGS). Line ends are not content: a CRLF or CR reply
 reads as its LF form, and trailing whitespace never changes a verdict.
 """
