@@ -279,11 +279,13 @@ class Sizer:
         if calibration is None or kind in self._refuted:
             return None
         slope, frame = calibration.tokens_per_unit, calibration.frame_tokens
-        if self.rate.tokens_per_unit and self.rate.spanned_units > calibration.units:
+        if own_frame:
+            # An exact prompt: its own frame and the calibration's slope, both measured on one
+            # haystack each (a line through other prompts' counts carries their frames' differences).
+            frame = self.count(build(0))
+        elif self.rate.tokens_per_unit and self.rate.spanned_units > calibration.units:
             # Proven prompts larger than the calibration: the line through them samples more filler.
             slope, frame = self.rate.tokens_per_unit, round(self.rate.overhead)
-        if own_frame:
-            frame = self.count(build(0))
         units = max(1, round((target - frame) / slope))
         messages = build(units)
         digest = prompt_digest(messages)

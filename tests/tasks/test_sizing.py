@@ -215,15 +215,19 @@ def test_a_calibrated_size_its_answer_refutes_is_counted_and_its_kind_computed_f
 def test_an_exact_prompt_is_computed_over_its_own_frame_and_proven_below_only():
     count = Counter()
     sizer = Sizer(count, ID)
+    # Lanes proven first (as the context module runs before the window): their line through other
+    # haystacks' frames must not skew an exact prompt.
+    for name, sized in _lanes(sizer, 1).items():
+        assert sizer.confirm(sized, tokenizer.count_chat(sized.messages), 256)
     plan = plan_haystack(haystack_seed("run", "window", "fit"), 0.5, distractors=0)
     build = Haystack(plan).build
-    sized = sizer.about("window fit", "window fit 3840", build, 3_840, lambda: 1 / 0, own_frame=True)
+    sized = sizer.about("window fit", "window fit 40000", build, 40_000, lambda: 1 / 0, own_frame=True)
     # The reference tokenizer counts a token a piece: calibration and frame make it exact, and the
     # frame is its own (three small counts: the calibration's two and this frame).
-    assert not sized.counted and count.calls == 3 and tokenizer.count_chat(sized.messages) == 3_840
-    assert sizer.confirm(sized, 3_840, 2, below_only=True)
-    assert sizer.confirm(sized, 3_838, 2, below_only=True)
-    assert not sizer.confirm(sized, 3_841, 2, below_only=True)
+    assert not sized.counted and count.calls == 3 and tokenizer.count_chat(sized.messages) == 40_000
+    assert sizer.confirm(sized, 40_000, 2, below_only=True)
+    assert sizer.confirm(sized, 39_998, 2, below_only=True)
+    assert not sizer.confirm(sized, 40_001, 2, below_only=True)
 
 
 def test_a_sizer_without_calibration_searches_the_first_of_a_kind():
