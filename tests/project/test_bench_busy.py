@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import sys
 from pathlib import Path
 
@@ -73,3 +74,31 @@ def test_logs_are_read_answered_requests_only(tmp_path):
     intervals, source = busy.find_intervals([tmp_path])
     assert intervals == [busy.Interval(1.0, 2.0)] and "scheduler" in source
     assert busy.find_intervals([tmp_path / "none"]) is None
+
+
+@pytest.mark.e2e
+def test_the_bench_measures_a_steered_launch_on_the_union_and_prints_its_phases(tmp_path):
+    # Launch mode as on a GPU (``--launch 262k-gpu-steered``), with the fake vLLM in place of
+    # ``vllm serve``: the union comes from the steering proxy's log, the start-up is left out.
+    import subprocess
+
+    from ..fake_vllm import fake_command
+    from ..helpers import write_profile
+
+    profile = write_profile(tmp_path, ("smoke", "recall"), name="steered.toml")
+    profile.write_text(profile.read_text().replace(
+        "[modules]", '[steer]\ntool_call_syntax = "hermes"\nstrip_chat_template_kwargs = true\n\n[modules]', 1))
+    bench = Path(__file__).resolve().parents[2] / "bench" / "bench_wall_vs_engine.py"
+    out = subprocess.run([sys.executable, str(bench), "--launch", str(profile), "--repeat", "2",
+                          "--evidence", str(tmp_path / "ev"), "--", "--qualify-serve-command", fake_command()],
+                         capture_output=True, text=True, timeout=300)
+    text = out.stdout + out.stderr
+    assert out.returncode == 0, text
+    assert re.search(r"server start \(left out\)\s+[0-9.]+ s", text), text
+    union = re.search(r"engine busy \(union of requests\)\s+([0-9.]+) s\s+\((\d+) requests; steer\.jsonl", text)
+    assert union and float(union.group(1)) > 0 and int(union.group(2)) > 0, text
+    assert re.search(r"run wall / engine busy \(union\)\s+[0-9.]+x", text), text
+    assert re.search(r"run wall / e2e latency sum \(old\)\s+[0-9.]+x", text), text
+    for phase in ("start: pytest, collection, first reads (server start left out)", "items: the first request",
+                  "end: bundle and statement", "exit: server stop, guard release"):
+        assert f"phase {phase}" in text, text
