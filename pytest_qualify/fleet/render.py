@@ -68,12 +68,15 @@ def _hits(row: Mapping[str, Any]) -> str:
 def build_junit(doc: Mapping[str, Any]) -> bytes:
     """A test case per replica (``qualify.fleet.replica``, named by its id) and per fleet check."""
     d = doc["decision"]
-    cases: list[tuple[str, str, str, list[str], str]] = []  # classname, name, result, reasons, output
+    cases: list[tuple[str, str, str, list[str], str, float]] = []  # classname, name, result, reasons, output, time
+    wall = {r["id"]: float((r.get("graded") or {}).get("wall_s") or 0.0) for r in doc["replicas"]}
     for row in d["replicas"]:
         out = "\n".join([_hits(row)] + [f"{c['check']}: {c['result']}: {c['detail']}" for c in row["checks"]])
-        cases.append(("qualify.fleet.replica", row["replica"], row["result"], row["reasons"], out))
+        cases.append(("qualify.fleet.replica", row["replica"], row["result"], row["reasons"], out,
+                      wall.get(row["replica"], 0.0)))
     for c in d["fleet_checks"]:
-        cases.append(("qualify.fleet", c["check"], c["result"], [c["detail"]] if c["result"] != PASS else [], c["detail"]))
+        cases.append(("qualify.fleet", c["check"], c["result"], [c["detail"]] if c["result"] != PASS else [],
+                      c["detail"], 0.0))
     failures = sum(1 for c in cases if c[2] == FAIL)
     errors = sum(1 for c in cases if c[2] not in (PASS, FAIL))
     suites = ET.Element("testsuites")
@@ -86,8 +89,8 @@ def build_junit(doc: Mapping[str, Any]) -> bytes:
                         ("router", doc["fleet"]["router"] or ""), ("channel", doc["fleet"]["channel"]),
                         ("simulated", str(doc["simulated"]).lower())):
         ET.SubElement(props, "property", name=name, value=str(value))
-    for classname, name, result, reasons, out in cases:
-        case = ET.SubElement(suite, "testcase", classname=classname, name=name, time="0.000")
+    for classname, name, result, reasons, out, seconds in cases:
+        case = ET.SubElement(suite, "testcase", classname=classname, name=name, time=f"{seconds:.3f}")
         if result == FAIL:
             ET.SubElement(case, "failure", message=reasons[0] if reasons else "failed", type="qualify.fleet").text = \
                 "\n".join(reasons)
