@@ -807,6 +807,64 @@ MODEL_STYLES: list[tuple[Styles, Any, str | None]] = [
 ]
 
 
+# -- parsers: a forced answer read back by the deployment's parsers (graders/parsers.py exactness) ----
+# The model's text is forced, so the styles here are the parsers' ways of handing it back: JSON text
+# spaced, ordered or escaped another way, numbers written 3 or 3.0, the template's line breaks beside
+# calls or reasoning; and their near misses: a boolean read as 1, markup left in the content, a lost
+# call, reasoning left in the content, a held-back whitespace answer dropped.
+
+
+def _parsers(answer: tuple[str, tuple[Any, ...]]) -> Verdict:
+    from pytest_qualify.graders.parsers import Seen, exactness
+
+    case, (content, reasoning, calls, finish) = answer
+    problem = exactness(PARSER_CASES[case], Seen(content, reasoning, tuple(calls), finish))
+    return Verdict.accept("exact") if problem is None else Verdict.reject(problem)
+
+
+def _parser_cases() -> dict[str, Any]:
+    from pytest_qualify.graders.parsers import Expected
+
+    return {
+        "call": Expected((("get_weather", {"city": 'Lisbon <&> "Old" Town', "days": 3, "metric": True}),), None, None),
+        "after_content": Expected((("set_thermostat", {"room": "bedroom", "temperature": 21.5}),), "Checking.", None),
+        "reasoning": Expected((), "4", "The user wants 2+2."),
+        "held": Expected((), "  \n", None),
+    }
+
+
+PARSER_CASES = _parser_cases()
+CALL_ARGS = '{"city": "Lisbon <&> \\"Old\\" Town", "days": 3, "metric": true}'
+PARSERS = Styles(
+    "parsers", _parsers,
+    correct=[
+        ("call", (None, None, [("get_weather", CALL_ARGS)], "tool_calls")),
+        ("call", ("", None, [("get_weather", '{ "metric" : true , "days" : 3,\n "city" : "Lisbon <&> \\"Old\\" Town" }')], "tool_calls")),
+        ("call", (None, None, [("get_weather", '{"city": "Lisbon <&> \\"Old\\" Town", "days": 3.0, "metric": true}')], "tool_calls")),
+        ("call", (None, None, [("get_weather", '{"city": "\\u004cisbon \\u003c&\\u003e \\"Old\\" Town", "days": 3, "metric": true}')], "tool_calls")),
+        ("call", ("\n", None, [("get_weather", CALL_ARGS)], "tool_calls")),
+        ("after_content", ("Checking.", None, [("set_thermostat", '{"room": "bedroom", "temperature": 21.5}')], "tool_calls")),
+        ("after_content", ("Checking.\n\n", None, [("set_thermostat", '{"temperature": 21.50, "room": "bedroom"}')], "tool_calls")),
+        ("reasoning", ("4", "The user wants 2+2.", [], "stop")),
+        ("reasoning", ("\n\n4", "The user wants 2+2.\n", [], "stop")),
+        ("held", ("  \n", None, [], "stop")),
+    ],
+    near_misses=[
+        (("call", (None, None, [("get_weather", CALL_ARGS.replace("true", "1"))], "tool_calls")), "call 0 (get_weather): .metric 1 instead of true"),
+        (("call", (None, None, [("get_weather", CALL_ARGS.replace("<&>", "&lt;&amp;&gt;"))], "tool_calls")), "call 0 (get_weather): .city"),
+        (("call", (None, None, [("get_weather", CALL_ARGS)], "stop")), "finish_reason 'stop' instead of 'tool_calls'"),
+        (("call", ("<tool_call>\n" + CALL_ARGS + "\n</tool_call>", None, [], "stop")), "tool calls [] instead of ['get_weather']"),
+        (("call", (None, None, [("get_weather", {"city": "Lisbon", "days": 3, "metric": True})], "tool_calls")), "are not JSON text"),
+        (("after_content", ("Checking. </tool_call>", None, [("set_thermostat", '{"room": "bedroom", "temperature": 21.5}')], "tool_calls")),
+         "markup '</tool_call>' left in the content"),
+        (("reasoning", ("The user wants 2+2.</think>\n\n4", None, [], "stop")), "reasoning null instead of 'The user wants 2+2.'"),
+        (("reasoning", ("4", "The user wants 2+2.</think>\n\n4", [], "stop")), "reasoning 'The user wants 2+2.</think>"),
+        (("held", ("", None, [], "stop")), "content '' instead of '  \\n'"),
+        (("held", ("  ", None, [], "stop")), "content '  ' instead of '  \\n'"),  # a held line break dropped
+    ],
+)
+
+
 # -- load: the mix's answers graded by graders/load.py grade_item, which must give each the verdict
 # its own module gives it (the smoke, JSON and recall corpora above, routed through the load grader).
 
@@ -850,7 +908,7 @@ def test_the_load_grader_gives_every_routed_reply_its_own_modules_verdict():
             assert (own.ok, own.reason) == (under_load.ok, under_load.reason), (module, reply)
 
 
-CORPUS = (SMOKE, JSON, CONTEXT, WINDOW, TOOL_STYLES, RECALL, REASONING, FINISH, ROBUSTNESS, INTEGRITY, LOAD)
+CORPUS = (SMOKE, JSON, CONTEXT, WINDOW, TOOL_STYLES, RECALL, REASONING, FINISH, ROBUSTNESS, INTEGRITY, LOAD, PARSERS)
 # The structured modules' corpus lives in tests/graders/test_answer_styles_structured.py.
 STRUCTURED = ("multimodal", "media_admission", "diff", "triage")
 CORRECT = [(s, a) for s in CORPUS for a in s.correct] + [(s, a) for s, a, why in MODEL_STYLES if why is None]
