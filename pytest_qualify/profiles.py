@@ -247,6 +247,23 @@ class IntegrityRules:
 
 
 @dataclass(frozen=True)
+class FleetRules:
+    """The profile's ``[fleet]`` table: the replicas the deployment is served from, as
+    ``python -m pytest_qualify fleet`` names them (its command line overrides each): their own URLs
+    (``replicas``, ``ID=URL`` or ``URL``), or a ``router`` with ``replica_ids`` or ``replica_count``;
+    the ``channel`` that pins and attributes (fleet/channels.toml); the bounded readiness wait and the
+    pinned probes' end-to-end limit."""
+
+    replicas: tuple[str, ...] = ()
+    router: str | None = None
+    replica_ids: tuple[str, ...] = ()
+    replica_count: int | None = None
+    channel: str | None = None
+    ready_timeout_s: float = 60.0
+    replica_e2e_limit_s: float | None = None
+
+
+@dataclass(frozen=True)
 class AbRules:
     """The profile's ``[ab]`` table: how a comparison of this deployment with another decides.
     ``figures``: the figure ids (globs allowed) that gate: B separably worse on one of them fails the
@@ -284,6 +301,7 @@ class Profile:
     integrity: IntegrityRules = IntegrityRules()
     load: LoadRules | None = None
     ab: AbRules = AbRules()
+    fleet: FleetRules | None = None
     claims: Claims | None = None
     sweep: SweepRules = SweepRules()
     tool_use: ToolUseRules | None = None  # _build always reads one (the whole set, no floor by default)
@@ -571,10 +589,23 @@ def _build(raw: dict[str, Any], path: Path) -> Profile:
         integrity=_integrity(raw, path, limits, known),
         load=_load(raw, path),
         ab=_ab(raw, path),
+        fleet=_fleet(raw),
         claims=claims,
         sweep=_sweep(raw, path, claims, limits, modules),
         tool_use=_tool_use(raw, path),
     )
+
+
+def _fleet(raw: dict[str, Any]) -> FleetRules | None:
+    """The ``[fleet]`` table (the schema checked its fields), or None."""
+    table = raw.get("fleet")
+    if table is None:
+        return None
+    limit = table.get("replica_e2e_limit_s")
+    return FleetRules(replicas=tuple(table.get("replicas", ())), router=table.get("router"),
+                      replica_ids=tuple(table.get("replica_ids", ())), replica_count=table.get("replica_count"),
+                      channel=table.get("channel"), ready_timeout_s=float(table.get("ready_timeout_s", 60.0)),
+                      replica_e2e_limit_s=float(limit) if limit is not None else None)
 
 
 def _ab(raw: dict[str, Any], path: Path) -> AbRules:

@@ -19,7 +19,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("fleet", help="qualify every replica of a fleet behind a router, and the fleet")
     p.add_argument("--qualify", required=True, metavar="PROFILE", help="the profile every replica must serve")
     p.add_argument("--stage", default="post-promotion", help="the stage each replica's graded run runs (default post-promotion)")
-    p.add_argument("--replicas", nargs="+", default=[], metavar="[ID=]URL", help="each replica's own URL")
+    p.add_argument("--replicas", nargs="+", default=[], metavar="[ID=]URL",
+                   help="each replica's own URL (default: the profile's [fleet] table, when it has one)")
     p.add_argument("--router", default=None, metavar="URL", help="the route production traffic takes")
     p.add_argument("--replica-count", type=int, default=None, metavar="N", help="how many replicas serve behind the router")
     p.add_argument("--replica-ids", default="", metavar="ID,...", help="the replicas' ids (the values their pin takes)")
@@ -28,7 +29,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         "reference with --endpoint reference")
     p.add_argument("--only", default="", metavar="ID,...",
                    help="judge only these replicas (one CI job per replica; merge the bundles with fleet-merge)")
-    p.add_argument("--ready-timeout", type=float, default=60.0, metavar="S", help="the bounded wait for every replica's /health")
+    p.add_argument("--ready-timeout", type=float, default=None, metavar="S",
+                   help="the bounded wait for every replica's /health (default: the profile's [fleet], else 60)")
     p.add_argument("--probes", type=int, default=3, metavar="N", help="pinned probes a replica (and N a replica through the router)")
     p.add_argument("--replica-e2e-limit", type=float, default=None, metavar="S",
                    help="a replica whose pinned probes' end to end p50 is over S seconds fails as slow")
@@ -62,6 +64,19 @@ def fleet_main(args: argparse.Namespace) -> int:
         if args.endpoint != "reference" and args.replica_fault:
             raise FleetUsageError("--replica-fault needs --endpoint reference")
         ids = [i for i in args.replica_ids.split(",") if i]
+        declared = profile.fleet
+        if declared is not None and args.endpoint is None and not args.replicas and not args.router:
+            # The profile names the fleet; each field the command line gives wins.
+            args.replicas = list(declared.replicas)
+            args.router = declared.router
+            ids = ids or list(declared.replica_ids)
+            args.replica_count = args.replica_count if args.replica_count is not None else declared.replica_count
+            args.channel = args.channel or declared.channel
+            args.ready_timeout = args.ready_timeout if args.ready_timeout is not None else declared.ready_timeout_s
+            args.replica_e2e_limit = args.replica_e2e_limit if args.replica_e2e_limit is not None \
+                else declared.replica_e2e_limit_s
+        if args.ready_timeout is None:
+            args.ready_timeout = 60.0
         reference = None
         if args.endpoint == "reference":
             if args.replicas or args.router:
