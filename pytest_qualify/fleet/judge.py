@@ -192,6 +192,9 @@ def _graded(r: ReplicaRecord, stage: str) -> Check:
 
 def _coverage(r: ReplicaRecord) -> tuple[Check, int]:
     g = r.graded
+    if g is not None and g.tally.chat_requests and not g.tally.answered:
+        return Check("coverage", FAIL, f"no graded answer came from {r.replica.id}: none of its "
+                                       f"{g.tally.chat_requests} graded requests was answered"), 0
     if g is None or g.tally.answered == 0:
         return Check("coverage", FAIL, f"no graded answer came from {r.replica.id}: the replica was never reached"), 0
     named = {k: v for k, v in g.tally.served_by.items() if k is not None}

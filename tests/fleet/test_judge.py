@@ -117,3 +117,10 @@ def test_a_partial_bundle_is_not_the_fleet():
     rec = replace(record(), replicas=(healthy("r1"),))
     d = decide(rec)
     assert d.result == INCOMPLETE and "not judged: r2, r3, r4" in d.reasons[0]
+
+
+def test_a_replica_that_answered_none_of_its_graded_requests_fails_coverage_saying_so():
+    r = replace(healthy("r4"), graded=GradedRun(1, FAIL, "/b", 5, 5, tally=Tally(7, 0, {})))
+    d = decide(record(r4=r))
+    assert d.failing() == ["r4"]
+    assert "coverage: no graded answer came from r4: none of its 7 graded requests was answered" in failing(d)["r4"]
