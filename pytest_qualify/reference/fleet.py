@@ -44,6 +44,9 @@ from pytest_qualify.reference.state import ReferenceState
 
 SERVED_BY = "x-served-by"
 PIN = "x-qualify-replica"
+# --data-parallel: the router plays one vLLM API server over data-parallel ranks (rank i is replica
+# r{i+1}): vLLM's own pin, and its /metrics with the engine label per rank.
+DP_PIN = "X-data-parallel-rank"
 # The Hugging Face snapshot another revision of the model lives in (a root that names a revision).
 OTHER_SNAPSHOT = "snapshots/" + "0f" * 20
 REPLICA_FAULTS = {
@@ -154,6 +157,7 @@ class Pool:
     replicas: dict[str, tuple[str, int]]  # id -> (host, port)
     routed: tuple[str, ...]  # the ids in the round
     skipped: dict[str, Faults]  # never_routed replicas -> their faults (engaged when the round passes them)
+    data_parallel: bool = False
     counter: Any = dataclasses.field(default_factory=itertools.count)
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
 
@@ -186,6 +190,12 @@ class RouterHandler(BaseHTTPRequestHandler):
 
     def _forward(self, method: str) -> None:
         pinned = self.headers.get(PIN)
+        rank = self.headers.get(DP_PIN) if self.pool.data_parallel else None
+        if rank is not None:
+            pinned = replica_id(int(rank) + 1) if rank.isdigit() else rank
+        if self.pool.data_parallel and pinned is None and self.path == "/metrics":
+            self._ranked_metrics()
+            return
         if pinned is not None and pinned not in self.pool.replicas:
             data = json.dumps({"error": {"message": f"no replica {pinned!r} behind this router", "code": 404}}).encode()
             self.send_response(404)
@@ -198,7 +208,7 @@ class RouterHandler(BaseHTTPRequestHandler):
         host, port = self.pool.replicas[target]
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP | {"host", PIN}}
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP | {"host", PIN, DP_PIN.lower()}}
         conn = http.client.HTTPConnection(host, port, timeout=3600)
         try:
             conn.request(method, self.path, body=body, headers=headers)
@@ -224,12 +234,41 @@ class RouterHandler(BaseHTTPRequestHandler):
             conn.close()
 
 
+    def _ranked_metrics(self) -> None:
+        """One API server's /metrics over its ranks, as vLLM shows them: every rank's
+        ``vllm:request_success`` with its ``engine`` label, and the first rank's other lines."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        lines: list[str] = []
+        for rank, (rid, (host, port)) in enumerate(self.pool.replicas.items()):
+            conn = http.client.HTTPConnection(host, port, timeout=30)
+            try:
+                conn.request("GET", "/metrics")
+                text = conn.getresponse().read().decode()
+            finally:
+                conn.close()
+            for family in text_string_to_metric_families(text):
+                for sample in family.samples:
+                    if sample.name == "vllm:request_success_total":
+                        labels = {**sample.labels, "engine": str(rank)}
+                        shown = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+                        lines.append(f"{sample.name}{{{shown}}} {sample.value}")
+            if rank == 0:
+                lines += [line for line in text.splitlines() if line.startswith("vllm:cache_config_info")]
+        data = ("# TYPE vllm:request_success counter\n" + "\n".join(lines) + "\n").encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
 def _bound(handler: type[BaseHTTPRequestHandler], **attrs: Any) -> type[BaseHTTPRequestHandler]:
     return type(f"Bound{handler.__name__}", (handler,), attrs)
 
 
 def start_fleet(host: str, port: int, profile: Profile, replicas: int, faults: dict[str, ReplicaFaults],
-                fault_log_dir: Path | None = None, decode_tok_s: float = 0.0,
+                fault_log_dir: Path | None = None, decode_tok_s: float = 0.0, data_parallel: bool = False,
                 ) -> tuple[ThreadingHTTPServer, dict[str, ThreadingHTTPServer]]:
     """The replicas and the router, each serving on its own daemon thread; the router on ``port``
     (0: any free port), each replica on a free port. Returns the servers (``server_address`` says where)."""
@@ -249,7 +288,8 @@ def start_fleet(host: str, port: int, profile: Profile, replicas: int, faults: d
     addresses = {rid: (host, s.server_address[1]) for rid, s in servers.items()}
     routed = tuple(rid for rid in servers if "never_routed" not in replica_faults[rid])
     skipped = {rid: f for rid, f in replica_faults.items() if "never_routed" in f}
-    router = ThreadingHTTPServer((host, port), _bound(RouterHandler, pool=Pool(addresses, routed or tuple(servers), skipped)))
+    pool = Pool(addresses, routed or tuple(servers), skipped, data_parallel=data_parallel)
+    router = ThreadingHTTPServer((host, port), _bound(RouterHandler, pool=pool))
     router.daemon_threads = True
     for httpd in [*servers.values(), router]:
         threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True).start()
@@ -277,6 +317,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="a fault on replica I: " + ", ".join(REPLICA_FAULTS) + ", or one of the server's")
     parser.add_argument("--fault-log-dir", default=None, metavar="DIR", help="each replica's <id>-faults.json here")
     parser.add_argument("--fleet-file", default=None, metavar="PATH", help="the router's and replicas' URLs, as JSON")
+    parser.add_argument("--data-parallel", action="store_true",
+                        help=f"the router plays one vLLM API server over data-parallel ranks ({DP_PIN}, engine label)")
     args = parser.parse_args(argv)
     try:
         if args.replicas < 1:
@@ -289,7 +331,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     log_dir = Path(args.fault_log_dir) if args.fault_log_dir else None
     if log_dir is not None:
         log_dir.mkdir(parents=True, exist_ok=True)
-    router, servers = start_fleet(args.host, args.port, profile, args.replicas, faults, log_dir)
+    router, servers = start_fleet(args.host, args.port, profile, args.replicas, faults, log_dir,
+                                  data_parallel=args.data_parallel)
     where = fleet_map(router, servers)
     if args.fleet_file:
         path = Path(args.fleet_file)

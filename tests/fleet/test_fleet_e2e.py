@@ -32,8 +32,9 @@ def live_fleet():
     """A SIMULATED fleet in this process, for a fleet named by hand (router, URLs)."""
     started = []
 
-    def start(replicas: int, *faults: str) -> dict:
-        router, servers = start_fleet("127.0.0.1", 0, load_profile("small"), replicas, parse_replica_faults(faults, replicas))
+    def start(replicas: int, *faults: str, data_parallel: bool = False) -> dict:
+        router, servers = start_fleet("127.0.0.1", 0, load_profile("small"), replicas, parse_replica_faults(faults, replicas),
+                                      data_parallel=data_parallel)
         started.extend([router, *servers.values()])
         return fleet_map(router, servers)
 
@@ -131,3 +132,15 @@ def test_one_ci_job_per_replica_merges_into_one_fleet_verdict(profile, tmp_path,
     assert main(["fleet-merge", str(tmp_path / "job-r1"), str(tmp_path / "job-r2"), "--out", str(tmp_path / "merged")]) == 0
     merged = json.loads((tmp_path / "merged" / "fleet.json").read_text())
     assert merged["decision"]["result"] == "PASS" and [r["replica"] for r in merged["decision"]["replicas"]] == ["r1", "r2"]
+
+
+def test_data_parallel_ranks_are_pinned_and_attributed_by_the_engine_label(profile, tmp_path, live_fleet):
+    where = live_fleet(2, data_parallel=True)
+    code, doc = run(tmp_path, "--qualify", profile, "--router", where["router"], "--replica-count", "2",
+                    "--channel", "vllm-dp")
+    assert code == 0, doc["decision"]["reasons"]
+    assert doc["routing"]["attributed_by"] == "/metrics engine label" and doc["routing"]["served_by"] == {"0": 3, "1": 3}
+    for rank, row in rows(doc).items():
+        checks = {c["check"]: c for c in row["checks"]}
+        assert f"/metrics engine={rank} rose by 3 for 3 answers" in checks["probes"]["detail"]
+        assert f"asked only of {rank}, whose /metrics request count rose by" in checks["coverage"]["detail"]

@@ -107,3 +107,24 @@ def test_a_replica_never_routed_to_still_answers_its_pin(fleet, tmp_path):
 def test_a_bad_replica_fault_is_refused_by_name(spec, message):
     with pytest.raises(FaultError, match=message):
         parse_replica_faults([spec], 4)
+
+
+def test_as_one_data_parallel_server_the_router_takes_vllms_rank_pin_and_labels_each_rank(tmp_path):
+    from pytest_qualify.fleet.probe import success_counts
+    from pytest_qualify.reference.fleet import DP_PIN
+
+    router, servers = start_fleet("127.0.0.1", 0, load_profile("small"), 2, parse_replica_faults([], 2),
+                                  data_parallel=True)
+    try:
+        url = fleet_map(router, servers)["router"]
+        with httpx.Client(base_url=url) as http:
+            pinned = [http.post("/v1/chat/completions", json=CHAT, headers={DP_PIN: "1"}) for _ in range(3)]
+            http.post("/v1/chat/completions", json=CHAT, headers={DP_PIN: "0"})
+            metrics = http.get("/metrics").text
+    finally:
+        for s in [router, *servers.values()]:
+            s.shutdown()
+            s.server_close()
+    assert {p.headers[SERVED_BY] for p in pinned} == {"r2"}
+    assert success_counts(metrics, "engine") == {"0": 1.0, "1": 3.0}
+    assert "vllm:cache_config_info" in metrics
