@@ -142,7 +142,7 @@ def compare_arms(a: ArmBoots, b: ArmBoots, *, reference: ArmBoots | None = None,
         + [f"item regression: {i} failed only in B" for i in regressions]
     if result == "UNDECIDED":
         reasons += [f"gating figure {f['id']} undecided (B {_signed(f['difference_pct'])}, interval "
-                    f"{_range(f['interval_pct'])}, B at worst {_signed(f['degradation_bound_pct'])} against a "
+                    f"{_range(f['interval_pct'])}, B at worst {_worst(f['degradation_bound_pct'])} against a "
                     f"tolerance of {f['tolerance_pct']:g}%): {_boots_text(f['boots_to_decide'])} would decide it "
                     f"({f['boots_to_decide_basis'] or 'at 80% power'})" for f in undecided]
         if not gates:
@@ -196,6 +196,12 @@ def compare_arms(a: ArmBoots, b: ArmBoots, *, reference: ArmBoots | None = None,
 
 def _signed(pct: float | None) -> str:
     return "-" if pct is None else (f"{pct:+.1f}%" if abs(pct) < 1000 else (">+1000%" if pct > 0 else "<-1000%"))
+
+
+def _worst(pct: float | None) -> str:
+    if pct is None or not math.isfinite(pct):
+        return "unbounded"
+    return f"{pct:.1f}% worse" if pct >= 0 else f"{-pct:.1f}% better"
 
 
 def _range(iv: Sequence[float] | None) -> str:
