@@ -30,6 +30,7 @@ import pytest
 from pytest_qualify import checks
 from pytest_qualify.checks import fail
 from pytest_qualify.client.errors import EndpointError, RequestTimeout, ServerGone
+from pytest_qualify.evidence.metrics import ENGINE_TPOT_NAMES, engine_mean
 from pytest_qualify.graders.answer_checks import check_incremental
 from pytest_qualify.graders.load import (
     ProbeTiming, check_probe, grade_item, held_to_first, level_figures, recorded,
@@ -43,49 +44,26 @@ pytestmark = pytest.mark.qualify_module("load")
 SHOWN = 12
 
 
-# The engine's own histograms read around each level (vLLM's names; the first one a server has):
-# its queue time, and its time per output token, which no chunking of the stream can change.
-QUEUE_METRIC = "request_queue_time_seconds"
-ENGINE_TPOT_METRICS = ("request_time_per_output_token_seconds", "time_per_output_token_seconds",
-                       "inter_token_latency_seconds")
-
-
-def _engine_reading(client: Any) -> dict[str, float] | None:
-    """The ``_sum`` and ``_count`` of the queue-time and per-token histograms, or None where
-    ``/metrics`` could not be read."""
+def _scrape(client: Any) -> Any:
+    """One ``/metrics`` snapshot, or None where it could not be read."""
     from pytest_qualify.evidence.metrics import MetricsParseError, parse
 
     try:
-        snap = parse(client.metrics_text())
+        return parse(client.metrics_text())
     except (MetricsParseError, EndpointError, ServerGone, RequestTimeout):
         return None
-    out: dict[str, float] = {}
-    for name in (QUEUE_METRIC, *ENGINE_TPOT_METRICS):
-        total, count = snap.get(f"{name}_sum"), snap.get(f"{name}_count")
-        if total is not None and count is not None:
-            out[f"{name}_sum"], out[f"{name}_count"] = total, count
-    return out
 
 
-def _delta(before: dict[str, float] | None, after: dict[str, float] | None, name: str) -> dict[str, float] | None:
-    """A histogram's sum and count over the level; no series before the server's first observation
-    means both were 0."""
-    if after is None or f"{name}_count" not in after:
+def _queue(before: Any, after: Any) -> dict[str, float] | None:
+    """The queue-time histogram's sum and count over the level (no series before: both were 0)."""
+    if after is None or after.get(f"{QUEUE_METRIC}_count") is None:
         return None
-    before = before or {}
-    return {"sum": after[f"{name}_sum"] - before.get(f"{name}_sum", 0.0),
-            "count": after[f"{name}_count"] - before.get(f"{name}_count", 0.0)}
+    b = before.values if before is not None else {}
+    return {"sum": after.get(f"{QUEUE_METRIC}_sum") - b.get(f"{QUEUE_METRIC}_sum", 0.0),
+            "count": after.get(f"{QUEUE_METRIC}_count") - b.get(f"{QUEUE_METRIC}_count", 0.0)}
 
 
-def engine_tpot(before: dict[str, float] | None, after: dict[str, float] | None) -> tuple[float | None, str | None]:
-    """The engine's mean time per output token over a level (the first histogram of
-    ``ENGINE_TPOT_METRICS`` that observed anything in it) and the metric's name; (None, None) where
-    the server reports none."""
-    for name in ENGINE_TPOT_METRICS:
-        d = _delta(before, after, name)
-        if d is not None and d["count"] > 0:
-            return d["sum"] / d["count"], f"vllm:{name}"
-    return None, None
+QUEUE_METRIC = "request_queue_time_seconds"
 
 
 def test_load(qualify_run, qualify_profile, qualify_client, qualify_salt, qualify_record, qualify_repetition):
@@ -109,10 +87,10 @@ def test_load(qualify_run, qualify_profile, qualify_client, qualify_salt, qualif
     stream_findings: list[str] = []
     for level in rules.levels:
         tag = f"c={level}"
-        before = _engine_reading(qualify_client)
+        before = _scrape(qualify_client)
         sent, wall_s, in_flight = send_level(lambda: make_client(qualify_run), level,
                                              spread_probes(plan, probe, rules.probes_per_level), budget, qualify_salt)
-        after = _engine_reading(qualify_client)
+        after = _scrape(qualify_client)
         probes: list[ProbeTiming] = []
         failed = variance = output_tokens = completed = whole = probes_whole = 0
         for one in sent:
@@ -170,12 +148,16 @@ def test_load(qualify_run, qualify_profile, qualify_client, qualify_salt, qualif
         if in_flight < level:
             problems.append(f"{tag}: at most {in_flight} requests were in flight at once, so concurrency {level} "
                             "was not reached")
-        queue = _delta(before, after, QUEUE_METRIC)
         figures = level_figures(probes, completed, output_tokens, wall_s, rules.goodput_ttft_s_max,
-                                rules.goodput_tpot_s_max, queue)
-        figures["engine_tpot_s_mean"], source = engine_tpot(before, after)
-        if source is not None:
-            props["load_engine_tpot_source"] = source
+                                rules.goodput_tpot_s_max, _queue(before, after))
+        # The engine's own time per output token over the level's requests: single-stream decode at c=1
+        # whatever the stream's chunking (none where the server reports no such histogram).
+        engine = engine_mean(before, after, ENGINE_TPOT_NAMES, completed)
+        figures["engine_tpot_s_mean"] = engine.value
+        if engine.metric is not None:
+            props["load_engine_tpot_source"] = engine.metric
+        if engine.value is None:
+            props[f"load_c{level}_engine_tpot_why"] = engine.why
         variance_total += variance
         props.update({f"load_c{level}_requests": len(sent), f"load_c{level}_failed": failed,
                       f"load_c{level}_batch_variance": variance, f"load_c{level}_in_flight_max": in_flight,

@@ -6,7 +6,9 @@
   skip the count; where no prompt lands on it, the closest within 0.1% is used and declared, and a
   prompt the harness cannot build leaves the item not judged, never the deployment's FAIL), sent ``samples`` times after one warm-up request: greedy, streamed, each sample
   under a fresh cache salt so no sample is served from the prefix cache (a cached token fails the
-  item: its TTFT would not be a prefill). Each sample decodes a fixed ``output_tokens``
+  item: its TTFT would not be a prefill). Beside the client's TTFT, the engine's own
+  (``vllm:time_to_first_token_seconds`` read around the samples, their mean) where the server
+  reports it and saw only these samples. Each sample decodes a fixed ``output_tokens``
   (``min_tokens = max_tokens``, ``ignore_eos``). TTFT per sample is recorded; the summary's
   ``timing.sweep`` keeps the median per size and prefill tok/s as the size over the median TTFT.
 - **Single-stream decode probe**: per ``decode_prompt_tokens``, a prompt of exactly that size, then
@@ -29,7 +31,8 @@ from typing import Any
 import pytest
 
 from pytest_qualify.checks import fail, held, sizing
-from pytest_qualify.client.errors import EndpointError, error_message
+from pytest_qualify.client.errors import EndpointError, RequestTimeout, ServerGone, error_message
+from pytest_qualify.evidence.metrics import ENGINE_TTFT_NAMES, engine_mean
 from pytest_qualify.graders.answer_checks import check_incremental
 from pytest_qualify.hooks import state_of
 from pytest_qualify.properties import HARNESS_FAILURE
@@ -143,12 +146,25 @@ def _samples(values: list[float]) -> str:
     return ",".join(f"{v:.6f}" for v in values)
 
 
-def test_ttft_sweep(sweep_tokens, qualify_sizer, qualify_ask, qualify_profile, qualify_run, qualify_record,
-                    qualify_repetition):
+def _scrape(client: Any) -> Any:
+    """One ``/metrics`` snapshot, or None where it could not be read."""
+    from pytest_qualify.evidence.metrics import MetricsParseError, parse
+
+    try:
+        return parse(client.metrics_text())
+    except (MetricsParseError, EndpointError, ServerGone, RequestTimeout):
+        return None
+
+
+def test_ttft_sweep(sweep_tokens, qualify_sizer, qualify_ask, qualify_client, qualify_profile, qualify_run,
+                    qualify_record, qualify_repetition):
     rules = qualify_profile.sweep
     where = f"TTFT sweep at {sweep_tokens:,} prompt tokens, repetition {qualify_repetition}"
     _warm_up(qualify_ask, qualify_sizer, qualify_profile, qualify_run.run_id, where, qualify_record)
     sized = _exact_prompt(qualify_sizer, qualify_run.run_id, f"ttft-{sweep_tokens}", sweep_tokens, where, qualify_record)
+    # The engine's own TTFT over the samples (vllm:time_to_first_token_seconds): a prefill figure even
+    # where every stream comes whole and the client's first chunk is the answer's end.
+    before = _scrape(qualify_client)
     ttft, counted = [], set()
     incremental = Incremental(qualify_profile)
     for k in range(1, rules.samples + 1):
@@ -163,6 +179,9 @@ def test_ttft_sweep(sweep_tokens, qualify_sizer, qualify_ask, qualify_profile, q
             ttft.append(answer.timeline.ttft_s)
         if answer.prompt_tokens is not None:
             counted.add(answer.prompt_tokens)
+    engine = engine_mean(before, _scrape(qualify_client), ENGINE_TTFT_NAMES, rules.samples)
+    qualify_record.props(**({"sweep_engine_ttft_s": round(engine.value, 6), "sweep_engine_ttft_source": engine.metric}
+                            if engine.value is not None else {"sweep_engine_ttft_why": engine.why}))
     qualify_record.props(sweep_prompt_tokens=sweep_tokens, sweep_samples=len(ttft), sweep_ttft_s_samples=_samples(ttft),
                          sweep_output_tokens=rules.output_tokens, tokenize_calls=sized.calls,
                          **({"sweep_measured_prompt_tokens": counted.pop()} if len(counted) == 1 else {}),

@@ -14,6 +14,8 @@
   stream can change;
 - ``sweep.p<N>.ttft_s`` / ``.prefill_tok_s`` and ``sweep.decode.p<N>.decode_tok_s``: the sweep
   module's TTFT at exact prompt sizes and its single-stream decode probe, when the boot ran it;
+  ``sweep.p<N>.engine_ttft_s``: the engine's own mean TTFT over those samples (``/metrics``), a
+  prefill figure where every stream comes whole (with a tool parser on, on the H100);
 - ``facts.<name>``: every number the serving facts hold (KV-cache tokens and GiB, concurrency at
   the window, model memory, weight load, compile, start-up), when the bundle has them.
 
@@ -87,7 +89,8 @@ def figures_of(summary: Mapping[str, Any]) -> dict[str, Figure]:
     sweep = timing.get("sweep") or {}
     for point in sweep.get("points") or ():
         n = point.get("prompt_tokens")
-        for key, title, unit, better in (("ttft_s", "TTFT", "s", "lower"), ("prefill_tok_s", "prefill", "tok/s", "higher")):
+        for key, title, unit, better in (("ttft_s", "TTFT", "s", "lower"), ("prefill_tok_s", "prefill", "tok/s", "higher"),
+                                         ("engine_ttft_s", "TTFT (engine, /metrics)", "s", "lower")):
             if isinstance(point.get(key), (int, float)):
                 fid = f"sweep.p{n}.{key}"
                 out[fid] = Figure(fid, f"{title} at {n:,} prompt tokens (sweep)", unit, better, float(point[key]))
@@ -163,7 +166,8 @@ def timing_figures(profile: Any, stage_name: str = "timing") -> dict[str, str]:
     sweep = getattr(profile, "sweep", None)
     if "sweep" in modules and sweep is not None:
         for n in sweep.prompt_tokens:
-            out[f"sweep.p{n}.ttft_s"] = out[f"sweep.p{n}.prefill_tok_s"] = f"the sweep at {n:,} prompt tokens"
+            for key in ("ttft_s", "prefill_tok_s", "engine_ttft_s"):
+                out[f"sweep.p{n}.{key}"] = f"the sweep at {n:,} prompt tokens"
         for n in sweep.decode_prompt_tokens:
             out[f"sweep.decode.p{n}.decode_tok_s"] = f"the sweep's decode probe after {n:,} prompt tokens"
     from pytest_qualify.server.facts import FACT_KEYS

@@ -162,3 +162,49 @@ def lane_properties(d: Delta, client_requests: int | None) -> dict[str, Any]:
     if d.requests is not None and client_requests is not None:
         props["metrics_attribution"] = "exclusive" if d.requests <= client_requests else "shared"
     return props
+
+
+# The engine's own per-request histograms a decision may read around a measurement (vLLM's names,
+# newest first): they time the engine, so no chunking of the stream (vLLM holds whitespace-only
+# content to the finish when a tool parser is on) can change them.
+ENGINE_TPOT_NAMES = ("request_time_per_output_token_seconds", "time_per_output_token_seconds",
+                     "inter_token_latency_seconds")
+ENGINE_TTFT_NAMES = (TTFT,)
+# One observation per request: a delta whose count is not the requests sent saw someone else's too.
+PER_REQUEST = ("request_time_per_output_token_seconds", TTFT)
+
+
+@dataclass(frozen=True)
+class EngineMean:
+    """The mean of an engine histogram over a measurement (``sum`` delta over ``count`` delta), the
+    metric it came from, and how many observations it holds; or why there is none."""
+
+    value: float | None
+    metric: str | None
+    observations: int = 0
+    why: str = ""
+
+
+def engine_mean(before: Snapshot | None, after: Snapshot | None, names: tuple[str, ...],
+                requests: int | None = None) -> EngineMean:
+    """The first of ``names`` that observed anything between the two scrapes (no series before the
+    server's first observation: its sum and count were 0). ``requests``: how many requests the
+    measurement sent; a per-request histogram that counted more saw other requests too (another
+    worker's), and gives no figure."""
+    if after is None:
+        return EngineMean(None, None, why="/metrics could not be read")
+    for name in names:
+        total, count = after.get(f"{name}_sum"), after.get(f"{name}_count")
+        if total is None or count is None:
+            continue
+        d_sum = total - ((before.get(f"{name}_sum") if before else None) or 0.0)
+        d_count = count - ((before.get(f"{name}_count") if before else None) or 0.0)
+        if d_count <= 0:
+            continue
+        if requests is not None and name in PER_REQUEST and round(d_count) > requests:
+            # (Fewer is possible: a one-token answer has no time per output token.)
+            return EngineMean(None, f"vllm:{name}", int(d_count),
+                              f"vllm:{name} counted {int(d_count)} requests, more than the {requests} sent: "
+                              "others ran beside them")
+        return EngineMean(d_sum / d_count, f"vllm:{name}", int(d_count))
+    return EngineMean(None, None, why=f"the server reports none of {', '.join('vllm:' + n for n in names)}")

@@ -208,6 +208,7 @@ def sweep_section(items: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     if not group:
         return None
     ttft: dict[int, list[float]] = {}
+    engine: dict[int, list[float]] = {}  # the engine's own TTFT over each repetition's samples
     measured: dict[int, set[int]] = {}
     decode: dict[int, list[float]] = {}
     decode_out: dict[int, int] = {}
@@ -216,6 +217,8 @@ def sweep_section(items: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
         size = _num(p, "sweep_prompt_tokens")
         if size is not None:
             ttft.setdefault(int(size), []).extend(_samples(p.get("sweep_ttft_s_samples")))
+            if _num(p, "sweep_engine_ttft_s") is not None:
+                engine.setdefault(int(size), []).append(float(_num(p, "sweep_engine_ttft_s") or 0.0))
             got = _num(p, "sweep_measured_prompt_tokens")
             if got is not None:
                 measured.setdefault(int(size), set()).add(int(got))
@@ -230,7 +233,8 @@ def sweep_section(items: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
         points.append({"prompt_tokens": size, "samples": len(values), "ttft_s": median,
                        "ttft_s_min": min(values) if values else None, "ttft_s_max": max(values) if values else None,
                        "ttft_s_samples": values, "prefill_tok_s": size / median if median else None,
-                       "measured_prompt_tokens": sorted(measured.get(size, ()))})
+                       "measured_prompt_tokens": sorted(measured.get(size, ())),
+                       "engine_ttft_s": percentile(engine[size], 50) if engine.get(size) else None})
     probes = []
     for size in sorted(decode):
         values = decode[size]

@@ -56,7 +56,7 @@ def test_the_eager_recipe_is_the_gpu_recipe_plus_enforce_eager_on_the_same_workl
     assert list(eager.serve.args) == [*base.serve.args, "--enforce-eager"]
     assert eager.serve.env == base.serve.env and eager.deployment == base.deployment
     assert differences(base.workload("timing"), eager.workload("timing")) == []
-    assert eager.ab == base.ab and "load.c1.tpot_s_p50" in base.ab.figures
+    assert eager.ab == base.ab and "load.c1.engine_tpot_s_mean" in base.ab.figures
 
 
 def test_the_ab_table_is_validated_and_its_noise_floor_is_relative_to_the_profile(tmp_path):

@@ -18,7 +18,7 @@ def _spread(value: float) -> dict:
 
 
 def _summary(*, probes_whole: int = 0, tpot: float | None = 0.004, engine: float | None = None,
-             sweep_ttft: float | None = 0.2, decode: float | None = 300.0) -> dict:
+             sweep_ttft: float | None = 0.2, decode: float | None = 300.0, engine_ttft: float | None = None) -> dict:
     level = {"concurrency": 1, "repetitions": 1, "requests": 10, "failed": 0, "batch_variance": 0,
              "probes": 8 - probes_whole, "probes_whole": probes_whole, "tpot_s_p50": tpot,
              "ttft_s_p50": None if tpot is None else 0.01, "output_tok_s": 250.0, "engine_tpot_s_mean": engine}
@@ -28,7 +28,7 @@ def _summary(*, probes_whole: int = 0, tpot: float | None = 0.004, engine: float
         "load": {"label": "x", "probe_tokens": 256, "levels": [level]},
         "sweep": {"label": "x",
                   "points": [{"prompt_tokens": 2048, "samples": 5 if sweep_ttft else 0, "ttft_s": sweep_ttft,
-                              "prefill_tok_s": 2048 / sweep_ttft if sweep_ttft else None}],
+                              "prefill_tok_s": 2048 / sweep_ttft if sweep_ttft else None, "engine_ttft_s": engine_ttft}],
                   "decode": [{"prompt_tokens": 512, "output_tokens": 128, "samples": 3 if decode else 0,
                               "decode_tok_s": decode}]}}}
 
@@ -60,6 +60,12 @@ def test_the_engines_own_tpot_is_a_figure_where_the_server_reports_one():
     assert "load.c1.engine_tpot_s_mean" not in figures_of(_summary())
 
 
+def test_the_engines_own_ttft_at_a_sweep_size_stays_a_figure_when_every_sample_came_whole():
+    figures = figures_of(_summary(sweep_ttft=None, engine_ttft=0.031))
+    f = figures["sweep.p2048.engine_ttft_s"]
+    assert (f.value, f.unit, f.better) == (0.031, "s", "lower") and "sweep.p2048.ttft_s" not in figures
+
+
 def test_a_sweep_size_with_no_sample_streamed_is_not_measurable():
     summary = _summary(sweep_ttft=None, decode=None)
     figures = figures_of(summary)
@@ -76,8 +82,9 @@ def test_a_packaged_pair_gates_one_figure_per_property_that_its_timing_stage_pro
     assert differences(a.workload("timing"), b.workload("timing")) == []
     ttft, decode, throughput = a.ab.figures
     top = a.load.levels[-1]
-    assert ttft.startswith("sweep.p") and ttft.endswith(".ttft_s")
-    assert decode == "load.c1.tpot_s_p50" and throughput == f"load.c{top}.output_tok_s"
+    # Timed by the engine: a stream that comes whole (the GPU recipe's tool parser) leaves them measurable.
+    assert ttft.startswith("sweep.p") and ttft.endswith(".engine_ttft_s")
+    assert decode == "load.c1.engine_tpot_s_mean" and throughput == f"load.c{top}.output_tok_s"
     assert int(ttft.split(".")[1][1:]) in a.sweep.prompt_tokens
     # Enough samples per boot: medians over several probes or samples, and probes long enough to time.
     assert a.sweep.samples >= 5 and a.load.probes_per_level >= 6 and a.load.probe_tokens >= 64
