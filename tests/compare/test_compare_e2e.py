@@ -216,7 +216,8 @@ def test_ab_interleaves_reference_boots_and_calls_the_slower_b_worse(tmp_path, c
     code = main(["ab", "small", "small", "--boots", "3", "--warm-up", "0", "--endpoint", "reference", "--out", str(out),
                  "--a-env", "QUALIFY_REFERENCE_DECODE_TOK_S=150", "--b-env", "QUALIFY_REFERENCE_DECODE_TOK_S=150",
                  "--b-env", "QUALIFY_REFERENCE_SPEED=0.5", "--gate", "load.c1.output_tok_s"])
-    stdout = capsys.readouterr().out
+    captured = capsys.readouterr()
+    stdout = captured.out + captured.err
     assert "order A, B, B, A, A, B" in stdout
     assert code == 1, stdout
     c = json.loads((out / "comparison.json").read_text())
