@@ -44,6 +44,8 @@ class EngineBehaviour:
     log_facts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     stream_whole_with_tool_parser: bool = False
     stream_tokens_per_chunk: str = "one"
+    # tool parser -> what content it holds back from a stream (engines.toml held_content)
+    held_content: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def stream_note(self) -> str:
         """How this build streams text, for a report that found answers arriving whole."""
@@ -149,6 +151,7 @@ def known(text: str | None) -> EngineBehaviour | None:
         image_as_video_status=int(row["image_as_video_status"]),
         stream_whole_with_tool_parser=bool(row["stream_whole_with_tool_parser"]),
         stream_tokens_per_chunk=str(row["stream_tokens_per_chunk"]),
+        held_content={k: tuple(v) for k, v in (row.get("held_content") or {}).items()},
         log_facts={k: tuple(v) for k, v in (row.get("log_facts") or {}).items()},
     )
 

@@ -96,7 +96,7 @@ def make_plot(summary: dict[str, Any], run_dir: Path) -> None:
 
 # Files a bundle may hold besides those every bundle has, linked from report.html when present.
 OPTIONAL_FILES = ("answers.jsonl", transcripts.TRANSCRIPTS_FILE, "server.log", "server-death.txt",
-                  "robustness-failures.jsonl", "sizing.jsonl", FAULT_LOG)
+                  "robustness-failures.jsonl", "parsers-cases.jsonl", "sizing.jsonl", FAULT_LOG)
 
 
 def write_bundle(run_dir: Path, summary: dict[str, Any], cases: Mapping[str, Any],

@@ -29,6 +29,9 @@ MARKUP = ("<tool_call>", "</tool_call>", "<function=", "</function>", "<paramete
 # Arguments of at least this many characters span several tokens in any tokenizer: a call that
 # long which came in one argument delta was not streamed as decoded (vLLM #43267, #30439).
 INCREMENTAL_MIN_CHARS = 40
+# Content of at least two tokens (and the end of sequence) that came in one chunk with the finish was
+# held: one token comes in one chunk whoever parses it.
+HELD_MIN_TOKENS = 3
 
 
 @dataclass(frozen=True)
@@ -223,8 +226,10 @@ class CaseOutcome:
                 "parity": self.parity, "incremental": self.incremental, "chunking": dict(self.chunking)}
 
 
-def grade_case(case_id: str, expected: Expected, plain: Seen, streamed: Seen) -> CaseOutcome:
-    """Both modes of one case, graded and recorded."""
+def grade_case(case_id: str, expected: Expected, plain: Seen, streamed: Seen,
+               completion_tokens: int | None = None) -> CaseOutcome:
+    """Both modes of one case, graded and recorded (``completion_tokens``: the plain answer's, which
+    tells content held back from content that was one token anyway)."""
     chunking = {
         "content_chunks_streamed": streamed.content_chunks,
         "content_chunks_plain": 1 if plain.content else 0,
@@ -232,7 +237,8 @@ def grade_case(case_id: str, expected: Expected, plain: Seen, streamed: Seen) ->
         "argument_deltas": list(streamed.argument_deltas),
         # Content that came whole with the finish although it was more than one chunk's worth: the
         # parser held it (what a chunk-based timing then reads is the parser, not the engine).
-        "held": bool(streamed.content) and streamed.content_chunks == 1 and bool(streamed.whole_at_finish),
+        "held": bool(streamed.content) and streamed.content_chunks == 1 and bool(streamed.whole_at_finish)
+        and (completion_tokens is None or completion_tokens >= HELD_MIN_TOKENS),
     }
     return CaseOutcome(case_id, exactness(expected, plain), exactness(expected, streamed),
                        parity(plain, streamed, expected.beside_markup), incremental(expected, streamed), chunking)

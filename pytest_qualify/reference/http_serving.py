@@ -9,11 +9,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
+class _Server(ThreadingHTTPServer):
+    # A burst of connections, as a module asking at a max_num_seqs of 32 opens, is accepted as vLLM's
+    # server accepts it: the standard library's listen backlog of 5 refuses the rest.
+    request_queue_size = 128
+
+
 def serve_http(host: str, port: int, handler: type[BaseHTTPRequestHandler], state: Any, banner: str) -> None:
     """Serve until interrupted: ``handler`` subclassed with ``state`` as a class attribute (every
     request's handler instance reads it), ``banner`` printed once the socket listens."""
     bound = type(f"Bound{handler.__name__}", (handler,), {"state": state})
-    httpd = ThreadingHTTPServer((host, port), bound)
+    httpd = _Server((host, port), bound)
     httpd.daemon_threads = True  # a request still streaming never holds the process up at its end
     print(banner, flush=True)
     try:

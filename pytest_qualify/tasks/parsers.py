@@ -456,7 +456,7 @@ def ask_case(chat: Any, case: ParserCase, syntax: str, markers: Mapping[str, int
     plain = chat(messages, **body)
     streamed = chat(messages, stream=True, **{k: v for k, v in body.items() if k != "return_token_ids"})
     expected = Expected(tuple((c.name, c.arguments) for c in case.calls), case.content, case.reasoning)
-    outcome = grade_case(case.id, expected, Seen.of(plain), Seen.of(streamed))
+    outcome = grade_case(case.id, expected, Seen.of(plain), Seen.of(streamed), plain.completion_tokens)
     choice = ((plain.raw or {}).get("choices") or [{}])[0]
     ids = choice.get("token_ids") if isinstance(choice.get("token_ids"), list) else None
     tokens = markers_as_tokens(ids, text, markers) if markers else None

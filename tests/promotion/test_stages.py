@@ -18,8 +18,8 @@ def _by_name(stages):
 
 
 def test_the_stages_in_promotion_order_then_the_comparisons_timing_stage():
-    assert stage_names() == ("preflight", "full", "post-promotion", "rollback", "timing")
-    with pytest.raises(ValueError, match="unknown stage 'qualify'.*preflight, full, post-promotion, rollback, timing"):
+    assert stage_names() == ("preflight", "full", "post-promotion", "rollback", "timing", "parsers")
+    with pytest.raises(ValueError, match="unknown stage 'qualify'.*preflight, full, post-promotion, rollback, timing, parsers"):
         check_stage_name("qualify")
 
 
@@ -93,10 +93,17 @@ def test_262k_has_the_stages_the_seed_ran():
 
 
 def test_every_builtin_profile_has_every_stage():
+    # The parsers stage is the parsers module's whole corpus: a profile has it by requiring the module
+    # (beyond the protocol, modules.toml), and one without it is refused with a usage error.
     for name in builtin_profiles():
         p = load_profile(name)
         for stage in stage_names():
+            if stage == "parsers" and "parsers" not in p.required_modules:
+                with pytest.raises(ValueError, match="stage 'parsers' requires parsers"):
+                    p.stage(stage)
+                continue
             assert p.stage(stage).modules, (name, stage)
+    assert load_profile("tiny-qwen3-parsers").stage("parsers").modules == ("parsers",)
 
 
 def _profile(tmp_path: Path, extra: str) -> str:
