@@ -317,7 +317,8 @@ def test_an_unknown_slo_load_figure_is_named(tmp_path):
         load_profile(str(path))
 
 
-@pytest.mark.parametrize("gpu, cpu", [("262k-gpu", "262k-cpu"), ("262k-gpu-steered", "262k-cpu-steered")])
+@pytest.mark.parametrize("gpu, cpu", [("262k-gpu", "262k-cpu"), ("262k-gpu-steered", "262k-cpu-steered"),
+                                      ("tiny-qwen3-gpu-parsers", "tiny-qwen3-parsers")])
 def test_gpu_profiles_are_the_cpu_recipe_less_what_is_cpu_only_with_a_kv_cap(monkeypatch, gpu, cpu):
     monkeypatch.setenv("QUALIFY_VLLM_VENV", "/v")
     monkeypatch.setenv("QUALIFY_MODELS", "/m")
