@@ -238,7 +238,7 @@ class SteerHandler(BaseHTTPRequestHandler):
         status, _ = self._forward("POST", json.dumps(body).encode(), reader, settle)
         ended = time.time()
         st.log(SteerRecord(seq, status, stream, True, ok, reason, tuple(changes), forced.text,
-                           prompt=_prompt(raw), faults=forced.faults, cut=cut,
+                           prompt=_prompt_of(body), faults=forced.faults, cut=cut,
                            finish=observed.finish_reason if observed is not None and cut is not None else None,
                            started_at=started, ended_at=ended))
 
@@ -310,9 +310,18 @@ class SteerHandler(BaseHTTPRequestHandler):
 
 def _prompt(raw: bytes) -> str:
     try:
+        return _prompt_of(json.loads(raw))
+    except Exception:  # noqa: BLE001 - only a label for the log
+        return ""
+
+
+def _prompt_of(body: Any) -> str:
+    """The log's label of a request: the start of its last user message, whitespace collapsed (from
+    the body already parsed: a 240K-token prompt is not parsed again, nor split whole, for a label)."""
+    try:
         from pytest_qualify.reference.oracle import ChatRequest
 
-        return " ".join(ChatRequest(json.loads(raw)).last_user_text().split())[:120]
+        return " ".join(ChatRequest(body).last_user_text()[:2000].split())[:120]
     except Exception:  # noqa: BLE001 - only a label for the log
         return ""
 
