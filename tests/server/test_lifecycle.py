@@ -119,6 +119,24 @@ def test_a_leader_that_ignores_sigterm_is_killed_after_the_grace(tmp_path):
     assert not group_alive(process.pid)
 
 
+def test_begin_stop_signals_at_once_and_stop_waits_only_the_rest_of_the_grace(tmp_path):
+    # The run's end tells the server to stop before the bundle is written; unconfigure's stop()
+    # then waits what is left of the term grace, not a whole grace more.
+    process = ServerProcess(spec_for(tmp_path, "--ignore-sigterm", "60", term_grace_s=2.0))
+    process.start()
+    process.wait_ready()
+    t0 = time.monotonic()
+    process.begin_stop()
+    assert time.monotonic() - t0 < 0.5 and wait_for(lambda: "sigterm" in read_events(tmp_path / "events"), 10)
+    process.begin_stop()  # once only: the grace counts from the first
+    time.sleep(1.5)
+    t1 = time.monotonic()
+    process.stop()
+    assert time.monotonic() - t1 < 1.5, "stop() waited a whole grace after begin_stop()"
+    assert read_events(tmp_path / "events").count("sigterm") == 1
+    assert process.exit_code == -signal.SIGKILL and not group_alive(process.pid)
+
+
 def _interrupt_when(condition, timeout_s: float = 60.0):  # type: ignore[no-untyped-def]
     """KeyboardInterrupt in the main thread as soon as ``condition()`` holds, like a Ctrl-C, without
     signalling the test runner's own process group. Returns what restores the SIGALRM handler."""
