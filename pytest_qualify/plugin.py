@@ -73,6 +73,10 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         from pytest_qualify.hooks.selftest_mode import run_selftest
 
         return run_selftest(config, settings)
+    if settings.active and settings.fleet:
+        from pytest_qualify.hooks.fleet_mode import run_fleet
+
+        return run_fleet(config, settings)
     return None
 
 

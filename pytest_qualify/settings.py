@@ -98,6 +98,10 @@ OPTIONS: tuple[Option, ...] = (
            "instead of qualifying: run the profile's protocol against the reference server once conforming "
            "and once per fault class its modules can see, and check the gate passes the first and fails "
            "each fault in its own module; writes selftest.json into an evidence bundle", switch=True),
+    Option("qualify_fleet", "--qualify-fleet", "QUALIFY_FLEET", "qualify_fleet",
+           "instead of one endpoint: every replica of the profile's [fleet] (--qualify-endpoint: its router, or "
+           "'reference' for the SIMULATED fleet), each graded by the run's stage; one fleet bundle (docs/fleet.md)",
+           switch=True),
     Option("qualify_require_selftest", "--qualify-require-selftest", "QUALIFY_REQUIRE_SELFTEST",
            "qualify_require_selftest",
            "refuse to qualify (usage error) without a passing gate self-test of this plugin version no older "
@@ -124,6 +128,7 @@ class Settings:
     promoted_key: str | None = None
     selftest: bool = False
     require_selftest: str | None = None
+    fleet: bool = False
 
     @property
     def active(self) -> bool:
@@ -240,6 +245,7 @@ def resolve(
         promoted_key=values["qualify_promoted_key"],
         selftest=(values["qualify_selftest"] or "").strip().lower() in ("1", "true", "yes", "on"),
         require_selftest=require_selftest,
+        fleet=(values["qualify_fleet"] or "").strip().lower() in ("1", "true", "yes", "on"),
     )
 
 

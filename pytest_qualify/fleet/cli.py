@@ -65,13 +65,15 @@ def fleet_main(args: argparse.Namespace) -> int:
             raise FleetUsageError("--replica-fault needs --endpoint reference")
         ids = [i for i in args.replica_ids.split(",") if i]
         declared = profile.fleet
-        if declared is not None and args.endpoint is None and not args.replicas and not args.router:
-            # The profile names the fleet; each field the command line gives wins.
-            args.replicas = list(declared.replicas)
-            args.router = declared.router
-            ids = ids or list(declared.replica_ids)
+        if declared is not None:
+            # The profile names the fleet; each field the command line gives wins. The reference
+            # fleet takes only the count: it starts its own router and replicas.
+            if args.endpoint is None:
+                args.replicas = args.replicas or list(declared.replicas)
+                args.router = args.router or declared.router
+                ids = ids or list(declared.replica_ids)
+                args.channel = args.channel or declared.channel
             args.replica_count = args.replica_count if args.replica_count is not None else declared.replica_count
-            args.channel = args.channel or declared.channel
             args.ready_timeout = args.ready_timeout if args.ready_timeout is not None else declared.ready_timeout_s
             args.replica_e2e_limit = args.replica_e2e_limit if args.replica_e2e_limit is not None \
                 else declared.replica_e2e_limit_s
@@ -137,6 +139,13 @@ def fleet_main(args: argparse.Namespace) -> int:
         print(f"  {reason}")
     print(f"{render.verdict_line(doc)} · evidence {out}")
     return decision.exit_code
+
+
+def run_argv(argv: list[str]) -> int:
+    """``fleet`` from an argument list (the pytest side's ``--qualify-fleet``): its exit status."""
+    parser = argparse.ArgumentParser(prog="python -m pytest_qualify")
+    add_parsers(parser.add_subparsers(dest="command", required=True))
+    return fleet_main(parser.parse_args(["fleet", *argv]))
 
 
 def merge_main(args: argparse.Namespace) -> int:

@@ -144,3 +144,18 @@ def test_data_parallel_ranks_are_pinned_and_attributed_by_the_engine_label(profi
         checks = {c["check"]: c for c in row["checks"]}
         assert f"/metrics engine={rank} rose by 3 for 3 answers" in checks["probes"]["detail"]
         assert f"asked only of {rank}, whose /metrics request count rose by" in checks["coverage"]["detail"]
+
+
+def test_pytest_qualify_fleet_judges_the_profiles_fleet_with_the_runs_settings(tmp_path):
+    from ..helpers import run_pytest
+
+    profile = write_profile(tmp_path, ("smoke",), name="fleet-of-2")
+    profile.write_text(profile.read_text() + '\n[fleet]\nreplica_count = 2\nreplica_e2e_limit_s = 5\n')
+    done = run_pytest(f"--qualify={profile}", "--qualify-fleet", "--qualify-endpoint", "reference",
+                      "--qualify-stage", "post-promotion", "--qualify-evidence", str(tmp_path / "ev"), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("FLEET POST-PROMOTION CHECK: PASS (2 replicas)")
+    (bundle,) = (tmp_path / "ev").glob("fleet-*")
+    doc = json.loads((bundle / "fleet.json").read_text())
+    assert [r["replica"] for r in doc["decision"]["replicas"]] == ["r1", "r2"] and doc["fleet"]["e2e_limit_s"] == 5.0
