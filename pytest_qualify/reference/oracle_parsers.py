@@ -14,7 +14,9 @@ made. The hermes syntax's blocks are JSON. The stream's chunking follows the han
 when it is whitespace alone, as vLLM's qwen3_coder parser holds it).
 
 The parsers module's fault: ``parser_shift_argument`` changes one argument of the calls in one
-forced tool-call answer of every 1,000 (the 1,000th, 2,000th, ... this server reads).
+forced tool-call answer of every 1,000 (the 1,000th, 2,000th, ... this server reads). The steering
+proxy imposes it on a real vLLM (:func:`shifted_text`): it forces the caller's text with the
+argument changed, as a proxy or a template that rewrote the model's output would.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Reply
-from pytest_qualify.tasks.parsers import SYNTAX_OF_PARSER, forced_text, served
+from pytest_qualify.tasks.parsers import SYNTAX_OF_PARSER, forced_text, render_tool_calls, served
 
 PRIORITY = 5
 FAULTS = {"parser_shift_argument": "one argument of the forced tool calls comes back changed in 1 forced "
@@ -211,3 +213,26 @@ def shift(args: Any) -> Any:
     if isinstance(args, str):
         return args + "x"
     return "x"
+
+
+def shifted_text(body: Mapping[str, Any], ctx: OracleContext, syntax: str) -> tuple[str, str | None,
+                                                                                 list[tuple[str, Any]]] | None:
+    """For the steering proxy: where ``parser_shift_argument`` engages on this request (a caller's
+    own one-text constraint holding tool calls and no reasoning, the 1,000th, 2,000th, ... such),
+    the text to force instead, with the first call's arguments shifted, and its content and calls;
+    else None (the request goes through as it came)."""
+    if "parser_shift_argument" not in ctx.faults or not isinstance(body.get("structured_outputs"), Mapping):
+        return None
+    text = forced_text(body["structured_outputs"])
+    if text is None or not body.get("tools"):
+        return None
+    kwargs = body.get("chat_template_kwargs") or {}
+    thinking = bool(kwargs.get("enable_thinking", ctx.profile.thinking.enabled))
+    reasoning, content, calls = parse(text, syntax=syntax, reasoning_parser=served(ctx.profile.serve.args).reasoning_parser,
+                                      thinking=thinking, tools=list(body["tools"]))
+    if not calls or reasoning is not None or ctx.occurrence("parser-forced-calls") % SHIFT_PERIOD:
+        return None
+    ctx.faults.engage("parser_shift_argument")
+    shifted = [(calls[0][0], shift(calls[0][1])), *calls[1:]]
+    rendered = render_tool_calls(shifted, syntax)
+    return (f"{content}\n{rendered}" if content else rendered), content, shifted

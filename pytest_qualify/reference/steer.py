@@ -38,7 +38,7 @@ from typing import Any
 from pytest_qualify.reference.http_serving import serve_http
 from pytest_qualify.reference.steer_forcing import (
     Forced, SteerError, force, kept_for_cut, raised_max_tokens, request_key, requested_max_tokens, steered_body,
-    tokens_needed,
+    text_constraint, tokens_needed,
 )
 from pytest_qualify.reference.steer_log import SteerRecord, Unforced
 from pytest_qualify.reference.steer_observing import Observed, StreamReader, held, held_cut
@@ -257,7 +257,19 @@ class SteerHandler(BaseHTTPRequestHandler):
             # Malformed input is vLLM's to refuse, with its own words.
             return Unforced.passthrough(f"the reference server would refuse it: {exc}")
         if any(key in body for key in ("structured_outputs", "guided_json", "guided_regex", "guided_choice")):
-            return Unforced.passthrough("the caller sent its own structured-output constraint")
+            from pytest_qualify.reference.oracle_parsers import shifted_text
+
+            shifted = shifted_text(body, st.ctx, st.config.tool_call_syntax)
+            if shifted is None:
+                return Unforced.passthrough("the caller sent its own structured-output constraint")
+            text, content, calls = shifted  # the parsers fault: the caller's forced calls, one argument changed
+            forced = Forced(text, content, tuple(calls), text_constraint(text), faults=("parser_shift_argument",))
+            need = len(text.encode("utf-8")) + 8  # the caller's budget was its own text's (a token is a byte or more)
+            asked = requested_max_tokens(body)
+            steered, changes = steered_body(body, forced, strip_chat_template_kwargs=False,
+                                            max_tokens=need if asked is not None and asked < need else None)
+            return steered, forced, [*changes, "parser_shift_argument: the caller's constraint replaced"], None, \
+                request_key(body)
         if body.get("ignore_eos") is True:
             return Unforced.passthrough("it asks for a fixed length (ignore_eos): the load module's decode probe, "
                                         "whose text is never graded")

@@ -5,6 +5,7 @@ caught by the module's grading, naming the case."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
@@ -111,3 +112,31 @@ def test_one_argument_shifted_in_a_thousand_is_caught(serve):
     assert outcome.plain is None and outcome.streamed is not None and outcome.parity is not None
     assert deviating[0].line["replay"]["body"]["structured_outputs"]
     assert [r.engaged for r in state.faults.log.records()] == [True]
+
+
+def test_the_steering_proxy_shifts_one_argument_in_a_thousand_and_it_is_caught(serve, tmp_path):
+    # The proxy in front of an engine that generates what it is forced to (the reference server,
+    # no fault of its own): the fault is the proxy's, and the module's grading catches it.
+    from pytest_qualify.reference.steer import SteerConfig, SteerHandler, SteerState, check_faults
+
+    upstream, _ = serve()
+    faults = Faults.parse(["parser_shift_argument"])
+    check_faults(list(faults.active))  # an answer fault: the proxy can impose it
+    state = SteerState(SteerConfig(upstream.base_url, "qwen3_coder", False, tmp_path / "steer.jsonl"), PROFILE, faults)
+    (tmp_path / "steer.jsonl").touch()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), type("BoundSteer", (SteerHandler,), {"state": state}))
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        client = QualifyClient(f"http://127.0.0.1:{httpd.server_address[1]}", None, PROFILE.deployment.served_name, 60.0)
+        calls = [c for c in parsers.corpus() if c.kind == "call"][:SHIFT_PERIOD // 2]
+        deviating = [a for a in (_ask(client, case) for case in calls) if a.deviates]
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert [a.case.id for a in deviating] == [calls[-1].id]
+    assert deviating[0].outcome.streamed is not None and deviating[0].outcome.parity is not None
+    rows = [json.loads(line) for line in (tmp_path / "steer.jsonl").read_text().splitlines()]
+    forced = [r for r in rows if r["forced"]]
+    assert len(forced) == 1 and forced[0]["held"] and forced[0]["faults"] == ["parser_shift_argument"]
+    assert sum(1 for r in rows if r["passed_through"]) == len(rows) - 1
