@@ -13,8 +13,8 @@ the text around the calls is the content, stripped of its surrounding whitespace
 made. The hermes syntax's blocks are JSON. The stream's chunking follows the handler (content held
 when it is whitespace alone, as vLLM's qwen3_coder parser holds it).
 
-The parsers module's fault: ``parser_shift_argument`` changes one argument of the calls in one
-forced tool-call answer of every 1,000 (the 1,000th, 2,000th, ... this server reads). The steering
+The parsers module's fault: ``parser_shift_argument[=N]`` changes one argument of the calls in one
+forced tool-call answer of every N (default 1,000: the N-th, 2N-th, ... this server reads). The steering
 proxy imposes it on a real vLLM (:func:`shifted_text`): it forces the caller's text with the
 argument changed, as a proxy or a template that rewrote the model's output would.
 """
@@ -31,8 +31,8 @@ from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Reply
 from pytest_qualify.tasks.parsers import SYNTAX_OF_PARSER, forced_text, render_tool_calls, served
 
 PRIORITY = 5
-FAULTS = {"parser_shift_argument": "one argument of the forced tool calls comes back changed in 1 forced "
-                                   "tool-call answer of 1,000 (the 1,000th, 2,000th, ... the server reads)"}
+FAULTS = {"parser_shift_argument": "[=N]: one argument of the forced tool calls comes back changed in 1 forced "
+                                   "tool-call answer of N (default 1,000: the N-th, 2N-th, ... the server reads)"}
 SHIFT_PERIOD = 1000
 
 _TOOL_BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
@@ -51,12 +51,16 @@ def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:
     syntax = SYNTAX_OF_PARSER.get(parsers.tool_parser or "") if req.tools and req.body.get("tool_choice") != "none" else None
     reasoning, content, calls = parse(text, syntax=syntax, reasoning_parser=parsers.reasoning_parser,
                                       thinking=_thinking(req, ctx), tools=req.tools)
-    if calls and "parser_shift_argument" in ctx.faults and ctx.occurrence("parser-forced-calls") % SHIFT_PERIOD == 0:
+    if calls and "parser_shift_argument" in ctx.faults and ctx.occurrence("parser-forced-calls") % _period(ctx) == 0:
         ctx.faults.engage("parser_shift_argument")
         name, args = calls[0]
         calls = [(name, shift(args)), *calls[1:]]
         return Reply(content=content, tool_calls=calls, reasoning=reasoning, faults=("parser_shift_argument",))
     return Reply(content=content, tool_calls=calls, reasoning=reasoning)
+
+
+def _period(ctx: OracleContext) -> int:
+    return max(1, int(ctx.faults.number("parser_shift_argument", SHIFT_PERIOD)))
 
 
 def _thinking(req: ChatRequest, ctx: OracleContext) -> bool:
@@ -230,7 +234,7 @@ def shifted_text(body: Mapping[str, Any], ctx: OracleContext, syntax: str) -> tu
     thinking = bool(kwargs.get("enable_thinking", ctx.profile.thinking.enabled))
     reasoning, content, calls = parse(text, syntax=syntax, reasoning_parser=served(ctx.profile.serve.args).reasoning_parser,
                                       thinking=thinking, tools=list(body["tools"]))
-    if not calls or reasoning is not None or ctx.occurrence("parser-forced-calls") % SHIFT_PERIOD:
+    if not calls or reasoning is not None or ctx.occurrence("parser-forced-calls") % _period(ctx):
         return None
     ctx.faults.engage("parser_shift_argument")
     shifted = [(calls[0][0], shift(calls[0][1])), *calls[1:]]
