@@ -65,7 +65,7 @@ def _fitting(sizer, run_id: str, target: int, where: str, *, counted: bool = Fal
             return pad_to_tokens(build, sizer.count, target, exc.closest, max_calls=PAD_CALLS)
 
     with sizing(where):
-        return sizer.about(key, f"window fit {target}", build, target, search, own_frame=True,
+        return sizer.about(key, f"window fit {target}", build, target, search, exact=True,
                            counted=counted or sizer.recorded(f"{key} counted"))
 
 

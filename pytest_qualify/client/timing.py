@@ -105,7 +105,8 @@ def merge_answer_properties(props: list[tuple[str, Any]], metrics: RequestMetric
     current = dict(props)
     n = int(current.get("requests", 0)) + 1
     total = float(current.get("requests_e2e_s", 0.0)) + (metrics.e2e_s or 0.0)
-    take = n == 1 or (streamed and current.get("timing_source") != "streamed")
+    # No timing yet (the first request, or one after the item discarded its timing: ``retime``).
+    take = "timing_source" not in current or (streamed and current.get("timing_source") != "streamed")
     drop = COUNT_KEYS | (PRIMARY_KEYS if take else frozenset())
     props[:] = [(k, v) for k, v in props if k not in drop]
     if take:

@@ -23,10 +23,12 @@ The first prompt of a kind is not searched either: the sizer calibrates its toke
 once per run on one small prompt (a haystack of ``CALIBRATION_UNITS`` pieces and its empty frame:
 two ``/tokenize`` calls of a few thousand tokens, where a search of a 240K-token lane costs a
 second of the API server's CPU a call) and computes the prompt from it, for its answer to prove in
-the same way; where the answer refutes it, it is searched by count, and its kind is computed from
-that count after (:meth:`Sizer.confirm`). The window bracket's fitting prompt must be exact: it is
-computed from the calibration and its own frame's count, and proven by its answer's
-``usage.prompt_tokens`` (``suites/test_window.py``); the over-window edge has no usage, so it is
+the same way, over its own empty frame (one more small count: frames differ by tens of tokens between
+haystacks); where the answer refutes it, it is searched by count, and its kind is computed from
+that count after (:meth:`Sizer.confirm`). Every answer to such a prompt adds its filler to the rate
+the next one is computed from. The window bracket's fitting prompt must be exact: it is computed
+from the calibration's own rate, and proven by its answer's ``usage.prompt_tokens``
+(``suites/test_window.py``); the over-window edge has no usage, so it is
 counted (once per run) unless the refusal states the prompt's exact size (:func:`refusal_tokens`).
 
 Both records go to ``sizing.jsonl`` in the run folder as well (one line each, written whole under
@@ -128,7 +130,11 @@ class Sizer:
         self._sized: dict[str, dict[str, Any]] = {}
         self._read_to = 0  # bytes of the store already read
         self._kind_of: dict[str, str] = {}  # a computed prompt's digest -> its kind
-        self._from_calibration: set[str] = set()  # digests computed from the calibration, not an anchor
+        # A prompt computed from the calibration: its digest -> its own frame's count (build(0)).
+        self._from_calibration: dict[str, int] = {}
+        # Filler pieces and the tokens they made, frame taken off: the calibration's and every answer's
+        # to a calibrated prompt (its usage less its own frame), pooled into one rate.
+        self._filler: dict[str, tuple[int, int]] = {}
         self._refuted: set[str] = set()  # kinds whose computed size an answer refuted
 
     def __repr__(self) -> str:
@@ -186,20 +192,20 @@ class Sizer:
         return Sized(units, tokens, self.calls - before, messages, target, pad=pad)
 
     def about(self, key: str, kind: str, build: Callable[[int], Messages], target: int, search: Callable[[], Sized],
-              *, counted: bool = False, own_frame: bool = False) -> Sized:
+              *, counted: bool = False, exact: bool = False) -> Sized:
         """A prompt of about ``target`` tokens that an answer's ``usage.prompt_tokens`` will prove,
         named ``key`` (:meth:`sized`). Once one of its ``kind`` (what is sized whatever the seed:
         ``"lane 32768±256"``) was counted in the run, it is computed from that count and the learned
         rate; before, from the run's calibration (:meth:`calibrate`): built and returned with no
         ``/tokenize`` call of its size, ``counted=False``, for :meth:`confirm` to prove. Without a
-        calibration it is searched by count (``search``). ``own_frame``: the prompt must be exact,
-        so its own empty frame (``build(0)``, a few hundred tokens) is counted for its overhead.
+        calibration it is searched by count (``search``). ``exact``: the prompt must be exact, so its
+        tokens per unit are the calibration's alone (one haystack, no other frames in them).
         ``counted``: search by count all the same (a computed size its answer refuted)."""
         if counted:
             return self.sized(f"{key} counted", search, build, kind)
 
         def size() -> Sized:
-            computed = self._compute(kind, build, target) or self._calibrated(kind, build, target, own_frame)
+            computed = self._compute(kind, build, target) or self._calibrated(kind, build, target, exact)
             return search() if computed is None else computed
 
         return self.sized(key, size, build, kind)
@@ -222,6 +228,9 @@ class Sizer:
             self.rate.learn(sized.units, int(prompt_tokens))
         off = int(prompt_tokens) - sized.target
         kind = self._kind_of.get(digest)
+        if digest in self._from_calibration and sized.pad == 0:
+            # Proven or refuted, the answer's count is the truth: its filler joins the pooled rate.
+            self._filler[digest] = (sized.units, int(prompt_tokens) - self._from_calibration[digest])
         if (-tolerance <= off <= 0) if below_only else abs(off) <= tolerance:
             if kind and digest in self._from_calibration and sized.pad == 0:
                 # Proven: the kind's anchor from now on, as a counted sizing would be.
@@ -271,26 +280,25 @@ class Sizer:
             self.rate.learn(units, tokens)  # a whole prompt's count, as every other point of the rate
         return self.calibration
 
-    def _calibrated(self, kind: str, build: Callable[[int], Messages], target: int, own_frame: bool) -> Sized | None:
-        """The first prompt of ``kind`` computed from the calibration's tokens per unit, over the
-        calibration's frame (the frames of two haystacks differ by a few tokens: a needle, a
-        question) or, ``own_frame``, over this prompt's own frame, counted."""
+    def _calibrated(self, kind: str, build: Callable[[int], Messages], target: int, exact: bool) -> Sized | None:
+        """The first prompt of ``kind`` computed over its own empty frame (``build(0)``: system line,
+        template, needles, question; one small count, since frames differ by tens of tokens between
+        haystacks and tokenizers) and the filler's tokens per unit: the calibration's for an ``exact``
+        prompt, else pooled over the calibration and every answer to a calibrated prompt so far (the
+        more filler measured, the smaller the rate's error over a 240K-token prompt)."""
         calibration = self.calibrate()
         if calibration is None or kind in self._refuted:
             return None
-        slope, frame = calibration.tokens_per_unit, calibration.frame_tokens
-        if own_frame:
-            # An exact prompt: its own frame and the calibration's slope, both measured on one
-            # haystack each (a line through other prompts' counts carries their frames' differences).
-            frame = self.count(build(0))
-        elif self.rate.tokens_per_unit and self.rate.spanned_units > calibration.units:
-            # Proven prompts larger than the calibration: the line through them samples more filler.
-            slope, frame = self.rate.tokens_per_unit, round(self.rate.overhead)
+        slope = calibration.tokens_per_unit
+        if not exact and self._filler:
+            pooled = [(calibration.units, calibration.tokens - calibration.frame_tokens), *self._filler.values()]
+            slope = sum(t for _, t in pooled) / sum(u for u, _ in pooled)
+        frame = self.count(build(0))
         units = max(1, round((target - frame) / slope))
         messages = build(units)
         digest = prompt_digest(messages)
         self._kind_of[digest] = kind
-        self._from_calibration.add(digest)
+        self._from_calibration[digest] = frame
         return Sized(units, frame + round(slope * units), 0, messages, target, counted=False)
 
     def lane(self, plan: HaystackPlan, prompt_tokens: int, tolerance: int, *, counted: bool = False) -> Sized:

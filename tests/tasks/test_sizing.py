@@ -180,8 +180,9 @@ def test_repetition_1_computes_every_lane_from_one_small_calibration_and_its_ans
     count = Counter(per_word=bpe_like)
     sizer = Sizer(count, ID, tmp_path / SIZING_FILE)
     first = _lanes(sizer, 1)
-    # Two /tokenize calls in all, both small: the calibration haystack's frame and its pieces.
-    assert count.calls == sizer.calls == 2 and sizer.calibration is not None
+    # Five /tokenize calls in all, each small: the calibration haystack's frame and its pieces, and
+    # each lane's own frame.
+    assert count.calls == sizer.calls == 2 + len(LANES) and sizer.calibration is not None
     assert sizer.calibration.units == CALIBRATION_UNITS and not any(s.counted for s in first.values())
     for name, sized in first.items():
         usage = Counter(per_word=bpe_like)(sized.messages)  # the chat answer's usage.prompt_tokens
@@ -189,7 +190,7 @@ def test_repetition_1_computes_every_lane_from_one_small_calibration_and_its_ans
         assert sizer.confirm(sized, usage, 256)
     # Proven, each is its kind's anchor: repetition 2 is computed from it, still no call.
     second = _lanes(sizer, 2)
-    assert count.calls == 2 and not any(s.counted for s in second.values())
+    assert count.calls == 2 + len(LANES) and not any(s.counted for s in second.values())
     for name, sized in second.items():
         assert abs(Counter(per_word=bpe_like)(sized.messages) - LANES[name]) <= 256
     # Another worker reads the calibration from the run's file: no call of its own.
@@ -221,10 +222,11 @@ def test_an_exact_prompt_is_computed_over_its_own_frame_and_proven_below_only():
         assert sizer.confirm(sized, tokenizer.count_chat(sized.messages), 256)
     plan = plan_haystack(haystack_seed("run", "window", "fit"), 0.5, distractors=0)
     build = Haystack(plan).build
-    sized = sizer.about("window fit", "window fit 40000", build, 40_000, lambda: 1 / 0, own_frame=True)
+    calls = count.calls
+    sized = sizer.about("window fit", "window fit 40000", build, 40_000, lambda: 1 / 0, exact=True)
     # The reference tokenizer counts a token a piece: calibration and frame make it exact, and the
-    # frame is its own (three small counts: the calibration's two and this frame).
-    assert not sized.counted and count.calls == 3 and tokenizer.count_chat(sized.messages) == 40_000
+    # frame is its own (one small count).
+    assert not sized.counted and count.calls == calls + 1 and tokenizer.count_chat(sized.messages) == 40_000
     assert sizer.confirm(sized, 40_000, 2, below_only=True)
     assert sizer.confirm(sized, 39_998, 2, below_only=True)
     assert not sizer.confirm(sized, 40_001, 2, below_only=True)
@@ -253,3 +255,19 @@ def test_a_sizer_without_calibration_searches_the_first_of_a_kind():
 ])
 def test_the_refusal_states_the_prompts_size_or_a_lower_bound(message, expected):
     assert refusal_tokens(message) == expected
+
+
+def test_a_frame_of_its_own_and_the_pooled_rate_keep_a_small_lane_within_its_tolerance():
+    # A tokenizer whose haystacks' frames differ by far more than the reference's (a long word four
+    # tokens): the calibration haystack's frame is 20-31 tokens off these lanes' frames.
+    def frames_differ(word: str) -> int:
+        return 1 + 3 * (len(word) > 8)
+
+    count = Counter(per_word=frames_differ)
+    sizer = Sizer(count, ID)
+    for name, target in {"1K": 1_024, "2K": 2_048, "3K": 3_072}.items():
+        plan = lane_plan("run", ["1K", "2K", "3K"], name, 1)
+        sized = sizer.lane(plan, target, 16)
+        usage = Counter(per_word=frames_differ)(sized.messages)
+        assert abs(usage - target) <= 16, (name, usage, sized.tokens)
+        assert sizer.confirm(sized, usage, 16)
