@@ -13,6 +13,7 @@ from pathlib import Path
 from pytest_qualify.fleet.spec import FleetUsageError, build_spec, channels
 
 USAGE = 4
+REFERENCE_ROUTER_STANDIN = "http://127.0.0.1:0"
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -94,7 +95,10 @@ def fleet_main(args: argparse.Namespace) -> int:
             except FaultError as exc:
                 raise FleetUsageError(str(exc)) from None
             ids = ids or [f"r{i}" for i in range(1, count + 1)]
-        spec = build_spec(replicas=args.replicas, router=args.router if args.endpoint is None else "http://127.0.0.1:1",
+        # The reference fleet's router is known once it listens; the spec is checked now (usage errors
+        # come before any server starts) with a stand-in address, replaced after the start.
+        router = args.router if args.endpoint is None else REFERENCE_ROUTER_STANDIN
+        spec = build_spec(replicas=args.replicas, router=router,
                           replica_count=args.replica_count, replica_ids=ids,
                           channel=args.channel or ("reference" if args.endpoint else "direct"),
                           ready_timeout_s=args.ready_timeout, probes_per_replica=args.probes,

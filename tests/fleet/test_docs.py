@@ -1,6 +1,6 @@
-"""docs/fleet.md cannot rot: every ``python -m pytest_qualify fleet`` / ``fleet-merge`` command it
-shows (the synopsis, the example, the CI jobs' steps) parses with the command's own arguments, and
-its ``[fleet]`` table loads as a profile's."""
+"""docs/fleet.md and the fleet's section of docs/ci.md cannot rot: every ``python -m pytest_qualify
+fleet`` / ``fleet-merge`` command they show (the synopsis, the example, the CI jobs' steps) parses with
+the command's own arguments, and the ``[fleet]`` table loads as a profile's."""
 
 from __future__ import annotations
 
@@ -13,11 +13,18 @@ import pytest
 
 from pytest_qualify.fleet.cli import add_parsers
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "fleet.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+DOC = DOCS / "fleet.md"
+
+
+def ci_section() -> str:
+    text = (DOCS / "ci.md").read_text()
+    start = text.index("## Every replica of a fleet behind a router")
+    return text[start:text.index("\n## ", start + 1)]
 
 
 def commands() -> list[str]:
-    text = DOC.read_text()
+    text = DOC.read_text() + "\n" + ci_section()
     text = re.sub(r"\\\n\s*", " ", text)  # shell line continuations
     text = re.sub(r"run: >\n((?:\s{10,}.*\n)+)", lambda m: "run: " + " ".join(m.group(1).split()) + "\n", text)
     found = []
