@@ -262,7 +262,8 @@ def test_attach_mode_compares_two_running_endpoints_run_by_run(tmp_path, capsys)
         assert all(wait_for(lambda u=u: healthy(u), 60) for u in urls)
         out = tmp_path / "attach"
         code = main(["ab", "small", "small", "--boots", "2", "--attach", *urls, "--out", str(out)])
-        stdout = capsys.readouterr().out
+        captured = capsys.readouterr()
+        stdout = captured.out + captured.err
     finally:
         for s in servers:
             s.terminate()
