@@ -10,8 +10,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pytest_qualify.compare.boots import ArmBoots, CompareUsageError, check_comparable, read_boot
+
+if TYPE_CHECKING:
+    from pytest_qualify.compare.campaign import ArmPlan, BootRun, Runner
 
 USAGE = 4
 
@@ -93,7 +97,7 @@ def _check_numbers(args: argparse.Namespace) -> None:
 
 def _compare(arms: list[ArmBoots], args: argparse.Namespace, *, gate: Sequence[str], tolerance: float,
              noise_path: str | None, spread: str, boots_asked: int | None, warm_up: str,
-             spend: float = 1.0, sequential: dict | None = None) -> tuple[dict, dict]:
+             spend: float = 1.0, sequential: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The comparison of the arms as they stand, and the workload they measured."""
     from pytest_qualify.compare.comparison import compare_arms
     from pytest_qualify.compare.noise import read_noise_floor
@@ -109,7 +113,8 @@ def _compare(arms: list[ArmBoots], args: argparse.Namespace, *, gate: Sequence[s
     return comparison, workload
 
 
-def _write(comparison: dict, workload: dict, args: argparse.Namespace, *, noise_out: bool = False) -> int:
+def _write(comparison: dict[str, Any], workload: dict[str, Any], args: argparse.Namespace, *,
+           noise_out: bool = False) -> int:
     from pytest_qualify.compare.comparison import last_line
     from pytest_qualify.compare.noise import noise_floor, write_noise_floor
     from pytest_qualify.compare.render import write
@@ -166,7 +171,7 @@ def _env(pairs: Sequence[str], flag: str) -> dict[str, str]:
     return out
 
 
-def _collect(runs: Sequence, arms: Sequence[ArmBoots]) -> list[str]:
+def _collect(runs: Sequence[BootRun], arms: Sequence[ArmBoots]) -> list[str]:
     """Each run's bundle into its arm (a warm-up boot's among the arm's warm-up boots); the boots
     that wrote none."""
     missing = []
@@ -181,7 +186,7 @@ def _collect(runs: Sequence, arms: Sequence[ArmBoots]) -> list[str]:
     return missing
 
 
-def ab_main(args: argparse.Namespace, runner=None) -> int:
+def ab_main(args: argparse.Namespace, runner: Runner | None = None) -> int:
     """The campaign; ``runner`` runs one boot's command (tests hand in one that writes bundles)."""
     from pytest_qualify.bundle_format.workload import differences
     from pytest_qualify.compare.campaign import STAGE, ArmPlan, boot_order, run_campaign, run_subprocess
@@ -274,9 +279,10 @@ def ab_main(args: argparse.Namespace, runner=None) -> int:
         return USAGE
 
 
-def _until_decided(arms: list[ArmBoots], args: argparse.Namespace, plans, run: dict, missing: list[str], *,
-                   gates: Sequence[str], tolerance: float, noise_path: str | None, spread: str, first: int,
-                   max_boots: int, warm_text: str) -> tuple[dict, dict]:
+def _until_decided(arms: list[ArmBoots], args: argparse.Namespace, plans: tuple[ArmPlan, ArmPlan],
+                   run: dict[str, Any], missing: list[str], *, gates: Sequence[str], tolerance: float,
+                   noise_path: str | None, spread: str, first: int, max_boots: int,
+                   warm_text: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """Looks at every boot count per arm from ``first`` to ``max_boots``, each at its share of the
     alpha (compare/sequential.py); a pair of boots added after each look that decides nothing.
     Stops at the first look where B is worse, or every gating figure is decided."""
@@ -284,7 +290,7 @@ def _until_decided(arms: list[ArmBoots], args: argparse.Namespace, plans, run: d
     from pytest_qualify.compare.sequential import looks, method
 
     plan = looks(first, max_boots, args.spending)
-    history: list[dict] = []
+    history: list[dict[str, Any]] = []
     for k, look in enumerate(plan):
         if k:
             missing += _collect(run_campaign(plans[0], plans[1], boots=look.boots, first=look.boots, **run), arms)
