@@ -49,9 +49,15 @@ class EngineBehaviour:
 
     def stream_note(self) -> str:
         """How this build streams text, for a report that found answers arriving whole."""
-        parser = ("holds a streamed answer's text until its finish when a tool parser is on "
-                  "(--enable-auto-tool-choice --tool-call-parser qwen3_coder), tools offered or not"
-                  if self.stream_whole_with_tool_parser else "streams text as decoded with a tool parser on")
+        held = "; ".join(f"{name} holds {' and '.join(k.replace('_', '-') for k in kinds)} text to the finish"
+                         for name, kinds in self.held_content.items())
+        if held:  # measured with forced text (the parsers module): what is held, not every answer
+            parser = (f"with a tool parser on (--enable-auto-tool-choice --tool-call-parser qwen3_coder), tools "
+                      f"offered or not, {held}")
+        else:
+            parser = ("holds a streamed answer's text until its finish when a tool parser is on "
+                      "(--enable-auto-tool-choice --tool-call-parser qwen3_coder), tools offered or not"
+                      if self.stream_whole_with_tool_parser else "streams text as decoded with a tool parser on")
         without = ("without one, tokens per chunk not measured" if self.stream_tokens_per_chunk == "not measured"
                    else f"without one it sends {self.stream_tokens_per_chunk} token(s) a chunk")
         return f"vLLM {self.version} {parser}; {without}: the engine's own behaviour ({self.characterised})"
