@@ -1,5 +1,6 @@
-"""Forced answers: a request that carries its own one-text ``structured_outputs`` constraint gets
-that text as the model's output, read back by the served parsers as vLLM reads it.
+"""Forced answers: a parsers-module request (its prompt names the case) that carries its own
+one-text ``structured_outputs`` constraint gets that text as the model's output, read back by the
+served parsers as vLLM reads it.
 
 vLLM generates only what the constraint allows; the reference server generates exactly the one
 text a ``choice`` of one item or an escaped ``regex`` allows (``tasks/parsers.forced_text``), then
@@ -28,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Reply
-from pytest_qualify.tasks.parsers import SYNTAX_OF_PARSER, forced_text, render_tool_calls, served
+from pytest_qualify.tasks.parsers import PROMPT_PREFIX, SYNTAX_OF_PARSER, forced_text, render_tool_calls, served
 
 PRIORITY = 5
 FAULTS = {"parser_shift_argument": "[=N]: one argument of the forced tool calls comes back changed in 1 forced "
@@ -42,7 +43,9 @@ _PARAM = re.compile(r"<\s*parameter\s*=\s*([^>]*)>(.*?)(?:<\s*/\s*parameter\s*>|
 
 def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:
     constraint = req.body.get("structured_outputs")
-    if not isinstance(constraint, Mapping):
+    # Only the parsers module's requests: elsewhere the reference server stands for an engine that
+    # applies no constraint (the steering tests' upstream, where a forced answer must not hold).
+    if not isinstance(constraint, Mapping) or not req.last_user_text().startswith(PROMPT_PREFIX):
         return None
     text = forced_text(constraint)
     if text is None:

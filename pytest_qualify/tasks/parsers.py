@@ -229,8 +229,11 @@ def forced_text(constraint: Mapping[str, Any]) -> str | None:
 # -- the request ---------------------------------------------------------------------------------------
 
 
+PROMPT_PREFIX = "Parser conformance case "
+
+
 def case_prompt(case: ParserCase) -> str:
-    return f"Parser conformance case {case.id}. Reply with the forced answer."
+    return f"{PROMPT_PREFIX}{case.id}. Reply with the forced answer."
 
 
 def forced_body(case: ParserCase, syntax: str, tools: Sequence[Mapping[str, Any]],
