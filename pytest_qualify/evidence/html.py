@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-from pytest_qualify.evidence.report import claim_result, fact_value
+from pytest_qualify.evidence.report import claim_result, fact_value, row_verdict
 from pytest_qualify.evidence.transcripts import ASKED, SLOTS, by_item
 
 HTML_FILE = "report.html"
@@ -49,6 +49,7 @@ th{background:var(--soft);font-weight:600}
 .sim{background:var(--simbg);color:var(--sim);border:1px solid var(--sim);border-radius:6px;padding:8px 12px;margin:8px 0;font-weight:600}
 .badge{display:inline-block;min-width:44px;text-align:center;border-radius:4px;padding:0 6px;font-weight:700;font-size:12px}
 .b-ok{background:var(--passbg);color:var(--pass)}.b-fail{background:var(--failbg);color:var(--fail)}.b-other{background:var(--soft);color:var(--muted)}
+.b-incomplete{background:var(--warnbg);color:var(--warn)}.gate>details.unjudged>summary{background:var(--warnbg)}
 .kind{font-size:11px;color:var(--muted);border:1px solid var(--line);border-radius:4px;padding:0 4px;margin-left:4px}
 .muted{color:var(--muted)}.reason{color:var(--fail)}
 details>summary{cursor:pointer;list-style:none}details>summary::-webkit-details-marker{display:none}
@@ -420,12 +421,14 @@ def _gate(s: Mapping[str, Any], stories: Mapping[str, Any], tool_sets: dict[str,
         items = _order(items_by_module.get(module, []))
         failed = [i for i in items if _item_status(i)[0] == "FAIL"]
         kinds = {i.get("failure_kind") or "other" for i in failed}
-        classes = ["module", f"m-{_slug(module)}"] + (["failing"] if not g["ok"] or failed else []) + \
-                  [f"has-{_slug(k)}" for k in sorted(kinds)]
-        badge = '<span class="badge b-ok">ok</span>' if g["ok"] else '<span class="badge b-fail">FAIL</span>'
+        verdict = row_verdict(g)  # the gate's, never re-judged from the items: a void run's failed items are not judged
+        state = {"PASS": [], "FAIL": ["failing"]}.get(verdict, ["unjudged"])
+        classes = ["module", f"m-{_slug(module)}"] + state + [f"has-{_slug(k)}" for k in sorted(kinds)]
+        badge = {"PASS": '<span class="badge b-ok">ok</span>', "FAIL": '<span class="badge b-fail">FAIL</span>'}.get(
+            verdict, f'<span class="badge b-incomplete">{_e(verdict)}</span>')
         rendered = "".join(_item(index[id(i)], i, stories.get(i["nodeid"], {}), tool_sets) for i in items)
-        # A failing row starts open: its failed items are then one click away.
-        opened = " open" if "failing" in classes else ""
+        # A failing or unjudged row starts open: its failed or unjudged items are then one click away.
+        opened = " open" if state else ""
         out.append(f'<details class="{" ".join(classes)}" id="module-{_slug(module)}"{opened}><summary><span>{_e(g["title"])} '
                    f'<span class="muted">({len(items)} item runs{f", {len(failed)} failed" if failed else ""})</span>'
                    f'</span><span>{_e(g["result"])}</span>{badge}</summary><div class="items">'

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_qualify.evidence.report import cell, claim_result, table
+from pytest_qualify.evidence.report import cell, claim_result, row_verdict, table
 from pytest_qualify.stats import headline, interval_text
 
 ENV = "GITHUB_STEP_SUMMARY"
@@ -50,7 +50,7 @@ def render(summary: Mapping[str, Any], *, bundle_dir: str, exit_code: int, max_b
         if len(v["reasons"]) > 20:
             head.append(f"- … and {len(v['reasons']) - 20} more reasons in summary.json")
         head.append("")
-    rows = [(g["title"], g["result"], "ok" if g["ok"] else "**FAIL**") for g in s["gate"]]
+    rows = [(g["title"], g["result"], "ok" if row_verdict(g) == "PASS" else f"**{row_verdict(g)}**") for g in s["gate"]]
     rows += [(r["title"], f"{r['measured_text'] or 'not measured'} (limit {r['limit_text']})",
               "ok" if r["ok"] else "**FAIL**") for r in s.get("slo") or []]
     rows += [(c["title"], claim_result(c), "ok" if c["ok"] else "**FAIL**") for c in s.get("claims") or []]

@@ -38,6 +38,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_qualify.evidence.report import row_verdict
 from pytest_qualify.gate.decide import GATE_CLASSNAME, MESSAGE_MAX, GateCase, message
 from pytest_qualify.properties import FAILURE_KINDS, JUNIT_MODULE, LANE, REPETITION, Outcome
 
@@ -92,6 +93,8 @@ def suite_properties(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
         props.append((f"{kind}_failures", str(sum(k[kind] for _, k in kinds))))
     props += [(f"failures_by_kind_{module}", f"format={k['format']} fact={k['fact']} other={k['other']}")
               for module, k in kinds if any(k.values())]
+    # Each module row as the gate decided it (PASS, FAIL, INCOMPLETE), as every other reader shows it.
+    props += [(f"gate_{g['module']}", f"{row_verdict(g)}: {g['result']}") for g in summary.get("gate", ())]
     props += [(f"check_{c['title']}", f"{'ok' if c['ok'] else 'FAIL'}: {c['measured'] or 'not measured'} ({c['limit']})")
               for c in summary.get("checks") or ()]
     props += [(f"claim_{c['name']}", f"{c['status']}: {c.get('measured_text') or 'not measured'} (claimed {c['claimed_text']})")

@@ -192,7 +192,8 @@ def render(s: Mapping[str, Any]) -> str:
 
     stage = _stage_only(s)
     out += ["## Gate" + (f" (stage {stage['name']}, not a qualification)" if stage else ""), ""]
-    gate_rows = [(g["title"], g["result"] + ("" if g["ok"] else " — **FAIL**")) for g in s["gate"]]
+    gate_rows = [(g["title"], g["result"] + ("" if row_verdict(g) == "PASS" else f" — **{row_verdict(g)}**"))
+                 for g in s["gate"]]
     gate_rows += [(r["title"], f"{r['measured_text'] or 'not measured'} (limit {r['limit_text']})"
                    + ("" if r["ok"] else " — **FAIL**")) for r in s.get("slo") or []]
     gate_rows += [(c["title"], f"{c['measured'] or 'not measured'} ({c['limit']})"
@@ -327,6 +328,12 @@ def faults_block(s: Mapping[str, Any]) -> list[str]:
             f"Fault switches turned on for this run, {cell(where)}. A fault that never engaged changed nothing, "
             "so the run cannot show it is caught: it leaves the run INCOMPLETE.", ""] + table(
         ("Fault", "Engaged", "First engaged", "What it breaks"), rows) + [""]
+
+
+def row_verdict(g: Mapping[str, Any]) -> str:
+    """A module row's verdict as the gate decided it (``GateRow.verdict``): PASS, FAIL or
+    INCOMPLETE; a summary written before rows carried it read ``ok`` only."""
+    return str(g.get("verdict") or ("PASS" if g["ok"] else "FAIL"))
 
 
 def claim_result(c: Mapping[str, Any]) -> str:

@@ -167,24 +167,35 @@ class GateRow:
     waived: int
     repetitions: int
     repetitions_passed: int
+    failed: int = 0  # items that failed as a judged failure: neither waived nor left unjudged
+    not_judged: int = 0  # items the gate could not count either way (not graded, a refused key, a void run)
 
     @property
     def ok(self) -> bool:
         return self.items > 0 and self.passed + self.waived == self.items
 
+    @property
+    def verdict(self) -> Result:
+        """The row's own verdict, decided here once so every reader shows the same: FAIL only when
+        an item of it was judged failed; INCOMPLETE when it did not run or an item of it was not
+        judged (and none failed); PASS when every item passed or was waived."""
+        if self.failed:
+            return FAIL
+        return PASS if self.ok else INCOMPLETE
+
     def as_dict(self) -> dict[str, Any]:
         """The row as ``summary.json``'s ``gate`` section holds it."""
         return {"module": self.module, "title": self.title, "items": self.items, "passed": self.passed,
                 "waived": self.waived, "repetitions": self.repetitions,
-                "repetitions_passed": self.repetitions_passed, "ok": self.ok, "result": self.result}
+                "repetitions_passed": self.repetitions_passed, "ok": self.ok, "result": self.result,
+                "verdict": str(self.verdict), "not_judged": self.not_judged}
 
     @property
     def result(self) -> str:
         if self.items == 0:
             return "not run"
-        text = f"{self.passed + self.waived}/{self.items}"
-        if self.waived:
-            text = f"{self.passed}/{self.items} ({self.waived} waived)"
+        notes = [f"{n} {what}" for n, what in ((self.waived, "waived"), (self.not_judged, "not judged")) if n]
+        text = f"{self.passed}/{self.items}" + (f" ({', '.join(notes)})" if notes else "")
         if self.repetitions > 1:
             text += f", {self.repetitions_passed}/{self.repetitions} repetitions"
         return text
@@ -346,10 +357,19 @@ def _module_names(missing: Sequence[str]) -> dict[str, tuple[str, FindingKind]]:
     return {reason: ("modules_not_run", FindingKind.MODULE) for reason in missing}
 
 
+def _failures_judged(answers_void: Sequence[str], target_unavailable: bool) -> bool:
+    """Whether a failed item is a judged failure: not when the answers themselves judged nothing (a
+    steered run's void answers) nor when the target never became available."""
+    return not answers_void and not target_unavailable
+
+
 def _rows(items: Sequence[ItemResult], modules: Mapping[str, ModuleInfo], required: Sequence[str],
-          stage: Stage | None) -> tuple[list[GateRow], list[str]]:
+          stage: Stage | None, failures_judged: bool = True) -> tuple[list[GateRow], list[str]]:
     """One row per module (required ones in the registry's order, then any other that ran), and
-    why a required module that did not run leaves the run unjudged."""
+    why a required module that did not run leaves the run unjudged. ``failures_judged``: whether
+    the run's failed items are judged failures (:func:`_failures_judged`); where they are not, they
+    count in their row as not judged, as an ungraded item does, so no row says FAIL of a run that
+    judged nothing."""
     by_module: dict[str, list[ItemResult]] = {}
     for r in items:
         by_module.setdefault(r.module, []).append(r)
@@ -358,6 +378,8 @@ def _rows(items: Sequence[ItemResult], modules: Mapping[str, ModuleInfo], requir
     order = [m for m in modules if m in required] + [m for m in by_module if m not in required]
     for mod in order:
         ran = by_module.get(mod, [])
+        ungraded = sum(1 for r in ran if r.outcome == UNGRADED)
+        failed = sum(1 for r in ran if not r.passed and not r.waiver and r.outcome != UNGRADED)
         reps = sorted({r.repetition for r in ran})
         reps_passed = sum(1 for rep in reps if all(r.passed or r.waiver for r in ran if r.repetition == rep))
         row = GateRow(
@@ -368,6 +390,8 @@ def _rows(items: Sequence[ItemResult], modules: Mapping[str, ModuleInfo], requir
             waived=sum(1 for r in ran if r.waiver),
             repetitions=max((r.repetitions for r in ran), default=0),
             repetitions_passed=reps_passed,
+            failed=failed if failures_judged else 0,
+            not_judged=ungraded + (0 if failures_judged else failed),
         )
         rows.append(row)
         if mod in required and not ran:
@@ -402,6 +426,11 @@ def _verdict(items: Sequence[ItemResult], rows: Sequence[GateRow], failures: Seq
             reason = check.reason or f"{check.title}: {check.result}"
             reasons.append(reason)
         named[reason] = (row_name(check.title, whole=True), FindingKind.CHECK)
+    if not (unjudged or failures or reasons):
+        # A row not (fully) judged is never part of a PASS, even where no reason of the run names
+        # its items (the run's own reason for a refused key is the caller's).
+        unjudged += [f"not judged: module {row.module} ({row.title}): {row.not_judged} of {row.items} items"
+                     for row in rows if row.verdict == INCOMPLETE]
     judged_failure = bool(reasons or (failures and not answers_void)) and not target_unavailable
     if judged_failure:
         verdict = FAIL
@@ -516,7 +545,8 @@ def decide(record: RunRecord) -> Decision:
         named.update({f"{WAIVER_USAGE_ERROR}: {e}": ("waivers", FindingKind.WAIVER) for e in waiver_errors})
         waiver_for = applied_waivers.waiver_for
     items, failures, waived = _apply_waivers(record.results, record.modules, waiver_for)
-    rows, missing = _rows(items, record.modules, record.required, record.stage)
+    rows, missing = _rows(items, record.modules, record.required, record.stage,
+                          _failures_judged(record.answers_void, record.target_unavailable))
 
     facts = record.facts
     slo_rows = evaluate_slo(record.slo, facts.items, facts.timing) if record.slo else []
@@ -568,7 +598,7 @@ def with_unjudged(decision: Decision, reason: str) -> Decision:
 def render_table(verdict: GateVerdict) -> list[str]:
     """``Gate | Result`` as aligned text lines for the terminal."""
     header = ("Gate", "Result")
-    body = [(row.title, row.result + ("" if row.ok else "  FAIL")) for row in verdict.rows]
+    body = [(row.title, row.result + (f"  {row.verdict}" if row.verdict != PASS else "")) for row in verdict.rows]
     body += [(c.title, c.result + ("" if c.ok else "  FAIL")) for c in verdict.checks]
     width = max(len(header[0]), *(len(b[0]) for b in body)) if body else len(header[0])
     lines = [f"{header[0]:<{width}} | {header[1]}", f"{'-' * width}-+-{'-' * 24}"]

@@ -2,23 +2,34 @@
 the terminal's last line, the exit status, both JUnit files (the bundle's and pytest's own
 --junitxml), summary.json, report.md, the in-toto statement and the CI job summary say the same —
 JUnit red (failures + errors > 0) exactly when the verdict is not PASS, each run-level reason a
-test case named after its gate row, and both files in the xunit2 / junit-10.xsd structure."""
+test case named after its gate row, and both files in the xunit2 / junit-10.xsd structure. Each
+module row too: the gate decides its verdict once (``GateRow.verdict``) and the terminal's gate
+table, report.md, summary.json, both JUnit files, the job summary and report.html show that one —
+FAIL only where an item of it was judged failed, INCOMPLETE where it did not run or an item of it
+was not judged (not graded, a refused key, a steered run's void answers)."""
 
 from __future__ import annotations
 
 import json
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+from html import escape
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_qualify.evidence import html, job_summary, junit, report
 from pytest_qualify.evidence.junit import GATE_CLASSNAME, counts, structure_errors
 from pytest_qualify.bundle_format.schema import validate
+from pytest_qualify.gate.decide import ItemResult, proof_of_grading, render_table
 from pytest_qualify.hooks.collection import suites_dir
+from pytest_qualify.profiles import load_profile, module_registry
+from pytest_qualify.properties import CREDENTIALS_REFUSED
 
 from ..helpers import QualifyPytest, suite, write_profile
+from ..judging import judge, summary_of
 
 EXIT = {"PASS": 0, "FAIL": 1, "INCOMPLETE": 2}
 CI_ENV = {"GITHUB_ACTIONS": "true", "GITHUB_SERVER_URL": "https://github.example", "GITHUB_REPOSITORY": "org/repo",
@@ -36,6 +47,38 @@ def step_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def gate_testcases(xml_bytes: bytes) -> dict[str, ET.Element]:
     root = ET.fromstring(xml_bytes)
     return {tc.get("name"): tc for tc in root.iter("testcase") if tc.get("classname") == GATE_CLASSNAME}
+
+
+def suite_props(xml_bytes: bytes) -> dict[str, str]:
+    return {p.get("name"): p.get("value") for p in ET.fromstring(xml_bytes).find("testsuite").find("properties")}
+
+
+def assert_rows_agree(summary: Mapping[str, Any], *, terminal: str, report_md: str, step: str,
+                      junits: Mapping[str, bytes], page: str) -> None:
+    """Every module row reads the verdict summary.json gives it, in every reader, and no row's
+    verdict contradicts the run's: a row says FAIL only in a FAILed run, every row of a PASS passed."""
+    run = summary["verdict"]["result"]
+    for g in summary["gate"]:
+        title, result, row = g["title"], g["result"], g["verdict"]
+        assert row != "FAIL" or run == "FAIL", (g, run)
+        assert run != "PASS" or row == "PASS", (g, run)
+        assert (row == "PASS") == g["ok"], g
+        if row == "INCOMPLETE":  # nothing in it was judged failed: it did not run, or an item was not judged
+            assert g["items"] == 0 or g["not_judged"] > 0, g
+        mark = "" if row == "PASS" else row
+        # The terminal's gate table: "Title | 0/1 (1 not judged)  INCOMPLETE".
+        assert re.search(rf"(?m)^{re.escape(title)} *\| {re.escape(result)}{'  ' + mark if mark else ''}$", terminal), \
+            (g, terminal)
+        assert f"| {title} | {result}{f' — **{mark}**' if mark else ''} |" in report_md, g
+        assert f"| {title} | {result} | {f'**{mark}**' if mark else 'ok'} |" in step, g
+        for name, data in junits.items():
+            assert suite_props(data)[f"gate_{g['module']}"] == f"{row}: {result}", (name, g)
+        found = re.search(rf'<details class="([^"]*)" id="module-[^"]*"[^>]*><summary><span>{re.escape(escape(title))} '
+                          rf'<span class="muted">[^<]*</span></span><span>{re.escape(escape(result))}</span>'
+                          rf'<span class="badge [^"]+">([^<]+)</span></summary>', page)
+        assert found, g
+        assert found.group(2) == (mark or "ok"), (g, found.group(0))
+        assert ("failing" in found.group(1).split()) == (row == "FAIL"), (g, found.group(0))
 
 
 def assert_one_verdict(result: pytest.RunResult, qp: QualifyPytest, step: Path, verdict: str) -> dict[str, Any]:
@@ -79,6 +122,10 @@ def assert_one_verdict(result: pytest.RunResult, qp: QualifyPytest, step: Path, 
     assert said.get("error", said.get("errors", 0)) == n["errors"], (closing, n)
     for f in findings:
         assert f"qualify.gate::{f['row']}" in out, f["row"]  # in pytest's short summary
+    assert summary["artifacts"]["html"]
+    assert_rows_agree(summary, terminal=out, report_md=report, step=step.read_text(),
+                      junits={"bundle": (run_dir / "junit.xml").read_bytes(), "--junitxml": qp.junit.read_bytes()},
+                      page=(run_dir / summary["artifacts"]["html"]).read_text())
     return summary
 
 
@@ -188,8 +235,22 @@ def test_a_pass_whose_grader_recorded_no_verdict_is_incomplete_in_every_reader(p
     pytester.makepyfile(skip_bodies="import pytest\n\n@pytest.hookimpl(tryfirst=True)\n"
                                     "def pytest_pyfunc_call(pyfuncitem):\n    return True\n")
     pytester.syspathinsert()
-    summary = assert_one_verdict(qualify_pytest("-p", "skip_bodies"), qualify_pytest, step_summary, "INCOMPLETE")
+    result = qualify_pytest("-p", "skip_bodies")
+    # Nothing was judged failed, so no reader's gate table says FAIL of the module whose items ran ungraded.
+    title = qualify_pytest.summary()["gate"][0]["title"]
+    page = (qualify_pytest.run_dir() / "report.html").read_text()
+    for name, text in (("terminal", result.stdout.str()), ("report.md", (qualify_pytest.run_dir() / "report.md").read_text()),
+                       ("job summary", step_summary.read_text())):
+        # The gate table's row: the first of the title (a job summary's attempts table follows it).
+        line = next(line for line in text.splitlines() if line.startswith((f"{title} ", f"| {title} |")))
+        assert "FAIL" not in line and "INCOMPLETE" in line, (name, line)
+    assert 'badge b-fail">FAIL</span></summary>' not in page
+    summary = assert_one_verdict(result, qualify_pytest, step_summary, "INCOMPLETE")
     assert [f["row"] for f in summary["verdict"]["findings"]] == ["not_graded"]
+    # The module whose items ran ungraded is not judged, never "0/N FAIL", in every reader (above).
+    (row,) = summary["gate"]
+    assert row["verdict"] == "INCOMPLETE" and row["passed"] == 0 and row["not_judged"] == row["items"] > 0, row
+    assert row["result"].startswith(f"0/{row['items']} ({row['items']} not judged)"), row
 
 
 def test_an_unreachable_attached_endpoint_is_incomplete_in_every_reader_in_few_lines(qualify_pytest, step_summary):
@@ -208,3 +269,70 @@ def test_exitfirst_is_a_fail_in_every_reader_led_by_the_item(qualify_pytest, ste
     result = qualify_pytest("-x", faults=["json_invalid"], modules=("smoke", "json"), suites=suite("smoke", "json"))
     assert_one_verdict(result, qualify_pytest, step_summary, "FAIL")
     assert result.stdout.str().strip().splitlines()[-1].startswith("QUALIFICATION: FAIL (exit 1): json: ")
+
+
+# -- a module row's verdict, decided once: every writer, no inner run --------------------------------
+
+REFUSED = ("not judged: credentials refused on chat: HTTP 401 on 1 of 3 protocol items asked "
+           "(the key is read from $QUALIFY_API_KEY); the items after the first refusal were not asked")
+VOID = "steering: no forced answer came back from vLLM in 3 chat requests"
+UNREACHABLE = "not judged: the endpoint http://127.0.0.1:9/v1 could not be reached"
+
+
+def _item(module: str, n: int, outcome: str = "passed", **properties: Any) -> ItemResult:
+    r = ItemResult(f"suites/test_{module}.py::test_{n}", module, f"test_{n}", 1, 1, called=True)
+    r.properties.update(properties)
+    if outcome != "passed":
+        r.record("call", outcome, f"item {n} {outcome}")
+    return r
+
+
+def _graded(*results: ItemResult, ungraded: tuple[str, ...] = ()) -> tuple[ItemResult, ...]:
+    """The results as the end of a run hands them to the gate: every pass proved by a journal
+    verdict but those of ``ungraded`` (node ids)."""
+    return proof_of_grading(results, [r.nodeid for r in results if r.nodeid not in ungraded])
+
+
+# (results, judge's keyword arguments, the run's verdict, each module row's verdict)
+ROW_CASES = {
+    # A pass whose grader recorded no verdict: the run is INCOMPLETE, and so is its row — never "0/1 FAIL".
+    "not graded": (_graded(_item("smoke", 1), _item("json", 1), ungraded=("suites/test_smoke.py::test_1",)), {},
+                   "INCOMPLETE", {"smoke": "INCOMPLETE", "json": "PASS"}),
+    # A refused key: the item reported skipped "not judged"; with the run's reason, and without it.
+    "refused key": (_graded(_item("smoke", 1, "skipped", **{CREDENTIALS_REFUSED: 401}), _item("json", 1)),
+                    {"incomplete": [REFUSED]}, "INCOMPLETE", {"smoke": "INCOMPLETE", "json": "PASS"}),
+    "refused key, no reason": (_graded(_item("smoke", 1, "skipped", **{CREDENTIALS_REFUSED: 401}), _item("json", 1)),
+                               {}, "INCOMPLETE", {"smoke": "INCOMPLETE", "json": "PASS"}),
+    # A steered run whose forced answers did not hold: its failed item is no judged failure.
+    "void answers": (_graded(_item("smoke", 1, "failed"), _item("json", 1)), {"answers_void": [VOID]},
+                     "INCOMPLETE", {"smoke": "INCOMPLETE", "json": "PASS"}),
+    "target unavailable": (_graded(_item("smoke", 1, "failed")), {"target_unavailable": True, "incomplete": [UNREACHABLE]},
+                           "INCOMPLETE", {"smoke": "INCOMPLETE", "json": "INCOMPLETE"}),
+    "not run": (_graded(_item("smoke", 1)), {}, "INCOMPLETE", {"smoke": "PASS", "json": "INCOMPLETE"}),
+    # A judged failure beside an ungraded item of the same module: that row failed.
+    "failed beside not graded": (_graded(_item("smoke", 1, "failed"), _item("smoke", 2), _item("json", 1),
+                                         ungraded=("suites/test_smoke.py::test_2",)), {},
+                                 "FAIL", {"smoke": "FAIL", "json": "PASS"}),
+    "pass": (_graded(_item("smoke", 1), _item("json", 1)), {}, "PASS", {"smoke": "PASS", "json": "PASS"}),
+}
+
+
+@pytest.mark.parametrize("case", ROW_CASES)
+def test_a_module_row_reads_the_gates_verdict_in_every_writer(case):
+    results, how, verdict, rows = ROW_CASES[case]
+    decision = judge(results, module_registry(), ("smoke", "json"), **how)
+    assert decision.verdict == verdict, decision.reasons
+    assert {row.module: str(row.verdict) for row in decision.rows} == rows
+    summary = summary_of(
+        run={"id": "run-1", "started_at": "2026-01-01T00:00:00+00:00", "finished_at": "2026-01-01T00:01:00+00:00",
+             "duration_s": 60.0, "repeat": 1, "workers": 0, "tool_version": "0.1.0"},
+        target={"mode": "reference", "simulated": True, "base_url": None, "launch_command": None,
+                "engine_version": "x", "models": [], "startup_error": None, "died": None},
+        profile=load_profile("small"), verdict=decision, results=results, cases={}, snapshots={}, metrics_errors={},
+        metrics_files=[], artifacts={"plot": None, "notes": []})
+    validate(summary)
+    assert {g["module"]: g["verdict"] for g in summary["gate"]} == rows
+    assert_rows_agree(summary, terminal="\n".join(render_table(decision)), report_md=report.render(summary),
+                      step=job_summary.render(summary, bundle_dir="b", exit_code=EXIT[verdict]),
+                      junits={"bundle": junit.build_xml(summary, {}, decision.gate_cases)},
+                      page=html.render(summary, [], None, []))
