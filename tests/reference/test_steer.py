@@ -524,3 +524,51 @@ def test_the_proxy_keeps_a_deliberate_small_limit_and_raises_an_ordinary_one(tmp
     assert "max_tokens 12 raised to 30" in rows[4]["changes"]
     assert any("max_tokens 10 kept" in c for c in rows[2]["changes"])
     assert incomplete_reasons(log) == []
+
+
+def test_the_proxy_keeps_connections_alive_and_counts_each_payload_once(tmp_path):
+    # The stub answers HTTP/1.1 and keeps connections open, except right after a 5xx, when it closes
+    # the connection without saying so (as vLLM does): the proxy sends the next request once more.
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from pytest_qualify.profiles import load_profile
+    from pytest_qualify.reference.faults import Faults
+
+    hits: list[tuple[str, int]] = []  # (path, the client's port: one per connection)
+
+    class Stub(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):  # noqa: ANN002
+            pass
+
+        def do_POST(self):  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            hits.append((self.path, self.client_address[1]))
+            status, payload = (500, b'{"error": "boom"}') if body.get("prompt") == "fail" else (
+                200, json.dumps({"count": len(str(body.get("prompt", "")).split())}).encode())
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+            if status >= 500:
+                self.close_connection = True  # closed, and the response did not say so
+
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    config = steer.SteerConfig(f"http://127.0.0.1:{upstream.server_port}", "hermes", True, tmp_path / "steer.jsonl")
+    state = steer.SteerState(config, load_profile("small"), Faults.parse([]))
+    try:
+        assert state.count({"prompt": "one two three"}) == 3
+        assert state.count({"prompt": "one two three"}) == 3  # counted once
+        assert state.count({"prompt": "one two"}) == 2
+        assert state.counts_asked == 2 and len(hits) == 2
+        assert len({port for _, port in hits}) == 1  # one kept-alive connection
+        assert state.count({"prompt": "fail"}) is None  # a refusal is not kept
+        assert state.count({"prompt": "four five six seven"}) == 4  # on a new connection, sent once more
+        assert state.count({"prompt": "fail"}) is None and state.counts_asked == 5
+    finally:
+        state.http.close()
+        upstream.shutdown()
