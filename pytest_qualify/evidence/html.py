@@ -410,6 +410,17 @@ def _order(items: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return sorted(items, key=lambda i: rank[_item_status(i)[0]])
 
 
+def _badge(verdict: str) -> str:
+    """A gate row's badge: ok, FAIL, or the verdict of a row that was not judged (INCOMPLETE)."""
+    return {"PASS": '<span class="badge b-ok">ok</span>', "FAIL": '<span class="badge b-fail">FAIL</span>'}.get(
+        verdict, f'<span class="badge b-incomplete">{_e(verdict)}</span>')
+
+
+def _row_state(row: Mapping[str, Any]) -> str:
+    """A run-level row's class: failing only when the gate judged it failed."""
+    return {"PASS": "ok", "FAIL": "failing"}.get(row_verdict(row), "unjudged")
+
+
 def _gate(s: Mapping[str, Any], stories: Mapping[str, Any], tool_sets: dict[str, str]) -> str:
     items_by_module: dict[str, list[Mapping[str, Any]]] = {}
     for i in s["items"]:
@@ -424,8 +435,7 @@ def _gate(s: Mapping[str, Any], stories: Mapping[str, Any], tool_sets: dict[str,
         verdict = row_verdict(g)  # the gate's, never re-judged from the items: a void run's failed items are not judged
         state = {"PASS": [], "FAIL": ["failing"]}.get(verdict, ["unjudged"])
         classes = ["module", f"m-{_slug(module)}"] + state + [f"has-{_slug(k)}" for k in sorted(kinds)]
-        badge = {"PASS": '<span class="badge b-ok">ok</span>', "FAIL": '<span class="badge b-fail">FAIL</span>'}.get(
-            verdict, f'<span class="badge b-incomplete">{_e(verdict)}</span>')
+        badge = _badge(verdict)
         rendered = "".join(_item(index[id(i)], i, stories.get(i["nodeid"], {}), tool_sets) for i in items)
         # A failing or unjudged row starts open: its failed or unjudged items are then one click away.
         opened = " open" if state else ""
@@ -433,21 +443,18 @@ def _gate(s: Mapping[str, Any], stories: Mapping[str, Any], tool_sets: dict[str,
                    f'<span class="muted">({len(items)} item runs{f", {len(failed)} failed" if failed else ""})</span>'
                    f'</span><span>{_e(g["result"])}</span>{badge}</summary><div class="items">'
                    f'{rendered or "<p class=muted>No item of this module ran.</p>"}</div></details>')
+    # SLO, check and claim rows: the gate's verdict of each (nothing measured is INCOMPLETE, never FAIL).
     for r in s.get("slo") or []:
-        ok = r["ok"]
-        out.append(f'<div class="row {"ok" if ok else "failing"}"><span>{_e(r["title"])}</span><span>'
+        out.append(f'<div class="row {_row_state(r)}"><span>{_e(r["title"])}</span><span>'
                    f'{_e(r.get("measured_text") or "not measured")} (limit {_e(r["limit_text"])})</span>'
-                   f'<span class="badge {"b-ok" if ok else "b-fail"}">{"ok" if ok else "FAIL"}</span></div>')
+                   f'{_badge(row_verdict(r))}</div>')
     for c in s.get("checks") or []:
-        ok = c["ok"]
-        out.append(f'<div class="row {"ok" if ok else "failing"}"><span>{_e(c["title"])}</span><span>'
+        out.append(f'<div class="row {_row_state(c)}"><span>{_e(c["title"])}</span><span>'
                    f'{_e(c.get("measured") or "not measured")} ({_e(c["limit"])})</span>'
-                   f'<span class="badge {"b-ok" if ok else "b-fail"}">{"ok" if ok else "FAIL"}</span></div>')
+                   f'{_badge(row_verdict(c))}</div>')
     for c in s.get("claims") or []:
-        ok = c["ok"]
-        out.append(f'<div class="row claim {"ok" if ok else "failing"}" id="claim-{_slug(c["name"])}"><span>{_e(c["title"])}</span>'
-                   f'<span>{_e(claim_result(c))}</span>'
-                   f'<span class="badge {"b-ok" if ok else "b-fail"}">{"ok" if ok else "FAIL"}</span></div>')
+        out.append(f'<div class="row claim {_row_state(c)}" id="claim-{_slug(c["name"])}"><span>{_e(c["title"])}</span>'
+                   f'<span>{_e(claim_result(c))}</span>{_badge(row_verdict(c))}</div>')
     return "".join(out) + "</div>"
 
 
@@ -500,7 +507,8 @@ def _timing(s: Mapping[str, Any], plot_png: bytes | None) -> str:
     if slo:
         out.append("<h3>SLO rows</h3>" + _table(
             ("SLO", "Measured", "Limit", "Result"),
-            [(r["title"], r.get("measured_text") or "not measured", r["limit_text"], "ok" if r["ok"] else "FAIL")
+            [(r["title"], r.get("measured_text") or "not measured", r["limit_text"],
+              "ok" if row_verdict(r) == "PASS" else row_verdict(r))
              for r in slo]))
     else:
         out.append('<p class="muted">The profile sets no SLO.</p>')

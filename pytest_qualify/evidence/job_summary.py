@@ -50,10 +50,15 @@ def render(summary: Mapping[str, Any], *, bundle_dir: str, exit_code: int, max_b
         if len(v["reasons"]) > 20:
             head.append(f"- … and {len(v['reasons']) - 20} more reasons in summary.json")
         head.append("")
-    rows = [(g["title"], g["result"], "ok" if row_verdict(g) == "PASS" else f"**{row_verdict(g)}**") for g in s["gate"]]
-    rows += [(r["title"], f"{r['measured_text'] or 'not measured'} (limit {r['limit_text']})",
-              "ok" if r["ok"] else "**FAIL**") for r in s.get("slo") or []]
-    rows += [(c["title"], claim_result(c), "ok" if c["ok"] else "**FAIL**") for c in s.get("claims") or []]
+
+    def mark(g: Mapping[str, Any]) -> str:
+        return "ok" if row_verdict(g) == "PASS" else f"**{row_verdict(g)}**"
+
+    rows = [(g["title"], g["result"], mark(g)) for g in s["gate"]]
+    rows += [(r["title"], f"{r['measured_text'] or 'not measured'} (limit {r['limit_text']})", mark(r))
+             for r in s.get("slo") or []]
+    rows += [(c["title"], f"{c['measured'] or 'not measured'} ({c['limit']})", mark(c)) for c in s.get("checks") or []]
+    rows += [(c["title"], claim_result(c), mark(c)) for c in s.get("claims") or []]
     head += table(("Gate", "Result", ""), rows) + [""]
     stats = s.get("stats")
     if stats:

@@ -95,7 +95,8 @@ def suite_properties(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
               for module, k in kinds if any(k.values())]
     # Each module row as the gate decided it (PASS, FAIL, INCOMPLETE), as every other reader shows it.
     props += [(f"gate_{g['module']}", f"{row_verdict(g)}: {g['result']}") for g in summary.get("gate", ())]
-    props += [(f"check_{c['title']}", f"{'ok' if c['ok'] else 'FAIL'}: {c['measured'] or 'not measured'} ({c['limit']})")
+    props += [(f"check_{c['title']}", f"{'ok' if row_verdict(c) == 'PASS' else row_verdict(c)}: "
+               f"{c['measured'] or 'not measured'} ({c['limit']})")
               for c in summary.get("checks") or ()]
     props += [(f"claim_{c['name']}", f"{c['status']}: {c.get('measured_text') or 'not measured'} (claimed {c['claimed_text']})")
               for c in summary.get("claims") or ()]

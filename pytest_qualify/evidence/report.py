@@ -192,13 +192,12 @@ def render(s: Mapping[str, Any]) -> str:
 
     stage = _stage_only(s)
     out += ["## Gate" + (f" (stage {stage['name']}, not a qualification)" if stage else ""), ""]
-    gate_rows = [(g["title"], g["result"] + ("" if row_verdict(g) == "PASS" else f" — **{row_verdict(g)}**"))
-                 for g in s["gate"]]
-    gate_rows += [(r["title"], f"{r['measured_text'] or 'not measured'} (limit {r['limit_text']})"
-                   + ("" if r["ok"] else " — **FAIL**")) for r in s.get("slo") or []]
-    gate_rows += [(c["title"], f"{c['measured'] or 'not measured'} ({c['limit']})"
-                   + ("" if c["ok"] else " — **FAIL**")) for c in s.get("checks") or []]
-    gate_rows += [(c["title"], claim_result(c) + ("" if c["ok"] else " — **FAIL**")) for c in s.get("claims") or []]
+    gate_rows = [(g["title"], g["result"] + verdict_mark(g)) for g in s["gate"]]
+    gate_rows += [(r["title"], f"{r['measured_text'] or 'not measured'} (limit {r['limit_text']})" + verdict_mark(r))
+                  for r in s.get("slo") or []]
+    gate_rows += [(c["title"], f"{c['measured'] or 'not measured'} ({c['limit']})" + verdict_mark(c))
+                  for c in s.get("checks") or []]
+    gate_rows += [(c["title"], claim_result(c) + verdict_mark(c)) for c in s.get("claims") or []]
     out += table(("Gate", "Result"), gate_rows)
     out.append("")
     out += _failure_kinds(s)
@@ -331,9 +330,19 @@ def faults_block(s: Mapping[str, Any]) -> list[str]:
 
 
 def row_verdict(g: Mapping[str, Any]) -> str:
-    """A module row's verdict as the gate decided it (``GateRow.verdict``): PASS, FAIL or
-    INCOMPLETE; a summary written before rows carried it read ``ok`` only."""
-    return str(g.get("verdict") or ("PASS" if g["ok"] else "FAIL"))
+    """A gate row's verdict as the gate decided it (``GateRow.verdict`` for a module row,
+    ``verdict`` of an SLO, check or claim row): PASS, FAIL or INCOMPLETE. A summary written before
+    rows carried it reads ``ok``, and a run-level row with nothing measured as INCOMPLETE."""
+    if g.get("verdict"):
+        return str(g["verdict"])
+    if g["ok"]:
+        return "PASS"
+    return "INCOMPLETE" if "measured" in g and g["measured"] is None else "FAIL"
+
+
+def verdict_mark(g: Mapping[str, Any]) -> str:
+    """A gate row's mark in report.md's Result cell: nothing when it passed, else its verdict."""
+    return "" if row_verdict(g) == "PASS" else f" — **{row_verdict(g)}**"
 
 
 def claim_result(c: Mapping[str, Any]) -> str:

@@ -363,8 +363,8 @@ def checks_section(verdict: GateVerdict, rows: Iterable[SloRow | ClaimRow]) -> l
     sampled answer held to the end of the run. Written whether they passed or failed, so the evidence
     shows the row was decided."""
     slo_titles = {row.title for row in rows}
-    return [{"title": c.title, "measured": c.measured, "limit": c.limit, "ok": c.ok, "reason": c.reason}
-            for c in verdict.checks if c.title not in slo_titles]
+    return [{"title": c.title, "measured": c.measured, "limit": c.limit, "ok": c.ok, "reason": c.reason,
+             "verdict": c.verdict} for c in verdict.checks if c.title not in slo_titles]
 
 
 def verdict_section(verdict: GateVerdict) -> dict[str, Any]:

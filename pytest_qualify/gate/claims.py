@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from pytest_qualify.gate.run_facts import RunFacts
-from pytest_qualify.gate.slo import CheckRow
+from pytest_qualify.gate.slo import CheckRow, RowVerdict, limit_verdict
 from pytest_qualify.profiles import Direction
 
 TITLE = "Recipe claims"
@@ -80,9 +80,15 @@ class ClaimRow:
     measured_text: str | None
     reason: str  # both figures, or why there is no measured one
 
+    @property
+    def verdict(self) -> RowVerdict:
+        """FAIL only when measured and broken; INCOMPLETE when a required claim is not verifiable
+        here; PASS when it held, is not required, or is not in this run."""
+        return limit_verdict(self.ok, self.measured)
+
     def as_dict(self) -> dict[str, Any]:
-        """The row as ``summary.json``'s ``claims`` section holds it."""
-        return asdict(self)
+        """The row as ``summary.json``'s ``claims`` section holds it, with its verdict."""
+        return {**asdict(self), "verdict": self.verdict}
 
 
 def fmt(value: float, unit: str) -> str:

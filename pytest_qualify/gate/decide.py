@@ -599,7 +599,7 @@ def render_table(verdict: GateVerdict) -> list[str]:
     """``Gate | Result`` as aligned text lines for the terminal."""
     header = ("Gate", "Result")
     body = [(row.title, row.result + (f"  {row.verdict}" if row.verdict != PASS else "")) for row in verdict.rows]
-    body += [(c.title, c.result + ("" if c.ok else "  FAIL")) for c in verdict.checks]
+    body += [(c.title, c.result + (f"  {c.verdict}" if c.verdict != PASS else "")) for c in verdict.checks]
     width = max(len(header[0]), *(len(b[0]) for b in body)) if body else len(header[0])
     lines = [f"{header[0]:<{width}} | {header[1]}", f"{'-' * width}-+-{'-' * 24}"]
     lines += [f"{a:<{width}} | {b}" for a, b in body]

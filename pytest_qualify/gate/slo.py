@@ -32,6 +32,17 @@ from pytest_qualify.stats import percentile
 CONTEXT_MODULE = "context"
 LOAD_MODULE = "load"
 
+RowVerdict = Literal["PASS", "FAIL", "INCOMPLETE"]  # the values of gate/decide.py's ``Result``
+
+
+def limit_verdict(ok: bool, measured: object) -> RowVerdict:
+    """A run-level row's verdict, decided here once so every reader shows the same: PASS when it
+    holds, FAIL only when a figure was measured and broke it, INCOMPLETE when nothing was measured
+    (the row could not be checked, so it is never a judged failure)."""
+    if ok:
+        return "PASS"
+    return "INCOMPLETE" if measured is None else "FAIL"
+
 
 @dataclass(frozen=True)
 class CheckRow:
@@ -48,13 +59,17 @@ class CheckRow:
     def result(self) -> str:
         return f"{self.measured or 'not measured'} (limit {self.limit})"
 
+    @property
+    def verdict(self) -> RowVerdict:
+        return limit_verdict(self.ok, self.measured)
+
 
 @dataclass(frozen=True)
 class SloRow:
     """One limit of the profile's ``[slo]`` held to the run's figure: a row of ``summary.json``'s
     ``slo`` section (:meth:`as_dict`; the fields are its keys, in its order) and, through
     :func:`check_rows`, a gate row. ``measured`` None: nothing to measure, so the limit cannot be
-    checked and the run is INCOMPLETE."""
+    checked and the row and the run are INCOMPLETE (:attr:`verdict`)."""
 
     name: str  # stable: "lane:1K:ttft_s", "run:decode_tok_s_p50", "load:ttft_s_p95_max"
     title: str  # the gate row's title: "SLO 1K lane TTFT"
@@ -70,9 +85,13 @@ class SloRow:
     limit_text: str  # "<= 500.0 ms"
     reason: str  # why the row fails, naming the figure and the limit; empty when it holds
 
+    @property
+    def verdict(self) -> RowVerdict:
+        return limit_verdict(self.ok, self.measured)
+
     def as_dict(self) -> dict[str, Any]:
-        """The row as ``summary.json``'s ``slo`` section holds it."""
-        return asdict(self)
+        """The row as ``summary.json``'s ``slo`` section holds it, with its verdict."""
+        return {**asdict(self), "verdict": self.verdict}
 
 
 def _seconds(value: float) -> str:

@@ -23,7 +23,11 @@ import pytest
 from pytest_qualify.evidence import html, job_summary, junit, report
 from pytest_qualify.evidence.junit import GATE_CLASSNAME, counts, structure_errors
 from pytest_qualify.bundle_format.schema import validate
-from pytest_qualify.gate.decide import ItemResult, proof_of_grading, render_table
+from pytest_qualify.gate.claims import NOT_VERIFIABLE
+from pytest_qualify.gate.decide import ItemResult, RunRecord, decide, proof_of_grading, render_table
+from pytest_qualify.gate.run_facts import RunFacts
+from pytest_qualify.gate.slo import CheckRow
+from pytest_qualify.profiles import Claim, Claims, LaneSlo, Slo
 from pytest_qualify.hooks.collection import suites_dir
 from pytest_qualify.profiles import load_profile, module_registry
 from pytest_qualify.properties import CREDENTIALS_REFUSED
@@ -79,6 +83,39 @@ def assert_rows_agree(summary: Mapping[str, Any], *, terminal: str, report_md: s
         assert found, g
         assert found.group(2) == (mark or "ok"), (g, found.group(0))
         assert ("failing" in found.group(1).split()) == (row == "FAIL"), (g, found.group(0))
+    assert_run_rows_agree(summary, terminal=terminal, report_md=report_md, step=step, junits=junits, page=page)
+
+
+def assert_run_rows_agree(summary: Mapping[str, Any], *, terminal: str, report_md: str, step: str,
+                          junits: Mapping[str, bytes], page: str) -> None:
+    """Every SLO, check and claim row reads the verdict summary.json gives it, in every reader:
+    FAIL only when a figure was measured and broke the row, INCOMPLETE when nothing was measured."""
+    run = summary["verdict"]["result"]
+    sections = [("slo", r) for r in summary.get("slo") or []] + [("checks", c) for c in summary.get("checks") or []] + \
+               [("claims", c) for c in summary.get("claims") or [] if c["status"] != "not in this run"]
+    for section, r in sections:
+        title, row = r["title"], r["verdict"]
+        assert row != "FAIL" or run == "FAIL", (r, run)
+        assert run != "PASS" or row == "PASS", (r, run)
+        assert (row == "PASS") == r["ok"], r
+        assert (row == "INCOMPLETE") == (not r["ok"] and r["measured"] is None), r
+        mark = "" if row == "PASS" else row
+        # The terminal's gate table ("Title | not measured (limit <= 500.0 ms)  INCOMPLETE"), report.md's
+        # ("| Title | … — **INCOMPLETE** |") and the job summary's ("| Title | … | **INCOMPLETE** |").
+        (line,) = re.findall(rf"(?m)^{re.escape(title)} *\| (.*)$", terminal)
+        (md,) = re.findall(rf"(?m)^\| {re.escape(title)} \| ([^|]*) \|$", report_md)
+        (js,) = re.findall(rf"(?m)^\| {re.escape(title)} \| [^|]* \| ([^|]*) \|$", step)
+        if mark:
+            assert line.endswith(f"  {mark}") and md.endswith(f" — **{mark}**") and js == f"**{mark}**", (r, line, md, js)
+        else:
+            assert not re.search(r"FAIL|INCOMPLETE", line + md) and js == "ok", (r, line, md, js)
+        if section == "checks":
+            for name, data in junits.items():
+                assert suite_props(data)[f"check_{title}"].startswith(f"{mark or 'ok'}: "), (name, r)
+        found = re.search(rf'<div class="row (?:claim )?(\w+)"(?: id="[^"]*")?><span>{re.escape(escape(title))}</span>'
+                          rf'<span>[^<]*</span><span class="badge [^"]+">([^<]+)</span></div>', page)
+        assert found, r
+        assert found.group(2) == (mark or "ok") and (found.group(1) == "failing") == (row == "FAIL"), (r, found.group(0))
 
 
 def assert_one_verdict(result: pytest.RunResult, qp: QualifyPytest, step: Path, verdict: str) -> dict[str, Any]:
@@ -336,3 +373,61 @@ def test_a_module_row_reads_the_gates_verdict_in_every_writer(case):
                       step=job_summary.render(summary, bundle_dir="b", exit_code=EXIT[verdict]),
                       junits={"bundle": junit.build_xml(summary, {}, decision.gate_cases)},
                       page=html.render(summary, [], None, []))
+
+
+# -- an SLO, check or claim row's verdict, decided once: every writer, no inner run -------------------
+
+RUN = {"id": "run-1", "started_at": "2026-01-01T00:00:00+00:00", "finished_at": "2026-01-01T00:01:00+00:00",
+       "duration_s": 60.0, "repeat": 1, "workers": 0, "tool_version": "0.1.0"}
+TARGET = {"mode": "reference", "simulated": True, "base_url": None, "launch_command": None,
+          "engine_version": "x", "models": [], "startup_error": None, "died": None}
+
+
+def _lane_facts(ttft_s: float) -> RunFacts:
+    """One 1K context lane timed at ``ttft_s``; no 2K lane, no serving facts, no decode figure."""
+    lane = {"nodeid": "suites/test_context.py::test_1", "module": "context", "item": "test_1", "lane": "1K",
+            "repetition": 1, "outcome": "passed", "waiver": None, "properties": {"ttft_s": ttft_s, "e2e_s": ttft_s}}
+    spread = {"median": ttft_s, "min": ttft_s, "max": ttft_s, "n": 1}
+    return RunFacts(items=(lane,), simulated=True, run={"workers": 0}, profile={"name": "small", "deployment": {}},
+                    timing={"decode_tok_s": None, "prefill_tok_s": None,
+                            "lanes": [{"lane": "1K", "ttft_s": spread, "e2e_s": spread}]})
+
+
+# The 1K limit is measured (held at 0.2 s, broken at 0.9 s); the 2K lane, the decode rate, the
+# required weight-load claim and the answers-held check have nothing measured: INCOMPLETE, never FAIL.
+LIMITS = Slo(lanes=(LaneSlo("1K", 0.5, None), LaneSlo("2K", 0.5, None)), decode_tok_s_p50_min=50.0)
+CLAIMS = Claims((Claim(name="weight_load_s", figure="weight_load_s", claimed=282.0, direction="at_most",
+                       tolerance=0.1, required=True),))
+UNMEASURED_CHECK = CheckRow("Answers held to the end", None, "all equal", False, "Answers held to the end: not measured")
+RUN_ROW_CASES = {
+    "measured and held, the rest not measured": (0.2, "INCOMPLETE", "PASS"),
+    "measured and broken, the rest not measured": (0.9, "FAIL", "FAIL"),
+}
+
+
+@pytest.mark.parametrize("case", RUN_ROW_CASES)
+def test_an_slo_check_or_claim_row_reads_the_gates_verdict_in_every_writer(case):
+    ttft_s, verdict, measured_row = RUN_ROW_CASES[case]
+    results = _graded(_item("context", 1))
+    decision = decide(RunRecord(results, module_registry(), ("context",), slo=LIMITS, claims=CLAIMS,
+                                checks=(UNMEASURED_CHECK,), facts=_lane_facts(ttft_s)))
+    assert decision.verdict == verdict, decision.reasons
+    rows = {c.title: str(c.verdict) for c in decision.checks}
+    assert rows == {"Answers held to the end": "INCOMPLETE", "SLO 1K lane TTFT": measured_row,
+                    "SLO 2K lane TTFT": "INCOMPLETE", "SLO decode tok/s p50": "INCOMPLETE",
+                    "Recipe claims: weight load": "INCOMPLETE"}, rows
+    summary = summary_of(run=RUN, target=TARGET, profile=load_profile("small"), verdict=decision, results=results,
+                         cases={}, snapshots={}, metrics_errors={}, metrics_files=[], artifacts={"plot": None, "notes": []})
+    validate(summary)
+    assert [c["status"] for c in summary["claims"]] == [NOT_VERIFIABLE] and summary["claims"][0]["verdict"] == "INCOMPLETE"
+    assert {r["title"]: r["verdict"] for r in summary["slo"]} == {
+        t: v for t, v in rows.items() if t.startswith("SLO ")}
+    assert [c["verdict"] for c in summary["checks"]] == ["INCOMPLETE"]
+    terminal = "\n".join(render_table(decision))
+    md, step = report.render(summary), job_summary.render(summary, bundle_dir="b", exit_code=EXIT[verdict])
+    page = html.render(summary, [], None, [])
+    assert_rows_agree(summary, terminal=terminal, report_md=md, step=step,
+                      junits={"bundle": junit.build_xml(summary, {}, decision.gate_cases)}, page=page)
+    # Nothing measured is never called FAIL: only the broken 1K limit may be.
+    fails = [line for line in terminal.splitlines() if line.endswith("FAIL")]
+    assert fails == ([] if measured_row == "PASS" else [next(l for l in terminal.splitlines() if l.startswith("SLO 1K"))])

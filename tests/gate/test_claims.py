@@ -240,8 +240,9 @@ def test_a_claim_row_is_a_frozen_record_whose_dict_is_the_summarys_claim_row():
         "measured": 150.0, "source": "server log", "status": "held", "ok": True,
         "claimed_text": "at least 100 tokens (−0%)", "measured_text": "150 tokens",
         "reason": ("Recipe claims: KV cache tokens: measured 150 tokens (server log) holds the claim of "
-                   "at least 100 tokens (−0%)")}
-    # The fields are summary.json's keys, in its order: a field the schema does not hold fails here.
+                   "at least 100 tokens (−0%)"), "verdict": "PASS"}
+    # The fields are summary.json's keys, in its order, then the verdict the gate decided of them:
+    # a field the schema does not hold fails here.
     assert [f.name for f in fields(ClaimRow)] == schema()["properties"]["claims"]["items"]["required"]
     with pytest.raises(FrozenInstanceError):
         row.ok = False  # type: ignore[misc]

@@ -192,8 +192,12 @@ def test_a_row_is_a_frozen_record_whose_dict_is_the_summarys_slo_row():
         "name": "lane:1K:ttft_s", "title": "SLO 1K lane TTFT", "scope": "lane 1K", "metric": "ttft_s",
         "statistic": "max", "limit": 0.5, "bound": "max", "measured": 0.7, "n": 1, "ok": False,
         "measured_text": "700.0 ms (worst of 1)", "limit_text": "<= 500.0 ms",
-        "reason": "SLO 1K lane TTFT: measured 700.0 ms (worst of 1) exceeds the limit 500.0 ms"}
-    # The fields are summary.json's keys, in its order: a field the schema does not hold fails here.
+        "reason": "SLO 1K lane TTFT: measured 700.0 ms (worst of 1) exceeds the limit 500.0 ms", "verdict": "FAIL"}
+    # Not measured is no judged failure: the row is INCOMPLETE, never FAIL.
+    (unmeasured,) = evaluate_slo(Slo(lanes=(LaneSlo("2K", 0.5, None),)), [lane_item("1K", 1, 0.7, 0.8)], {})
+    assert unmeasured.measured is None and not unmeasured.ok and unmeasured.as_dict()["verdict"] == "INCOMPLETE"
+    # The fields are summary.json's keys, in its order, then the verdict the gate decided of them:
+    # a field the schema does not hold fails here.
     assert [f.name for f in fields(SloRow)] == schema()["properties"]["slo"]["items"]["required"]
     with pytest.raises(FrozenInstanceError):
         row.ok = True  # type: ignore[misc]
