@@ -348,6 +348,8 @@ def _asked(n: int, total: int, r: Mapping[str, Any], tool_sets: dict[str, str]) 
 def _item_status(i: Mapping[str, Any]) -> tuple[str, str]:
     if i["outcome"] == "passed":
         return "PASS", "b-ok"
+    if i.get("not_judged"):  # the gate's: a refused key, a steered run's void answers — never a FAIL
+        return "NOT JUDGED", "b-other"
     if i.get("waiver"):
         return "WAIVED", "b-other"
     if i["outcome"] == "skipped":
@@ -368,7 +370,8 @@ def _item(n: int, i: Mapping[str, Any], story: Mapping[str, list[Mapping[str, An
     where = f"repetition {i['repetition']} of {i['repetitions']}" + (f" · lane {i['lane']}" if i.get("lane") else "")
     head = (f'<summary><span class="badge {badge}">{status}</span> <strong>{_e(i["item"])}</strong> '
             f'<span class="muted">{_e(where)}</span>' + (f'<span class="kind">{_e(kind)}</span>' if failed else "")
-            + (f' — <span class="reason">{_e(_short(i["reason"]))}</span>' if i.get("reason") else "") + "</summary>")
+            + (f' — <span class="reason">{_e(_short(i.get("not_judged") or i["reason"]))}</span>'
+               if i.get("not_judged") or i.get("reason") else "") + "</summary>")
     body = []
     props = i.get("properties") or {}
     rows = [("outcome", _e(i["outcome"] + (f" (waived: {i['waiver']})" if i.get("waiver") else ""))),
@@ -406,7 +409,7 @@ def _short(text: str, limit: int = 160) -> str:
 
 def _order(items: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Failed items first, then waived or skipped ones, then passed; each group in run order."""
-    rank = {"FAIL": 0, "NOT GRADED": 1, "WAIVED": 2, "SKIP": 3, "PASS": 4}
+    rank = {"FAIL": 0, "NOT GRADED": 1, "NOT JUDGED": 1, "WAIVED": 2, "SKIP": 3, "PASS": 4}
     return sorted(items, key=lambda i: rank[_item_status(i)[0]])
 
 
@@ -483,7 +486,8 @@ def _serving(s: Mapping[str, Any]) -> str:
 
 def _failures(s: Mapping[str, Any]) -> str:
     index = {i["nodeid"]: n for n, i in enumerate(s["items"], start=1)}
-    failures = s["verdict"]["failures"]
+    unjudged = {i["nodeid"] for i in s["items"] if i.get("not_judged")}  # the gate judged them not at all
+    failures = [f for f in s["verdict"]["failures"] if f.get("nodeid") not in unjudged]
     if not failures:
         return ""
     rows = [(f'<a href="#item-{index[f["nodeid"]]}">{_e(f["item"])}</a>' if f.get("nodeid") in index else _e(f["item"]),

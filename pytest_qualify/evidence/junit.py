@@ -178,10 +178,10 @@ def build_xml(summary: Mapping[str, Any], cases: Mapping[str, Any], gate: Sequen
     """The bundle's junit.xml: the summary's items, and ``gate``, the decision's run-level test cases
     (``Decision.gate_cases``: the summary was rendered from that decision)."""
     items: Sequence[Mapping[str, Any]] = summary["items"]
-    failed = [i for i in items if i["outcome"] in ("failed", "rerun") and not i.get("waiver")]
+    failed = [i for i in items if i["outcome"] in ("failed", "rerun") and not i.get("waiver") and not i.get("not_judged")]
     failures = len(failed) + sum(1 for g in gate if g.tag == "failure")
     errors = sum(1 for g in gate if g.tag == "error")
-    skipped = sum(1 for i in items if i["outcome"] == Outcome.SKIPPED)
+    skipped = sum(1 for i in items if i["outcome"] == Outcome.SKIPPED or i.get("not_judged"))
     suites = ET.Element("testsuites", name="pytest-qualify")
     suite = ET.SubElement(
         suites, "testsuite", name=suite_name, tests=str(len(items) + len(gate)), failures=str(failures),
@@ -198,7 +198,13 @@ def build_xml(summary: Mapping[str, Any], cases: Mapping[str, Any], gate: Sequen
                            time=f"{(item.get('duration_s') or 0.0):.3f}")
         body = clean(getattr(case, "longrepr", "") or item["reason"])
         facts = key_facts(item)
-        if item["outcome"] == Outcome.SKIPPED:
+        if item.get("not_judged"):
+            # The gate did not judge it (a refused key, a steered run's void answers): skipped
+            # "not judged: …", as pytest's --junitxml shows it; what it reported stays in system-out.
+            ET.SubElement(tc, "skipped", type="pytest.skip", message=clean(message(item["not_judged"])))
+            if item["outcome"] != Outcome.SKIPPED and item["reason"] != item["not_judged"]:
+                facts += f"\n\n{body}"
+        elif item["outcome"] == Outcome.SKIPPED:
             ET.SubElement(tc, "skipped", type="pytest.skip", message=clean(message(item["reason"])))
         elif item["outcome"] == Outcome.UNGRADED:
             # pytest reported it passed; the gate's own "not graded" test case says why it does not count.

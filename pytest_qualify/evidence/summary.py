@@ -506,7 +506,10 @@ def render_summary(
 
     waivers, baseline, slo, claims = verdict.waivers, verdict.baseline, verdict.slo, verdict.claims
     judged = {r.nodeid: r.waiver for r in verdict.items if r.waiver}
-    items = [{**i, "waiver": judged.get(i["nodeid"], i["waiver"])} for i in facts["items"]]
+    # An item the gate did not judge carries why (``not_judged``), which every writer shows as is.
+    unjudged = dict(verdict.not_judged)
+    items = [{**i, "waiver": judged.get(i["nodeid"], i["waiver"]),
+              **({"not_judged": unjudged[i["nodeid"]]} if i["nodeid"] in unjudged else {})} for i in facts["items"]]
     titles = {row.module: row.title for row in verdict.rows}
     # The promotion stage this run was (stages.py), the served identity at both ends, and the
     # promoted run a post-promotion check was held to: present only when the plugin hands them in.

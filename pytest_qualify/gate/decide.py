@@ -301,6 +301,9 @@ class GateVerdict:
     stage: Stage | None = None  # None: the whole protocol (the full stage)
     items: tuple[ItemResult, ...] = ()  # every item judged, a waived one carrying its waiver
     findings: tuple[Finding, ...] = ()  # every reason as its gate row, in the order of ``reasons``
+    # (node id, why) of each item the gate did not judge, which every reader shows skipped "not judged: …"
+    # (:func:`items_not_judged`): never a passed test case, never a failure.
+    not_judged: tuple[tuple[str, str], ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -355,6 +358,13 @@ def _module_names(missing: Sequence[str]) -> dict[str, tuple[str, FindingKind]]:
     # The required modules that did not run are one reason, one gate row (``modules_not_run``): a
     # run stopped for one cause shows that cause once, not once per module it kept from running.
     return {reason: ("modules_not_run", FindingKind.MODULE) for reason in missing}
+
+
+def items_not_judged(items: Iterable[ItemResult]) -> tuple[tuple[str, str], ...]:
+    """(node id, why) of each item the gate did not judge, decided here once so that both JUnit
+    files and report.html show it the same, skipped "not judged: …": an item whose request the
+    endpoint refused our key for (``proof_of_grading`` made it ungraded, its reason says so)."""
+    return tuple((r.nodeid, r.reason) for r in items if r.outcome == UNGRADED and r.properties.get(CREDENTIALS_REFUSED))
 
 
 def _failures_judged(answers_void: Sequence[str], target_unavailable: bool) -> bool:
@@ -443,7 +453,8 @@ def _verdict(items: Sequence[ItemResult], rows: Sequence[GateRow], failures: Seq
         findings = [replace(f, judged=False) for f in findings]
     findings = _unique_rows(findings)
     return GateVerdict(verdict, tuple(rows), tuple(failures), tuple(waived), tuple(reasons + unjudged),
-                       tuple(checks), tuple(unjudged), stage=stage, items=tuple(items), findings=tuple(findings))
+                       tuple(checks), tuple(unjudged), stage=stage, items=tuple(items), findings=tuple(findings),
+                       not_judged=items_not_judged(items))
 
 
 # -- the end of a run: one record in, one decision out ------------------------------------------------

@@ -81,16 +81,38 @@ def scrape(state: RunState, name: str, client: Any = None) -> Snapshot | str:
         return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
 
 
-def _xunit2_cases(xml: Any, waived: Sequence[ItemResult]) -> None:
+def _xunit2_cases(xml: Any, waived: Sequence[ItemResult], not_judged: Sequence[tuple[str, str]] = (),
+                  secrets: Sequence[str] = ()) -> None:
     """Each finished test case of pytest's writer without ``<properties>`` (xunit2 has none: the
-    figures go to ``system-out``), with a ``type`` and a one-line message on a failure or error, and
-    a failed item the gate waived shown as the bundle's junit.xml shows it: passed, with its waiver
-    and its failure in ``system-out`` (a waived corpus item must not turn a PASS red)."""
+    figures go to ``system-out``), with a ``type`` and a one-line message on a failure or error, a
+    failed item the gate waived shown as the bundle's junit.xml shows it: passed, with its waiver
+    and its failure in ``system-out`` (a waived corpus item must not turn a PASS red), and an item
+    the gate did not judge (``Decision.not_judged``: a refused key, a steered run's void answers)
+    skipped with the gate's "not judged: …", as the bundle's junit.xml shows it."""
     from pytest_qualify.evidence.junit import classname_and_name, message
 
     waivers = {classname_and_name(r.nodeid): r.waiver for r in waived}
+    unjudged = {classname_and_name(nodeid): redact(why, secrets) for nodeid, why in not_judged}
     for reporter in xml.node_reporters_ordered:
         case = reporter.to_xml()  # a finished reporter returns the same element every time
+        why = unjudged.get((case.get("classname"), case.get("name")))
+        if why is not None:
+            was = [node for node in case if node.tag in ("failure", "error", "skipped")]
+            for node in was:
+                case.remove(node)
+                xml.stats[node.tag] -= 1  # pytest counts a case by its outcome: this one is now skipped
+            if was:
+                out = case.find("system-out")
+                if out is None:
+                    out = ET.SubElement(case, "system-out")
+                told = "\n".join(f"{node.get('message') or ''}\n{node.text or ''}" for node in was)
+                out.text = (out.text or "") + ("\n\n" if out.text else "") + told
+            skipped = ET.Element("skipped", type="pytest.skip", message=message(why))
+            skipped.text = why
+            case.insert(0, skipped)
+            xml.stats["skipped"] += 1
+            if not was:
+                xml.stats["passed"] -= 1
         waiver = waivers.get((case.get("classname"), case.get("name")))
         for node in case.findall("failure") if waiver else ():
             case.remove(node)
@@ -183,7 +205,7 @@ class EvidenceHooks:
             for name, value in suite_properties(self.ev.summary):
                 xml.add_global_property(name, redact(value, secrets))
         try:
-            _xunit2_cases(xml, decision.waived)
+            _xunit2_cases(xml, decision.waived, decision.not_judged, secrets)
             _add_gate_cases(xml, decision.gate_cases, secrets)
         except (AttributeError, TypeError):  # pytest's writer changed: the bundle's junit.xml is the record
             pass

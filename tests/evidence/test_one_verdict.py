@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _pytest.junitxml import LogXML
+from _pytest.reports import TestReport
 
 from pytest_qualify.evidence import html, job_summary, junit, report
 from pytest_qualify.evidence.junit import GATE_CLASSNAME, counts, structure_errors
@@ -29,6 +31,7 @@ from pytest_qualify.gate.run_facts import RunFacts
 from pytest_qualify.gate.slo import CheckRow
 from pytest_qualify.profiles import Claim, Claims, LaneSlo, Slo
 from pytest_qualify.hooks.collection import suites_dir
+from pytest_qualify.hooks.evidence import _add_gate_cases, _xunit2_cases
 from pytest_qualify.profiles import load_profile, module_registry
 from pytest_qualify.properties import CREDENTIALS_REFUSED
 
@@ -431,3 +434,67 @@ def test_an_slo_check_or_claim_row_reads_the_gates_verdict_in_every_writer(case)
     # Nothing measured is never called FAIL: only the broken 1K limit may be.
     fails = [line for line in terminal.splitlines() if line.endswith("FAIL")]
     assert fails == ([] if measured_row == "PASS" else [next(l for l in terminal.splitlines() if l.startswith("SLO 1K"))])
+
+
+# -- an item the gate did not judge: skipped "not judged: …" in both JUnit files and report.html -----
+
+REFUSED_ITEM = "not judged: the endpoint refused the API key (HTTP 401)"  # proof_of_grading's reason
+
+
+def _reports(nodeid: str, outcome: str, longrepr: Any) -> list[TestReport]:
+    """An item's setup, call and teardown reports, as pytest's --junitxml writer receives them."""
+    where = (nodeid.split("::")[0], 0, nodeid.split("::")[-1])
+    return [TestReport(nodeid, where, {}, "passed", None, "setup"), TestReport(nodeid, where, {}, outcome, longrepr, "call"),
+            TestReport(nodeid, where, {}, "passed", None, "teardown")]
+
+
+def _pytest_junitxml(path: Path, reports: list[TestReport], decision: Any) -> bytes:
+    """pytest's own --junitxml file of ``reports``, finished as the plugin finishes it at the end of a run."""
+    xml = LogXML(str(path), None, family="xunit2")
+    xml.pytest_sessionstart()
+    for r in reports:
+        xml.pytest_runtest_logreport(r)
+    _xunit2_cases(xml, decision.waived, decision.not_judged)
+    _add_gate_cases(xml, decision.gate_cases, ())
+    xml.pytest_sessionfinish()
+    return path.read_bytes()
+
+
+def _outcomes(xml_bytes: bytes) -> dict[str, list[tuple[str, str | None]]]:
+    """Each item test case's outcome elements as (tag, message), by classname::name."""
+    return {f'{tc.get("classname")}::{tc.get("name")}': [(c.tag, c.get("message")) for c in tc if c.tag in ("failure", "error", "skipped")]
+            for tc in ET.fromstring(xml_bytes).iter("testcase") if tc.get("classname") != GATE_CLASSNAME}
+
+
+# (results, judge's keyword arguments, pytest's reports of the items, the item not judged, why)
+UNJUDGED_CASES = {
+    # watch.py reports a refused item skipped with the client's words; the gate's reason is the one both files show.
+    "refused key": (_graded(_item("smoke", 1, "skipped", **{CREDENTIALS_REFUSED: 401}), _item("json", 1)),
+                    {"incomplete": [REFUSED]},
+                    [*_reports("suites/test_smoke.py::test_1", "skipped",
+                               ("suites/test_smoke.py", 1, "not judged: the endpoint rejected the API key: HTTP 401")),
+                     *_reports("suites/test_json.py::test_1", "passed", None)],
+                    "suites/test_smoke.py::test_1", REFUSED_ITEM),
+}
+
+
+@pytest.mark.parametrize("case", UNJUDGED_CASES)
+def test_an_item_the_gate_did_not_judge_is_skipped_not_judged_in_both_junit_files_and_the_page(case, tmp_path):
+    results, how, reports, nodeid, why = UNJUDGED_CASES[case]
+    decision = judge(results, module_registry(), ("smoke", "json"), **how)
+    assert decision.verdict == "INCOMPLETE", decision.reasons
+    assert decision.not_judged == ((nodeid, why),)
+    summary = summary_of(run=RUN, target=TARGET, profile=load_profile("small"), verdict=decision, results=results,
+                         cases={}, snapshots={}, metrics_errors={}, metrics_files=[], artifacts={"plot": None, "notes": []})
+    validate(summary)
+    assert {i["module"]: i.get("not_judged") for i in summary["items"]} == {"smoke": why, "json": None}
+    for name_, data in (("bundle", junit.build_xml(summary, {}, decision.gate_cases)),
+                        ("--junitxml", _pytest_junitxml(tmp_path / "pytest-junit.xml", reports, decision))):
+        assert structure_errors(data) == [], name_
+        # Skipped with the gate's own "not judged: …", never passed nor failed; the run's gate case errors.
+        assert _outcomes(data) == {"suites.test_smoke::test_1": [("skipped", why)], "suites.test_json::test_1": []}, name_
+        n = counts(data)
+        assert n["skipped"] == 1 and n["failures"] == 0 and n["errors"] > 0, (name_, n)
+        assert n["tests"] == 2 + len(decision.gate_cases), (name_, n)
+    page = html.render(summary, [], None, [])
+    assert 'NOT JUDGED</span> <strong>test_1</strong>' in page and '>FAIL</span> <strong>test_1' not in page

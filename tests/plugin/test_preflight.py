@@ -677,6 +677,15 @@ def test_a_key_revoked_mid_run_is_not_judged_and_stops_the_run(qualify_pytest, r
     assert 1 <= len(lines) <= 3 and all("qualify.gate::" in line for line in lines), lines
     assert out.splitlines()[-1].startswith("QUALIFICATION: INCOMPLETE (exit 2): not judged: credentials refused"), \
         out.splitlines()[-1]
+    # Both JUnit files show each refused item skipped with the gate's "not judged: …", never passed.
+    from pytest_qualify.evidence.junit import classname_and_name
+
+    for name, path in (("bundle", qualify_pytest.run_dir() / "junit.xml"), ("--junitxml", qualify_pytest.junit)):
+        cases = {(tc.get("classname"), tc.get("name")): tc for tc in ET.parse(path).getroot().iter("testcase")}
+        for i in refused:
+            outcomes = [(c.tag, c.get("message")) for c in cases[classname_and_name(i["nodeid"])]
+                        if c.tag in ("failure", "error", "skipped")]
+            assert outcomes == [("skipped", i["reason"])] and i["not_judged"] == i["reason"], (name, outcomes, i)
 
 
 def test_a_partial_run_that_fails_leads_its_last_line_with_the_failed_item(qualify_pytest):
