@@ -104,8 +104,10 @@ def welch(xa: Any, xb: Any) -> tuple[Any, Any, Any]:
     va, vb = xa.var(axis=-1, ddof=1), xb.var(axis=-1, ddof=1)
     qa, qb = va / na, vb / nb
     se2 = qa + qb
+    # Each arm's share of the variance first: squaring a tiny variance directly underflows to 0/0.
     with np.errstate(divide="ignore", invalid="ignore"):
-        df = np.where(se2 > 0, se2 ** 2 / (qa ** 2 / (na - 1) + qb ** 2 / (nb - 1)), 1.0)
+        sa, sb = qa / se2, qb / se2
+        df = np.where(se2 > 0, 1.0 / (sa ** 2 / (na - 1) + sb ** 2 / (nb - 1)), 1.0)
     return xb.mean(axis=-1) - xa.mean(axis=-1), np.sqrt(se2), df
 
 

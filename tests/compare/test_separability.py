@@ -182,3 +182,9 @@ def test_a_lone_figure_is_separable_exactly_when_its_adjusted_interval_excludes_
         assert (t.p_difference_holm < t.family_alpha) == _excludes_zero(t.adjusted_interval_pct), (seed, t)
         if not t.call.startswith("equivalent"):
             assert (t.call in ("B worse", "B better")) == _excludes_zero(t.adjusted_interval_pct), (seed, t)
+
+
+def test_a_variance_too_small_to_square_still_gives_a_finite_test():
+    # (1e-96)^2 underflows to zero: the Welch degrees of freedom were 0/0 and every p-value nan.
+    t = compare_figures({"f": ([0.0, 0.0], [0.0, 1.1018553873502358e-96], "higher")}, tolerance_pct=1.0, power=False)[0]
+    assert math.isfinite(t.p_difference) and math.isfinite(t.df) and t.df == pytest.approx(1.0)
