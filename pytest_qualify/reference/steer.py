@@ -40,7 +40,7 @@ from pytest_qualify.reference.steer_forcing import (
     Forced, SteerError, force, kept_for_cut, raised_max_tokens, request_key, requested_max_tokens, steered_body,
     text_constraint, tokens_needed,
 )
-from pytest_qualify.reference.steer_log import SteerRecord, Unforced
+from pytest_qualify.reference.steer_log import OWN_CONSTRAINT, SteerRecord, Unforced
 from pytest_qualify.reference.steer_observing import Observed, StreamReader, held, held_cut
 
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "server", "date"}
@@ -261,7 +261,7 @@ class SteerHandler(BaseHTTPRequestHandler):
 
             shifted = shifted_text(body, st.ctx, st.config.tool_call_syntax)
             if shifted is None:
-                return Unforced.passthrough("the caller sent its own structured-output constraint")
+                return Unforced.passthrough(OWN_CONSTRAINT)
             text, content, calls = shifted  # the parsers fault: the caller's forced calls, one argument changed
             forced = Forced(text, content, tuple(calls), text_constraint(text), faults=("parser_shift_argument",))
             need = len(text.encode("utf-8")) + 8  # the caller's budget was its own text's (a token is a byte or more)

@@ -140,3 +140,18 @@ def test_the_steering_proxy_shifts_one_argument_in_a_thousand_and_it_is_caught(s
     forced = [r for r in rows if r["forced"]]
     assert len(forced) == 1 and forced[0]["held"] and forced[0]["faults"] == ["parser_shift_argument"]
     assert sum(1 for r in rows if r["passed_through"]) == len(rows) - 1
+
+
+def test_a_steered_run_whose_every_request_carried_its_own_constraint_is_not_incomplete(tmp_path):
+    from dataclasses import asdict
+
+    from pytest_qualify.reference.steer_log import OWN_CONSTRAINT, SteerRecord, Unforced, incomplete_reasons
+
+    own, other = Unforced.passthrough(OWN_CONSTRAINT), Unforced.passthrough("it asks for a fixed length (ignore_eos)")
+    log = tmp_path / "steer.jsonl"
+    rows = [SteerRecord(i, 200, False, False, None, own.reason, passed_through=True) for i in (1, 2)]
+    log.write_text("".join(json.dumps(asdict(r)) + "\n" for r in rows))
+    assert incomplete_reasons(log) == []
+    rows.append(SteerRecord(3, 200, False, False, None, other.reason, passed_through=True))
+    log.write_text("".join(json.dumps(asdict(r)) + "\n" for r in rows))
+    assert any("no forced answer came back" in r for r in incomplete_reasons(log))
