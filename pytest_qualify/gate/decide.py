@@ -360,11 +360,23 @@ def _module_names(missing: Sequence[str]) -> dict[str, tuple[str, FindingKind]]:
     return {reason: ("modules_not_run", FindingKind.MODULE) for reason in missing}
 
 
-def items_not_judged(items: Iterable[ItemResult]) -> tuple[tuple[str, str], ...]:
+def items_not_judged(items: Iterable[ItemResult], answers_void: Sequence[str] = ()) -> tuple[tuple[str, str], ...]:
     """(node id, why) of each item the gate did not judge, decided here once so that both JUnit
     files and report.html show it the same, skipped "not judged: …": an item whose request the
-    endpoint refused our key for (``proof_of_grading`` made it ungraded, its reason says so)."""
-    return tuple((r.nodeid, r.reason) for r in items if r.outcome == UNGRADED and r.properties.get(CREDENTIALS_REFUSED))
+    endpoint refused our key for (``proof_of_grading`` made it ungraded, its reason says so), and,
+    in a steered run whose forced answers did not come back (``answers_void``), an item that failed:
+    its answer judged nothing, so its failure is no judged one (as its gate row counts it)."""
+    void = ""
+    if answers_void:
+        more = f" (and {len(answers_void) - 1} more)" if len(answers_void) > 1 else ""
+        void = f"not judged: {answers_void[0]}{more}"
+    out = []
+    for r in items:
+        if r.outcome == UNGRADED and r.properties.get(CREDENTIALS_REFUSED):
+            out.append((r.nodeid, r.reason))
+        elif void and r.outcome in (Outcome.FAILED, Outcome.RERUN) and not r.waiver:
+            out.append((r.nodeid, void))
+    return tuple(out)
 
 
 def _failures_judged(answers_void: Sequence[str], target_unavailable: bool) -> bool:
@@ -454,7 +466,7 @@ def _verdict(items: Sequence[ItemResult], rows: Sequence[GateRow], failures: Seq
     findings = _unique_rows(findings)
     return GateVerdict(verdict, tuple(rows), tuple(failures), tuple(waived), tuple(reasons + unjudged),
                        tuple(checks), tuple(unjudged), stage=stage, items=tuple(items), findings=tuple(findings),
-                       not_judged=items_not_judged(items))
+                       not_judged=items_not_judged(items, answers_void))
 
 
 # -- the end of a run: one record in, one decision out ------------------------------------------------

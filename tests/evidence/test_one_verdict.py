@@ -475,6 +475,11 @@ UNJUDGED_CASES = {
                                ("suites/test_smoke.py", 1, "not judged: the endpoint rejected the API key: HTTP 401")),
                      *_reports("suites/test_json.py::test_1", "passed", None)],
                     "suites/test_smoke.py::test_1", REFUSED_ITEM),
+    # A steered run whose forced answers did not come back: the failed item's answer judged nothing.
+    "void answers": (_graded(_item("smoke", 1, "failed"), _item("json", 1)), {"answers_void": [VOID]},
+                     [*_reports("suites/test_smoke.py::test_1", "failed", "AssertionError: item 1 failed"),
+                      *_reports("suites/test_json.py::test_1", "passed", None)],
+                     "suites/test_smoke.py::test_1", f"not judged: {VOID}"),
 }
 
 
@@ -498,3 +503,4 @@ def test_an_item_the_gate_did_not_judge_is_skipped_not_judged_in_both_junit_file
         assert n["tests"] == 2 + len(decision.gate_cases), (name_, n)
     page = html.render(summary, [], None, [])
     assert 'NOT JUDGED</span> <strong>test_1</strong>' in page and '>FAIL</span> <strong>test_1' not in page
+    assert "<h2>Failed items" not in page  # not judged is not failed

@@ -380,6 +380,44 @@ def test_a_forced_answer_that_does_not_come_back_leaves_the_run_incomplete(quali
     summary = qualify_pytest.summary()
     assert summary["verdict"]["result"] == "INCOMPLETE"
     assert any("forced answer did not hold: tool calls" in r for r in summary["verdict"]["reasons"]), summary["verdict"]
+    assert_no_item_failed(qualify_pytest, summary)
+
+
+def assert_no_item_failed(qualify_pytest, summary: dict) -> list[dict]:
+    """A void steered run judged nothing, so no item failed in any reader: an item that failed is
+    skipped "not judged: …" in both JUnit files and NOT JUDGED in report.html, never a <failure> or
+    a FAIL badge. Returns the items that failed."""
+    import xml.etree.ElementTree as ET
+
+    from pytest_qualify.evidence.junit import GATE_CLASSNAME, classname_and_name
+
+    failed = [i for i in summary["items"] if i["outcome"] in ("failed", "rerun")]
+    assert all(i.get("not_judged", "").startswith("not judged: steering: ") for i in failed), failed
+    for name, path in (("bundle", qualify_pytest.run_dir() / "junit.xml"), ("--junitxml", qualify_pytest.junit)):
+        cases = {(tc.get("classname"), tc.get("name")): tc for tc in ET.parse(path).getroot().iter("testcase")
+                 if tc.get("classname") != GATE_CLASSNAME}
+        assert len(cases) == len(summary["items"]) and not any(tc.find("failure") is not None for tc in cases.values()), name
+        for i in failed:
+            outcomes = [(c.tag, c.get("message")) for c in cases[classname_and_name(i["nodeid"])]
+                        if c.tag in ("failure", "error", "skipped")]
+            assert outcomes == [("skipped", i["not_judged"])], (name, outcomes)
+    page = (qualify_pytest.run_dir() / "report.html").read_text()
+    assert 'b-fail">FAIL</span> <strong>' not in page and "<h2>Failed items" not in page
+    return failed
+
+
+def test_an_item_that_failed_in_a_void_steered_run_is_not_judged_in_every_junit_file_and_the_page(qualify_pytest, tmp_path):
+    from ..helpers import suite
+
+    # The upstream breaks streamed tool calls (its own fault, which no steering applies) and the
+    # proxy's forced answers do not come back: the streamed items fail, but nothing was judged.
+    profile = _steered_profile(tmp_path, ("tools",))
+    result = qualify_pytest("--qualify-serve-command", fake_command("--fault", "stream_tool_index"), profile=profile,
+                            endpoint=None, faults=("wrong_tool_args",), suites=suite("tools"), timeout=300)
+    assert result.ret == 2, result.stdout.str()[-3000:]
+    summary = qualify_pytest.summary()
+    assert summary["verdict"]["result"] == "INCOMPLETE" and summary["gate"][0]["verdict"] == "INCOMPLETE"
+    assert assert_no_item_failed(qualify_pytest, summary)  # some item failed, and it reads not judged
 
 
 # -- lane-keyed faults: the lane as the steered vLLM counts it, and proof that the fault engaged -----
