@@ -268,8 +268,9 @@ class AbRules:
     """The profile's ``[ab]`` table: how a comparison of this deployment with another decides.
     ``figures``: the figure ids (globs allowed) that gate: B separably worse on one of them fails the
     comparison; empty: every figure gates. ``tolerance_pct``: the difference an equivalence call
-    (two one-sided tests) allows. ``boots``: boots per arm of an A/B. ``noise_floor``: a file
-    written by an A/A campaign whose per-figure tolerances replace ``tolerance_pct``."""
+    (two one-sided tests) and a non-inferiority call allow. ``boots``: boots per arm of an A/B.
+    ``noise_floor``: a file written by an A/A campaign whose per-figure variance and degrees of
+    freedom are pooled with the boots'."""
 
     figures: tuple[str, ...] = ()
     tolerance_pct: float = 5.0
