@@ -232,8 +232,10 @@ class Handler(BaseHTTPRequestHandler):
             if cached_result is not None:
                 return  # a response cache answered: the engine never saw the request
             m = st.metrics
+            e2e = time.perf_counter() - t0
             m.ttft.labels(m.model).observe(ttft)
-            m.e2e.labels(m.model).observe(time.perf_counter() - t0)
+            m.e2e.labels(m.model).observe(e2e)
+            m.decoded(ttft, e2e, completion_tokens)
             m.prompt.labels(m.model).inc(prompt_tokens)
             m.generation.labels(m.model).inc(completion_tokens)
             m.success.labels(m.model).inc()

@@ -17,6 +17,9 @@ from pytest_qualify.reference.faults import Faults
 from pytest_qualify.reference.scheduler import Scheduler
 
 CACHE_BLOCK = 16
+# vLLM 0.32's INTER_TOKEN_LATENCY_BUCKETS (v1/metrics/buckets.py): its ITL and per-request TPOT histograms'.
+INTER_TOKEN_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+                       40.0, 80.0)
 
 
 class Metrics:
@@ -37,8 +40,30 @@ class Metrics:
         self.cache_queries = Counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.", labels, registry=self.registry)
         self.cache_hits = Counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", labels, registry=self.registry)
         self.success = Counter("vllm:request_success", "Count of successfully processed requests.", labels, registry=self.registry)
+        # vLLM 0.32's per-request decode histograms (v1/metrics/loggers.py), on its inter-token buckets.
+        self.itl = Histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", labels,
+                             registry=self.registry, buckets=INTER_TOKEN_BUCKETS)
+        self.tpot = Histogram("vllm:request_time_per_output_token_seconds",
+                              "Histogram of time_per_output_token_seconds per request.", labels,
+                              registry=self.registry, buckets=INTER_TOKEN_BUCKETS)
+        for family in (self.itl, self.tpot):
+            family.labels(model)  # vLLM creates its series at start (create_metric_per_engine): 0 until a request
         self.running = Gauge("vllm:num_requests_running", "Number of requests in model execution batches.", labels, registry=self.registry)
         self.model = model
+
+    def decoded(self, ttft_s: float, e2e_s: float, output_tokens: int) -> None:
+        """A finished request's decode, as vLLM observes it (v1/metrics/stats.py
+        ``update_from_finished_request``): its time per output token, the decode (first token to
+        last) over the tokens after the first, observed once for every finished request, 0 for one
+        of a single token (vLLM observes that 0 too); and one inter-token latency per token after
+        the first. SIMULATED: the reference times its decode as a whole, so each step is its mean."""
+        steps = max(0, int(output_tokens) - 1)
+        decode_s = max(0.0, e2e_s - ttft_s)
+        per_token_s = decode_s / steps if steps > 0 else 0.0
+        self.tpot.labels(self.model).observe(per_token_s)
+        itl = self.itl.labels(self.model)
+        for _ in range(steps):
+            itl.observe(per_token_s)
 
     def cache_config(self, labels: dict[str, str]) -> None:
         """``vllm:cache_config_info``: the KV pool as vLLM shows it (a gauge of 1 whose labels are the values)."""

@@ -50,7 +50,7 @@ def speed(summary: dict[str, Any], factor: float) -> dict[str, Any]:
             lane[key]["median"] /= factor
         lane["prefill_tok_s"]["median"] *= factor
     for level in s["timing"]["load"]["levels"]:
-        for key in ("ttft_s_p50", "tpot_s_p50", "itl_s_p50", "itl_token_s_p50"):
+        for key in ("ttft_s_p50", "tpot_s_p50", "itl_s_p50", "itl_token_s_p50", "engine_tpot_s_mean"):
             if level.get(key) is not None:
                 level[key] /= factor
         for key in ("output_tok_s", "requests_per_s"):

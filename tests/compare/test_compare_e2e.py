@@ -88,6 +88,18 @@ def test_b_separably_slower_on_a_gating_figure_exits_1_with_every_file(template,
     assert (out / "SHA256SUMS").read_text().count("  comparison.") == 3
 
 
+def test_a_reference_boot_carries_the_engines_own_tpot_as_a_figure(template):
+    """The reference server reports vLLM's per-request TPOT histogram, so a SIMULATED boot has the
+    packaged A/B pairs' decode gate (``load.c1.engine_tpot_s_mean``) as a figure, with no reason."""
+    from pytest_qualify.compare.figures import figures_of, not_measurable
+
+    level = template.summary["timing"]["load"]["levels"][0]
+    assert template.summary["simulated"] is True and level["concurrency"] == 1
+    figure = figures_of(template.summary)["load.c1.engine_tpot_s_mean"]
+    assert figure.value == level["engine_tpot_s_mean"] and figure.value > 0 and figure.better == "lower"
+    assert "load.c1.engine_tpot_s_mean" not in not_measurable(template.summary)
+
+
 def test_the_same_recipe_is_not_worse_and_swapping_the_arms_flips_the_calls(template, tmp_path, capsys):
     a = arm(template, tmp_path, "A", (1.0, 1.003, 0.997))
     b = arm(template, tmp_path, "B", (0.95, 0.952, 0.948))
