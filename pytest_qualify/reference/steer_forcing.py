@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_qualify.request_key import request_key as same_request
+from pytest_qualify.tasks import parsers as served_text
+from pytest_qualify.tasks.parsers import SYNTAXES as TOOL_CALL_SYNTAXES, regex_escape  # noqa: F401 (re-exported)
 
-TOOL_CALL_SYNTAXES = ("qwen3_coder", "hermes")
 # A random-weight model spells a forced text in about twice its minimal token count (measured:
 # 344 tokens against 178 for 700 characters); the margin covers the end-of-sequence token and the
 # odd worse case.
@@ -29,35 +30,22 @@ class SteerError(ValueError):
     """The oracle's answer cannot be forced on vLLM (a reasoning text, an empty answer)."""
 
 
-def regex_escape(text: str) -> str:
-    """``text`` as a regular expression that matches exactly it, in the syntax vLLM's structured
-    output backends read: metacharacters escaped with a backslash, control characters as ``\\n``,
-    ``\\t``, ``\\r`` or ``\\xHH`` (a raw newline in a pattern is not portable)."""
-    out = []
-    for ch in text:
-        if ch in "\\^$.|?*+()[]{}/":
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\x{ord(ch):02x}")
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
 def text_constraint(text: str) -> dict[str, Any]:
-    """The ``structured_outputs`` value that allows exactly ``text``: a one-item choice for a single
-    line, an escaped regex for anything with line breaks or control characters."""
-    if not text:
-        raise SteerError("an empty answer cannot be forced (a grammar needs at least one token)")
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text):
-        return {"regex": regex_escape(text)}
-    return {"choice": [text]}
+    """The ``structured_outputs`` value that allows exactly ``text`` (``tasks/parsers.py``, the one
+    writer of a forced text's constraint); an empty answer cannot be forced."""
+    try:
+        return served_text.text_constraint(text)
+    except ValueError as exc:
+        raise SteerError(str(exc)) from None
+
+
+def render_tool_calls(calls: Sequence[tuple[str, Any]], syntax: str) -> str:
+    """The model's own text for these calls in the served syntax (``tasks/parsers.py``, the one
+    writer of it); arguments that are not a JSON object or an unknown syntax cannot be forced."""
+    try:
+        return served_text.render_tool_calls(calls, syntax)
+    except (ValueError, json.JSONDecodeError) as exc:
+        raise SteerError(str(exc)) from None
 
 
 def _arguments(args: Any) -> dict[str, Any]:
@@ -65,30 +53,6 @@ def _arguments(args: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise SteerError(f"tool-call arguments must be a JSON object, got {value!r:.80}")
     return value
-
-
-def _qwen3_coder_value(value: Any) -> str:
-    # vLLM's qwen3_coder parser converts a parameter's text by the tool schema's type: a string is
-    # taken as written, anything else is read as JSON.
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-
-
-def render_tool_calls(calls: Sequence[tuple[str, Any]], syntax: str) -> str:
-    """The model's own text for these calls, as the served chat template renders an assistant's
-    calls and vLLM's ``--tool-call-parser`` of the same name reads them back."""
-    blocks = []
-    for name, args in calls:
-        arguments = _arguments(args)
-        if syntax == "qwen3_coder":
-            params = "".join(f"<parameter={key}>\n{_qwen3_coder_value(value)}\n</parameter>\n"
-                             for key, value in arguments.items())
-            blocks.append(f"<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>")
-        elif syntax == "hermes":
-            body = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
-            blocks.append(f"<tool_call>\n{body}\n</tool_call>")
-        else:
-            raise SteerError(f"unknown tool-call syntax {syntax!r} (expected one of {', '.join(TOOL_CALL_SYNTAXES)})")
-    return "\n".join(blocks)
 
 
 @dataclass(frozen=True)
