@@ -132,10 +132,31 @@ def truncated(target: RequestTarget, variant: Any, fraction: float) -> Hostile:
     return _example("malformed_json", f"body truncated to {cut} of {len(valid)} bytes", valid[:cut])
 
 
+def _object_openings(valid: bytes) -> list[int]:
+    """The byte offsets just after a ``{`` or a ``:`` outside any string literal: text spliced in
+    there stands where an object wants a key or a value, so no damage text can leave the body valid
+    JSON (inside a string literal it could, whatever the target's body holds there)."""
+    at, in_string, escaped = [], False, False
+    for i, byte in enumerate(valid):
+        if in_string:
+            escaped = not escaped and byte == 0x5C
+            if byte == 0x22 and not escaped:
+                in_string = False
+            elif byte != 0x5C:
+                escaped = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in b"{:":
+            at.append(i + 1)
+    return at
+
+
 def damaged(target: RequestTarget, variant: Any, fraction: float, text: str) -> Hostile:
-    # Spliced in after the opening brace and before the closing one.
+    # Spliced in at the object opening nearest the fraction of the body (outside any string).
     valid = _encode(base_body(target, _variant(variant)))
-    at = min(len(valid) - 1, max(1, int(len(valid) * fraction)))
+    openings = _object_openings(valid)
+    want = int(len(valid) * fraction)
+    at = min(openings, key=lambda i: (abs(i - want), i))
     return _example("malformed_json", f"{text!r} inserted at byte {at}", valid[:at] + text.encode() + valid[at:])
 
 

@@ -257,7 +257,7 @@ def draw(kind: str, count: int, seed: int) -> list[ParserCase]:
         case = {"id": f"{kind}-{len(out) + 1:04d}", "kind": kind, **raw}
         out.append(ParserCase.of({**case, "note": _note(kind, case)}))
 
-    with _no_local_constants():
+    with no_local_constants():
         try:
             explore()
         except _Enough:
@@ -266,7 +266,7 @@ def draw(kind: str, count: int, seed: int) -> list[ParserCase]:
 
 
 @contextmanager
-def _no_local_constants() -> Iterator[None]:
+def no_local_constants() -> Iterator[None]:
     """Draw without the constants hypothesis mines from the source of the modules loaded from this
     project (it mixes them into what it draws): with them, an edit anywhere in the project, or
     drawing inside a pytest session, draws another corpus. Its provider's internal hook is replaced
