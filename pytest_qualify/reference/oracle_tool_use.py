@@ -42,6 +42,10 @@ def _every(ctx: OracleContext, fault: str, place: int) -> bool:
     return place % n == 0
 
 
+# After the protocol's own oracles: a generated request that repeats a tools-module prompt is
+# answered by the tools oracle, whose faults (wrong_tool_args, tool_in_text) must meet that prompt.
+PRIORITY = 110
+
 def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:
     if not req.tools:
         return None
