@@ -111,4 +111,4 @@ def test_stage_defaults_to_full_and_shares_the_precedence():
 def test_an_unknown_stage_is_named_wherever_it_came_from(where, expected):
     with pytest.raises(SettingsError) as info:
         _resolve(**where)
-    assert str(info.value) == expected + "unknown stage 'prefligth' (expected one of preflight, full, post-promotion, rollback, timing)"
+    assert str(info.value) == expected + "unknown stage 'prefligth' (expected one of preflight, full, post-promotion, rollback, timing, parsers)"
