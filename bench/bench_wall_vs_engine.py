@@ -39,7 +39,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,11 +57,11 @@ def _fmt(value: object, spec: str = ".3f") -> str:
     return "-" if value is None else format(value, spec)
 
 
-def run_pytest(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[subprocess.CompletedProcess, "Clock"]:
+def run_pytest(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[subprocess.CompletedProcess, busy.Interval]:
     print("$ " + shlex.join(argv), flush=True)
     t0 = time.time()
     proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, env=env)
-    return proc, Clock(t0, time.time())
+    return proc, busy.Interval(t0, time.time())  # the pytest process's span, as the bench saw it
 
 
 def read_timeline(path: Path) -> dict[str, busy.Interval]:
@@ -95,19 +94,7 @@ def module_rows(summary: dict, spans: dict[str, busy.Interval] | None = None,
                   key=lambda x: -x[2])
 
 
-@dataclass(frozen=True)
-class Clock:
-    """The pytest process's span in epoch seconds, as the bench saw it."""
-
-    started_s: float
-    ended_s: float
-
-    @property
-    def wall_s(self) -> float:
-        return self.ended_s - self.started_s
-
-
-def phases(run_dir: Path, clock: Clock, start_s: float | None, first_request_s: float | None) -> list[tuple[str, float]]:
+def phases(run_dir: Path, clock: busy.Interval, start_s: float | None, first_request_s: float | None) -> list[tuple[str, float]]:
     """The run's phases: the start (pytest's start and collection, a launch's server start, the
     first reads, to the first request the engine answered), the items (to the end ``/metrics``
     scrape), the end's bundle and statement (to the last file of the bundle written) and the exit
@@ -118,13 +105,13 @@ def phases(run_dir: Path, clock: Clock, start_s: float | None, first_request_s: 
     out: list[tuple[str, float]] = []
     if first_request_s is not None:
         out.append(("start: pytest, collection, first reads" + (" (server start left out)" if start_s else ""),
-                    first_request_s - clock.started_s - (start_s or 0.0)))
+                    first_request_s - clock.start_s - (start_s or 0.0)))
         if end_s is not None:
             out.append(("items: the first request to the end scrape", end_s - first_request_s))
     if end_s is not None and last_file is not None:
         out.append(("end: bundle and statement (to the last file written)", last_file - end_s))
     if last_file is not None:
-        out.append(("exit: server stop, guard release, interpreter end", clock.ended_s - last_file))
+        out.append(("exit: server stop, guard release, interpreter end", clock.end_s - last_file))
     return out
 
 
@@ -138,10 +125,10 @@ def end_files(run_dir: Path) -> str:
     return ", ".join(f"{name} +{dt:.2f}" for dt, name in files)
 
 
-def report(summary: dict, clock: Clock, start_s: float | None, output: str, folders: list[Path]) -> float | None:
+def report(summary: dict, clock: busy.Interval, start_s: float | None, output: str, folders: list[Path]) -> float | None:
     run = summary["server_metrics"]["run"] or {}
     e2e_sum = run.get("e2e_sum_s")
-    wall_s = clock.wall_s
+    wall_s = clock.length_s
     qualify_s = wall_s - (start_s or 0.0)
     v = summary["verdict"]
     print(f"verdict {v['result']}; {len(summary['items'])} items; {run.get('e2e_count') or 0:.0f} requests the engine answered")
@@ -156,7 +143,7 @@ def report(summary: dict, clock: Clock, start_s: float | None, output: str, fold
     inside: list[busy.Interval] = []
     if found is not None:
         intervals, source = found
-        inside = busy.clipped(intervals, clock.started_s, clock.ended_s)
+        inside = busy.clipped(intervals, clock.start_s, clock.end_s)
         union = busy.union_s(inside)
         first_request = min((iv.start_s for iv in inside), default=None)
         print(f"engine busy (union of requests)   {union:9.2f} s   ({len(inside)} requests; {source})")
