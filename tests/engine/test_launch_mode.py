@@ -25,7 +25,7 @@ from pytest_qualify.evidence.metrics import TTFT, delta, parse
 from pytest_qualify.server.lifecycle import group_alive
 from pytest_qualify.hooks.collection import suites_dir
 from ..real_vllm import (
-    Run, VllmEnv, ended, finish, items, junit_testcases, one_item, output, profile_copy, require_vllm,
+    Run, VllmEnv, cpu_stores_fp8_kv, ended, finish, items, junit_testcases, one_item, output, profile_copy, require_vllm,
     run_dir, server_pid, session_members, start, summary, vllm_processes, wait_until, watch,
 )
 
@@ -292,6 +292,26 @@ def test_startup_crash_fails_fast_with_command_and_log_tail(vllm_env: VllmEnv, t
     assert s["target"]["startup_error"] and all(
         i["outcome"] == "failed" and "server startup failed" in i["reason"] for i in s["items"]), s["items"]
     assert not vllm_processes(vllm_env.venv, run.mark, run.cwd)
+
+
+@pytest.mark.skipif(cpu_stores_fp8_kv(), reason="this CPU stores an fp8 KV cache: tests/engine/test_steered.py "
+                    "serves the 262k CPU recipe unchanged")
+def test_a_recipe_this_cpu_cannot_serve_is_incomplete_naming_the_engines_refusal(tmp_path: Path):
+    # 262k-cpu's --kv-cache-dtype fp8 on a CPU without AVX-512 or AMX: vLLM's worker refuses it, and
+    # the one line the run ends with names the engine's own exception, not only its exit code.
+    env = require_vllm("262k-cpu")
+    run, proc = start(env, tmp_path, "--qualify=262k-cpu", "--qualify-startup-timeout", "600",
+                      str(suites_dir() / "test_smoke.py"))
+    finish(run, env, proc)
+    out = run.output
+    assert run.code == 2 and "QUALIFICATION: INCOMPLETE" in out, out[-3000:]
+    cause = "NotImplementedError: FP8 KV cache on CPU requires x86 with AVX-512 or AMX."
+    verdict = out[out.index("QUALIFICATION: INCOMPLETE"):]
+    assert re.search(r"server exited during startup with exit code \d+ after [\d.]+ s: " + re.escape(cause), verdict), \
+        verdict[:2000]
+    s = summary(run.evidence)
+    assert s["target"]["startup_error"].splitlines()[0].endswith(cause), s["target"]["startup_error"][:500]
+    assert not vllm_processes(env.venv, run.mark, run.cwd)
 
 
 # -- a missing vLLM environment ----------------------------------------------------------------------

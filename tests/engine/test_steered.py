@@ -43,8 +43,8 @@ import pytest
 from pytest_qualify import engines
 from pytest_qualify.hooks.collection import suites_dir
 from pytest_qualify.reference.steer_log import STEER_LOG, incomplete_reasons
-from ..real_vllm import (Run, Served, finish, items, one_item, probe, profile_copy, require_vllm, served, start,
-                        steered_run, summary)
+from ..real_vllm import (Run, Served, finish, items, kv_flag_here, one_item, probe, profile_copy, require_vllm,
+                        served, start, steered_run, summary)
 
 pytestmark = pytest.mark.real_vllm
 
@@ -99,8 +99,10 @@ def check_steered_verdict(run: Run, profile: str, log: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def server_262k(tmp_path_factory: pytest.TempPathFactory):
-    env = require_vllm("262k-cpu-steered")
+def server_262k(profile_262k: Path, tmp_path_factory: pytest.TempPathFactory):
+    # The CI copy's recipe: 262k-cpu-steered's, but for the KV cache dtype on a CPU without AVX-512
+    # (real_vllm.profile_copy).
+    env = require_vllm(str(profile_262k))
     with served(env, tmp_path_factory.mktemp("vllm-262k"), "262k-cpu-steered (module)") as server:
         yield server
 
@@ -169,7 +171,7 @@ def test_steering_used_the_engines_own_paths(run_262k: Run):
 
 def test_the_recipe_is_served_with_every_flag(server_262k: Served):
     launched = server_262k.spec.display_command()
-    for flag in ("--max-model-len 262144", "--max-num-seqs 1", "--kv-cache-dtype fp8",
+    for flag in ("--max-model-len 262144", "--max-num-seqs 1", kv_flag_here(),
                  """--limit-mm-per-prompt '{"image": 4, "video": 1}'""", "--enable-auto-tool-choice",
                  "--tool-call-parser qwen3_coder", "--reasoning-parser qwen3",
                  """--default-chat-template-kwargs '{"enable_thinking": false}'""", "--enable-prefix-caching",

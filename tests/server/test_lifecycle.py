@@ -24,6 +24,7 @@ from pytest_qualify.server.lifecycle import (
     free_port,
     group_alive,
     pid_exit,
+    root_cause,
 )
 from pytest_qualify.redaction import redact
 from pytest_qualify.hooks.watch import STARTUP_LOG_SECTION
@@ -256,8 +257,12 @@ def test_launch_mode_exit_during_startup_fails_in_seconds_with_the_log_tail(pyte
     message, title, tail = error.partition(STARTUP_LOG_SECTION)
     assert title, error
     assert "server exited during startup with exit code 7" in message and "command: " in message
-    assert "CUDA out of memory" not in message
+    # The one-line reason names the engine's own exception; the rest of the log stays in the section.
+    assert ("server exited during startup with exit code 7 after" in message
+            and ": torch.OutOfMemoryError: CUDA out of memory (simulated)\n" in message), message
+    assert "Loading safetensors" not in message
     assert "CUDA out of memory (simulated)" in tail
+    assert "INCOMPLETE" in out and "torch.OutOfMemoryError: CUDA out of memory (simulated)" in out.split("QUALIFICATION: INCOMPLETE")[-1]
 
 
 def test_launch_mode_identity_mismatch_names_both_values(pytester, tmp_path):
@@ -284,3 +289,33 @@ def test_exactly_one_server_under_xdist(pytester, tmp_path):
     assert result.ret == 0, result.stdout.str()
     result.assert_outcomes(passed=10)
     assert len(launches.read_text().splitlines()) == 1
+
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_root_cause_is_the_engines_first_exception_past_its_wrappers():
+    # vLLM 0.32.0 (CPU) asked for an fp8 KV cache on a CPU without AVX-512: the worker's exception,
+    # then "Worker failed with error ..." and "Engine core initialization failed. See root cause above."
+    log = (DATA / "vllm-0.32.0-cpu-fp8-kv-no-avx512.log").read_text()
+    assert root_cause(log) == "NotImplementedError: FP8 KV cache on CPU requires x86 with AVX-512 or AMX."
+    assert root_cause("ERROR [fake-vllm] torch.OutOfMemoryError: CUDA out of memory (simulated)") == (
+        "torch.OutOfMemoryError: CUDA out of memory (simulated)")
+    assert root_cause("ValueError: Available memory on node 0 is less than desired") == (
+        "ValueError: Available memory on node 0 is less than desired")
+
+
+@pytest.mark.parametrize("log", [
+    "",
+    (DATA / "vllm-0.32.0-cpu-tiny-llama.log").read_text(),  # a clean start
+    # Only the wrappers: they point at a cause the log does not hold.
+    "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+    "RuntimeError: Worker failed with error 'x', please check the stack trace above for the root cause",
+    # "error" in prose, not an exception line.
+    "WARNING 12-06 [system_utils.py:255] Found ulimit of 20000 and failed to automatically increase with error "
+    "current limit exceeds maximum limit.",
+    "INFO the error: rate is 0",
+    "    raise NotImplementedError(",
+])
+def test_no_root_cause_where_the_log_names_no_exception(log: str):
+    assert root_cause(log) is None
