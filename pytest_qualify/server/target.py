@@ -11,6 +11,7 @@ import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 from pytest_qualify.server.lifecycle import (
@@ -162,9 +163,12 @@ def launch_spec(profile: Profile, settings: Settings, run_dir: Path, api_key: st
             "served_name": profile.deployment.served_name,
             "host": host,
             "port": str(port),
+            # The package's fixtures folder: a recipe's engine-side plugin (fixtures/vllm_plugins).
+            "fixtures": str(resources.files("pytest_qualify.fixtures")),
         }
         command = settings.serve_command or profile.serve.command
         argv = render_argv(command, values) + render_argv(profile.serve.args, values)
+        env = dict(zip(env, render_argv(tuple(env.values()), values)))
         argv += ("--host", host, "--port", str(port))
         if api_key:
             env["VLLM_API_KEY"] = api_key

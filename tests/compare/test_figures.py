@@ -4,13 +4,15 @@ boot). The packaged A/B pairs gate one figure per property, each one their timin
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pytest_qualify.bundle_format.workload import differences
 from pytest_qualify.compare.figures import figures_of, not_measurable, timing_figures, unproducible_gates
 from pytest_qualify.profiles import load_profile
 
-PAIRS = [("262k-gpu", "262k-gpu-eager"), ("tiny-cpu-ab", "tiny-cpu-ab-1thread")]
+PAIRS = [("262k-gpu", "262k-gpu-eager"), ("tiny-cpu-ab", "tiny-cpu-ab-slow")]
 
 
 def _spread(value: float) -> dict:
@@ -98,10 +100,28 @@ def test_a_packaged_pair_gates_one_figure_per_property_that_its_timing_stage_pro
 def test_the_pairs_differ_in_their_one_setting():
     gpu, eager = load_profile("262k-gpu"), load_profile("262k-gpu-eager")
     assert list(eager.serve.args) == [*gpu.serve.args, "--enforce-eager"] and eager.serve.env == gpu.serve.env
-    two, one = load_profile("tiny-cpu-ab"), load_profile("tiny-cpu-ab-1thread")
-    assert two.serve.args == one.serve.args
-    assert set(two.serve.env) - set(one.serve.env) == {("VLLM_CPU_OMP_THREADS_BIND", "0-1")}
-    assert set(one.serve.env) - set(two.serve.env) == {("VLLM_CPU_OMP_THREADS_BIND", "0")}
+    recipe, slow = load_profile("tiny-cpu-ab"), load_profile("tiny-cpu-ab-slow")
+    # The slow arm: the recipe plus vLLM's logits-processor flag naming the step delay, the delay, and
+    # the engine's path to it (the package's fixtures folder, filled in at launch).
+    assert list(slow.serve.args) == [*recipe.serve.args, "--logits-processors", "qualify_step_delay:StepDelay"]
+    assert set(slow.serve.env) - set(recipe.serve.env) == {
+        ("PYTHONPATH", "{fixtures}/vllm_plugins"), ("QUALIFY_STEP_DELAY_MS", "6")}
+    assert set(recipe.serve.env) <= set(slow.serve.env)
+    assert recipe.ab == slow.ab
+
+
+def test_the_slow_arms_engine_plugin_is_in_the_launched_engines_path(tmp_path):
+    from importlib import resources
+
+    from pytest_qualify.server.target import launch_spec
+    from pytest_qualify.settings import Settings
+
+    spec = launch_spec(load_profile("tiny-cpu-ab-slow"), Settings("tiny-cpu-ab-slow", 1, None, "QUALIFY_API_KEY", tmp_path,
+                                                               None, None), tmp_path, None)
+    plugins = Path(spec.env["PYTHONPATH"])
+    assert plugins == Path(str(resources.files("pytest_qualify.fixtures"))) / "vllm_plugins"
+    assert (plugins / "qualify_step_delay.py").is_file()
+    assert spec.argv[spec.argv.index("--logits-processors") + 1] == "qualify_step_delay:StepDelay"
 
 
 def test_a_gate_the_timing_stage_cannot_produce_is_named_with_why():
