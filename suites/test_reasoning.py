@@ -9,8 +9,9 @@ reasoning). When it took effect, the reason says so.
 
 With thinking enabled the contract turns around: reasoning may be returned, but only in its own
 field, never in the visible content; an answer that returns no reasoning at all (no field, no
-reasoning tokens) while its content holds working besides the prompt's answer slot is a leak (the
-parser stripped or missed the markers). Nothing is stripped before grading.
+reasoning tokens) while its content holds working besides the prompt's answer slot, or on the
+answer's own line ("Let me think step by step: ... The answer is: 42"), is a leak (the parser
+stripped or missed the markers). Nothing is stripped before grading.
 
 The module judges what the engine leaks, not the visible working a prompt invited: each prompt's
 answer contract (``fixtures/reasoning.toml``) is stated and its slot checked, and that check is

@@ -83,6 +83,55 @@ def reasoning_markers(content: str | None) -> list[str]:
     return [marker for _, marker in sorted(found)]
 
 
+# Working written on the answer's own line, where no line stands outside the slot: what a thinking
+# model's reasoning reads like once its markers are gone, never how a reply speaks to its reader.
+# - A sentence before an answer label that starts the next sentence ("6*7=42. The answer is: 42"):
+#   the working before an ANSWER line, written on that line. A courtesy alone before the label
+#   ("Sure! The answer is: Blue") is no working, and a label that does not start a sentence
+#   ("Here is the answer: Blue") is a preamble.
+# - The prompt's asker in the third person ("Okay, the user wants the colour...", "the user is
+#   asking..."): reasoning speaks of the user, a reply speaks to them.
+# - A reply that opens with a first-person deliberation ("Let me think step by step", "Okay, so",
+#   "Hmm, let me", "Wait,", "First, I need to", "I need to figure out"): how the open families'
+#   reasoning starts (Qwen3, DeepSeek-R1), not an answer. A hesitation alone ("Hmm, blue.") or an
+#   acknowledgement ("OK, I'll go with blue.") is an answer's tone, not working.
+_INLINE_LABEL_RE = re.compile(
+    r"(?<=[.!?])[\s*_`]+(?:the\s+)?(?:final\s+)?answer(?:\s+is)?\s*[*_`]*\s*:", re.I)
+_COURTESY_RE = re.compile(
+    r"(?:(?:sure|certainly|of course|okay|ok|alright|all right|absolutely|yes|no|great question|good question|"
+    r"happy to help|here you go|got it)[\s!.,*_]*)+", re.I)
+_ABOUT_THE_USER_RE = re.compile(
+    r"\bthe user(?:'s|\u2019s)?\s+(?:wants|wanted|asks|asked|is asking|was asking|needs|would like|is looking for|"
+    r"requests|requested|mentioned|says|said|provided|gave|question)\b", re.I)
+_DELIBERATION_RE = re.compile(
+    r"\A[\s*_>#-]*(?:"
+    r"(?:okay|ok|alright|all right|so|well|hmm+)[,.!]?\s+(?:so\b|let(?:'s|\u2019s|\s+me|\s+us)\b|first\b|"
+    r"I\s+(?:need|have\s+to|should|must)\b|we\s+(?:need|have\s+to)\b)"
+    r"|let(?:'s|\u2019s|\s+me|\s+us)\s+(?:think|see|figure|work|recall|check|calculate|compute|start|break|reason|consider)\b"
+    r"|wait\s*[,.!]"
+    r"|first,?\s+I\s+(?:need|should|have\s+to|must)\b"
+    r"|I\s+(?:need|have)\s+to\s+(?:figure|determine|find|recall|work|calculate|compute|think)\b"
+    r")", re.I)
+
+
+def one_line_working(content: str | None) -> str:
+    """The working a reply of one line holds on its answer's own line ("" when none): the sentences
+    before an answer label that starts a sentence, or the whole line where it speaks of the user in
+    the third person or opens with a deliberation. Read only where no line stands outside the slot
+    and no reasoning came back with thinking enabled."""
+    text = " ".join(unicodedata.normalize("NFKC", content or "").split())
+    if not text:
+        return ""
+    label = _INLINE_LABEL_RE.search(text)
+    if label is not None:
+        before = text[:label.start()].strip()
+        if before and not _COURTESY_RE.fullmatch(before):
+            return before
+    if _ABOUT_THE_USER_RE.search(text) or _DELIBERATION_RE.match(text):
+        return text
+    return ""
+
+
 def _shown(text: str) -> str:
     text = " ".join(text.split())
     return repr(text if len(text) <= 60 else text[:57] + "...")
@@ -118,7 +167,10 @@ def check_reasoning_separated(
     returned at all — the field empty or whitespace, no reasoning tokens in the usage — a thinking
     model's working can only be in the content, and any text there besides the slot
     (:func:`~pytest_qualify.graders.contract.outside_slot`: the lines before the ``ANSWER`` line, a
-    whole reply of several lines) is that working: "Okay, the user wants…" then the answer. Where
+    whole reply of several lines) is that working: "Okay, the user wants…" then the answer. A reply
+    of one line is read too (:func:`one_line_working`): "Let me think step by step: 6*7=42. The
+    answer is: 42", "Okay, the user wants the colour, so it is blue." leak; "Blue.", "The answer
+    is: Blue" and "ANSWER: 42" do not. Where
     reasoning did come back, visible working beside it is the model's answer, never judged here.
     ``parser`` names the deployment's reasoning parser in the reason (None: not known here)."""
     markers = reasoning_markers(content)
@@ -131,12 +183,16 @@ def check_reasoning_separated(
     if contract is not None and not returned and not reasoning_tokens:
         working = outside_slot(content, contract)
         if working:
-            who = f"the reasoning parser {parser!r}" if parser else "the deployment's reasoning parser"
             lines = sum(1 for line in working.splitlines() if line.strip())
+            held = f"holds {lines} line{'s' if lines != 1 else ''} of working besides its answer slot"
+        else:
+            working = one_line_working(content)
+            held = "holds working on its answer's own line"
+        if working:
+            who = f"the reasoning parser {parser!r}" if parser else "the deployment's reasoning parser"
             return Verdict.reject(
                 f"reasoning leak: thinking is enabled and no reasoning came back (no reasoning field, no reasoning "
-                f"tokens), while the visible content holds {lines} line{'s' if lines != 1 else ''} of working "
-                f"besides its answer slot: {_shown(working)} ({who} left the reasoning in the content)"
+                f"tokens), while the visible content {held}: {_shown(working)} ({who} left the reasoning in the content)"
             )
     where = ("in the reasoning field" if returned else
              f"counted in the usage ({reasoning_tokens} tokens), none returned" if reasoning_tokens else "none returned")

@@ -25,6 +25,9 @@ SERVED_FAULTS = {
     "leak_reasoning_unmarked": "with thinking enabled, answers to the reasoning prompts return no reasoning field and "
                                "carry the reasoning as plain prose before the answer in the content, its think tags "
                                "stripped (a parser that stripped or missed them: vLLM #46042)",
+    "leak_reasoning_one_line": "with thinking enabled, answers to the reasoning prompts return no reasoning field and "
+                               "carry the reasoning as one sentence of plain prose on the answer's own line, its think "
+                               "tags stripped (the one-line form of leak_reasoning_unmarked)",
     "thinking_override_blank": "a caller's chat_template_kwargs enable_thinking=true is honoured although the profile "
                                "forbids it, as vLLM 0.26.0 honours it on a random-weight model: the reasoning field "
                                "fills with whitespace until the answer budget is spent (finish 'length', no visible answer)",
@@ -33,6 +36,9 @@ HONOURING_FAULTS = ("thinking_overridable", "thinking_override_blank")
 REASONING_TEXT = "The user asks a short question. I recall the fact and answer it briefly."
 # The reasoning as a thinking model writes it, once its markers are gone (leak_reasoning_unmarked).
 UNMARKED_WORKING = "Okay, the user wants a short answer. Let me think step by step.\n" + REASONING_TEXT
+# The same on one line before the answer's last line (leak_reasoning_one_line): no line stands
+# outside the slot, only the words tell the working apart.
+ONE_LINE_WORKING = "Okay, the user wants a short answer, so I recall the fact and answer it briefly."
 
 
 @cache
@@ -75,6 +81,10 @@ def finalize(req: ChatRequest, reply: Reply, ctx: OracleContext) -> Reply:
     if "leak_reasoning_unmarked" in ctx.faults and thinking_on(req, ctx) and req.last_user_text().strip() in prompts():
         ctx.faults.engage("leak_reasoning_unmarked")
         reply = dataclasses.replace(reply, reasoning=None, content=f"{UNMARKED_WORKING}\n\n{reply.content or ''}")
+    if "leak_reasoning_one_line" in ctx.faults and thinking_on(req, ctx) and req.last_user_text().strip() in prompts():
+        ctx.faults.engage("leak_reasoning_one_line")
+        last = (reply.content or "").strip().splitlines()[-1] if (reply.content or "").strip() else ""
+        reply = dataclasses.replace(reply, reasoning=None, content=f"{ONE_LINE_WORKING} {last}")
     if req.last_user_text().strip() in prompts():
         if "leak_reasoning" in ctx.faults:
             ctx.faults.engage("leak_reasoning")

@@ -467,6 +467,9 @@ REASONING = Styles(
         ("Commentary\nThe sky is blue.", None, None),
         ("Blue", "\n\n", None),
         ("Blue", "   \n", 0),
+        # one line of working with thinking disabled: prose, no reasoning the engine produced
+        ("Okay, the user wants the colour of a clear daytime sky, so the answer is Blue.", None, None),
+        ("Let me think step by step: 3 pm + 2 h = 5 pm. The answer is: 5 pm", None, 0),
     ],
     near_misses=[
         (("<think>\nThe sky is blue.\n</think>\n\nBlue", None, None), "reasoning markers in the visible content"),
@@ -537,6 +540,36 @@ THINKING_ON_STYLES: list[tuple[Any, str | None]] = [
     (("train", "ANSWER: 5 pm\nOkay, wait, let me double-check: 3 + 2 = 5.", None, None), LEAK),
     (("spider", "Okay, so the user asks how many legs a spider has.\nSpiders are arachnids.\n8", None, None),
      "(the reasoning parser 'qwen3' left the reasoning in the content)"),
+    # one line: a plain short answer, a label, a courtesy or a preamble before it, a sentence that
+    # answers, a hesitation: no working, however no reasoning came back
+    (("sky", "Blue.", None, None), None),
+    (("sky", "The answer is: Blue", None, None), None),
+    (("sky", "Sure! The answer is: Blue", None, 0), None),
+    (("sky", "Here is the answer: Blue", None, None), None),
+    (("sky", "The sky is blue.", "", None), None),
+    (("sky", "I think it's blue.", None, None), None),
+    (("sky", "Hmm, blue.", None, None), None),
+    (("sky", "OK, I'll go with blue.", None, None), None),
+    (("spider", "A spider has **8** legs.", None, None), None),
+    (("spider", "**Final answer:** 8", None, None), None),
+    (("train", "ANSWER: 5 pm", " ", 0), None),
+    (("train", "The final answer is: 5 pm", None, None), None),
+    # one line of working, reasoning returned or counted: the model's visible answer, not judged here
+    (("sky", "Okay, the user wants the colour of the sky, so the answer is blue.", THOUGHT, None), None),
+    (("train", "Let me think step by step: 3 pm + 2 h = 5 pm. The answer is: 5 pm", None, 31), None),
+    # one line of working and no reasoning back: the parser stripped or missed its markers
+    (("sky", "Okay, the user wants the colour of a clear daytime sky, so the answer is Blue.", None, None),
+     LEAK + ", while the visible content holds working on its answer's own line: 'Okay, the user wants the colour"),
+    (("train", "Let me think step by step: 3 pm + 2 h = 5 pm. The answer is: 5 pm", None, None),
+     LEAK + ", while the visible content holds working on its answer's own line: 'Let me think step by step: "
+            "3 pm + 2 h = 5 pm.' (the reasoning parser 'qwen3' left the reasoning in the content)"),
+    (("train", "3 pm + 2 h = 5 pm. **ANSWER:** 5 pm", "", 0), LEAK + ", while the visible content holds working on"),
+    (("train", "It leaves at 3 pm and takes 2 hours. The final answer is: 5 pm", " \n", None), LEAK),
+    (("spider", "The user is asking how many legs a spider has: 8.", None, None), LEAK),
+    (("spider", "Okay, so spiders are arachnids with four pairs of legs, 8.", None, None), LEAK),
+    (("spider", "Hmm, let me recall: arachnids have eight legs. 8", None, None), LEAK),
+    (("sky", "First, I need to recall why the sky looks blue. Blue", None, None), LEAK),
+    (("sky", "Wait, Rayleigh scattering favours short wavelengths, so Blue.", None, None), LEAK),
     (("sky", THOUGHT + "</think>\n\nBlue", None, None), "reasoning markers in the visible content: '</think>'"),
     (("sky", "<think>\n" + THOUGHT + "\n</think>\n\nBlue", THOUGHT, None), "reasoning markers in the visible content"),
 ]

@@ -11,7 +11,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from pytest_qualify.graders.reasoning import (
-    check_no_reasoning, check_override_had_no_effect, check_reasoning_separated, reasoning_markers,
+    check_no_reasoning, check_override_had_no_effect, check_reasoning_separated, one_line_working, reasoning_markers,
 )
 
 
@@ -162,6 +162,67 @@ def test_property_working_lines_before_the_slot_with_no_reasoning_back_always_le
     assert not verdict.ok and verdict.reason.startswith("reasoning leak: "), verdict.reason
     # The same content beside reasoning that did come back is the model's visible answer.
     assert check_reasoning_separated(content, "hidden reasoning", tokens, contract=prompt.contract).ok
+
+
+# -- one line: the working written on the answer's own line (no line outside the slot) ----------------
+
+@pytest.mark.parametrize("content,working", [
+    ("Okay, the user wants the capital of France, so the answer is Paris.",
+     "Okay, the user wants the capital of France, so the answer is Paris."),
+    ("Let me think step by step: 6*7=42. The answer is: 42", "Let me think step by step: 6*7=42."),
+    ("6 * 7 = 42. **ANSWER:** 42", "6 * 7 = 42."),
+    ("Six sevens make 42! Final answer: 42", "Six sevens make 42!"),
+    ("So the user asked for the product; 42.", "So the user asked for the product; 42."),
+    ("Alright, let's see: 6 times 7 is 42.", "Alright, let's see: 6 times 7 is 42."),
+    ("I need to compute 6*7, which is 42.", "I need to compute 6*7, which is 42."),
+    ("Wait, 6*7 is 42.", "Wait, 6*7 is 42."),
+    # no working: a value, a label, a courtesy or a preamble before it, an answer's sentence or tone
+    ("Paris.", ""), ("The answer is: Paris", ""), ("ANSWER: 42", ""), ("**Final answer:** 42", ""),
+    ("Sure! The answer is: Paris", ""), ("Of course. Answer: 42", ""), ("Here is the answer: Paris", ""),
+    ("The capital of France is Paris.", ""), ("I think it's Paris.", ""), ("Hmm, Paris.", ""),
+    ("OK, I'll go with Paris.", ""), ("The user manual says 42.", ""), ("Let it be 42.", ""), ("", ""), (None, ""),
+])
+def test_one_line_working_is_the_reasoning_written_on_the_answers_line(content, working):
+    assert one_line_working(content) == working
+
+
+def test_a_one_line_leak_names_its_working_and_the_parser_and_is_judged_only_with_thinking_on():
+    sky = _prompts()["sky"].contract
+    content = "Okay, the user wants the colour of a clear daytime sky, so the answer is Blue."
+    verdict = check_reasoning_separated(content, None, None, contract=sky, parser="qwen3")
+    assert not verdict.ok and not verdict.is_format
+    assert ("no reasoning tokens), while the visible content holds working on its answer's own line: "
+            "'Okay, the user wants the colour") in verdict.reason
+    assert verdict.reason.endswith("(the reasoning parser 'qwen3' left the reasoning in the content)")
+    # reasoning returned or counted: the visible answer's own prose; thinking off: no engine reasoning
+    assert check_reasoning_separated(content, "The sky scatters blue.", None, contract=sky).ok
+    assert check_reasoning_separated(content, None, 18, contract=sky).ok
+    assert check_no_reasoning(content, None, None).ok
+
+
+@given(st.sampled_from(["sky", "train", "spider"]),
+       st.sampled_from(["Let me think step by step: {w}.", "Okay, the user wants the answer. {w}.", "{w}.",
+                        "Okay, so {w}.", "First, I need to check: {w}!", "The user is asking this; {w}?"]),
+       st.text(alphabet=st.characters(whitelist_categories=("Nd",), whitelist_characters=" +=*x"),
+               min_size=1, max_size=40).filter(str.strip),
+       st.sampled_from(["The answer is: ", "ANSWER: ", "**Final answer:** ", "The final answer is: "]),
+       st.sampled_from([None, "", " \n"]), st.sampled_from([None, 0]))
+def test_property_a_sentence_of_working_before_the_label_on_one_line_always_leaks(prompt_id, lead, words, label,
+                                                                                   field, tokens):
+    prompt = _prompts()[prompt_id]
+    content = f"{lead.format(w=words.strip())} {label}{prompt.answer.splitlines()[-1].split(': ')[-1]}"
+    verdict = check_reasoning_separated(content, field, tokens, contract=prompt.contract, parser="qwen3")
+    assert not verdict.ok and verdict.reason.startswith("reasoning leak: "), (content, verdict.reason)
+
+
+@given(st.sampled_from(["sky", "train", "spider"]),
+       st.sampled_from(["", "The answer is: ", "ANSWER: ", "**Answer:** ", "Final answer: ", "Sure! The answer is: ",
+                        "Here is the answer: ", "Certainly. ANSWER: "]),
+       st.sampled_from(["", ".", "!", "**"]), st.sampled_from([None, "", " "]), st.sampled_from([None, 0]))
+def test_property_a_plain_short_answer_on_one_line_never_leaks(prompt_id, label, end, field, tokens):
+    prompt = _prompts()[prompt_id]
+    content = f"{label}{prompt.answer.splitlines()[-1].split(': ')[-1]}{end}"
+    assert check_reasoning_separated(content, field, tokens, contract=prompt.contract, parser="qwen3").ok, content
 
 
 plain = st.text(alphabet=st.characters(blacklist_characters="<>[]◁▷|:"), max_size=80)

@@ -179,8 +179,8 @@ def test_every_fault_of_these_modules_is_exercised():
     mods = (oracle_context, oracle_json, oracle_reasoning, oracle_finish)
     own = {name for mod in mods for name in (*getattr(mod, "FAULTS", {}), *getattr(mod, "SERVED_FAULTS", {}))}
     # timed_answer_differs is the integrity module's to catch (tests/suites/test_integrity.py);
-    # leak_reasoning_unmarked needs thinking enabled (tests/suites/test_reasoning_thinking_on.py).
-    assert own - {"timed_answer_differs", "leak_reasoning_unmarked"} | {"overwindow_500", "overwindow_accept"} == names
+    # leak_reasoning_unmarked and leak_reasoning_one_line need thinking enabled (tests/suites/test_reasoning_thinking_on.py).
+    assert own - {"timed_answer_differs", "leak_reasoning_unmarked", "leak_reasoning_one_line"} | {"overwindow_500", "overwindow_accept"} == names
 
 
 def test_salt_ignoring_prefix_cache_is_caught_by_context(qualify_pytest, small):

@@ -1,7 +1,8 @@
 """The reasoning module with thinking enabled, end to end against the reference server: reasoning in
 its own field passes; reasoning that comes back as plain prose in the content, with no reasoning
 field and no reasoning tokens (a parser that stripped or missed the markers), fails every reasoning
-prompt as a leak naming the recipe's reasoning parser."""
+prompt as a leak naming the recipe's reasoning parser, whether the working stands on lines of its own
+or on the answer's own line."""
 
 from __future__ import annotations
 
@@ -41,5 +42,21 @@ def test_reasoning_unmarked_in_the_content_is_a_leak_naming_the_parser(qualify_p
         assert ("reasoning leak: thinking is enabled and no reasoning came back (no reasoning field, no reasoning "
                 "tokens), while the visible content holds 3 lines of working besides its answer slot: 'Okay, the user "
                 "wants a short answer.") in item["reason"], item["reason"]
+        assert item["reason"].endswith("(the reasoning parser 'qwen3' left the reasoning in the content)"), item["reason"]
+        assert item["failure_kind"] == "fact"
+
+
+def test_reasoning_on_the_answers_own_line_is_a_leak_naming_the_parser(qualify_pytest: QualifyPytest):
+    result = qualify_pytest(profile=_thinking_on(qualify_pytest.pytester.path), repeat=1, faults=("leak_reasoning_one_line",),
+                            suites=suite("reasoning"))
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-3000:]
+    summary = qualify_pytest.summary()
+    assert {f["name"]: f["engaged"] for f in summary["faults"]["armed"]} == {"leak_reasoning_one_line": True}
+    items = [i for i in summary["items"] if i["module"] == "reasoning"]
+    assert len(items) == 2 * len(PROMPTS) + 2 and all(i["outcome"] == "failed" for i in items), items
+    for item in items:
+        assert ("reasoning leak: thinking is enabled and no reasoning came back (no reasoning field, no reasoning "
+                "tokens), while the visible content holds working on its answer's own line: 'Okay, the user wants a "
+                "short answer, so I") in item["reason"], item["reason"]
         assert item["reason"].endswith("(the reasoning parser 'qwen3' left the reasoning in the content)"), item["reason"]
         assert item["failure_kind"] == "fact"
