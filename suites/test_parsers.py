@@ -86,13 +86,18 @@ def test_forced_cases(shard, qualify_ask, qualify_client, qualify_profile, quali
     where = f"parsers {shard[0].kind} {shard[0].id}..{shard[-1].id} ({label})"
     markers = _marker_ids(qualify_client)
 
+    def tokenize(text: str) -> list[int]:
+        """The served tokenizer's encoding of a forced text (its ids are biased: tasks/parsers.TEXT_BIAS)."""
+        return qualify_client.post_json("/tokenize", {"model": qualify_client.model, "prompt": text,
+                                                      "add_special_tokens": False}).get("tokens") or []
+
     def one(case: parsers.ParserCase) -> parsers.Asked:
         def chat(messages, stream=False, **params):  # type: ignore[no-untyped-def]
             how = "stream" if stream else "plain"
             return qualify_ask(messages, check_finish=False, stream=stream, salt_suffix=f"-{case.id}-{how}", **params)
 
         return parsers.ask_case(chat, case, plan.served.syntax, markers, thinking_off=plan.thinking_off,
-                                label=label, model=profile.deployment.served_name)
+                                label=label, model=profile.deployment.served_name, tokenize=tokenize)
 
     # At the deployment's own admission limit: the engine batches them, as it would its clients'.
     with ThreadPoolExecutor(max(1, profile.limits.max_num_seqs)) as pool:

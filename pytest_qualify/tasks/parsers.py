@@ -21,7 +21,7 @@ this file only reads it.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -38,6 +38,10 @@ TERMINALS = ("<tool_call>", "</tool_call>", "<function=", "</function>", "<param
              "<think>", "</think>", "<|im_start|>", "<|im_end|>", "<|endoftext|>")
 # logit_bias's largest value (vLLM clamps to OpenAI's range): a marker the grammar allows wins.
 MARKER_BIAS = 100
+# The forced text's own tokens (its tokenizer's encoding, /tokenize): below the markers, above any
+# other token the grammar allows. A model writes its text in its tokenizer's tokens; a random model
+# under a text grammar picks any spelling and took about 1.7 times as many (docs/real-vllm.md).
+TEXT_BIAS = 50
 # How many cases of each kind the sample run in the full stage asks (the parsers stage asks all).
 SAMPLE_PER_KIND = {"call": 12, "parallel": 4, "after_content": 4, "after_reasoning": 4, "long_string": 0,
                    "reasoning": 6, "held": 10}
@@ -237,12 +241,14 @@ def case_prompt(case: ParserCase) -> str:
 
 
 def forced_body(case: ParserCase, syntax: str, tools: Sequence[Mapping[str, Any]],
-                marker_ids: Mapping[str, int], *, thinking_off: bool = False) -> dict[str, Any]:
+                marker_ids: Mapping[str, int], *, thinking_off: bool = False,
+                text_ids: Sequence[int] = ()) -> dict[str, Any]:
     """The request fields (beside model, temperature, seed and stream, which the asker sets) that
-    make the engine generate :func:`model_text`: the constraint, the markers' own ids biased, the
-    generated ids asked back, a token budget no spelling of the text can pass (a token is at least
-    one byte), and thinking switched on for a case that reasons (off for the others where
-    ``thinking_off``: a deployment that thinks by default)."""
+    make the engine generate :func:`model_text`: the constraint, the markers' own ids biased most and
+    the text's own ids (``text_ids``, its tokenizer's encoding) less, the generated ids asked back, a
+    token budget no spelling of the text can pass (a token is at least one byte), and thinking
+    switched on for a case that reasons (off for the others where ``thinking_off``: a deployment that
+    thinks by default)."""
     text = model_text(case, syntax)
     body: dict[str, Any] = {
         "messages": [{"role": "user", "content": case_prompt(case)}],
@@ -252,8 +258,10 @@ def forced_body(case: ParserCase, syntax: str, tools: Sequence[Mapping[str, Any]
         "max_tokens": len(text.encode("utf-8")) + 8,
         "return_token_ids": True,
     }
-    if marker_ids:
-        body["logit_bias"] = {str(i): MARKER_BIAS for i in sorted(set(marker_ids.values()))}
+    bias = {int(i): TEXT_BIAS for i in text_ids}
+    bias.update({int(i): MARKER_BIAS for i in marker_ids.values()})
+    if bias:
+        body["logit_bias"] = {str(i): bias[i] for i in sorted(bias)}
     if case.thinking:
         body["chat_template_kwargs"] = {"enable_thinking": True}
     elif thinking_off:
@@ -447,15 +455,16 @@ class Asked:
 
 
 def ask_case(chat: Any, case: ParserCase, syntax: str, markers: Mapping[str, int], *, thinking_off: bool,
-             label: str, model: str) -> Asked:
+             label: str, model: str, tokenize: Callable[[str], Sequence[int]] | None = None) -> Asked:
     """Ask ``case`` plain (with its generated ids) and streamed through ``chat(messages, **params)``
     (a ``client.answer.Answer`` back), grade both (``graders/parsers.py``) and build its record line:
     outcome, chunking, the markers' token check and, for a deviation, the request to replay it."""
     from pytest_qualify.graders.parsers import Expected, Seen, grade_case
 
-    body = forced_body(case, syntax, corpus_tools(), markers, thinking_off=thinking_off)
-    messages = body.pop("messages")
     text = model_text(case, syntax)
+    body = forced_body(case, syntax, corpus_tools(), markers, thinking_off=thinking_off,
+                       text_ids=tokenize(text) if tokenize is not None else ())
+    messages = body.pop("messages")
     plain = chat(messages, **body)
     streamed = chat(messages, stream=True, **{k: v for k, v in body.items() if k != "return_token_ids"})
     expected = Expected(tuple((c.name, c.arguments) for c in case.calls), case.content, case.reasoning)

@@ -60,9 +60,12 @@ def _ask_all(server: Served, cases: list[parsers.ParserCase]) -> list[parsers.As
             markers[marker] = ids[0]
     assert set(markers) == set(parsers.MARKERS)  # Qwen3's tokenizer holds each as one token
 
+    def tokenize(text: str) -> list[int]:
+        return client.post_json("/tokenize", {"model": client.model, "prompt": text, "add_special_tokens": False})["tokens"]
+
     def one(case: parsers.ParserCase) -> parsers.Asked:
         return parsers.ask_case(lambda m, **p: client.chat(m, temperature=0, seed=1, **p), case, "qwen3_coder", markers,
-                                thinking_off=False, label="vllm", model=client.model)
+                                thinking_off=False, label="vllm", model=client.model, tokenize=tokenize)
 
     with ThreadPoolExecutor(profile.limits.max_num_seqs) as pool:
         return list(pool.map(one, cases))

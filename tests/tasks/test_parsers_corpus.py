@@ -86,6 +86,41 @@ def test_every_case_is_forced_as_written(syntax):
         assert ("chat_template_kwargs" in body) == case.thinking
 
 
+def test_the_texts_own_tokens_are_biased_below_the_markers():
+    case = CORPUS[0]
+    # The text's encoding holds the marker's id too (a tokenizer reads "<tool_call>" as its token):
+    # the marker keeps the higher bias, every other id of the text gets the text's.
+    body = parsers.forced_body(case, "qwen3_coder", parsers.corpus_tools(), {"<tool_call>": 7},
+                               text_ids=[12, 7, 12, 40, 3])
+    assert body["logit_bias"] == {"3": parsers.TEXT_BIAS, "7": parsers.MARKER_BIAS, "12": parsers.TEXT_BIAS,
+                                  "40": parsers.TEXT_BIAS}
+    assert 0 < parsers.TEXT_BIAS < parsers.MARKER_BIAS <= 100
+    # No tokenizer and no marker: no bias at all.
+    assert "logit_bias" not in parsers.forced_body(case, "qwen3_coder", parsers.corpus_tools(), {})
+
+
+def test_ask_case_biases_the_encoding_of_the_text_it_forces():
+    case = CORPUS[0]
+    asked_with, tokenized = [], []
+
+    def chat(messages, stream=False, **params):
+        asked_with.append(params)
+        raise StopAsking
+
+    def tokenize(text):
+        tokenized.append(text)
+        return [5, 6]
+
+    with pytest.raises(StopAsking):
+        parsers.ask_case(chat, case, "qwen3_coder", {}, thinking_off=False, label="x", model="m", tokenize=tokenize)
+    assert tokenized == [parsers.model_text(case, "qwen3_coder")]
+    assert asked_with[0]["logit_bias"] == {"5": parsers.TEXT_BIAS, "6": parsers.TEXT_BIAS}
+
+
+class StopAsking(Exception):
+    pass
+
+
 def test_a_value_holding_the_syntax_is_refused():
     with pytest.raises(parsers.ParserCaseError, match="parameter"):
         parsers.ParserCase.of({"id": "x", "kind": "call", "calls": [
