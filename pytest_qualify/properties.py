@@ -21,8 +21,9 @@ JOURNALED = "qualify_journaled"
 # A failed item whose request the endpoint refused with HTTP 401 or 403: its credentials, not the
 # deployment, decided it (most items so: the run is not judged).
 CREDENTIALS_REFUSED = "credentials_refused"
-# A failed item whose request the harness could not build (a prompt it could not size): the
-# deployment was never asked, so the item is not judged (the run INCOMPLETE, naming the harness).
+# A failed item whose request the harness could not build (a prompt it could not size) or could not
+# make measure the deployment (no threshold, a forced text not generated as the model's own marker
+# tokens): the deployment was not judged, so neither is the item (the run INCOMPLETE, naming why).
 HARNESS_FAILURE = "harness_failure"
 
 # A failure's kind. FORMAT: the answer did not follow its contract (its slot is missing or

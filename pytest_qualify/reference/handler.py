@@ -253,10 +253,13 @@ class Handler(BaseHTTPRequestHandler):
             ]}
             if reply.reasoning:
                 message["reasoning_content"] = reply.reasoning
+            choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
+            if body.get("return_token_ids") and reply.token_ids is not None:
+                choice["token_ids"] = list(reply.token_ids)
             self._send_json(200, {
                 "id": rid, "object": "chat.completion", "created": int(time.time()),
                 "model": st.profile.deployment.served_name,
-                "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+                "choices": [choice],
                 "usage": usage,
             })
 

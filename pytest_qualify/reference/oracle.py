@@ -103,6 +103,9 @@ class Reply:
     cached_tokens: int | None = None
     # The answer faults that changed this answer (the steering log's proof that a fault engaged).
     faults: tuple[str, ...] = ()
+    # The generated ids, returned on the choice where the request asks ``return_token_ids`` (vLLM's
+    # ``token_ids``); None: the server's tokenizer's ids of the answer's text are not known here.
+    token_ids: tuple[int, ...] | None = None
 
 
 @dataclass

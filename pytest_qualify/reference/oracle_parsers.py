@@ -14,10 +14,19 @@ the text around the calls is the content, stripped of its surrounding whitespace
 made. The hermes syntax's blocks are JSON. The stream's chunking follows the handler (content held
 when it is whitespace alone, as vLLM's qwen3_coder parser holds it).
 
-The parsers module's fault: ``parser_shift_argument[=N]`` changes one argument of the calls in one
+The plain answer carries the generated ids where asked (``return_token_ids``): the server's
+tokenizer's ids of the forced text, each marker (``<think>``, ``</think>``, ``<tool_call>``,
+``</tool_call>``) one token of its own, as the Qwen3 tokenizer holds them.
+
+The parsers module's faults: ``parser_shift_argument[=N]`` changes one argument of the calls in one
 forced tool-call answer of every N (default 1,000: the N-th, 2N-th, ... this server reads). The steering
 proxy imposes it on a real vLLM (:func:`shifted_text`): it forces the caller's text with the
 argument changed, as a proxy or a template that rewrote the model's output would.
+``parser_markers_spelt`` generates a forced text's markers spelt in other tokens (``<`` ``think``
+``>``), as vLLM 0.32 did where the forcing took the text's characters, not the model's own marker
+tokens: the plain answer's ids show it, and the streamed answer's parsers, which read the markers by
+id, miss them (the reasoning runs to the end, the calls stay text), so the case deviates and measured
+the forcing, not the parser.
 """
 
 from __future__ import annotations
@@ -28,12 +37,16 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_qualify.reference import tokenizer
 from pytest_qualify.reference.oracle import ChatRequest, OracleContext, Reply
-from pytest_qualify.tasks.parsers import PROMPT_PREFIX, SYNTAX_OF_PARSER, forced_text, render_tool_calls, served
+from pytest_qualify.tasks.parsers import MARKERS, PROMPT_PREFIX, SYNTAX_OF_PARSER, forced_text, render_tool_calls, served
 
 PRIORITY = 5
 FAULTS = {"parser_shift_argument": "[=N]: one argument of the forced tool calls comes back changed in 1 forced "
                                    "tool-call answer of N (default 1,000: the N-th, 2N-th, ... the server reads)"}
+SERVED_FAULTS = {"parser_markers_spelt": "a forced text's reasoning and tool-call markers are generated spelt in "
+                                        "other tokens, not as the model's own marker tokens (the generated ids "
+                                        "show it), and the streamed answer's parsers miss them"}
 SHIFT_PERIOD = 1000
 
 _TOOL_BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
@@ -52,14 +65,23 @@ def answer(req: ChatRequest, ctx: OracleContext) -> Reply | None:
         return None
     parsers = served(ctx.profile.serve.args)
     syntax = SYNTAX_OF_PARSER.get(parsers.tool_parser or "") if req.tools and req.body.get("tool_choice") != "none" else None
+    thinking = _thinking(req, ctx)
     reasoning, content, calls = parse(text, syntax=syntax, reasoning_parser=parsers.reasoning_parser,
-                                      thinking=_thinking(req, ctx), tools=req.tools)
+                                      thinking=thinking, tools=req.tools)
+    ids = tuple(tokenizer.ids(text))
+    if "parser_markers_spelt" in ctx.faults and any(marker in text for marker in MARKERS):
+        ctx.faults.engage("parser_markers_spelt")
+        ids = tuple(tokenizer.spelt_ids(text))
+        if req.stream:
+            # The streamed parsers find no marker token: no end of the reasoning, no call.
+            reasoning, content, calls = (text, None, []) if parsers.reasoning_parser and thinking else (None, text, [])
     if calls and "parser_shift_argument" in ctx.faults and ctx.occurrence("parser-forced-calls") % _period(ctx) == 0:
         ctx.faults.engage("parser_shift_argument")
         name, args = calls[0]
         calls = [(name, shift(args)), *calls[1:]]
-        return Reply(content=content, tool_calls=calls, reasoning=reasoning, faults=("parser_shift_argument",))
-    return Reply(content=content, tool_calls=calls, reasoning=reasoning)
+        return Reply(content=content, tool_calls=calls, reasoning=reasoning, faults=("parser_shift_argument",),
+                     token_ids=ids)
+    return Reply(content=content, tool_calls=calls, reasoning=reasoning, token_ids=ids)
 
 
 def _period(ctx: OracleContext) -> int:

@@ -14,7 +14,12 @@ import zlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-TOKEN_RE = re.compile(r"<\|[a-z_]+\|>|\w+|[^\w\s]")
+# The reasoning and tool-call markers are one token each, as in the Qwen3 tokenizer the recipes
+# serve (the parsers module checks that a forced marker came as that token).
+TOKEN_RE = re.compile(r"<\|[a-z_]+\|>|</?(?:think|tool_call)>|\w+|[^\w\s]")
+# The same text with those markers spelt in the tokens of their characters ("<" "think" ">"): what a
+# forced text that did not take the markers' own tokens was generated as.
+_SPELT_RE = re.compile(r"<\|[a-z_]+\|>|\w+|[^\w\s]")
 IMAGE_TOKENS = 64
 VIDEO_TOKENS = 256
 VOCAB = 151_936
@@ -30,6 +35,11 @@ def count(text: str) -> int:
 
 def ids(text: str) -> list[int]:
     return list(_ids(text))
+
+
+def spelt_ids(text: str) -> list[int]:
+    """The ids of ``text`` with its reasoning and tool-call markers spelt in other tokens."""
+    return [zlib.crc32(t.encode()) % VOCAB for t in _SPELT_RE.findall(text)]
 
 
 @functools.lru_cache(maxsize=8)

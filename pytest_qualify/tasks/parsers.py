@@ -454,6 +454,48 @@ class Asked:
         return not o.exact or o.parity is not None or o.incremental is False
 
 
+@dataclass(frozen=True)
+class ShardJudgement:
+    """What one item's asked cases say of the deployment. A deviation whose markers came as the
+    model's own tokens (or could not be told: no marker is one token here, no ids came back) is the
+    parsers' and fails the item. One whose forced markers were spelt in other tokens measured the
+    forcing, not the parser: it judges nothing of the deployment, so where no judged deviation
+    fails the item, the item is not judged (neither a pass nor a FAIL: the run INCOMPLETE)."""
+
+    cases: int
+    deviations: tuple[str, ...]  # "<case id> (<note>): <deviations>", the parsers' own
+    unforced: tuple[str, ...]  # "<case id>: <how the markers' tokens differ>"
+
+    def failure(self, replay: str) -> str | None:
+        """The item's FAIL reason, None when no judged deviation: ``replay`` names the record file."""
+        if not self.deviations:
+            return None
+        besides = (f"; {len(self.unforced)} more were not generated as the model's own marker tokens "
+                   "(not judged)") if self.unforced else ""
+        return (f"{len(self.deviations)} of {self.cases} forced cases did not come back exactly (replay: {replay})"
+                f"{besides}; " + " | ".join(self.deviations[:5]))
+
+    def not_judged(self) -> str | None:
+        """Why the item judged nothing (without the gate's "not judged: " head), None when it did."""
+        if self.deviations or not self.unforced:
+            return None
+        return (f"{len(self.unforced)} of {self.cases} forced cases were not generated as the model's own marker "
+                f"tokens, so they measured the forcing, not the parser: " + " | ".join(self.unforced[:3]))
+
+
+def judge_shard(results: Sequence["Asked"]) -> ShardJudgement:
+    """The item's judgement over its asked cases (:class:`ShardJudgement`)."""
+    deviations, unforced = [], []
+    for asked in results:
+        if not asked.deviates:
+            continue
+        if asked.unforced is not None:
+            unforced.append(f"{asked.case.id}: {asked.unforced}")
+        else:
+            deviations.append(f"{asked.case.id} ({asked.case.note}): {'; '.join(asked.outcome.deviations)}")
+    return ShardJudgement(len(results), tuple(deviations), tuple(unforced))
+
+
 def ask_case(chat: Any, case: ParserCase, syntax: str, markers: Mapping[str, int], *, thinking_off: bool,
              label: str, model: str, tokenize: Callable[[str], Sequence[int]] | None = None) -> Asked:
     """Ask ``case`` plain (with its generated ids) and streamed through ``chat(messages, **params)``

@@ -155,3 +155,46 @@ def test_a_steered_run_whose_every_request_carried_its_own_constraint_is_not_inc
     rows.append(SteerRecord(3, 200, False, False, None, other.reason, passed_through=True))
     log.write_text("".join(json.dumps(asdict(r)) + "\n" for r in rows))
     assert any("no forced answer came back" in r for r in incomplete_reasons(log))
+
+
+def _marker_ids(client: QualifyClient) -> dict[str, int]:
+    found = {}
+    for marker in parsers.MARKERS:
+        ids = client.post_json("/tokenize", {"model": client.model, "prompt": marker, "add_special_tokens": False})["tokens"]
+        if len(ids) == 1:
+            found[marker] = ids[0]
+    return found
+
+
+def _ask_marked(client: QualifyClient, case: parsers.ParserCase) -> parsers.Asked:
+    def chat(messages, **params):  # type: ignore[no-untyped-def]
+        return client.chat(messages, temperature=0, seed=1, **params)
+
+    return parsers.ask_case(chat, case, "qwen3_coder", _marker_ids(client), thinking_off=False, label="reference",
+                            model=client.model)
+
+
+def test_the_markers_are_one_token_each_and_generated_as_their_own(serve):
+    client, _ = serve()
+    assert set(_marker_ids(client)) == set(parsers.MARKERS)
+    cases = [next(c for c in parsers.corpus() if c.kind == kind) for kind in ("call", "after_reasoning", "reasoning")]
+    asked = [_ask_marked(client, case) for case in cases]
+    assert [(a.case.id, a.deviates, a.unforced, a.line["markers_as_tokens"]) for a in asked] == [
+        (a.case.id, False, None, "held") for a in asked]
+
+
+def test_markers_spelt_in_other_tokens_deviate_and_measured_the_forcing(serve):
+    client, state = serve("parser_markers_spelt")
+    cases = [next(c for c in parsers.corpus() if c.kind == kind) for kind in ("call", "reasoning", "held")]
+    call, reasoning, held = (_ask_marked(client, case) for case in cases)
+    # The streamed parsers missed the markers: the call stays text, the reasoning runs to the end.
+    assert call.deviates and call.outcome.plain is None and call.outcome.streamed is not None
+    assert call.unforced == ("'<tool_call>' is 1 time(s) in the forced text but its token "
+                             f"{_marker_ids(client)['<tool_call>']} was generated 0 time(s)")
+    assert reasoning.deviates and reasoning.unforced is not None and "'<think>'" in reasoning.unforced
+    assert "streamed" in " ".join(reasoning.outcome.deviations)
+    # A case with no marker is generated as it is: nothing spelt, nothing missed.
+    assert not held.deviates and held.unforced is None
+    judgement = parsers.judge_shard([call, reasoning, held])
+    assert judgement.failure("x") is None and judgement.not_judged().startswith("2 of 3 forced cases were not generated")
+    assert {r.name for r in state.faults.log.records() if r.engaged} == {"parser_markers_spelt"}

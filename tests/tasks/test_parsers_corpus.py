@@ -154,3 +154,39 @@ def test_the_plan_says_what_the_deployment_can_be_made_to_emit(args, thinking, o
     assert bool(plan.left_out) == (not plain or not reasoning)
     if not reasoning and overridable and "--reasoning-parser" in args:
         assert "enable_in_reasoning" in " ".join(plan.left_out)
+
+
+# -- the item's judgement: a deviation of the parsers fails it; one that measured the forcing does not --
+
+def _asked(case_id: str, *, exact: bool = True, unforced: str | None = None) -> parsers.Asked:
+    from pytest_qualify.graders.parsers import CaseOutcome
+
+    case = parsers.ParserCase.of({"id": case_id, "kind": "call", "note": "a note", "calls": [
+        {"name": "send_message", "arguments": {"to": "a", "body": "b"}}]})
+    outcome = CaseOutcome(case_id, plain=None if exact else "content is 'x'", streamed=None, parity=None,
+                          incremental=None)
+    return parsers.Asked(case, outcome, {}, unforced)
+
+
+def test_a_shard_with_no_deviation_is_judged_and_holds():
+    judgement = parsers.judge_shard([_asked("a"), _asked("b", unforced=None)])
+    assert judgement.failure("cases.jsonl") is None and judgement.not_judged() is None
+    # A case that came back exactly measured the parser whatever its ids said.
+    assert parsers.judge_shard([_asked("a", unforced="'<think>' is 1 time(s) ...")]).not_judged() is None
+
+
+def test_a_shard_whose_only_deviations_measured_the_forcing_is_not_judged():
+    spelt = "'<tool_call>' is 1 time(s) in the forced text but its token 7 was generated 0 time(s)"
+    judgement = parsers.judge_shard([_asked("a"), _asked("b", exact=False, unforced=spelt)])
+    assert judgement.failure("cases.jsonl") is None
+    assert judgement.not_judged() == (f"1 of 2 forced cases were not generated as the model's own marker tokens, so "
+                                      f"they measured the forcing, not the parser: b: {spelt}")
+
+
+def test_a_deviation_of_the_parsers_fails_the_shard_beside_unforced_ones():
+    judgement = parsers.judge_shard([_asked("a", exact=False), _asked("b", exact=False, unforced="spelt")])
+    assert judgement.not_judged() is None
+    failure = judgement.failure("cases.jsonl")
+    assert failure is not None and failure.startswith(
+        "1 of 2 forced cases did not come back exactly (replay: cases.jsonl); 1 more were not generated as the "
+        "model's own marker tokens (not judged); a (a note): ")
