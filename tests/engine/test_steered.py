@@ -42,6 +42,7 @@ import pytest
 
 from pytest_qualify import engines
 from pytest_qualify.hooks.collection import suites_dir
+from pytest_qualify.profiles import load_profile
 from pytest_qualify.reference.steer_log import STEER_LOG, incomplete_reasons
 from ..real_vllm import (Run, Served, finish, items, kv_flag_here, one_item, probe, profile_copy, require_vllm,
                         served, start, steered_run, summary)
@@ -265,9 +266,15 @@ def test_load_module_grades_every_answer_at_each_level(server_262k: Served, prof
     print("load figures on real vLLM:", json.dumps({k: v for k, v in props.items() if k.startswith("load_")}))
     assert data["verdict"]["result"] == "PASS", (data["verdict"], item["reason"], run.output[-3000:])
     for level in (1, 2):
-        assert props[f"load_c{level}_failed"] == 0 and props[f"load_c{level}_probes"] == 2, props
+        # Two probes a level, each timed from its chunks or, where the tool parser held the random
+        # model's whitespace to the finish (the stream came whole), not measurable from chunks; the
+        # engine's own TPOT is the level's decode figure either way.
+        measured, whole = props[f"load_c{level}_probes"], props[f"load_c{level}_probes_whole"]
+        assert props[f"load_c{level}_failed"] == 0 and measured + whole == 2, props
         assert props[f"load_c{level}_in_flight_max"] == level, props
-        assert props[f"load_c{level}_tpot_s_p50"] > 0 and props[f"load_c{level}_ttft_s_p50"] > 0, props
+        assert props[f"load_c{level}_engine_tpot_s_mean"] > 0, props
+        if measured:
+            assert props[f"load_c{level}_tpot_s_p50"] > 0 and props[f"load_c{level}_ttft_s_p50"] > 0, props
     # vLLM's own histogram saw the level's requests; at concurrency 2 they waited longer than alone.
     assert props["load_c2_queue_requests"] >= 6 and props["load_c2_queue_time_s_mean"] > props["load_c1_queue_time_s_mean"]
     rows = _steer_rows(cwd / STEER_LOG)
@@ -323,8 +330,9 @@ def test_init_probes_the_262k_flags(server_262k: Served, run_262k: Run, tmp_path
     assert p["deployment"]["served_name"] == "agents-a1-fp8-mm-262k"
     assert p["deployment"]["model"] == str(env.model_dir)
     assert p["limits"]["window_tokens"] == WINDOW_262K
+    # init proposes the recipe's lanes for the window: 262k-cpu-steered's (the CI copy leaves out 128K).
     assert [(lane["name"], lane["prompt_tokens"]) for lane in p["limits"]["lanes"]] == \
-        [(lane.name, lane.prompt_tokens) for lane in env.profile.limits.lanes]
+        [(lane.name, lane.prompt_tokens) for lane in load_profile("262k-cpu-steered").limits.lanes]
     assert p["deployment"]["engine"].startswith("vLLM 0.")
     # --enable-auto-tool-choice --tool-call-parser qwen3_coder: auto accepted (a random model rarely calls)
     assert "tools" in p["modules"]["required"] and "tool_choice auto accepted (HTTP 200)" in text
