@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
+
+from pytest_qualify.graders.answer_checks import INCREMENTAL_MIN_TOKENS
 
 PREFIXES = ("vllm:", "vllm_")
 
@@ -162,6 +165,59 @@ def lane_properties(d: Delta, client_requests: int | None) -> dict[str, Any]:
     if d.requests is not None and client_requests is not None:
         props["metrics_attribution"] = "exclusive" if d.requests <= client_requests else "shared"
     return props
+
+
+class TimingSource(StrEnum):
+    """Where a streamed request's TTFT figure came from (the ``ttft_source`` property)."""
+
+    CLIENT = "client chunks"
+    # The whole answer came in one chunk with its finish and no engine timing stood in: the figure
+    # is the client's first chunk, which read the parser (it held the content), not the engine.
+    CLIENT_HELD = "client chunks, held"
+    ENGINE = "engine /metrics"
+
+
+TIMING_SOURCE_NOTES = {
+    TimingSource.CLIENT: "the client's first chunk",
+    TimingSource.CLIENT_HELD: ("the client's first chunk, though the whole answer came in one chunk with its finish: "
+                               "it read the parser that held the content, not the engine (no engine TTFT is known "
+                               "for the request)"),
+    TimingSource.ENGINE: ("the engine's own TTFT (vllm:time_to_first_token_seconds read around the request), since "
+                          "the whole answer came in one chunk with its finish: the client's chunks read the parser "
+                          "that held the content"),
+}
+
+
+def held_stream(props: Mapping[str, Any]) -> bool:
+    """Whether a request's stream came whole: all its output, ``INCREMENTAL_MIN_TOKENS`` tokens or
+    more, in one chunk with its finish (``answer_checks.check_incremental``'s rule, by which the sweep
+    and load modules leave a sample out of their chunk figures)."""
+    tokens = props.get("completion_tokens")
+    whole = props.get("whole_at_finish") in (True, "True", "true", 1, "1")
+    return whole and isinstance(tokens, (int, float)) and tokens >= INCREMENTAL_MIN_TOKENS
+
+
+def lane_timing(d: Delta, timed: Mapping[str, Any]) -> dict[str, Any]:
+    """A context-lane item's TTFT as its figures read it (its properties ``timed``: the streamed
+    request's timing, ``client/timing.merge_answer_properties``), to replace them: where the stream
+    came as decoded, the client's first chunk (``ttft_source`` says so); where it came whole
+    (:func:`held_stream`), the engine's own TTFT for that request when the server counted exactly
+    the item's one request between the scrapes (``ttft_s`` and ``prefill_tok_s`` from it, the
+    client's kept as ``client_ttft_s``), else the client's, said to have read the parser. {} for an
+    item with no streamed timing."""
+    if timed.get("timing_source") != "streamed" or not isinstance(timed.get("ttft_s"), (int, float)):
+        return {}
+    if not held_stream(timed):
+        return {"ttft_source": str(TimingSource.CLIENT)}
+    engine = d.server_ttft_mean_s
+    if d.requests == 1 and timed.get("requests") == 1 and engine:
+        out: dict[str, Any] = {"ttft_s": round(engine, 6), "client_ttft_s": timed["ttft_s"],
+                               "ttft_source": str(TimingSource.ENGINE)}
+        prompt = timed.get("prompt_tokens")
+        if isinstance(prompt, (int, float)) and prompt:
+            out["prefill_tok_s"] = round(prompt / engine, 6)
+        return out
+    return {"ttft_source": str(TimingSource.CLIENT_HELD)}
 
 
 # The engine's own per-request histograms a decision may read around a measurement (vLLM's names,

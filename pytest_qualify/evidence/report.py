@@ -403,7 +403,9 @@ def sweep_block(s: Mapping[str, Any]) -> list[str]:
     if not sweep:
         return []
     out = ["## TTFT sweep and single-stream decode", "", cell(sweep["label"]) + ".", ""]
-    rows = [(f"{p['prompt_tokens']:,}", seconds(p["ttft_s"]),
+    rows = [(f"{p['prompt_tokens']:,}", seconds(p["ttft_s"]) + (
+                " (engine /metrics: every sample came whole, its first chunk read the parser)"
+                if p.get("ttft_source") == "engine /metrics" else ""),
              f"{seconds(p['ttft_s_min'])} – {seconds(p['ttft_s_max'])}" if p["samples"] > 1 else "",
              p["samples"], rate(p["prefill_tok_s"])) for p in sweep["points"]]
     if rows:
@@ -433,6 +435,11 @@ def _timing(s: Mapping[str, Any]) -> list[str]:
             ))
         out += table(("Context lane", "Prompt tokens (server)", "TTFT (first chunk)", "End to end", "Passed"), rows)
         out += ["", "Median over repetitions, (min – max) when there is more than one.", ""]
+        # A held stream's first chunk read the parser: where the lane's TTFT came otherwise, say from where.
+        sources = [f"{lane['lane']} lane: TTFT from {lane['ttft_source']}; {lane['ttft_source_note']}"
+                   for lane in lanes if lane.get("ttft_source_note")]
+        if sources:
+            out += [f"- {cell(s)}" for s in sources] + [""]
         flags = [f for lane in lanes for f in lane["flags"]]
         if flags:
             out += ["**Prefix-cache flags** (a context lane must not be served from the cache):", ""]
@@ -545,7 +552,7 @@ def _server(s: Mapping[str, Any]) -> list[str]:
         out += table(
             ("Context lane", "Client TTFT (first chunk)", "Server TTFT (first token)", "Client / server", "Prefix-cache hits",
              "Attribution"),
-            [(lane["lane"], spread_text(lane["ttft_s"]), spread_text(lane["server_ttft_s"]),
+            [(lane["lane"], spread_text(lane.get("client_ttft_s") or lane["ttft_s"]), spread_text(lane["server_ttft_s"]),
               spread_text(lane["ttft_client_server_ratio"], lambda v: f"{v:.2f}×"),
               _n(lane["prefix_cache_hit_tokens"]), lane["metrics_attribution"] or "-") for lane in lanes],
         )

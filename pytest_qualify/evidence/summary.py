@@ -13,7 +13,7 @@ from typing import Any
 from typing import TYPE_CHECKING
 
 from pytest_qualify import engines
-from pytest_qualify.evidence.metrics import Snapshot, delta
+from pytest_qualify.evidence.metrics import Snapshot, TimingSource, delta
 from pytest_qualify.graders.answer_checks import INCREMENTAL_MIN_TOKENS
 from pytest_qualify.bundle_format.schema import SCHEMA_ID, SCHEMA_VERSION
 from pytest_qualify.properties import Outcome
@@ -201,9 +201,11 @@ def _samples(text: Any) -> list[float]:
 def sweep_section(items: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     """The sweep module's figures (suites/test_sweep.py): per prompt size, TTFT over every warm
     sample of every repetition (median, min, max, the samples) and prefill tok/s as the size over
-    the median TTFT (the recipe's own arithmetic: 2,042 tokens in 403 ms is about 5,071 tok/s); per
-    decode-probe prompt size, single-stream decode tok/s (median of the probes). None when the module
-    recorded nothing."""
+    the median TTFT (the recipe's own arithmetic: 2,042 tokens in 403 ms is about 5,071 tok/s); where
+    every sample came whole with its finish (its first chunk read the parser), the engine's own TTFT
+    over the samples (``/metrics``) stands for them where the server reported it (``ttft_source``);
+    per decode-probe prompt size, single-stream decode tok/s (median of the probes). None when the
+    module recorded nothing."""
     group = [i for i in items if i.get("module") == SWEEP_MODULE]
     if not group:
         return None
@@ -229,12 +231,18 @@ def sweep_section(items: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     points = []
     for size in sorted(ttft):
         values = ttft[size]
+        engine_ttft = percentile(engine[size], 50) if engine.get(size) else None
         median = percentile(values, 50) if values else None
+        # Every sample came whole with its finish (its first chunk read the parser): the engine's own
+        # TTFT over the samples stands for the point where the server reported it.
+        source = TimingSource.CLIENT if values else (TimingSource.ENGINE if engine_ttft else None)
+        if not values:
+            median = engine_ttft
         points.append({"prompt_tokens": size, "samples": len(values), "ttft_s": median,
                        "ttft_s_min": min(values) if values else None, "ttft_s_max": max(values) if values else None,
                        "ttft_s_samples": values, "prefill_tok_s": size / median if median else None,
                        "measured_prompt_tokens": sorted(measured.get(size, ())),
-                       "engine_ttft_s": percentile(engine[size], 50) if engine.get(size) else None})
+                       "engine_ttft_s": engine_ttft, "ttft_source": str(source) if source else None})
     probes = []
     for size in sorted(decode):
         values = decode[size]
@@ -293,7 +301,8 @@ def lanes_section(items: Sequence[Mapping[str, Any]], lane_order: Sequence[str])
         props = [i["properties"] for i in group]
         ratios = []
         for p in props:
-            c, s = _num(p, "ttft_s"), _num(p, "server_ttft_s")
+            # The client's own first chunk, also where the engine's TTFT stands for a held stream.
+            c, s = _num(p, "client_ttft_s") or _num(p, "ttft_s"), _num(p, "server_ttft_s")
             if c is not None and s and p.get("metrics_attribution") == "exclusive":
                 ratios.append(c / s)
         hits = [int(_num(p, "prefix_cache_hit_tokens") or 0) for p in props if _num(p, "prefix_cache_hit_tokens") is not None]
@@ -321,6 +330,8 @@ def lanes_section(items: Sequence[Mapping[str, Any]], lane_order: Sequence[str])
             "repetitions": sorted({i["repetition"] for i in group}),
             "prompt_tokens": _spread(_num(p, "prompt_tokens") for p in props),
             "ttft_s": _spread(_num(p, "ttft_s") for p in props),
+            # The client's first chunk, where a held stream's TTFT is the engine's (ttft_source).
+            "client_ttft_s": _spread(_num(p, "client_ttft_s") or _num(p, "ttft_s") for p in props),
             "ttfvt_s": _spread(_num(p, "ttfvt_s") for p in props),
             "e2e_s": _spread(_num(p, "e2e_s") for p in props),
             "decode_tok_s": _spread(_num(p, "decode_tok_s") for p in props),
@@ -330,9 +341,29 @@ def lanes_section(items: Sequence[Mapping[str, Any]], lane_order: Sequence[str])
             "prefix_cache_hit_tokens": sum(hits) if hits else None,
             "cached_tokens": sum(cached) if cached else None,
             "metrics_attribution": (attributions.pop() if len(attributions) == 1 else "mixed") if attributions else None,
+            **_ttft_source(group),
             "flags": flags,
         })
     return lanes
+
+
+def _ttft_source(group: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Where a lane's TTFT came from over its repetitions (``evidence.metrics.lane_timing``): one
+    source, or each with its repetitions; and, where any stream was held, what that source read."""
+    from pytest_qualify.evidence.metrics import TIMING_SOURCE_NOTES
+
+    reps: dict[str, list[int]] = {}
+    for i in group:
+        source = (i["properties"] or {}).get("ttft_source")
+        if source:
+            reps.setdefault(str(source), []).append(int(i["repetition"]))
+    if not reps:
+        return {"ttft_source": None, "ttft_source_note": None}
+    text = next(iter(reps)) if len(reps) == 1 else ", ".join(
+        f"{source} (repetition{'s' if len(r) > 1 else ''} {', '.join(map(str, r))})" for source, r in reps.items())
+    held = [f"{source}: {TIMING_SOURCE_NOTES[source]}" for source in reps  # type: ignore[index]
+            if source != TimingSource.CLIENT and source in TIMING_SOURCE_NOTES]
+    return {"ttft_source": text, "ttft_source_note": "; ".join(held) or None}
 
 
 def server_metrics_section(snapshots: Mapping[str, Snapshot], errors: Mapping[str, str],

@@ -34,7 +34,9 @@ def terminal_lines(ev: EvidenceState) -> list[str]:
         extra = ""
         if lane["ttft_client_server_ratio"]:
             extra = f"; client/server TTFT {lane['ttft_client_server_ratio']['median']:.2f}x"
-        lines.append(f"context lane {lane['lane']}: TTFT (first chunk) {spread_text(lane['ttft_s'])}, "
+        source = lane.get("ttft_source")
+        ttft = "TTFT (first chunk)" if source in (None, "client chunks") else f"TTFT ({source})"
+        lines.append(f"context lane {lane['lane']}: {ttft} {spread_text(lane['ttft_s'])}, "
                      f"end to end {spread_text(lane['e2e_s'])}{extra}")
         lines += [f"  FLAG: {f}" for f in lane["flags"]]
     m = s["server_metrics"]

@@ -169,7 +169,9 @@ def measure(claim: Any, facts: RunFacts) -> tuple[float | None, str]:
         for lane in timing.get("lanes") or []:
             if lane.get("lane") == claim.lane and lane.get(figure):
                 s = lane[figure]
-                return float(s["median"]), f"{claim.lane} lane, median of {s['n']} repetition(s), client-observed{simulated}"
+                source = lane.get("ttft_source") if figure in ("ttft_s", "prefill_tok_s") else None
+                how = f"TTFT from {source}" if source and source != "client chunks" else "client-observed"
+                return float(s["median"]), f"{claim.lane} lane, median of {s['n']} repetition(s), {how}{simulated}"
         return None, f"the {claim.lane} lane recorded no {figure} in this run"
     if figure in ("ttft_s", "prefill_tok_s"):
         point = _sweep_point(timing, claim.prompt_tokens)
@@ -179,6 +181,10 @@ def measure(claim: Any, facts: RunFacts) -> tuple[float | None, str]:
                           "(each came whole in one chunk with its finish, so its first chunk is its end)")
         if value is None:
             return None, f"the sweep module measured no prompt of {claim.prompt_tokens:,} tokens in this run"
+        if point.get("ttft_source") == "engine /metrics":
+            return float(value), (f"sweep, the engine's own TTFT (/metrics) over the samples at {claim.prompt_tokens:,} "
+                                  f"tokens: each came whole in one chunk with its finish, so its first chunk read the "
+                                  f"parser{simulated}")
         return float(value), f"sweep, median of {point['samples']} warm sample(s) at {claim.prompt_tokens:,} tokens{simulated}"
     if figure == "decode_tok_s":
         probe = _decode_probe(timing, claim.prompt_tokens)

@@ -257,7 +257,8 @@ class EvidenceHooks:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
         """Scrape /metrics around each context-lane item: the server's own TTFT for the lane and any
-        prefix-cache hit during it land in the item's properties."""
+        prefix-cache hit during it land in the item's properties, and a held stream's TTFT is the
+        engine's where it is known (``evidence.metrics.lane_timing``)."""
         state = self.state
         props = dict(item.user_properties)
         lane = props.get(properties.LANE)
@@ -274,10 +275,13 @@ class EvidenceHooks:
             if isinstance(before, str) or isinstance(after, str):
                 item.user_properties.append(("metrics_error", before if isinstance(before, str) else after))
             else:
-                from pytest_qualify.evidence.metrics import delta, lane_properties
+                from pytest_qualify.evidence.metrics import delta, lane_properties, lane_timing
 
-                requests = dict(item.user_properties).get("requests")
-                item.user_properties.extend(lane_properties(delta(before, after), requests).items())
+                timed, d = dict(item.user_properties), delta(before, after)
+                # A held stream's TTFT from the engine where it is known (replacing the client's figures).
+                found = {**lane_properties(d, timed.get("requests")), **lane_timing(d, timed)}
+                item.user_properties[:] = [(k, v) for k, v in item.user_properties if k not in found]
+                item.user_properties.extend(found.items())
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(

@@ -262,3 +262,23 @@ def test_an_upper_bound_proves_at_most_and_never_at_least():
     assert within.status == NOT_VERIFIABLE
     (at_most,) = evaluate_claims(Claims((claim("kv_cache_tokens", 1_000_000, "at_most", tolerance=0.0),)), bound)
     assert at_most.status == "held" and at_most.measured == 900_000
+
+
+def test_a_figure_the_engine_timed_for_a_held_stream_says_so_in_its_source():
+    engine = RunFacts(simulated=False, serving_facts={"facts": {}}, timing={
+        "sweep": {"points": [{"prompt_tokens": 511, "samples": 0, "ttft_s": 0.19, "prefill_tok_s": 2689.0,
+                              "engine_ttft_s": 0.19, "ttft_source": "engine /metrics"}], "decode": []},
+        "lanes": [{"lane": "32K", "ttft_s": {"median": 1.4, "min": 1.4, "max": 1.4, "n": 1},
+                   "ttft_source": "engine /metrics"}]})
+    got = {r.name: r for r in evaluate_claims(Claims((claim("ttft_s", 0.196, "at_most", prompt_tokens=511, name="p"),
+                                                       claim("ttft_s", 1.5, "at_most", lane="32K", name="lane"))),
+                                               engine)}
+    assert got["p"].measured == 0.19 and got["p"].status == "held"
+    assert got["p"].source == ("sweep, the engine's own TTFT (/metrics) over the samples at 511 tokens: each came whole "
+                               "in one chunk with its finish, so its first chunk read the parser")
+    assert got["lane"].source == "32K lane, median of 1 repetition(s), TTFT from engine /metrics"
+    # The client's own figures say so as before.
+    client = {r.name: r for r in rows(claim("ttft_s", 0.196, "at_most", prompt_tokens=511, name="p"),
+                                      claim("ttft_s", 1.571, "at_most", lane="32K", name="lane"))}
+    assert client["p"].source == "sweep, median of 3 warm sample(s) at 511 tokens"
+    assert client["lane"].source == "32K lane, median of 3 repetition(s), client-observed"

@@ -1,8 +1,10 @@
 """End to end against the reference server streaming every answer whole, in one chunk with its finish
 (``--stream-whole``, as vLLM with a tool parser on): the load module's probes and the sweep's samples
-give no TTFT, TPOT or decode figure (a stream that came whole times no decode), and compare's reading
-of the bundle says "not measurable here" with the reason instead of a number; the engine's own TTFT
-(its /metrics histogram around the samples) is still a figure."""
+give no client TTFT, TPOT or decode figure (a stream that came whole times no decode), and compare's
+reading of the bundle says "not measurable here" with the reason instead of a number. Where the
+engine's own timing exists (its /metrics histograms, which the reference server keeps), the figure
+uses it instead and says so: the sweep's TTFT at a prompt size, and each context lane's TTFT for its
+one request (``ttft_source`` "engine /metrics", the client's first chunk kept beside it)."""
 
 from __future__ import annotations
 
@@ -40,19 +42,51 @@ def test_a_stream_that_came_whole_gives_no_decode_figure(qualify_pytest: Qualify
     summary = qualify_pytest.summary()
     levels = summary["timing"]["load"]["levels"]
     figures, reasons = figures_of(summary), not_measurable(summary)
+    (point,) = summary["timing"]["sweep"]["points"]
     if not whole:
         assert all(level["probes_whole"] == 0 and level["tpot_s_p50"] > 0 for level in levels), levels
         assert {"load.c1.tpot_s_p50", "sweep.p512.ttft_s", "sweep.p512.engine_ttft_s",
                 "sweep.decode.p512.decode_tok_s"} <= set(figures)
         assert not any(k.startswith(("load.", "sweep.")) for k in reasons), reasons
+        assert point["ttft_source"] == "client chunks" and point["samples"] == 2
+        assert point["ttft_s"] == sorted(point["ttft_s_samples"])[0] + (sorted(point["ttft_s_samples"])[1]
+                                                                       - sorted(point["ttft_s_samples"])[0]) / 2
         return
     assert all(level["probes_whole"] == 4 and level["probes"] == 0 and level["tpot_s_p50"] is None
                for level in levels), levels
     assert "load.c1.tpot_s_p50" not in figures and "load.c1.output_tok_s" in figures
-    # The engine's own TTFT (the reference server keeps vLLM's TTFT histogram) is the one sweep figure left.
-    assert [k for k in figures if k.startswith("sweep.")] == ["sweep.p512.engine_ttft_s"], sorted(figures)
     assert "every decode probe at concurrency 1 (4 in all) came whole in one chunk" in reasons["load.c1.tpot_s_p50"]
-    assert reasons["sweep.p512.ttft_s"].startswith("not measurable here")
+    # The engine's own TTFT (the reference server keeps vLLM's TTFT histogram) stands for the samples'
+    # first chunks, which read the parser, and the point says so; the decode probe has no engine timing.
+    assert point["samples"] == 0 and point["measured_prompt_tokens"] == [512]
+    assert point["ttft_source"] == "engine /metrics" and point["ttft_s"] == point["engine_ttft_s"] > 0
+    assert point["prefill_tok_s"] == 512 / point["engine_ttft_s"]
+    assert [k for k in figures if k.startswith("sweep.")] == [
+        "sweep.p512.ttft_s", "sweep.p512.prefill_tok_s", "sweep.p512.engine_ttft_s"], sorted(figures)
+    assert "sweep.p512.ttft_s" not in reasons
     assert reasons["sweep.decode.p512.decode_tok_s"].startswith("not measurable here")
-    (point,) = summary["timing"]["sweep"]["points"]
-    assert point["samples"] == 0 and point["ttft_s"] is None and point["measured_prompt_tokens"] == [512]
+    assert "TTFT at the first chunk" in (qualify_pytest.run_dir() / "report.md").read_text()
+    assert "(engine /metrics: every sample came whole, its first chunk read the parser)" in \
+        (qualify_pytest.run_dir() / "report.md").read_text()
+
+
+@pytest.mark.parametrize("whole", [True, False], ids=["whole", "streamed"])
+def test_a_lane_says_where_its_ttft_came_from(qualify_pytest: QualifyPytest, monkeypatch, whole):
+    # The reference's lane answers are a few tokens: whole or not, their one chunk is below the rule
+    # a stream that came whole is held to (evidence.metrics.held_stream), so the client's first chunk
+    # stays the lane's TTFT; tests/evidence/test_metrics.py holds a long held answer to the engine's.
+    if whole:
+        monkeypatch.setenv("QUALIFY_REFERENCE_STREAM_WHOLE", "1")
+    result = qualify_pytest(profile=write_profile(qualify_pytest.pytester.path, ["context"]), repeat=1,
+                            suites=suite("context"))
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    summary = qualify_pytest.summary()
+    items = [i for i in summary["items"] if i.get("lane")]
+    assert items and all(i["properties"]["ttft_source"] == "client chunks" and "client_ttft_s" not in i["properties"]
+                         for i in items), [i["properties"] for i in items]
+    if whole:
+        assert all(i["properties"]["whole_at_finish"] is True for i in items), [i["properties"] for i in items]
+    for lane in summary["timing"]["lanes"]:
+        assert lane["ttft_source"] == "client chunks" and lane["ttft_source_note"] is None, lane
+        assert lane["ttft_s"] == lane["client_ttft_s"], lane
+    assert "TTFT (first chunk)" in result.stdout.str()
