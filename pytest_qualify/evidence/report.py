@@ -419,6 +419,13 @@ def sweep_block(s: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def lane_ttft_sources(lanes: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One line for each lane whose TTFT is not the client's first chunk alone: a held stream's
+    first chunk read the parser, so the line says where the figure came from and what it read."""
+    return [f"{lane['lane']} lane: TTFT from {lane['ttft_source']}; {lane['ttft_source_note']}"
+            for lane in lanes if lane.get("ttft_source_note")]
+
+
 def _timing(s: Mapping[str, Any]) -> list[str]:
     t = s["timing"]
     out = ["## Context lanes", ""]
@@ -435,9 +442,7 @@ def _timing(s: Mapping[str, Any]) -> list[str]:
             ))
         out += table(("Context lane", "Prompt tokens (server)", "TTFT (first chunk)", "End to end", "Passed"), rows)
         out += ["", "Median over repetitions, (min – max) when there is more than one.", ""]
-        # A held stream's first chunk read the parser: where the lane's TTFT came otherwise, say from where.
-        sources = [f"{lane['lane']} lane: TTFT from {lane['ttft_source']}; {lane['ttft_source_note']}"
-                   for lane in lanes if lane.get("ttft_source_note")]
+        sources = lane_ttft_sources(lanes)
         if sources:
             out += [f"- {cell(s)}" for s in sources] + [""]
         flags = [f for lane in lanes for f in lane["flags"]]

@@ -105,3 +105,16 @@ def test_the_report_says_where_a_held_figure_came_from():
     (point,) = sweep_section([_sweep_item("", 0.128)])["points"]
     text = "\n".join(sweep_block({"timing": {"sweep": {"label": "the sweep", "points": [point], "decode": []}}}))
     assert "(engine /metrics: every sample came whole, its first chunk read the parser)" in text
+
+
+def test_the_report_names_a_lanes_ttft_source_where_it_is_not_the_client_alone():
+    from pytest_qualify.evidence.report import lane_ttft_sources
+
+    items = [_lane_item(1, ttft_s=1.5, ttft_source="client chunks"),
+             _lane_item(2, ttft_s=1.4, client_ttft_s=2.9, server_ttft_s=1.4, ttft_source="engine /metrics")]
+    lanes = lanes_section(items, ["32K"]) + lanes_section([{**_lane_item(1, ttft_s=1.0, ttft_source="client chunks"),
+                                                            "lane": "1K"}], ["1K"])
+    assert lane_ttft_sources(lanes) == [
+        "32K lane: TTFT from client chunks (repetition 1), engine /metrics (repetition 2); engine /metrics: the "
+        "engine's own TTFT (vllm:time_to_first_token_seconds read around the request), since the whole answer came in "
+        "one chunk with its finish: the client's chunks read the parser that held the content"]
