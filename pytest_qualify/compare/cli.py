@@ -285,7 +285,7 @@ def _until_decided(arms: list[ArmBoots], args: argparse.Namespace, plans: tuple[
                    warm_text: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """Looks at every boot count per arm from ``first`` to ``max_boots``, each at its share of the
     alpha (compare/sequential.py); a pair of boots added after each look that decides nothing.
-    Stops at the first look where B is worse, or every gating figure is decided."""
+    Stops at the first look where B is worse, or every gating figure is decided or left out."""
     from pytest_qualify.compare.campaign import run_campaign
     from pytest_qualify.compare.sequential import looks, method
 
@@ -303,7 +303,9 @@ def _until_decided(arms: list[ArmBoots], args: argparse.Namespace, plans: tuple[
                         "undecided": [u["figure"] for u in comparison["decision"]["undecided"]]})
         print(f"look {k + 1}/{len(plan)} at {look.boots} boots per arm (alpha share {look.share:.3f}): "
               f"{comparison['result']}")
-        if comparison["result"] != "UNDECIDED":
+        # Undecided with no gating figure undecided: what keeps it so (a gating figure its boots took
+        # from different sources, no figure in common) stays whatever boots are added.
+        if comparison["result"] != "UNDECIDED" or not comparison["decision"]["undecided"]:
             break
     comparison["sequential"]["stopped_at_boots"] = history[-1]["boots_per_arm"]
     return comparison, workload

@@ -8,8 +8,13 @@ The decision has three answers, and "can't tell" is never "not worse":
 - ``B NOT WORSE`` (exit 0): every gating figure is shown not worse (better, equivalent within ±T, or
   the non-inferiority test puts B's degradation inside T) and no item regressed;
 - ``UNDECIDED`` (exit 2): anything else, each undecided gating figure with the boots per arm that
-  would decide it; ``INCOMPLETE`` (exit 2 too) when an arm has fewer finished boots than asked (or
-  than two) or a boot did not finish.
+  would decide it, and each gating figure not compared because its boots took it from different
+  sources (a TTFT from the client's chunks in some, from the engine's ``/metrics`` in others: no
+  number of boots decides that); ``INCOMPLETE`` (exit 2 too) when an arm has fewer finished boots
+  than asked (or than two) or a boot did not finish.
+
+A figure not compared is in ``figures_left_out``, its reason in ``figures_left_out_reasons``: a
+boot lacks it, or the boots took it from different sources.
 
 Usage errors (4) are raised before, by :mod:`boots`.
 """
@@ -21,8 +26,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_qualify.compare.boots import ArmBoots, CompareUsageError
-from pytest_qualify.compare.figures import figures_of
+from pytest_qualify.compare.boots import ArmBoots, Boot, CompareUsageError
+from pytest_qualify.compare.figures import Figure, figures_of
 from pytest_qualify.compare.separability import METHOD, NoiseRow, compare_figures
 
 COMPARISON_SCHEMA_ID = "pytest-qualify/comparison"
@@ -81,6 +86,30 @@ def item_rows(a: ArmBoots, b: ArmBoots, reference: ArmBoots | None) -> list[dict
     return rows
 
 
+def left_out_reasons(per_boot: Sequence[tuple[str, Boot, Mapping[str, Figure]]], compared: Sequence[str],
+                     arms: Sequence[str] = ("A", "B")) -> dict[str, str]:
+    """Every figure some boot holds that is not compared, with why: an arm with no finished boot, the
+    boots that lack it, or, for a figure every boot holds, the source each boot took it from where
+    they differ (``per_boot``: arm name, boot, its figures; ``arms``: the arms compared)."""
+    empty = [arm for arm in arms if not any(name == arm for name, _, _ in per_boot)]
+    out: dict[str, str] = {}
+    for name in sorted({n for _, _, f in per_boot for n in f} - set(compared)):
+        missing = [f"{arm} {boot.path.name}" for arm, boot, f in per_boot if name not in f]
+        by_source: dict[str, list[str]] = {}
+        for arm, boot, f in per_boot:
+            if name in f:
+                by_source.setdefault(f[name].source or "no source named", []).append(f"{arm} {boot.path.name}")
+        if empty:
+            out[name] = f"not compared: arm {', '.join(empty)} has no finished boot"
+        elif missing:
+            out[name] = f"not compared: missing from {', '.join(missing)} (a module that did not reach it)"
+        else:
+            out[name] = ("not compared: its boots measured it from different sources ("
+                         + "; ".join(f"{source}: {', '.join(boots)}" for source, boots in by_source.items())
+                         + "), two measurements under one id")
+    return out
+
+
 def _boots_text(n: int | None) -> str:
     return f"{n} boots per arm" if n is not None else "more than 1000 boots per arm"
 
@@ -110,13 +139,18 @@ def compare_arms(a: ArmBoots, b: ArmBoots, *, reference: ArmBoots | None = None,
     if pair and len(a.finished) != len(b.finished):
         incomplete.append(f"paired analysis: arm A has {len(a.finished)} finished boots and arm B "
                           f"{len(b.finished)}: the boots do not pair up")
-    per_boot_a = [figures_of(boot.summary) for boot in a.finished]
-    per_boot_b = [figures_of(boot.summary) for boot in b.finished]
-    names = [n for n in (per_boot_a[0] if per_boot_a else {})
-             if all(n in f for f in per_boot_a + per_boot_b)]
-    # A figure some boot lacks (a module that did not reach it) is not compared, and said so.
-    left_out = sorted({n for f in per_boot_a + per_boot_b for n in f} - set(names))
-    gating = gating_set(names, gate_patterns)
+    per_boot = [(arm.name, boot, figures_of(boot.summary)) for arm in (a, b) for boot in arm.finished]
+    per_boot_a = [f for arm, _, f in per_boot if arm == a.name]
+    per_boot_b = [f for arm, _, f in per_boot if arm == b.name]
+    held = [n for n in (per_boot_a[0] if per_boot_a else {}) if all(n in f for _, _, f in per_boot)]
+    # A figure some boot lacks (a module that did not reach it), or one its boots took from different
+    # sources (two measurements under one id), is not compared, and said so.
+    names = [n for n in held if len({f[n].source for _, _, f in per_boot}) == 1]
+    left_out = left_out_reasons(per_boot, names, (a.name, b.name))
+    # The gate is read over every figure the boots hold: one they took from different sources gates
+    # still, and can never be shown not worse.
+    gating = gating_set(held, gate_patterns)
+    gates_left_out = [n for n in held if n not in names and (gating is None or n in gating)]
     arms = {n: ([f[n].value for f in per_boot_a], [f[n].value for f in per_boot_b], per_boot_a[0][n].better)
             for n in names}
     tests = compare_figures(arms, tolerance_pct=tolerance_pct, gating=gating, noise=noise_floor, pair=pair,
@@ -124,7 +158,8 @@ def compare_arms(a: ArmBoots, b: ArmBoots, *, reference: ArmBoots | None = None,
     figures = []
     for t in tests:
         meta = per_boot_a[0][t.figure]
-        figures.append({"id": t.figure, "title": meta.title, "unit": meta.unit, **t.as_dict()})
+        figures.append({"id": t.figure, "title": meta.title, "unit": meta.unit, "source": meta.source,
+                        **t.as_dict()})
     items = item_rows(a, b, reference)
     gates = [f for f in figures if f["gating"]]
     worse = [f["id"] for f in gates if f["decision"] == "worse"]
@@ -134,7 +169,7 @@ def compare_arms(a: ArmBoots, b: ArmBoots, *, reference: ArmBoots | None = None,
         result = "INCOMPLETE"
     elif worse or regressions:
         result = "B WORSE"
-    elif undecided or not gates:
+    elif undecided or gates_left_out or not gates:
         result = "UNDECIDED"
     else:
         result = "B NOT WORSE"
@@ -145,7 +180,9 @@ def compare_arms(a: ArmBoots, b: ArmBoots, *, reference: ArmBoots | None = None,
                     f"{_range(f['interval_pct'])}, B at worst {_worst(f['degradation_bound_pct'])} against a "
                     f"tolerance of {f['tolerance_pct']:g}%): {_boots_text(f['boots_to_decide'])} would decide it "
                     f"({f['boots_to_decide_basis'] or 'at 80% power'})" for f in undecided]
-        if not gates:
+        reasons += [f"gating figure {n} {left_out[n]}: no number of boots decides it, boots that take it from one "
+                    "source would" for n in gates_left_out]
+        if not gates and not gates_left_out:
             reasons.append("no figure to decide on: the boots hold no figure in common")
     boots_needed = [f["boots_to_decide"] for f in undecided]
     return {
@@ -165,6 +202,9 @@ def compare_arms(a: ArmBoots, b: ArmBoots, *, reference: ArmBoots | None = None,
             # The boots per arm a rerun needs so that every undecided figure would be decided (None:
             # more than 1000, or nothing undecided).
             "boots_per_arm_to_decide": (max(boots_needed) if boots_needed and None not in boots_needed else None),
+            # Gating figures not compared (their boots took them from different sources): none is
+            # shown not worse, and no boots per arm would decide it.
+            "left_out": gates_left_out,
             "analysis": "paired (adjacent boots)" if pair else ("pooled with the noise floor" if noise_floor else "welch"),
         },
         "warm_up": warm_up or "none declared: every bundle named is a sample (each arm's boots are taken as warm)",
@@ -181,14 +221,15 @@ def compare_arms(a: ArmBoots, b: ArmBoots, *, reference: ArmBoots | None = None,
                                               for bt in arm.warm_up]}
                  for arm in (a, b) + ((reference,) if reference else ())},
         "figures": figures,
-        "figures_left_out": left_out,
+        "figures_left_out": sorted(left_out),
+        "figures_left_out_reasons": left_out,
         "items": items,
         "summary": {"figures": len(figures), "b_better": sum(f["call"] == "B better" for f in figures),
                     "b_worse": sum(f["call"] == "B worse" for f in figures),
                     "equivalent": sum(f["call"].startswith("equivalent") for f in figures),
                     "not_worse": sum(f["call"].startswith("not worse") for f in figures),
                     "undecided": sum(f["decision"] == "undecided" for f in figures),
-                    "gating_undecided": len(undecided),
+                    "gating_undecided": len(undecided), "gating_left_out": len(gates_left_out),
                     "regressions": len(regressions), "fixed": sum(r["kind"] == "fixed" for r in items),
                     "shared": sum(r["kind"].startswith("shared") for r in items)},
     }
@@ -214,6 +255,9 @@ def last_line(comparison: Mapping[str, Any], out_dir: str) -> str:
     undecided = (f" · {s['gating_undecided']} gating figure(s) undecided: "
                  + (f"{need} boots per arm would decide them" if need else "more than 1000 boots per arm needed")
                  if comparison["result"] == "UNDECIDED" and s["gating_undecided"] else "")
+    if comparison["result"] == "UNDECIDED" and s.get("gating_left_out"):
+        undecided += (f" · {s['gating_left_out']} gating figure(s) not compared: their boots took them from "
+                      "different sources")
     return (f"COMPARISON: {comparison['result']} (exit {comparison['exit_code']}){undecided} · {s['figures']} "
             f"figures: {s['b_worse']} B worse, {s['b_better']} B better, {s['equivalent']} equivalent, "
             f"{s['not_worse']} not worse, {s['undecided']} undecided · items: {s['regressions']} regression(s), "

@@ -20,15 +20,21 @@
   the window, model memory, weight load, compile, start-up), when the bundle has them.
 
 Which way is better is part of the figure: a time is better lower, a rate or a capacity higher.
-No pytest here.
+A TTFT (and the prefill rate taken from it) carries where the boot took it (``Figure.source``, the
+summary's ``ttft_source``): the client's first chunk, or the engine's own ``/metrics`` TTFT where the
+stream came whole with its finish. Two sources are two measurements under one id; the comparison
+does not set them against each other (:func:`comparison.compare_arms`). No pytest here.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from pytest_qualify.evidence.metrics import TimingSource
 
 LANE_FIGURES = {"ttft_s": ("TTFT", "s", "lower"), "e2e_s": ("end to end", "s", "lower"),
                 "prefill_tok_s": ("prefill", "tok/s", "higher")}
@@ -53,6 +59,13 @@ LOWER_FACTS = ("model_memory_gib",)
 SKIPPED_FACTS = ("block_size_tokens",)
 
 
+# The figures a summary names the source of (its ``ttft_source``): a TTFT and the prefill rate
+# taken from it (``evidence.metrics.lane_timing`` replaces both where the engine's TTFT stands in).
+SOURCED_FIGURES = ("ttft_s", "prefill_tok_s")
+# Longest first: "client chunks, held" is read whole, not as "client chunks" and a remainder.
+_SOURCE_NAMES = re.compile("|".join(re.escape(str(s)) for s in sorted(TimingSource, key=lambda s: -len(s))))
+
+
 @dataclass(frozen=True)
 class Figure:
     id: str
@@ -60,6 +73,18 @@ class Figure:
     unit: str
     better: str  # "higher" | "lower"
     value: float
+    source: str | None = None  # where the boot took it, where the summary names it (a TTFT's ttft_source)
+
+
+def figure_source(named: Any) -> str | None:
+    """One boot's source of a figure, from the summary's ``ttft_source``: the source it names, or
+    where a lane's repetitions took theirs from different sources (``client chunks (repetition 1),
+    engine /metrics (repetition 2)``) the sources joined with `` + `` whatever the repetitions: the
+    median mixed them. None where the summary names none."""
+    if not isinstance(named, str) or not named.strip():
+        return None
+    found = sorted(set(_SOURCE_NAMES.findall(named)))
+    return " + ".join(found) if found else named.strip()
 
 
 def _median(spread: Any) -> float | None:
@@ -77,7 +102,8 @@ def figures_of(summary: Mapping[str, Any]) -> dict[str, Figure]:
             value = _median(lane.get(key))
             if value is not None:
                 fid = f"lane.{lane['lane']}.{key}"
-                out[fid] = Figure(fid, f"{title}, {lane['lane']} lane", unit, better, value)
+                source = figure_source(lane.get("ttft_source")) if key in SOURCED_FIGURES else None
+                out[fid] = Figure(fid, f"{title}, {lane['lane']} lane", unit, better, value, source)
     load = timing.get("load") or {}
     for level in load.get("levels") or ():
         c = level.get("concurrency")
@@ -89,11 +115,15 @@ def figures_of(summary: Mapping[str, Any]) -> dict[str, Figure]:
     sweep = timing.get("sweep") or {}
     for point in sweep.get("points") or ():
         n = point.get("prompt_tokens")
+        # A summary that names no source took a point's TTFT from its samples' first chunks: before the
+        # engine's stood in, a point whose every sample came whole had no TTFT.
+        source = figure_source(point.get("ttft_source")) or str(TimingSource.CLIENT)
         for key, title, unit, better in (("ttft_s", "TTFT", "s", "lower"), ("prefill_tok_s", "prefill", "tok/s", "higher"),
                                          ("engine_ttft_s", "TTFT (engine, /metrics)", "s", "lower")):
             if isinstance(point.get(key), (int, float)):
                 fid = f"sweep.p{n}.{key}"
-                out[fid] = Figure(fid, f"{title} at {n:,} prompt tokens (sweep)", unit, better, float(point[key]))
+                out[fid] = Figure(fid, f"{title} at {n:,} prompt tokens (sweep)", unit, better, float(point[key]),
+                                  source if key in SOURCED_FIGURES else None)
     for probe in sweep.get("decode") or ():
         n = probe.get("prompt_tokens")
         if isinstance(probe.get("decode_tok_s"), (int, float)):

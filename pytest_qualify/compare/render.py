@@ -78,6 +78,15 @@ def _meaning(c: Mapping[str, Any]) -> str:
             "INCOMPLETE": "A boot did not finish, or an arm has too few boots: no decision."}[c["result"]]
 
 
+def _left_out(c: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Each figure not compared, with its reason."""
+    return [(fid, c["figures_left_out_reasons"][fid]) for fid in c["figures_left_out"]]
+
+
+def _source(f: Mapping[str, Any]) -> str:
+    return f"; {f['source']}" if f.get("source") else ""
+
+
 def _paired(f: Mapping[str, Any]) -> str:
     iv = f.get("paired_interval_pct")
     return "-" if not iv else f"{_pct(f['paired_difference_pct'])} ({_pct(iv[0])} … {_pct(iv[1])})"
@@ -128,13 +137,13 @@ def render_md(c: Mapping[str, Any]) -> str:
               "B at worst | call | boots per arm to decide | gates |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]
     for f in c["figures"]:
-        lines.append(f"| {f['title']} (`{f['id']}`) | {_arm_text(f['a'], f['unit'])} | {_arm_text(f['b'], f['unit'])} | "
+        lines.append(f"| {f['title']} (`{f['id']}`{_source(f)}) | {_arm_text(f['a'], f['unit'])} | {_arm_text(f['b'], f['unit'])} | "
                      f"{_pct(f['difference_pct'])} | {_interval(f)} | {_interval(f, 'interval_pct')} | "
                      f"{_paired(f)} | {_worst(f)} | **{f['call']}** | {_to_decide(f)} | "
                      f"{'yes' if f['gating'] else 'no'} |")
     lines += ["", _CALLS]
     if c.get("figures_left_out"):
-        lines += ["", "Not compared (missing from some boot): " + ", ".join(c["figures_left_out"]) + "."]
+        lines += ["", "Not compared:", ""] + [f"- `{fid}`: {why}" for fid, why in _left_out(c)]
     lines += ["", "## Gate rows, item by item", ""]
     if not c["items"]:
         lines.append("No item failed in any boot of either arm.")
@@ -221,13 +230,17 @@ def render_html(c: Mapping[str, Any]) -> str:
                "<th>adjacent pairs</th><th>B at worst</th><th>call</th><th>boots per arm to decide</th><th>boots and interval</th></tr>")
     for f in c["figures"]:
         badge = {"worse": "b-fail", "not worse": "b-ok"}.get(f["decision"], "b-other")
-        out.append(f"<tr><td>{e(f['title'])}<br><code>{e(f['id'])}</code>{' <span class=kind>gates</span>' if f['gating'] else ''}</td>"
+        out.append(f"<tr><td>{e(f['title'])}<br><code>{e(f['id'])}</code>{e(_source(f))}{' <span class=kind>gates</span>' if f['gating'] else ''}</td>"
                    f"<td>{e(_arm_text(f['a'], f['unit']))}</td><td>{e(_arm_text(f['b'], f['unit']))}</td>"
                    f"<td>{e(_pct(f['difference_pct']))}</td><td>{e(_interval(f))}</td><td>{e(_interval(f, 'interval_pct'))}</td>"
                    f"<td>{e(_paired(f))}</td><td>{e(_worst(f))}</td>"
                    f"<td><span class='badge {badge}'>{e(f['call'])}</span></td><td>{e(_to_decide(f))}</td>"
                    f"<td>{_svg(f)}</td></tr>")
-    out.append("</table><h2>Gate rows, item by item</h2>")
+    out.append("</table>")
+    if c.get("figures_left_out"):
+        out.append("<p>Not compared:</p><ul>" + "".join(f"<li><code>{e(fid)}</code>: {e(why)}</li>"
+                                                        for fid, why in _left_out(c)) + "</ul>")
+    out.append("<h2>Gate rows, item by item</h2>")
     if not c["items"]:
         out.append("<p>No item failed in any boot of either arm.</p>")
     else:

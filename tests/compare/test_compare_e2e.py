@@ -456,10 +456,12 @@ class Boots:
     """Runs a boot by writing a sealed clone of the template into the boot's evidence folder, at a
     speed drawn per boot (seeded by the boot's name): ``ab`` itself decides, looks and stops."""
 
-    def __init__(self, template: Template, *, b_speed: float, jitter: float, seed: int = 0):
+    def __init__(self, template: Template, *, b_speed: float, jitter: float, seed: int = 0,
+                 b_lane_source: str | None = None):
         import random
 
         self.template, self.b_speed, self.jitter, self.seed = template, b_speed, jitter, seed
+        self.b_lane_source = b_lane_source  # where B's lanes took their TTFT, where not the template's
         self.random = random
         self.names: list[str] = []
 
@@ -473,6 +475,9 @@ class Boots:
         evidence = Path(cmd[cmd.index("--qualify-evidence") + 1])
         s = speed(self.template.summary, factor)
         s["run"]["id"] = f"run-{name}-{self.seed}"
+        if self.b_lane_source and name.removeprefix("warm-up-").startswith("B"):
+            for lane in s["timing"]["lanes"]:
+                lane["ttft_source"] = self.b_lane_source
         clone(self.template, evidence / s["run"]["id"], s)
         return 0, f"TIMING: PASS (stage timing; not a qualification) (exit 0) · evidence {evidence}", ""
 
@@ -528,6 +533,25 @@ def test_until_decided_needs_its_bound(template, tmp_path, capsys):
     assert ab(["small", "small", "--boots", "4", "--until-decided", "--max-boots", "3", "--out", str(tmp_path / "x")],
               runner) == 4
     assert runner.names == [] and "--until-decided needs --max-boots" in capsys.readouterr().err
+
+
+def test_until_decided_stops_at_the_first_look_when_a_gating_figure_is_left_out_by_its_sources(template, tmp_path,
+                                                                                             capsys):
+    """B's lanes took their TTFT from the engine's /metrics, A's from the client's chunks: the gating
+    TTFT is not compared at any number of boots, so the campaign adds none past its first look."""
+    lane = template.summary["timing"]["lanes"][0]["lane"]
+    assert template.summary["timing"]["lanes"][0].get("ttft_source") != "engine /metrics"
+    runner = Boots(template, b_speed=1.0, jitter=0.002, b_lane_source="engine /metrics")
+    out = tmp_path / "src"
+    code = ab(["small", "small", "--boots", "2", "--warm-up", "0", "--until-decided", "--max-boots", "6",
+               "--endpoint", "reference", "--gate", f"lane.{lane}.ttft_s", "--out", str(out)], runner)
+    capsys.readouterr()
+    c = json.loads((out / "comparison.json").read_text())
+    assert code == 2 and c["result"] == "UNDECIDED" and c["decision"]["left_out"] == [f"lane.{lane}.ttft_s"]
+    assert runner.names == ["A1", "B1", "B2", "A2"] and c["sequential"]["stopped_at_boots"] == 2
+    assert "engine /metrics: B " in c["figures_left_out_reasons"][f"lane.{lane}.ttft_s"]
+    assert any(r.startswith(f"gating figure lane.{lane}.ttft_s not compared: its boots measured it from different "
+                            "sources") for r in c["reasons"])
 
 
 def test_paired_boots_cancel_the_machines_drift(template, tmp_path, capsys):
