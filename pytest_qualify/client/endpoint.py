@@ -173,6 +173,7 @@ class QualifyClient:
         max_tokens: int | None = None,
         timeout_s: float | None = None,
         prompt_tokens_hint: int | None = None,
+        stream_idle_s: float | None = None,
         **params: Any,
     ) -> Answer:
         """One chat completion. Extra vLLM parameters (``cache_salt``, ``chat_template_kwargs``)
@@ -180,7 +181,9 @@ class QualifyClient:
 
         The time limit is ``timeout_s`` if given, else the profile's timeout for the prompt's
         size (``prompt_tokens_hint``, e.g. a lane's size, or an estimate from the messages); no
-        complete answer within it raises :class:`RequestTimeout` with the elapsed time."""
+        complete answer within it raises :class:`RequestTimeout` with the elapsed time. A stream
+        silent for the profile's ``stream_idle_s`` (or this call's, where a parser may rightly hold
+        the whole answer to its finish) raises :class:`StreamIdle`."""
         import httpx
         import openai
 
@@ -205,7 +208,7 @@ class QualifyClient:
         try:
             if stream:
                 kwargs.setdefault("stream_options", {"include_usage": True})
-                return self._stream(client, kwargs, extra, t0 + limit, t0)
+                return self._stream(client, kwargs, extra, t0 + limit, t0, stream_idle_s or self.stream_idle_s)
             resp = client.chat.completions.create(**kwargs, extra_body=extra or None)
             return from_response(as_dict(resp), time.perf_counter() - t0)
         except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
@@ -227,14 +230,15 @@ class QualifyClient:
     def stream_idle_s(self) -> float:
         return self.timeouts.stream_idle_s if self.timeouts is not None else DEFAULT_STREAM_IDLE_S
 
-    def _stream(self, client: Any, kwargs: dict[str, Any], extra: dict[str, Any], deadline: float, t0: float) -> Answer:
+    def _stream(self, client: Any, kwargs: dict[str, Any], extra: dict[str, Any], deadline: float, t0: float,
+                idle_s: float) -> Answer:
         timeline = Timeline.start()
         stream = client.chat.completions.create(**kwargs, stream=True, extra_body=extra or None)
         ended = watch_for_done(stream)
         options = kwargs.get("stream_options") or {}
         assembly = StreamAssembly(usage_asked=bool(options.get("include_usage")),
                                   continuous_usage=bool(options.get("continuous_usage_stats")))
-        for data in chunks_with_idle_limit(stream, self.stream_idle_s, deadline, t0):
+        for data in chunks_with_idle_limit(stream, idle_s, deadline, t0):
             assembly.add(data, timeline)
         timeline.finish()
         return assembly.answer(timeline, done=ended())

@@ -218,11 +218,13 @@ def qualify_ask(request: pytest.FixtureRequest, qualify_client: QualifyClient, q
         from pytest_qualify.evidence import answers, transcripts
         from pytest_qualify.graders.integrity import RecordedAnswer, parsed_calls
 
+        # The client's own limit, not a request field: kept out of the request, its key and its record.
+        idle = params.pop("stream_idle_s", None)
         messages, request = protocol_request(prompt, salt_suffix, params)
         key = answers.request_key(messages, request)
         sent = {"model": getattr(qualify_client, "model", None), **request}
         try:
-            answer = qualify_client.chat(messages, **request)
+            answer = qualify_client.chat(messages, **request, **({"stream_idle_s": idle} if idle else {}))
         except Exception as exc:  # the request stays in the story; the failure is the test's to report
             if run is not None:
                 answers.record(run.run_dir, transcripts.asked_record(

@@ -42,6 +42,10 @@ MARKER_BIAS = 100
 # other token the grammar allows. A model writes its text in its tokenizer's tokens; a random model
 # under a text grammar picks any spelling and took about 1.7 times as many (docs/real-vllm.md).
 TEXT_BIAS = 50
+# A forced case's stream may be silent while the parser holds what it has (a 10,000-character
+# argument held to its end took over 30 s on two CPU cores): the limit is the profile's request
+# budget, which stays the deadline (client.endpoint), not the profile's idle limit.
+STREAM_HELD_IDLE_S = float("inf")
 # How many cases of each kind the sample run in the full stage asks (the parsers stage asks all).
 SAMPLE_PER_KIND = {"call": 12, "parallel": 4, "after_content": 4, "after_reasoning": 4, "long_string": 0,
                    "reasoning": 6, "held": 10}
@@ -508,7 +512,10 @@ def ask_case(chat: Any, case: ParserCase, syntax: str, markers: Mapping[str, int
                        text_ids=tokenize(text) if tokenize is not None else ())
     messages = body.pop("messages")
     plain = chat(messages, **body)
-    streamed = chat(messages, stream=True, **{k: v for k, v in body.items() if k != "return_token_ids"})
+    # A parser may hold a call's arguments (or whitespace content) to the finish: the stream may stay
+    # silent for as long as the whole answer takes, so its idle limit is the request's own budget.
+    streamed = chat(messages, stream=True, stream_idle_s=STREAM_HELD_IDLE_S,
+                    **{k: v for k, v in body.items() if k != "return_token_ids"})
     expected = Expected(tuple((c.name, c.arguments) for c in case.calls), case.content, case.reasoning)
     outcome = grade_case(case.id, expected, Seen.of(plain), Seen.of(streamed), plain.completion_tokens)
     choice = ((plain.raw or {}).get("choices") or [{}])[0]

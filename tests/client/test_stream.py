@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from pytest_qualify.client.errors import StreamIdle
+from pytest_qualify.client.errors import RequestTimeout, StreamIdle
 from pytest_qualify.client.stream import Deadline, chunks_with_idle_limit
 
 
@@ -110,6 +110,23 @@ def test_silence_after_the_role_chunk_is_a_stall(monkeypatch):
     with pytest.raises(StreamIdle) as err:
         client.chat([{"role": "user", "content": "q"}], stream=True)
     assert "stream idle for 0.3 s after 1 chunks" in str(err.value) and time.perf_counter() - t0 < 2.5
+
+
+def test_a_call_that_expects_a_held_answer_sets_its_own_idle_limit(monkeypatch):
+    # A parser may hold a call's arguments to the finish (the parsers module's forced cases): that
+    # call waits past the profile's idle limit, bounded by its request budget; other calls do not.
+    monkeypatch.setattr("pytest_qualify.client.endpoint.DEFAULT_STREAM_IDLE_S", 0.3)
+    script = [(0, ROLE), (0.8, TOKEN), (0, FINISH), (0, USAGE), (0, DONE)]
+    answer = _sse_client(script).chat([{"role": "user", "content": "q"}], stream=True, stream_idle_s=float("inf"))
+    assert answer.content == "Jupiter" and answer.stream.done is True
+    with pytest.raises(StreamIdle):
+        _sse_client(script).chat([{"role": "user", "content": "q"}], stream=True)
+    # The request budget still bounds it.
+    t0 = time.perf_counter()
+    with pytest.raises(RequestTimeout):
+        _sse_client([(0, ROLE), (5.0, TOKEN), (0, FINISH), (0, DONE)]).chat(
+            [{"role": "user", "content": "q"}], stream=True, stream_idle_s=float("inf"), timeout_s=0.6)
+    assert time.perf_counter() - t0 < 3.0
 
 
 def test_a_prefill_longer_than_the_idle_limit_is_not_a_stall(monkeypatch):
