@@ -6,10 +6,8 @@ observes each token after the first. Both follow the simulated decode, so ``slow
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import ThreadingHTTPServer
 
 import httpx
 import pytest
@@ -17,8 +15,8 @@ import pytest
 from pytest_qualify.evidence.metrics import ENGINE_TPOT_NAMES, engine_mean, parse
 from pytest_qualify.profiles import load_profile
 from pytest_qualify.reference.faults import Faults
-from pytest_qualify.reference.handler import Handler
 from pytest_qualify.reference.state import INTER_TOKEN_BUCKETS, Metrics, ReferenceState
+from .in_thread import serving
 
 PROFILE = load_profile("small")
 RATE_TOK_S = 200.0  # one decode step of a lone request: 5 ms
@@ -30,15 +28,8 @@ ITL = "inter_token_latency_seconds"
 
 @contextmanager
 def reference(*faults: str) -> Iterator[str]:
-    state = ReferenceState(PROFILE, Faults.parse(list(faults)), None, 0.0, RATE_TOK_S)
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), type("BoundHandler", (Handler,), {"state": state}))
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(ReferenceState(PROFILE, Faults.parse(list(faults)), None, 0.0, RATE_TOK_S)) as url:
+        yield url
 
 
 def _chat(url: str, max_tokens: int, stream: bool = False, **extra) -> httpx.Response:

@@ -9,9 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -21,11 +19,11 @@ from pytest_qualify.profiles import load_profile
 from pytest_qualify.reference.fault_effects import FaultEffects
 from pytest_qualify.reference.fault_log import FAULT_LOG, read_record
 from pytest_qualify.reference.faults import Faults, what_it_breaks
-from pytest_qualify.reference.handler import Handler
 from pytest_qualify.reference.state import PrefixCache, ReferenceState
 
 from ..helpers import wait_for_health
 from pytest_qualify.tasks.fixture_data import smoke_questions
+from .in_thread import serving
 
 PROFILE = load_profile("small")
 
@@ -40,15 +38,8 @@ def served(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[str
     faults = Faults.parse(request.param)
     log = tmp_path / FAULT_LOG
     faults.log.keep(log)
-    state = ReferenceState(PROFILE, faults, None, 0.0, 0.0)
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), type("BoundHandler", (Handler,), {"state": state}))
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", log
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(ReferenceState(PROFILE, faults, None, 0.0, 0.0)) as url:
+        yield url, log
 
 
 def _ask(url: str) -> httpx.Response:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from contextlib import ExitStack
 from http.server import ThreadingHTTPServer
 
 import pytest
@@ -15,10 +16,10 @@ import pytest
 from pytest_qualify.client.endpoint import QualifyClient
 from pytest_qualify.profiles import load_profile
 from pytest_qualify.reference.faults import Faults
-from pytest_qualify.reference.handler import Handler
 from pytest_qualify.reference.oracle_parsers import SHIFT_PERIOD, coerce, parse, shift
 from pytest_qualify.reference.state import ReferenceState
 from pytest_qualify.tasks import parsers
+from .in_thread import serving
 
 PROFILE = load_profile("262k")  # --tool-call-parser qwen3_coder --reasoning-parser qwen3
 TOOLS = parsers.corpus_tools()
@@ -26,21 +27,13 @@ TOOLS = parsers.corpus_tools()
 
 @pytest.fixture
 def serve() -> Iterator:
-    servers: list[ThreadingHTTPServer] = []
+    with ExitStack() as servers:
+        def start(*faults: str) -> tuple[QualifyClient, ReferenceState]:
+            state = ReferenceState(PROFILE, Faults.parse(faults), None, 0.0, 0.0)
+            url = servers.enter_context(serving(state))
+            return QualifyClient(url, None, PROFILE.deployment.served_name, 60.0), state
 
-    def start(*faults: str) -> tuple[QualifyClient, ReferenceState]:
-        state = ReferenceState(PROFILE, Faults.parse(faults), None, 0.0, 0.0)
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), type("BoundHandler", (Handler,), {"state": state}))
-        httpd.daemon_threads = True
-        threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        servers.append(httpd)
-        url = f"http://127.0.0.1:{httpd.server_address[1]}"
-        return QualifyClient(url, None, PROFILE.deployment.served_name, 60.0), state
-
-    yield start
-    for httpd in servers:
-        httpd.shutdown()
-        httpd.server_close()
+        yield start
 
 
 def _ask(client: QualifyClient, case: parsers.ParserCase) -> parsers.Asked:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from http.server import ThreadingHTTPServer
 from types import SimpleNamespace
 
 import httpx
@@ -19,8 +18,8 @@ from pytest_qualify.profiles import load_profile
 from pytest_qualify.reference.faults import Faults
 from pytest_qualify.reference.oracle import Rejection
 from pytest_qualify.reference.scheduler import Scheduler, current_seat
-from pytest_qualify.reference.handler import Handler
 from pytest_qualify.reference.state import Metrics, ReferenceState
+from .in_thread import serving
 
 PROFILE = load_profile("small")
 
@@ -89,15 +88,8 @@ def test_the_5xx_fault_engages_only_at_its_number_in_flight():
 
 @pytest.fixture
 def server():
-    state = ReferenceState(PROFILE, Faults(), None, 0.0, 0.0)
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), type("BoundHandler", (Handler,), {"state": state}))
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(ReferenceState(PROFILE, Faults(), None, 0.0, 0.0)) as url:
+        yield url
 
 
 @pytest.mark.parametrize("controls", [{"ignore_eos": True}, {"min_tokens": 24}], ids=["ignore_eos", "min_tokens"])

@@ -4,38 +4,24 @@ and its fault switches change exactly what they say."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 
 import httpx
 import pytest
 
 from pytest_qualify.profiles import load_profile
 from pytest_qualify.reference.faults import FaultError, Faults
-from pytest_qualify.reference.handler import Handler
 from pytest_qualify.reference.state import ReferenceState
 from pytest_qualify.tasks.fixture_data import smoke_questions
+from .in_thread import serving
 
 PROFILE = load_profile("small")
 
 
-def _serve(*faults: str) -> tuple[ThreadingHTTPServer, str]:
-    state = ReferenceState(PROFILE, Faults.parse(faults), None, 0.0, 0.0)
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), type("BoundHandler", (Handler,), {"state": state}))
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    return httpd, f"http://127.0.0.1:{httpd.server_address[1]}"
-
-
 @pytest.fixture
 def server(request: pytest.FixtureRequest) -> Iterator[str]:
-    httpd, url = _serve(*getattr(request, "param", ()))
-    try:
+    with serving(ReferenceState(PROFILE, Faults.parse(getattr(request, "param", ())), None, 0.0, 0.0)) as url:
         yield url
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 def _chat(url: str, content: str, **extra) -> httpx.Response:

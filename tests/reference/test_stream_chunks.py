@@ -8,8 +8,6 @@ incremental streaming."""
 from __future__ import annotations
 
 import dataclasses
-import threading
-from http.server import ThreadingHTTPServer
 
 import pytest
 
@@ -18,26 +16,21 @@ from pytest_qualify.graders.answer_checks import INCREMENTAL_MIN_TOKENS, check_a
 from pytest_qualify.graders.load import ProbeTiming, check_probe, level_figures
 from pytest_qualify.profiles import load_profile
 from pytest_qualify.reference.faults import Faults
-from pytest_qualify.reference.handler import Handler
 from pytest_qualify.reference.state import ReferenceState
 from pytest_qualify.tasks.load import Probe
+from .in_thread import serving
 
 PROFILE = load_profile("small")
 
 
 @pytest.fixture(params=[False, True], ids=["as-decoded", "stream-whole"])
 def client(request):
-    state = ReferenceState(PROFILE, Faults(), None, 0.0, 4000.0, stream_whole=request.param)
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), type("BoundHandler", (Handler,), {"state": state}))
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    qc = QualifyClient(f"http://127.0.0.1:{httpd.server_address[1]}", None, PROFILE.deployment.served_name, 30.0)
-    try:
-        yield qc, request.param
-    finally:
-        qc.close()
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(ReferenceState(PROFILE, Faults(), None, 0.0, 4000.0, stream_whole=request.param)) as url:
+        qc = QualifyClient(url, None, PROFILE.deployment.served_name, 30.0)
+        try:
+            yield qc, request.param
+        finally:
+            qc.close()
 
 
 def test_the_decode_probe_knows_each_chunks_tokens(client):
