@@ -29,34 +29,22 @@ def test_reasoning_in_its_own_field_passes(qualify_pytest: QualifyPytest):
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-3000:]
 
 
-def test_reasoning_unmarked_in_the_content_is_a_leak_naming_the_parser(qualify_pytest: QualifyPytest):
-    result = qualify_pytest(profile=_thinking_on(qualify_pytest.pytester.path), repeat=1, faults=("leak_reasoning_unmarked",),
+@pytest.mark.parametrize("fault, working", [
+    ("leak_reasoning_unmarked", "holds 3 lines of working besides its answer slot: 'Okay, the user wants a short answer."),
+    ("leak_reasoning_one_line", "holds working on its answer's own line: 'Okay, the user wants a short answer, so I"),
+], ids=["lines-of-working", "on-the-answers-line"])
+def test_reasoning_left_in_the_content_is_a_leak_naming_the_parser(qualify_pytest: QualifyPytest, fault: str,
+                                                                   working: str):
+    result = qualify_pytest(profile=_thinking_on(qualify_pytest.pytester.path), repeat=1, faults=(fault,),
                             suites=suite("reasoning"))
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-3000:]
     summary = qualify_pytest.summary()
-    assert {f["name"]: f["engaged"] for f in summary["faults"]["armed"]} == {"leak_reasoning_unmarked": True}
+    assert {f["name"]: f["engaged"] for f in summary["faults"]["armed"]} == {fault: True}
     items = [i for i in summary["items"] if i["module"] == "reasoning"]
     # Every prompt, plain and streamed, and the override item (thinking stays on: the same leak).
     assert len(items) == 2 * len(PROMPTS) + 2 and all(i["outcome"] == "failed" for i in items), items
     for item in items:
         assert ("reasoning leak: thinking is enabled and no reasoning came back (no reasoning field, no reasoning "
-                "tokens), while the visible content holds 3 lines of working besides its answer slot: 'Okay, the user "
-                "wants a short answer.") in item["reason"], item["reason"]
-        assert item["reason"].endswith("(the reasoning parser 'qwen3' left the reasoning in the content)"), item["reason"]
-        assert item["failure_kind"] == "fact"
-
-
-def test_reasoning_on_the_answers_own_line_is_a_leak_naming_the_parser(qualify_pytest: QualifyPytest):
-    result = qualify_pytest(profile=_thinking_on(qualify_pytest.pytester.path), repeat=1, faults=("leak_reasoning_one_line",),
-                            suites=suite("reasoning"))
-    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-3000:]
-    summary = qualify_pytest.summary()
-    assert {f["name"]: f["engaged"] for f in summary["faults"]["armed"]} == {"leak_reasoning_one_line": True}
-    items = [i for i in summary["items"] if i["module"] == "reasoning"]
-    assert len(items) == 2 * len(PROMPTS) + 2 and all(i["outcome"] == "failed" for i in items), items
-    for item in items:
-        assert ("reasoning leak: thinking is enabled and no reasoning came back (no reasoning field, no reasoning "
-                "tokens), while the visible content holds working on its answer's own line: 'Okay, the user wants a "
-                "short answer, so I") in item["reason"], item["reason"]
+                "tokens), while the visible content " + working) in item["reason"], item["reason"]
         assert item["reason"].endswith("(the reasoning parser 'qwen3' left the reasoning in the content)"), item["reason"]
         assert item["failure_kind"] == "fact"
