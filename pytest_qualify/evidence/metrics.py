@@ -9,6 +9,7 @@ buckets, and sums over labels. No pytest here.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -193,8 +194,12 @@ def held_stream(props: Mapping[str, Any]) -> bool:
     more, in one chunk with its finish (``answer_checks.check_incremental``'s rule, by which the sweep
     and load modules leave a sample out of their chunk figures)."""
     tokens = props.get("completion_tokens")
-    whole = props.get("whole_at_finish") in (True, "True", "true", 1, "1")
-    return whole and isinstance(tokens, (int, float)) and tokens >= INCREMENTAL_MIN_TOKENS
+    try:
+        n = None if tokens is None or isinstance(tokens, bool) else float(tokens)
+    except (TypeError, ValueError):
+        n = None
+    whole = str(props.get("whole_at_finish")) in ("True", "true", "1")
+    return whole and n is not None and math.isfinite(n) and n >= INCREMENTAL_MIN_TOKENS
 
 
 def lane_timing(d: Delta, timed: Mapping[str, Any]) -> dict[str, Any]:

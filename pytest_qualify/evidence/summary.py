@@ -13,7 +13,7 @@ from typing import Any
 from typing import TYPE_CHECKING
 
 from pytest_qualify import engines
-from pytest_qualify.evidence.metrics import Snapshot, TimingSource, delta
+from pytest_qualify.evidence.metrics import Snapshot, TimingSource, delta, held_stream
 from pytest_qualify.graders.answer_checks import INCREMENTAL_MIN_TOKENS
 from pytest_qualify.bundle_format.schema import SCHEMA_ID, SCHEMA_VERSION
 from pytest_qualify.properties import Outcome
@@ -159,8 +159,7 @@ def streaming_section(items: Sequence[Mapping[str, Any]], engine_version: str | 
             if key and (n := _num(i["properties"] or {}, key))]
     if not streamed and not many:
         return None
-    whole = [i for i in streamed if str(i["properties"].get("whole_at_finish")) in ("True", "true", "1")
-             and (_num(i["properties"], "completion_tokens") or 0) >= INCREMENTAL_MIN_TOKENS]
+    whole = [i for i in streamed if held_stream(i["properties"])]
     named = [f"{i['module']}: {i['item']} (repetition {i['repetition']})" for i in whole]
     named += [f"{i['module']}: {i['item']} (repetition {i['repetition']}): {n} of its answers" for i, n in many]
     per_chunk = [v for v in (_num(i["properties"], "tokens_per_chunk") for i in streamed) if v is not None]
