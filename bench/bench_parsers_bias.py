@@ -34,13 +34,10 @@ SEED = 20261206
 
 def ask_all(client: QualifyClient, cases: list[parsers.ParserCase], markers: dict[str, int], *, bias: bool,
             workers: int) -> tuple[list[parsers.Asked], float]:
-    def tokenize(text: str) -> list[int]:
-        return client.post_json("/tokenize", {"model": client.model, "prompt": text, "add_special_tokens": False})["tokens"]
-
     def one(case: parsers.ParserCase) -> parsers.Asked:
         return parsers.ask_case(lambda m, **p: client.chat(m, temperature=0, seed=1, **p), case, "qwen3_coder", markers,
                                 thinking_off=False, label="bench", model=client.model,
-                                tokenize=tokenize if bias else None)
+                                tokenize=client.text_token_ids if bias else None)
 
     t0 = time.monotonic()
     with ThreadPoolExecutor(workers) as pool:
@@ -64,12 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"vLLM ready in {process.wait_ready():.0f} s ({profile.name}); {len(cases)} cases, "
               f"{profile.limits.max_num_seqs} at a time, plain and streamed", flush=True)
         client = QualifyClient(spec.base_url, None, profile.deployment.served_name, 900.0)
-        markers = {}
-        for marker in parsers.MARKERS:
-            ids = client.post_json("/tokenize", {"model": client.model, "prompt": marker,
-                                                 "add_special_tokens": False})["tokens"]
-            if len(ids) == 1:
-                markers[marker] = ids[0]
+        markers = parsers.marker_ids(client.text_token_ids)
         arms: dict[bool, dict[str, float]] = {False: {}, True: {}}
         for bias in (False, True, False, True):
             asked, wall = ask_all(client, cases, markers, bias=bias, workers=profile.limits.max_num_seqs)

@@ -67,13 +67,7 @@ _MARKERS: dict[str, dict[str, int]] = {}
 def _marker_ids(client) -> dict[str, int]:  # type: ignore[no-untyped-def]
     """The markers the tokenizer holds as one token each (``/tokenize`` without special tokens)."""
     if client.model not in _MARKERS:
-        found = {}
-        for marker in parsers.MARKERS:
-            ids = client.post_json("/tokenize", {"model": client.model, "prompt": marker,
-                                                 "add_special_tokens": False}).get("tokens") or []
-            if len(ids) == 1:
-                found[marker] = int(ids[0])
-        _MARKERS[client.model] = found
+        _MARKERS[client.model] = parsers.marker_ids(client.text_token_ids)
     return _MARKERS[client.model]
 
 
@@ -89,18 +83,14 @@ def test_forced_cases(shard, qualify_ask, qualify_client, qualify_profile, quali
     where = f"parsers {shard[0].kind} {shard[0].id}..{shard[-1].id} ({label})"
     markers = _marker_ids(qualify_client)
 
-    def tokenize(text: str) -> list[int]:
-        """The served tokenizer's encoding of a forced text (its ids are biased: tasks/parsers.TEXT_BIAS)."""
-        return qualify_client.post_json("/tokenize", {"model": qualify_client.model, "prompt": text,
-                                                      "add_special_tokens": False}).get("tokens") or []
-
     def one(case: parsers.ParserCase) -> parsers.Asked:
         def chat(messages, stream=False, **params):  # type: ignore[no-untyped-def]
             how = "stream" if stream else "plain"
             return qualify_ask(messages, check_finish=False, stream=stream, salt_suffix=f"-{case.id}-{how}", **params)
 
         return parsers.ask_case(chat, case, plan.served.syntax, markers, thinking_off=plan.thinking_off,
-                                label=label, model=profile.deployment.served_name, tokenize=tokenize)
+                                label=label, model=profile.deployment.served_name,
+                                tokenize=qualify_client.text_token_ids)
 
     # At the deployment's own admission limit: the engine batches them, as it would its clients'.
     with ThreadPoolExecutor(max(1, profile.limits.max_num_seqs)) as pool:

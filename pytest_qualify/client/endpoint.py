@@ -163,6 +163,11 @@ class QualifyClient:
         body = {"model": self.model, "messages": messages, "add_generation_prompt": True, **extra}
         return int(self.post_json("/tokenize", body)["count"])
 
+    def text_token_ids(self, text: str) -> list[int]:
+        """A plain text's token ids as the *server's* tokenizer encodes it, no special tokens added."""
+        body = {"model": self.model, "prompt": text, "add_special_tokens": False}
+        return [int(i) for i in self.post_json("/tokenize", body).get("tokens") or []]
+
     # -- chat ------------------------------------------------------------------------------------
 
     def chat(

@@ -273,6 +273,17 @@ def forced_body(case: ParserCase, syntax: str, tools: Sequence[Mapping[str, Any]
     return body
 
 
+def marker_ids(tokenize: Callable[[str], Sequence[int]]) -> dict[str, int]:
+    """The markers the served tokenizer holds as one token each, with their ids (``tokenize``: a text's
+    ids, no special tokens added)."""
+    found = {}
+    for marker in MARKERS:
+        ids = tokenize(marker)
+        if len(ids) == 1:
+            found[marker] = int(ids[0])
+    return found
+
+
 def markers_as_tokens(generated_ids: Sequence[int] | None, text: str, marker_ids: Mapping[str, int]) -> str | None:
     """Whether every marker of the forced text came as the model's own token: None when so (or when
     the tokenizer has none of them as one token), else what differs. ``generated_ids`` None: the

@@ -53,19 +53,12 @@ def _shortest(kinds: tuple[str, ...], calls: int | None = None, count: int | Non
 def _ask_all(server: Served, cases: list[parsers.ParserCase]) -> list[parsers.Asked]:
     profile = server.env.profile
     client = QualifyClient(server.base_url, None, profile.deployment.served_name, 900.0)
-    markers = {}
-    for marker in parsers.MARKERS:
-        ids = client.post_json("/tokenize", {"model": client.model, "prompt": marker, "add_special_tokens": False})["tokens"]
-        if len(ids) == 1:
-            markers[marker] = ids[0]
+    markers = parsers.marker_ids(client.text_token_ids)
     assert set(markers) == set(parsers.MARKERS)  # Qwen3's tokenizer holds each as one token
-
-    def tokenize(text: str) -> list[int]:
-        return client.post_json("/tokenize", {"model": client.model, "prompt": text, "add_special_tokens": False})["tokens"]
 
     def one(case: parsers.ParserCase) -> parsers.Asked:
         return parsers.ask_case(lambda m, **p: client.chat(m, temperature=0, seed=1, **p), case, "qwen3_coder", markers,
-                                thinking_off=False, label="vllm", model=client.model, tokenize=tokenize)
+                                thinking_off=False, label="vllm", model=client.model, tokenize=client.text_token_ids)
 
     with ThreadPoolExecutor(profile.limits.max_num_seqs) as pool:
         return list(pool.map(one, cases))

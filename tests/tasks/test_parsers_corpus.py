@@ -117,6 +117,11 @@ def test_ask_case_biases_the_encoding_of_the_text_it_forces():
     assert asked_with[0]["logit_bias"] == {"5": parsers.TEXT_BIAS, "6": parsers.TEXT_BIAS}
 
 
+def test_marker_ids_are_the_markers_the_tokenizer_holds_as_one_token():
+    vocab = {"<think>": [11], "</think>": [12], "<tool_call>": [3, 4], "</tool_call>": []}
+    assert parsers.marker_ids(lambda text: vocab[text]) == {"<think>": 11, "</think>": 12}
+
+
 class StopAsking(Exception):
     pass
 
