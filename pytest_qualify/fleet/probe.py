@@ -27,11 +27,13 @@ class Asker:
                  timeout_s: float = 60.0) -> None:
         import httpx
 
+        from pytest_qualify.client.endpoint import tls_context
+
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         if pin is not None:
             headers[pin[0]] = pin[1]
         self.base_url = base_url.rstrip("/")
-        self.http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout_s)
+        self.http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout_s, verify=tls_context())
 
     def close(self) -> None:
         self.http.close()
@@ -136,8 +138,8 @@ class Probe:
 def chat_probe(asker: Asker, served_name: str, channel: Channel, *, nonce: str | None = None) -> Probe:
     """A short, ungraded chat request whose prompt starts with a unique prefix."""
     tag = nonce or uuid.uuid4().hex[:12]
-    body = {"model": served_name, "max_tokens": PROBE_MAX_TOKENS, "temperature": 0,
-            "messages": [{"role": "user", "content": f"[fleet probe {tag}] Reply with the word: ready"}]}
+    body = channel.asks({"model": served_name, "max_tokens": PROBE_MAX_TOKENS, "temperature": 0,
+                         "messages": [{"role": "user", "content": f"[fleet probe {tag}] Reply with the word: ready"}]})
     start = time.perf_counter()
     try:
         response = asker.http.post("/v1/chat/completions", json=body)

@@ -1,0 +1,36 @@
+"""Every client of the process shares one TLS context: httpx builds (and loads the CA bundle into)
+a context for each client it makes otherwise, which the harness paid for every client it built."""
+
+from __future__ import annotations
+
+import ssl
+
+from pytest_qualify.client.endpoint import QualifyClient, tls_context
+
+
+def test_clients_build_one_tls_context_between_them(monkeypatch):
+    made = []
+    real = ssl.create_default_context
+
+    def counted(*args, **kwargs):
+        made.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ssl, "create_default_context", counted)
+    tls_context.cache_clear()
+    try:
+        clients = [QualifyClient("http://127.0.0.1:9", "k", "m", 5.0) for _ in range(3)]
+        for client in clients:
+            assert client.openai is not None and client.http is not None
+            client._forget_connections()  # a reconnection builds new clients, on the same context
+            assert client.openai is not None and client.http is not None
+        assert len(made) == 1
+    finally:
+        for client in clients:
+            client.close()
+        tls_context.cache_clear()
+
+
+def test_the_shared_context_verifies_certificates():
+    context = tls_context()
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
