@@ -109,10 +109,12 @@ class ServerSession:
         """Launch or attach and wait until ready; True when the server answers. A local problem
         (a taken port, a serve command that does not exist) is a usage error, raised before
         anything starts; a failed start is recorded and fails every protocol test."""
+        from pytest_qualify.client.endpoint import preload
         from pytest_qualify.server.lifecycle import StartupError
         from pytest_qualify.server.target import TargetError, api_key_from_env, start_target
 
         state = self.state
+        preload()  # the client's imports while the server starts
         try:
             # start_target stops its own process when interrupted (Ctrl-C or SIGTERM during startup).
             state.target = start_target(

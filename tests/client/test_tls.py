@@ -34,3 +34,22 @@ def test_clients_build_one_tls_context_between_them(monkeypatch):
 def test_the_shared_context_verifies_certificates():
     context = tls_context()
     assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+
+
+def test_preload_imports_the_sdk_and_builds_the_context_on_a_helper_thread():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, threading\n"
+        "from pytest_qualify.client.endpoint import preload, tls_context\n"
+        "assert 'openai' not in sys.modules and tls_context.cache_info().currsize == 0\n"
+        "thread = preload()\n"
+        "assert thread is not threading.current_thread() and thread.daemon\n"
+        "thread.join(120)\n"
+        "assert 'openai.types.chat' in sys.modules, sorted(m for m in sys.modules if m.startswith('openai'))[:5]\n"
+        "assert tls_context.cache_info().currsize == 1\n"
+        "print('preloaded')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0 and done.stdout.strip() == "preloaded", done.stderr[-2000:]
