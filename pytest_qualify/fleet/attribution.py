@@ -4,8 +4,10 @@ A qualification run asks one endpoint. To grade one replica of a fleet, its run 
 proxy that forwards every request to the replica (its own URL, or the router with the replica's pin
 header: ``X-data-parallel-rank``, ``x-dynamo-worker-instance-id``, ...) and passes every answer back
 unchanged, a stream piece by piece. On the way back it reads which replica served each chat answer
-(the channel's served-by header, or its JSON field in a plain answer) and counts it: the replica's
-hits, and any answer another replica served. Nothing is changed but the pin header."""
+(the channel's served-by header, or its JSON field in a plain answer or a stream's chunk) and counts
+it: the replica's hits, and any answer another replica served. Nothing is changed but the pin header
+and, on a chat request, the fields the channel needs for its answer to name the replica (Dynamo's
+``nvext.extra_fields``)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import json
 import threading
 import urllib.parse
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -101,6 +104,9 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         proxy = self.proxy
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
+        is_chat = method == "POST" and self.path.split("?")[0] in CHAT_PATHS
+        if is_chat and body and proxy.channel.request_fields:
+            body = _asking(proxy.channel, body)
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
         if proxy.pin is not None:
             headers = {k: v for k, v in headers.items() if k.lower() != proxy.pin[0].lower()}
@@ -110,7 +116,6 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         try:
             conn.request(method, path, body=body, headers=headers)
             upstream = conn.getresponse()
-            is_chat = method == "POST" and self.path.split("?")[0] in CHAT_PATHS
             self.send_response(upstream.status)
             for key, value in upstream.getheaders():
                 if key.lower() not in HOP_BY_HOP:
@@ -121,18 +126,21 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             self.end_headers()
             # Every piece goes on at once (the run measures its timing); the answer is counted before
             # its last piece (the one that completes its Content-Length, or a stream's [DONE]), so a
-            # caller holding the whole answer always finds it in the tally.
+            # caller holding the whole answer always finds it in the tally. Who served is read from
+            # the first 64 KiB and the last piece (a stream may name its worker in its final chunk).
             total = int(known) if known is not None and known.isdigit() else None
-            first, received, counted = b"", 0, not is_chat
+            first, last, received, counted = b"", b"", 0, not is_chat
 
             def count() -> None:
-                proxy._count(upstream.status, proxy.channel.served_by(dict(upstream.getheaders()), _json(first)))
+                seen = first if received <= len(first) else first + b"\n" + last
+                proxy._count(upstream.status, _served_by(proxy.channel, dict(upstream.getheaders()), seen))
 
             while True:
                 piece = upstream.read1(65536)
                 if not piece:
                     break
                 received += len(piece)
+                last = piece
                 if is_chat and len(first) < 65536:
                     first += piece
                 if not counted and ((total is not None and received >= total) or b"data: [DONE]" in piece):
@@ -148,16 +156,38 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             conn.close()
 
 
-def _json(data: bytes) -> Any:
-    """A plain answer's JSON, or a stream's first chunk that parses (its served-by field)."""
+def _asking(channel: Channel, body: bytes) -> bytes:
+    """The request's JSON with the channel's request fields merged in; a body that is not a JSON
+    object goes on as it came."""
     try:
-        return json.loads(data)
+        doc = json.loads(body)
+    except ValueError:
+        return body
+    return json.dumps(channel.asks(doc)).encode() if isinstance(doc, dict) else body
+
+
+def _served_by(channel: Channel, headers: dict[str, str], data: bytes) -> str | None:
+    """The replica the answer names: its header, else the first JSON document in it that names one."""
+    named = channel.served_by(headers)
+    if named is not None or not channel.served_by_field:
+        return named
+    for doc in _documents(data):
+        named = channel.served_by({}, doc)
+        if named is not None:
+            return named
+    return None
+
+
+def _documents(data: bytes) -> Iterator[Any]:
+    """A plain answer's JSON, or each chunk of a stream that parses (a cut line is skipped)."""
+    try:
+        yield json.loads(data)
+        return
     except ValueError:
         pass
     for line in data.split(b"\n"):
         if line.startswith(b"data: {"):
             try:
-                return json.loads(line[6:])
+                yield json.loads(line[6:])
             except ValueError:
                 continue
-    return None

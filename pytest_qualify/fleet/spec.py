@@ -32,6 +32,7 @@ class Channel:
     served_by_header: str | None = None
     served_by_field: str | None = None
     metrics_label: str | None = None
+    request_fields: Mapping[str, Any] | None = None
 
     @property
     def names_server(self) -> bool:
@@ -52,6 +53,24 @@ class Channel:
             if node is not None:
                 return str(node)
         return None
+
+    def asks(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """A chat request's body with the fields this channel needs for its answer to name the replica
+        merged in (a list joined without repeats; a value the caller set is kept)."""
+        return _merged(body, self.request_fields or {})
+
+
+def _merged(into: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(into)
+    for key, value in extra.items():
+        have = out.get(key)
+        if key not in out:
+            out[key] = _merged({}, value) if isinstance(value, Mapping) else list(value) if isinstance(value, list) else value
+        elif isinstance(have, Mapping) and isinstance(value, Mapping):
+            out[key] = _merged(have, value)
+        elif isinstance(have, list) and isinstance(value, list):
+            out[key] = have + [v for v in value if v not in have]
+    return out
 
 
 @cache

@@ -2,7 +2,9 @@
 run of the post-promotion stage (an inner pytest each), on a profile cut to the smoke module so a
 fleet of 4 costs four short runs. A healthy fleet passes with every replica attributed; each replica
 fault fails the fleet naming exactly its replica; a replica missing, not ready or extra is named; one
-CI job per replica merges into the same verdict."""
+CI job per replica merges into the same verdict; each channel the fleet can be tested on here (the
+reference's served-by header, vLLM's data-parallel ranks, Dynamo's worker id, /metrics deltas) pins
+and attributes."""
 
 from __future__ import annotations
 
@@ -147,6 +149,20 @@ def test_data_parallel_ranks_are_pinned_and_attributed_by_the_engine_label(profi
         checks = {c["check"]: c for c in row["checks"]}
         assert f"/metrics engine={rank} rose by 3 for 3 answers" in checks["probes"]["detail"]
         assert f"asked only of {rank}, whose /metrics request count rose by" in checks["coverage"]["detail"]
+
+
+def test_dynamo_workers_are_pinned_and_attributed_by_the_worker_their_answers_name(profile, tmp_path, live_fleet):
+    from . import dynamo_frontend
+
+    where = live_fleet(2, "2:degenerate")
+    with dynamo_frontend.frontend({"7": where["replicas"][0]["url"], "8": where["replicas"][1]["url"]}) as url:
+        code, doc = run(tmp_path, "--qualify", profile, "--router", url, "--replica-ids", "7,8", "--channel", "dynamo")
+    assert doc["routing"]["served_by"] == {"7": 3, "8": 3}
+    assert doc["routing"]["attributed_by"] == "served-by nvext.worker_id.decode_worker_id"
+    assert code == 1 and doc["decision"]["failing_replicas"] == ["8"], doc["decision"]["reasons"]
+    checks = {rid: {c["check"]: c for c in row["checks"]} for rid, row in rows(doc).items()}
+    assert "every one served by 7 (served-by nvext.worker_id.decode_worker_id)" in checks["7"]["coverage"]["detail"]
+    assert rows(doc)["7"]["result"] == "PASS" and checks["8"]["graded"]["result"] == "FAIL"
 
 
 def test_pytest_qualify_fleet_judges_the_profiles_fleet_with_the_runs_settings(tmp_path):

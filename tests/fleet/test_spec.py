@@ -25,9 +25,19 @@ def test_every_channel_row_is_read_from_the_data_file():
     known = channels()
     assert {"direct", "reference", "vllm-dp", "dynamo", "aibrix", "llm-d"} <= set(known)
     assert known["dynamo"].pin_header == "x-dynamo-worker-instance-id"
-    assert known["dynamo"].served_by({}, {"nvext": {"worker_id": 7}}) == "7"
+    assert known["dynamo"].served_by({}, {"nvext": {"worker_id": {"prefill_worker_id": 6, "decode_worker_id": 7}}}) == "7"
+    assert known["dynamo"].served_by({}, {"nvext": {}}) is None
     assert known["aibrix"].served_by({"Target-Pod": "pod-a"}) == "pod-a"
     assert known["reference"].served_by({}) is None
+
+
+def test_a_channel_merges_the_fields_it_asks_for_into_a_request_keeping_the_callers():
+    dynamo, direct = channels()["dynamo"], channels()["direct"]
+    body = {"model": "m", "nvext": {"extra_fields": ["timing"], "greed_sampling": True}}
+    assert dynamo.asks(body) == {"model": "m", "nvext": {"extra_fields": ["timing", "worker_id"], "greed_sampling": True}}
+    assert dynamo.asks({"model": "m"}) == {"model": "m", "nvext": {"extra_fields": ["worker_id"]}}
+    assert body["nvext"]["extra_fields"] == ["timing"]  # the caller's body is left as it was
+    assert direct.asks(body) == body
 
 
 @pytest.mark.parametrize("kwargs, message", [
