@@ -37,6 +37,25 @@ def test_a_healthy_fleet_bundle(tmp_path):
     assert "r4" in (tmp_path / "report.html").read_text() and "| r2 | **PASS** |" in (tmp_path / "report.md").read_text()
 
 
+def test_report_html_shows_every_replica_and_the_fingerprints_side_by_side(tmp_path):
+    import re
+
+    from pytest_qualify.fleet.fingerprint import Fingerprint, FingerprintCheck
+    from pytest_qualify.promotion.identity import Identity
+
+    odd = replace(healthy("r3"), fingerprint=Fingerprint(Identity("m", "org/m", 2048, "v")),
+                  check=FingerprintCheck("r3", ("window_tokens: profile p 4096, replica 2048",)))
+    write(record(r3=odd), tmp_path)
+    page = (tmp_path / "report.html").read_text()
+    rows = re.findall(r"<tr><td class=mono>(r\d)<br>.*?<span class='verdict v-(\w+)'>", page)
+    assert rows == [("r1", "PASS"), ("r2", "PASS"), ("r3", "FAIL"), ("r4", "PASS")]
+    assert "<li class=reason>replica r3: fingerprint: " in page and "window_tokens: profile p 4096, replica 2048" in page
+    window = re.search(r"<tr><th>window_tokens</th>(.*?)</tr>", page).group(1)
+    assert re.findall(r"<td class='mono reason'>(\d+)</td>", window) == ["4096", "4096", "2048", "4096"]
+    model = re.search(r"<tr><th>model_root</th>(.*?)</tr>", page).group(1)
+    assert "reason" not in model  # a field every replica agrees on is not marked
+
+
 def test_a_failing_replica_is_red_in_junit_by_its_id(tmp_path):
     bad = replace(healthy("r3"), probes=())
     write(record(r3=bad), tmp_path)
