@@ -294,3 +294,23 @@ def test_a_learned_rate_sizes_a_lane_in_fewer_calls_than_a_cold_start():
             cold += size_lane(plan, Counter(per_word=bpe_like, overhead=40), 131_072, 256).calls
             warm += size_lane(plan, Counter(per_word=bpe_like, overhead=40), 131_072, 256, rate=rate).calls
     assert warm < cold, (warm, cold)
+
+
+def test_the_filler_draws_each_slot_in_turn_as_a_regex_fill_would():
+    """The filler splits its patterns once; its sentences are those of filling each ``{slot}`` in
+    turn from the same seeded draws (a regex substitution per sentence)."""
+    import random
+    import re
+
+    from pytest_qualify.tasks.haystack import FillerStream, filler_spec
+
+    spec = filler_spec()
+    for seed in ("lane-240K", "window-rep2", ""):
+        rng = random.Random(f"filler:{seed}")
+        plain = []
+        while len(plain) < 3000:
+            text = re.sub(r"\{(\w+)\}", lambda m: rng.choice(spec.words[m.group(1)]), rng.choice(spec.patterns))
+            plain.append(text[0].upper() + text[1:])
+        stream = FillerStream(seed)
+        pieces = sum(s.count(" ") + 2 for s in plain)
+        assert stream.sentences(pieces) == plain
