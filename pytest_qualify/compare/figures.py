@@ -21,7 +21,7 @@
 
 Which way is better is part of the figure: a time is better lower, a rate or a capacity higher.
 A TTFT (and the prefill rate taken from it) carries where the boot took it (``Figure.source``, the
-summary's ``ttft_source``): the client's first chunk, or the engine's own ``/metrics`` TTFT where the
+summary's ``ttft_sources``): the client's first chunk, or the engine's own ``/metrics`` TTFT where the
 stream came whole with its finish. Two sources are two measurements under one id; the comparison
 does not set them against each other (:func:`comparison.compare_arms`). No pytest here.
 """
@@ -59,11 +59,9 @@ LOWER_FACTS = ("model_memory_gib",)
 SKIPPED_FACTS = ("block_size_tokens",)
 
 
-# The figures a summary names the source of (its ``ttft_source``): a TTFT and the prefill rate
+# The figures a summary names the source of (its ``ttft_sources``): a TTFT and the prefill rate
 # taken from it (``evidence.metrics.lane_timing`` replaces both where the engine's TTFT stands in).
 SOURCED_FIGURES = ("ttft_s", "prefill_tok_s")
-# Longest first: "client chunks, held" is read whole, not as "client chunks" and a remainder.
-_SOURCE_NAMES = re.compile("|".join(re.escape(str(s)) for s in sorted(TimingSource, key=lambda s: -len(s))))
 
 
 @dataclass(frozen=True)
@@ -73,18 +71,34 @@ class Figure:
     unit: str
     better: str  # "higher" | "lower"
     value: float
-    source: str | None = None  # where the boot took it, where the summary names it (a TTFT's ttft_source)
+    source: str | None = None  # where the boot took it, where the summary names it (a TTFT's ttft_sources)
 
 
-def figure_source(named: Any) -> str | None:
-    """One boot's source of a figure, from the summary's ``ttft_source``: the source it names, or
-    where a lane's repetitions took theirs from different sources (``client chunks (repetition 1),
-    engine /metrics (repetition 2)``) the sources joined with `` + `` whatever the repetitions: the
-    median mixed them. None where the summary names none."""
-    if not isinstance(named, str) or not named.strip():
+def figure_source(taken: Mapping[str, Any]) -> str | None:
+    """One boot's source of a lane's or a sweep point's TTFT, from the summary's ``ttft_sources``
+    (each repetition with its source): the one source, or where the repetitions took theirs from
+    different sources the sources joined with `` + `` whatever the repetitions: the median mixed
+    them. None where the summary names none. A summary of an earlier release holds only the text
+    (:func:`earlier_figure_source`)."""
+    if "ttft_sources" not in taken:
+        return earlier_figure_source(taken.get("ttft_source"))
+    found = {str(r["source"]) for r in taken["ttft_sources"] or () if isinstance(r, Mapping) and r.get("source")}
+    return " + ".join(sorted(found)) or None
+
+
+# Longest first: "client chunks, held" is read whole, not as "client chunks" and a remainder.
+_SOURCE_NAMES = re.compile("|".join(re.escape(str(s)) for s in sorted(TimingSource, key=lambda s: -len(s))))
+
+
+def earlier_figure_source(rendered: Any) -> str | None:
+    """Reads bundles of earlier releases, whose summary names a TTFT's source only in the rendered
+    ``ttft_source`` text (``client chunks (repetition 1), engine /metrics (repetition 2)``), with no
+    ``ttft_sources`` beside it: the sources the text names, joined as :func:`figure_source` joins
+    them; the text itself where it names none of them; None where it is empty or absent."""
+    if not isinstance(rendered, str) or not rendered.strip():
         return None
-    found = sorted(set(_SOURCE_NAMES.findall(named)))
-    return " + ".join(found) if found else named.strip()
+    found = sorted(set(_SOURCE_NAMES.findall(rendered)))
+    return " + ".join(found) if found else rendered.strip()
 
 
 def _median(spread: Any) -> float | None:
@@ -102,7 +116,7 @@ def figures_of(summary: Mapping[str, Any]) -> dict[str, Figure]:
             value = _median(lane.get(key))
             if value is not None:
                 fid = f"lane.{lane['lane']}.{key}"
-                source = figure_source(lane.get("ttft_source")) if key in SOURCED_FIGURES else None
+                source = figure_source(lane) if key in SOURCED_FIGURES else None
                 out[fid] = Figure(fid, f"{title}, {lane['lane']} lane", unit, better, value, source)
     load = timing.get("load") or {}
     for level in load.get("levels") or ():
@@ -117,7 +131,7 @@ def figures_of(summary: Mapping[str, Any]) -> dict[str, Figure]:
         n = point.get("prompt_tokens")
         # A summary that names no source took a point's TTFT from its samples' first chunks: before the
         # engine's stood in, a point whose every sample came whole had no TTFT.
-        source = figure_source(point.get("ttft_source")) or str(TimingSource.CLIENT)
+        source = figure_source(point) or str(TimingSource.CLIENT)
         for key, title, unit, better in (("ttft_s", "TTFT", "s", "lower"), ("prefill_tok_s", "prefill", "tok/s", "higher"),
                                          ("engine_ttft_s", "TTFT (engine, /metrics)", "s", "lower")):
             if isinstance(point.get(key), (int, float)):

@@ -202,14 +202,18 @@ def sweep_section(items: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     sample of every repetition (median, min, max, the samples) and prefill tok/s as the size over
     the median TTFT (the recipe's own arithmetic: 2,042 tokens in 403 ms is about 5,071 tok/s); where
     every sample came whole with its finish (its first chunk read the parser), the engine's own TTFT
-    over the samples (``/metrics``) stands for them where the server reported it (``ttft_source``);
-    per decode-probe prompt size, single-stream decode tok/s (median of the probes). None when the
+    over the samples (``/metrics``) stands for them where the server reported it (``ttft_source``,
+    and ``ttft_sources``: each repetition the figure was taken from, with its source); per
+    decode-probe prompt size, single-stream decode tok/s (median of the probes). None when the
     module recorded nothing."""
     group = [i for i in items if i.get("module") == SWEEP_MODULE]
     if not group:
         return None
     ttft: dict[int, list[float]] = {}
     engine: dict[int, list[float]] = {}  # the engine's own TTFT over each repetition's samples
+    # The repetitions that timed a size from their samples' first chunks, and from the engine's TTFT.
+    sampled: dict[int, set[int]] = {}
+    engine_reps: dict[int, set[int]] = {}
     measured: dict[int, set[int]] = {}
     decode: dict[int, list[float]] = {}
     decode_out: dict[int, int] = {}
@@ -217,9 +221,13 @@ def sweep_section(items: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
         p = i["properties"]
         size = _num(p, "sweep_prompt_tokens")
         if size is not None:
-            ttft.setdefault(int(size), []).extend(_samples(p.get("sweep_ttft_s_samples")))
+            values = _samples(p.get("sweep_ttft_s_samples"))
+            ttft.setdefault(int(size), []).extend(values)
+            if values:
+                sampled.setdefault(int(size), set()).add(int(i["repetition"]))
             if _num(p, "sweep_engine_ttft_s") is not None:
                 engine.setdefault(int(size), []).append(float(_num(p, "sweep_engine_ttft_s") or 0.0))
+                engine_reps.setdefault(int(size), set()).add(int(i["repetition"]))
             got = _num(p, "sweep_measured_prompt_tokens")
             if got is not None:
                 measured.setdefault(int(size), set()).add(int(got))
@@ -235,13 +243,15 @@ def sweep_section(items: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
         # Every sample came whole with its finish (its first chunk read the parser): the engine's own
         # TTFT over the samples stands for the point where the server reported it.
         source = TimingSource.CLIENT if values else (TimingSource.ENGINE if engine_ttft else None)
+        reps = sampled.get(size, set()) if values else (engine_reps.get(size, set()) if source else set())
         if not values:
             median = engine_ttft
         points.append({"prompt_tokens": size, "samples": len(values), "ttft_s": median,
                        "ttft_s_min": min(values) if values else None, "ttft_s_max": max(values) if values else None,
                        "ttft_s_samples": values, "prefill_tok_s": size / median if median else None,
                        "measured_prompt_tokens": sorted(measured.get(size, ())),
-                       "engine_ttft_s": engine_ttft, "ttft_source": str(source) if source else None})
+                       "engine_ttft_s": engine_ttft, "ttft_source": str(source) if source else None,
+                       "ttft_sources": timing_sources((rep, source) for rep in reps)})
     probes = []
     for size in sorted(decode):
         values = decode[size]
@@ -346,9 +356,17 @@ def lanes_section(items: Sequence[Mapping[str, Any]], lane_order: Sequence[str])
     return lanes
 
 
+def timing_sources(taken: Iterable[tuple[int, Any]]) -> list[dict[str, Any]]:
+    """A figure's ``ttft_sources``: each repetition it was taken from with its source (a
+    :class:`TimingSource` value), by repetition. What a reader of the summary (``compare``) reads; the
+    ``ttft_source`` text beside it renders the same for report.md and the terminal."""
+    return [{"repetition": rep, "source": str(source)} for rep, source in sorted(taken)]
+
+
 def _ttft_source(group: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Where a lane's TTFT came from over its repetitions (``evidence.metrics.lane_timing``): one
-    source, or each with its repetitions; and, where any stream was held, what that source read."""
+    """Where a lane's TTFT came from over its repetitions (``evidence.metrics.lane_timing``): each
+    repetition with its source (``ttft_sources``); as text, one source, or each with its repetitions;
+    and, where any stream was held, what that source read."""
     from pytest_qualify.evidence.metrics import TIMING_SOURCE_NOTES
 
     reps: dict[str, list[int]] = {}
@@ -356,13 +374,14 @@ def _ttft_source(group: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         source = (i["properties"] or {}).get("ttft_source")
         if source:
             reps.setdefault(str(source), []).append(int(i["repetition"]))
+    sources = timing_sources((rep, source) for source, r in reps.items() for rep in r)
     if not reps:
-        return {"ttft_source": None, "ttft_source_note": None}
+        return {"ttft_source": None, "ttft_source_note": None, "ttft_sources": sources}
     text = next(iter(reps)) if len(reps) == 1 else ", ".join(
         f"{source} (repetition{'s' if len(r) > 1 else ''} {', '.join(map(str, r))})" for source, r in reps.items())
     held = [f"{source}: {TIMING_SOURCE_NOTES[source]}" for source in reps  # type: ignore[index]
             if source != TimingSource.CLIENT and source in TIMING_SOURCE_NOTES]
-    return {"ttft_source": text, "ttft_source_note": "; ".join(held) or None}
+    return {"ttft_source": text, "ttft_source_note": "; ".join(held) or None, "ttft_sources": sources}
 
 
 def server_metrics_section(snapshots: Mapping[str, Snapshot], errors: Mapping[str, str],

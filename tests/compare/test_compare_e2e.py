@@ -476,7 +476,8 @@ class Boots:
         s = speed(self.template.summary, factor)
         s["run"]["id"] = f"run-{name}-{self.seed}"
         if self.b_lane_source and name.removeprefix("warm-up-").startswith("B"):
-            for lane in s["timing"]["lanes"]:
+            for lane in s["timing"]["lanes"]:  # as the summary writes it: each repetition, and the text
+                lane["ttft_sources"] = [{**r, "source": self.b_lane_source} for r in lane["ttft_sources"]]
                 lane["ttft_source"] = self.b_lane_source
         clone(self.template, evidence / s["run"]["id"], s)
         return 0, f"TIMING: PASS (stage timing; not a qualification) (exit 0) · evidence {evidence}", ""
@@ -540,7 +541,8 @@ def test_until_decided_stops_at_the_first_look_when_a_gating_figure_is_left_out_
     """B's lanes took their TTFT from the engine's /metrics, A's from the client's chunks: the gating
     TTFT is not compared at any number of boots, so the campaign adds none past its first look."""
     lane = template.summary["timing"]["lanes"][0]["lane"]
-    assert template.summary["timing"]["lanes"][0].get("ttft_source") != "engine /metrics"
+    assert template.summary["timing"]["lanes"][0]["ttft_sources"]
+    assert {r["source"] for r in template.summary["timing"]["lanes"][0]["ttft_sources"]} == {"client chunks"}
     runner = Boots(template, b_speed=1.0, jitter=0.002, b_lane_source="engine /metrics")
     out = tmp_path / "src"
     code = ab(["small", "small", "--boots", "2", "--warm-up", "0", "--until-decided", "--max-boots", "6",

@@ -1,20 +1,23 @@
 """A figure's source across boots (compare/figures.py ``Figure.source``, compare/comparison.py): a
 context lane's or a sweep point's TTFT is the client's first chunk, or the engine's own ``/metrics``
-TTFT where the stream came whole with its finish (the summary's ``ttft_source``). Boots that agree
-compare it as before, the row naming the source; boots that took it from different sources, in
-either arm, any boot, leave it out with the sources and the boots that had each, and a gating
-figure left out so is never shown not worse."""
+TTFT where the stream came whole with its finish (the summary's ``ttft_sources``, each repetition
+with its source). Boots that agree compare it as before, the row naming the source; boots that took
+it from different sources, in either arm, any boot, leave it out with the sources and the boots that
+had each, and a gating figure left out so is never shown not worse. A summary of an earlier release
+names the sources only in its rendered ``ttft_source`` text, and is read from that."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from pytest_qualify.compare.boots import ArmBoots, Boot
 from pytest_qualify.compare.comparison import compare_arms, last_line
-from pytest_qualify.compare.figures import figure_source, figures_of
+from pytest_qualify.compare.figures import earlier_figure_source, figure_source, figures_of
 from pytest_qualify.compare.render import render_html, render_md, validate
+from pytest_qualify.evidence.summary import lanes_section
 
 # Each boot's jitter: a spread small against the 5% tolerance, so an unchanged B is shown not worse.
 JITTER = (1.0, 1.002, 0.998)
@@ -25,26 +28,41 @@ def _spread(value: float) -> dict:
     return {"median": value, "n": 1}
 
 
-def _summary(run_id: str, factor: float, *, lane_source: str | None = CLIENT, sweep_source: str | None = CLIENT,
-             speed: float = 1.0) -> dict:
+def _sourced(sources: str | tuple[str, ...] | None, earlier: bool) -> dict:
+    """A lane's or a sweep point's TTFT sources, repetition 1, 2, ... taking ``sources`` in turn:
+    as this release writes them for compare to read (``ttft_sources``; the rendered text beside them
+    is report.md's and left out here, so only the structured field can decide), or, ``earlier``, as
+    an earlier release wrote them (the rendered text alone). None: a summary from before sources
+    were named (neither)."""
+    if sources is None:
+        return {}
+    sources = (sources,) if isinstance(sources, str) else sources
+    if earlier:
+        return {"ttft_source": sources[0] if len(set(sources)) == 1 else ", ".join(
+            f"{s} (repetition {rep})" for rep, s in enumerate(sources, 1))}
+    return {"ttft_sources": [{"repetition": rep, "source": s} for rep, s in enumerate(sources, 1)]}
+
+
+def _summary(run_id: str, factor: float, *, lane_source: str | tuple[str, ...] | None = CLIENT,
+             sweep_source: str | None = CLIENT, speed: float = 1.0, earlier: bool = False) -> dict:
     """One finished boot's summary: a 32K lane, one load level and one sweep point, at ``factor``
-    (jitter) times the base figures and ``speed`` times as fast on output throughput."""
+    (jitter) times the base figures and ``speed`` times as fast on output throughput; the TTFT
+    sources as :func:`_sourced` writes them."""
     level = {"concurrency": 1, "repetitions": 1, "requests": 10, "failed": 0, "batch_variance": 0, "probes": 8,
              "probes_whole": 0, "tpot_s_p50": 0.004 * factor, "ttft_s_p50": 0.01 * factor,
              "output_tok_s": 250.0 * speed / factor}
     point = {"prompt_tokens": 2048, "samples": 5, "ttft_s": 0.2 * factor, "prefill_tok_s": 2048 / (0.2 * factor),
-             "engine_ttft_s": 0.19 * factor}
-    if sweep_source is not None:
-        point["ttft_source"] = sweep_source
+             "engine_ttft_s": 0.19 * factor, **_sourced(sweep_source, earlier)}
     lane = {"lane": "32K", "ttft_s": _spread(1.5 * factor), "e2e_s": _spread(2.0 * factor),
-            "prefill_tok_s": _spread(20000.0 / factor), "ttft_source": lane_source}
+            "prefill_tok_s": _spread(20000.0 / factor), **_sourced(lane_source, earlier)}
     return {"run": {"id": run_id}, "verdict": {"result": "PASS"}, "items": [],
             "timing": {"lanes": [lane], "load": {"label": "x", "probe_tokens": 256, "levels": [level]},
                        "sweep": {"label": "x", "points": [point], "decode": []}}}
 
 
-def arm(name: str, sources: tuple[str | None, ...], **kw) -> ArmBoots:
-    """Three boots of arm ``name``, boot i's lane TTFT taken from ``sources[i]``."""
+def arm(name: str, sources: tuple[str | tuple[str, ...] | None, ...], **kw) -> ArmBoots:
+    """Three boots of arm ``name``, boot i's lane TTFT taken from ``sources[i]`` (a tuple: one a
+    repetition)."""
     return ArmBoots(name, [Boot(Path(f"{name.lower()}{i}"), _summary(f"{name}{i}", f, lane_source=s, **kw))
                            for i, (f, s) in enumerate(zip(JITTER, sources), 1)])
 
@@ -141,6 +159,46 @@ def test_a_lane_that_names_no_source_differs_from_one_that_names_one():
     assert same["figures_left_out"] == [] and {f["id"]: f for f in same["figures"]}["lane.32K.ttft_s"]["source"] is None
 
 
+@pytest.mark.parametrize("taken,source", [
+    ([{"repetition": 1, "source": CLIENT}], CLIENT),
+    ([{"repetition": 1, "source": "client chunks, held"}], "client chunks, held"),
+    ([{"repetition": 1, "source": ENGINE}, {"repetition": 2, "source": CLIENT}, {"repetition": 3, "source": ENGINE}],
+     "client chunks + engine /metrics"),
+    ([{"repetition": 1, "source": "client chunks, held"}, {"repetition": 2, "source": CLIENT}],
+     "client chunks + client chunks, held"),
+    ([], None),
+])
+def test_a_lanes_source_is_the_set_of_its_repetitions_sources(taken, source):
+    # The rendered text beside it says otherwise: compare reads the structured field alone.
+    assert figure_source({"ttft_sources": taken, "ttft_source": "engine /metrics (repetition 9)"}) == source
+
+
+def test_a_lanes_sources_as_the_summary_writes_them_are_what_compare_reads():
+    """From the lane items through ``evidence.summary.lanes_section`` to ``figures_of``: a lane of the
+    client's chunks alone, and one whose repetitions mixed the client's chunks and the engine's TTFT."""
+    def item(rep: int, source: str) -> dict:
+        return {"module": "context", "lane": "32K", "repetition": rep, "outcome": "passed", "item": "test_lane",
+                "properties": {"ttft_s": 1.5, "e2e_s": 2.0, "prefill_tok_s": 20000.0, "ttft_source": source}}
+
+    (client,) = lanes_section([item(1, CLIENT), item(2, CLIENT)], ["32K"])
+    (mixed,) = lanes_section([item(1, CLIENT), item(2, ENGINE)], ["32K"])
+    assert figures_of({"timing": {"lanes": [client]}})["lane.32K.ttft_s"].source == CLIENT
+    assert figures_of({"timing": {"lanes": [mixed]}})["lane.32K.prefill_tok_s"].source == f"{CLIENT} + {ENGINE}"
+
+
+def test_a_boot_whose_lane_mixed_sources_is_left_out_beside_boots_of_one():
+    """One boot of B whose lane took repetition 2's TTFT from the engine: a median of two sources is
+    a third measurement, not the client's chunks of the other boots."""
+    c = decide(arm("A", (CLIENT,) * 3), arm("B", (CLIENT, (CLIENT, ENGINE), CLIENT)), ("load.c1.output_tok_s",))
+    assert c["result"] == "B NOT WORSE" and c["figures_left_out"] == ["lane.32K.prefill_tok_s", "lane.32K.ttft_s"]
+    assert c["figures_left_out_reasons"]["lane.32K.ttft_s"] == (
+        "not compared: its boots measured it from different sources (client chunks: A a1, A a2, A a3, B b1, B b3; "
+        "client chunks + engine /metrics: B b2), two measurements under one id")
+
+
+# -- summaries of earlier releases: the rendered text alone -----------------------------------------
+
+
 @pytest.mark.parametrize("named,source", [
     ("client chunks", "client chunks"),
     ("client chunks, held", "client chunks, held"),
@@ -148,8 +206,37 @@ def test_a_lane_that_names_no_source_differs_from_one_that_names_one():
     ("client chunks, held (repetition 1), client chunks (repetition 2)", "client chunks + client chunks, held"),
     (None, None), ("", None),
 ])
-def test_a_lanes_source_is_the_set_it_names_whatever_the_repetitions(named, source):
-    assert figure_source(named) == source
+def test_an_earlier_releases_source_is_the_set_its_text_names_whatever_the_repetitions(named, source):
+    assert earlier_figure_source(named) == source
+    assert figure_source({"ttft_source": named}) == source  # no ttft_sources: the text is read
+
+
+def test_boots_of_an_earlier_release_are_read_from_their_text_and_left_out_where_they_differ():
+    a = arm("A", (ENGINE,) * 3, earlier=True)
+    assert all("ttft_sources" not in boot.summary["timing"]["lanes"][0] for boot in a.boots)  # type: ignore[attr-defined]
+    c = decide(a, arm("B", (CLIENT, (CLIENT, ENGINE), CLIENT), earlier=True), ("load.c1.output_tok_s",))
+    assert c["figures_left_out_reasons"]["lane.32K.ttft_s"] == (
+        "not compared: its boots measured it from different sources (engine /metrics: A a1, A a2, A a3; "
+        "client chunks: B b1, B b3; client chunks + engine /metrics: B b2), two measurements under one id")
+    same = decide(arm("A", (ENGINE,) * 3, earlier=True), arm("B", (ENGINE,) * 3), ("lane.32K.ttft_s",))
+    assert same["result"] == "B NOT WORSE" and same["figures_left_out"] == []
+    assert {f["id"]: f for f in same["figures"]}["lane.32K.ttft_s"]["source"] == ENGINE
+
+
+def test_the_h100_boots_of_an_earlier_release_name_no_lane_source_and_their_sweep_the_clients_chunks():
+    """``data/h100-eager-ab-2026-12-06.json``: boots written before either field; read through the
+    fallback, a lane names no source and a sweep point's TTFT is its samples' first chunks. The same
+    lane with the earlier release's text is read from the text."""
+    boot = json.loads((Path(__file__).parent / "data" / "h100-eager-ab-2026-12-06.json").read_text())["boots"]["A1"]
+    lane, point = boot["timing"]["lanes"][0], boot["timing"]["sweep"]["points"][0]
+    assert not {"ttft_source", "ttft_sources"} & (set(lane) | set(point))
+    figures = figures_of({"timing": boot["timing"]})
+    assert figures["lane.32K.ttft_s"].source is None and figures["lane.32K.e2e_s"].source is None
+    lane["ttft_source"] = "client chunks, held (repetition 1), engine /metrics (repetition 2)"
+    # Every sample of this boot came whole (no TTFT): as a boot whose samples streamed would hold it.
+    point["ttft_s"], point["prefill_tok_s"] = 0.2, point["prompt_tokens"] / 0.2
+    assert figures_of({"timing": boot["timing"]})["lane.32K.ttft_s"].source == "client chunks, held + engine /metrics"
+    assert figures_of({"timing": boot["timing"]})[f"sweep.p{point['prompt_tokens']}.ttft_s"].source == CLIENT
 
 
 def test_a_figure_missing_from_a_boot_names_the_boot():
