@@ -23,7 +23,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--replicas", nargs="+", default=[], metavar="[ID=]URL",
                    help="each replica's own URL (default: the profile's [fleet] table, when it has one)")
     p.add_argument("--router", default=None, metavar="URL", help="the route production traffic takes")
-    p.add_argument("--replica-count", type=int, default=None, metavar="N", help="how many replicas serve behind the router")
+    p.add_argument("--replica-count", type=int, default=None, metavar="N",
+                   help="how many replicas serve behind the router (llm-d: how many distinct tokens its answers must show)")
     p.add_argument("--replica-ids", default="", metavar="ID,...", help="the replicas' ids (the values their pin takes)")
     p.add_argument("--channel", default=None, choices=sorted(channels()),
                    help="how a replica is pinned and named (channels.toml); default: direct with --replicas, "
@@ -104,6 +105,9 @@ def fleet_main(args: argparse.Namespace) -> int:
                           ready_timeout_s=args.ready_timeout, probes_per_replica=args.probes,
                           e2e_limit_s=args.replica_e2e_limit, api_key_env=args.api_key_env)
         only = [i for i in args.only.split(",") if i]
+        if only and spec.learns:
+            raise FleetUsageError(f"--only needs the replicas named: --channel {spec.channel.name} learns their ids "
+                                  "during the run (name them with --replica-ids ID,...)")
         unknown = [i for i in only if i not in spec.ids]
         if unknown:
             raise FleetUsageError(f"--only {','.join(unknown)}: not a named replica ({', '.join(spec.ids)})")

@@ -226,6 +226,23 @@ def _faults(r: ReplicaRecord) -> Check | None:
     return None
 
 
+def _learned(record: FleetRecord) -> Check:
+    """Where the channel learned the ids from the router's answers: every expected replica must have
+    shown up among them. One that never did was never reached, so never graded: a coverage FAIL."""
+    spec, routing = record.spec, record.routing
+    want, got = spec.expected_count, len(spec.replicas)
+    what = spec.channel.served_by_header or spec.channel.served_by_field or "served-by"
+    probes = routing.probes if routing is not None else 0
+    seen = f"the router's {probes} unpinned probes came back with {got} distinct {what} values"
+    if got < want:
+        return Check("coverage", FAIL, f"{seen}, {want} replicas expected (--replica-count): {want - got} of {want} "
+                                       "never reached, so never graded")
+    if got > want:
+        return Check("membership", FAIL, f"{seen}, {want} replicas expected (--replica-count): {got - want} more "
+                                         "than the fleet names")
+    return Check("coverage", PASS, f"{seen}, one for each of the {want} replicas expected")
+
+
 def decide(record: FleetRecord) -> FleetDecision:
     rows = []
     for r in record.replicas:
@@ -243,7 +260,9 @@ def decide(record: FleetRecord) -> FleetDecision:
                                r.fingerprint.digest if r.fingerprint else None, hits))
     fleet: list[Check] = []
     expected = set(record.spec.ids)
-    if record.routing is not None and record.routing.how:
+    if record.spec.learns:
+        fleet.append(_learned(record))
+    if record.routing is not None and record.routing.how and not record.spec.learns:
         extra = {k: v for k, v in record.routing.served_by.items() if k not in expected}
         if extra:
             fleet.append(Check("membership", FAIL, "the router sent requests to replicas the fleet does not name: "
@@ -251,6 +270,7 @@ def decide(record: FleetRecord) -> FleetDecision:
         else:
             fleet.append(Check("membership", PASS, f"every routed probe was served by a named replica "
                                                    f"({record.routing.probes} probes)"))
+    if record.routing is not None and record.routing.how:
         if record.routing.unattributed:
             fleet.append(Check("attribution", INCOMPLETE, f"{record.routing.unattributed} of {record.routing.probes} "
                                                           "routed answers named no replica"))
@@ -260,10 +280,11 @@ def decide(record: FleetRecord) -> FleetDecision:
                                                "answer" + (f" (from {named})" if named else "")))
     judged = {r.replica for r in rows}
     missing = [rid for rid in record.spec.ids if rid not in judged]
+    kind = "learned" if record.spec.learns else "named"
     if missing:
-        fleet.append(Check("replicas", INCOMPLETE, f"{len(rows)} of {len(expected)} named replicas judged here; not judged: "
+        fleet.append(Check("replicas", INCOMPLETE, f"{len(rows)} of {len(expected)} {kind} replicas judged here; not judged: "
                                              f"{', '.join(missing)} (merge the other jobs' bundles: fleet-merge)"))
     else:
-        fleet.append(Check("replicas", PASS, f"{len(rows)} of {len(expected)} named replicas judged"))
+        fleet.append(Check("replicas", PASS, f"{len(rows)} of {len(expected)} {kind} replicas judged"))
     result = worst([*(r.result for r in rows), *(c.result for c in fleet)])
     return FleetDecision(result, tuple(rows), tuple(fleet))

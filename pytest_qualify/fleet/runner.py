@@ -1,17 +1,20 @@
 """The fleet's run, in its order: readiness (one bounded wait for all), the router's round
-(membership), the fingerprints, pinned probes (attribution), then every replica's graded run at
-once (``jobs`` at a time), each through its attribution proxy. Returns the record ``judge.decide``
-judges. ``start_reference`` starts the SIMULATED fleet (``reference/fleet.py``) for tests and demos."""
+(membership; it comes first where the channel learns the replicas' ids from it), the fingerprints,
+pinned probes (attribution), then every replica's graded run at once (``jobs`` at a time), each
+through its attribution proxy. Returns the record ``judge.decide`` judges. ``start_reference``
+starts the SIMULATED fleet (``reference/fleet.py``) for tests and demos."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -87,13 +90,23 @@ def expected_of(profile: Profile, promoted: Any | None) -> Expected:
                          source=f"profile {profile.name}")
 
 
+def folder_name(rid: str) -> str:
+    """A replica's folder under ``replicas/``: its id where that is a plain name, else the id with
+    every other character as ``_`` and a digest of the id (a learned token may hold ``/`` or ``=``)."""
+    plain = re.sub(r"[^A-Za-z0-9_.-]", "_", rid).strip(".") or "_"
+    if plain == rid:
+        return rid
+    return f"{plain[:48]}-{hashlib.sha256(rid.encode()).hexdigest()[:8]}"
+
+
 def _route(spec: FleetSpec, served_name: str, api_key: str | None) -> Routing | None:
-    """Unpinned probes through the router, each attributed by the channel's served-by, by the ``engine``
-    label's counts, or (one at a time) by which replica's own ``/metrics`` count rose."""
+    """Unpinned probes through the router (``--probes`` rounds of the expected count), each attributed
+    by the channel's served-by, by the ``engine`` label's counts, or (one at a time) by which replica's
+    own ``/metrics`` count rose."""
     if spec.router is None:
         return None
     chan = spec.channel
-    n = spec.probes_per_replica * len(spec.replicas)
+    n = spec.probes_per_replica * spec.expected_count
     router = Asker(spec.router, api_key=api_key)
     served: dict[str, int] = {}
     failed_by: dict[str, int] = {}
@@ -149,6 +162,15 @@ def _route(spec: FleetSpec, served_name: str, api_key: str | None) -> Routing | 
         router.close()
 
 
+def _learned(spec: FleetSpec, routing: Routing) -> FleetSpec:
+    """The fleet whose ids its channel learns (llm-d's ``x-session-token``): one replica for each
+    distinct value the router's unpinned probes came back with, in the order they came (an answered
+    probe's first, then one only a failed probe named), each pinned with its value. Fewer values than
+    the expected count is judged a coverage FAIL (``judge.decide``): a replica never reached."""
+    seen = [*routing.served_by, *(k for k in routing.failed_by if k not in routing.served_by)]
+    return replace(spec, replicas=tuple(Replica(value, pin=value) for value in seen))
+
+
 def _counted(spec: FleetSpec, replica: Replica, api_key: str | None) -> float | None:
     """The replica's request count as ``/metrics`` shows it: at its own URL, or its ``engine`` label's."""
     chan = spec.channel
@@ -185,7 +207,9 @@ def _probe_replica(spec: FleetSpec, replica: Replica, served_name: str, api_key:
     elif counted is not None and ok and counted >= len(ok):
         how = ("its /metrics request count" if replica.url else f"/metrics {chan.metrics_label}={replica.pin}") \
             + f" rose by {counted:g} for {len(ok)} answers"
-    elif replica.url and not chan.names_server:
+    elif replica.url and not any(p.served_by for p in ok):
+        # A pod's own URL (AIBrix's gateway adds target-pod only on the way through it): a request sent
+        # there is served by that pod.
         how = "asked at its own URL"
     else:
         how = ""
@@ -200,8 +224,21 @@ def run_fleet(spec: FleetSpec, profile: Profile, profile_arg: str, out_dir: Path
     ``only`` (one CI job per replica) narrows the probes, the graded runs and the rows to those named."""
     api_key = os.environ.get(spec.api_key_env) if spec.api_key_env else None
     served_name = profile.deployment.served_name
-    n = len(spec.replicas)
     deadline = time.monotonic() + spec.ready_timeout_s
+    routing = None
+    if spec.learns:
+        # The ids are what the router's answers say: its round comes first, then every replica it named.
+        router = Asker(spec.router or "", api_key=api_key, timeout_s=10.0)
+        try:
+            up_router = wait_ready(router, deadline)
+        finally:
+            router.close()
+        say(f"fleet: learning {spec.expected_count} replicas' {spec.channel.pin_header} from the router {spec.router} "
+            + (f"(ready after {up_router.waited_s:.1f} s)" if up_router.ready else f"(NOT READY: {up_router.last})"))
+        routing = _route(spec, served_name, api_key)
+        assert routing is not None  # a learning channel is always asked through its router
+        spec = _learned(spec, routing)
+    n = len(spec.replicas)
     say(f"fleet: waiting (at most {spec.ready_timeout_s:g} s) for {n} replicas: {', '.join(spec.ids)}")
 
     def ready(r: Replica):  # noqa: ANN202
@@ -211,11 +248,12 @@ def run_fleet(spec: FleetSpec, profile: Profile, profile_arg: str, out_dir: Path
         finally:
             asker.close()
 
-    with ThreadPoolExecutor(max_workers=n) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, n)) as pool:
         readiness = dict(zip(spec.ids, pool.map(ready, spec.replicas)))
     for rid, r in readiness.items():
         say(f"  {rid}: " + (f"ready after {r.waited_s:.1f} s" if r.ready else f"NOT READY after {r.waited_s:.1f} s ({r.last})"))
-    routing = _route(spec, served_name, api_key)
+    if routing is None:
+        routing = _route(spec, served_name, api_key)
     if routing is not None:
         say(f"fleet: router {spec.router}: {routing.probes} probes served by "
             + (", ".join(f"{k} {v}" for k, v in sorted(routing.served_by.items())) or "no named replica"))
@@ -236,7 +274,7 @@ def run_fleet(spec: FleetSpec, profile: Profile, profile_arg: str, out_dir: Path
     def grade(r: Replica) -> tuple[graded_run.GradedRun, float | None]:
         upstream = r.url or spec.router or ""
         pin = None if r.url else (spec.channel.pin_header or "", r.pin or "")
-        folder = out_dir / "replicas" / r.id
+        folder = out_dir / "replicas" / folder_name(r.id)
         with AttributionProxy(upstream, spec.channel, pin) as proxy:
             cmd = graded_run.command(profile_arg, stage, proxy.url, folder / "evidence", api_key_env=spec.api_key_env,
                                      promoted=promoted_path, extra=pytest_args)
@@ -259,9 +297,11 @@ def run_fleet(spec: FleetSpec, profile: Profile, profile_arg: str, out_dir: Path
             continue
         probes, counted, how = probed.get(r.id, ((), None, ""))
         g, g_counted = graded.get(r.id, (None, None))
-        # Where the answers name their replica, the proxy's count is the proof; else the /metrics count is.
+        # Where the answers name their replica, the proxy's count is the proof; where none did (a channel
+        # with no served-by, or a pod's own URL, where AIBrix's gateway adds no target-pod), the
+        # replica's own /metrics count over its graded run is.
+        named = g is not None and any(k is not None for k in g.tally.served_by)
         records.append(ReplicaRecord(r, readiness[r.id], prints.get(r.id), checks.get(r.id), probes, counted, how, g,
-                                     None if spec.channel.names_server else g_counted,
-                                     reference.fault_records(r.id) if reference else ()))
+                                     None if named else g_counted, reference.fault_records(r.id) if reference else ()))
     return FleetRecord(spec, profile.name, stage, expected, tuple(records), routing, simulated=reference is not None,
                        reference_faults=dict(reference.faults) if reference else {})

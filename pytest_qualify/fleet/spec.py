@@ -100,14 +100,26 @@ class FleetSpec:
     probes_per_replica: int = 3
     e2e_limit_s: float | None = None  # a pinned probe's end to end over this fails its replica
     api_key_env: str = ""
+    # The channel learns the ids (llm-d's session tokens) from the router's answers: how many replicas
+    # the fleet expects. ``replicas`` is empty until the run has learned them.
+    learn_count: int | None = None
 
     @property
     def ids(self) -> tuple[str, ...]:
         return tuple(r.id for r in self.replicas)
 
+    @property
+    def learns(self) -> bool:
+        return self.learn_count is not None
+
+    @property
+    def expected_count(self) -> int:
+        return self.learn_count if self.learn_count is not None else len(self.replicas)
+
     def as_dict(self) -> dict[str, Any]:
         return {"router": self.router, "channel": self.channel.name, "channel_description": self.channel.description,
                 "replicas": [{"id": r.id, "url": r.url, "pin": r.pin} for r in self.replicas],
+                "replica_count": self.expected_count, "ids_learned": self.learns,
                 "ready_timeout_s": self.ready_timeout_s, "probes_per_replica": self.probes_per_replica,
                 "e2e_limit_s": self.e2e_limit_s}
 
@@ -124,7 +136,8 @@ def build_spec(*, replicas: Sequence[str] = (), router: str | None = None, repli
                probes_per_replica: int = 3, e2e_limit_s: float | None = None, api_key_env: str = "") -> FleetSpec:
     """The fleet from its parts: ``replicas`` as ``URL`` or ``ID=URL`` (each asked at its own URL);
     or a ``router`` with a ``replica_count`` or ``replica_ids`` (each asked through the router, pinned
-    by the channel). The count, when given with the list, must agree with it."""
+    by the channel). The count, when given with the list, must agree with it. A channel whose ids are
+    learned takes the router and the count alone: the run learns the ids from the router's answers."""
     known = channels()
     if channel not in known:
         raise FleetUsageError(f"--channel {channel!r}: expected one of {', '.join(known)}")
@@ -153,6 +166,15 @@ def build_spec(*, replicas: Sequence[str] = (), router: str | None = None, repli
         out = [Replica(rid, pin=rid) for rid in replica_ids]
     elif replica_count is not None and chan.ids == "ranks":
         out = [Replica(str(rank), pin=str(rank)) for rank in range(replica_count)]
+    elif replica_count is not None and chan.ids == "learned":
+        if replica_count < 1:
+            raise FleetUsageError(f"--replica-count {replica_count}: expected at least 1 replica")
+        return FleetSpec((), chan, router, ready_timeout_s, probes_per_replica, e2e_limit_s, api_key_env,
+                         learn_count=replica_count)
+    elif chan.ids == "learned":
+        raise FleetUsageError(f"--channel {channel}: say how many replicas serve behind the router with "
+                              f"--replica-count N (their {chan.pin_header} values are learned from its answers), "
+                              "or name the values with --replica-ids ID,...")
     else:
         raise FleetUsageError(f"--channel {channel}: name the replicas with --replica-ids ID,... (the values its "
                               f"{chan.pin_header} pin takes)")

@@ -16,6 +16,8 @@ from pytest_qualify.__main__ import main
      "I from 1 to 2"),
     (["--qualify", "small", "--replicas", "http://x", "--replica-fault", "1:degenerate"], "needs --endpoint reference"),
     (["--qualify", "small", "--replicas", "a=http://x", "--only", "b"], "--only b: not a named replica"),
+    (["--qualify", "small", "--router", "http://gw", "--replica-count", "2", "--channel", "llm-d", "--only", "b"],
+     "--only needs the replicas named: --channel llm-d learns their ids during the run"),
     (["--qualify", "small", "--replicas", "http://x", "--promoted", "/nonexistent/summary.json"], "promoted summary"),
 ])
 def test_a_usage_error_is_one_line_and_exit_4(tmp_path, capsys, args, message):

@@ -3,8 +3,9 @@ run of the post-promotion stage (an inner pytest each), on a profile cut to the 
 fleet of 4 costs four short runs. A healthy fleet passes with every replica attributed; each replica
 fault fails the fleet naming exactly its replica; a replica missing, not ready or extra is named; one
 CI job per replica merges into the same verdict; each channel the fleet can be tested on here (the
-reference's served-by header, vLLM's data-parallel ranks, Dynamo's worker id, /metrics deltas) pins
-and attributes."""
+reference's served-by header, vLLM's data-parallel ranks, Dynamo's worker id, llm-d's session tokens
+learned from its picker's answers, AIBrix pods at their own URLs, /metrics deltas) pins and
+attributes."""
 
 from __future__ import annotations
 
@@ -178,3 +179,83 @@ def test_pytest_qualify_fleet_judges_the_profiles_fleet_with_the_runs_settings(t
     (bundle,) = (tmp_path / "ev").glob("fleet-*")
     doc = json.loads((bundle / "fleet.json").read_text())
     assert [r["replica"] for r in doc["decision"]["replicas"]] == ["r1", "r2"] and doc["fleet"]["e2e_limit_s"] == 5.0
+
+
+def test_llm_d_replicas_are_learned_from_the_pickers_tokens_and_each_is_pinned_and_attributed_by_its_own(
+        profile, tmp_path, live_fleet):
+    from . import llmd_picker
+
+    pods = {r["id"]: r["url"] for r in live_fleet(4)["replicas"]}
+    with llmd_picker.picker(pods) as url:
+        code, doc = run(tmp_path, "--qualify", profile, "--router", url, "--replica-count", "4", "--channel", "llm-d")
+    tokens = {llmd_picker.token(pod) for pod in pods}
+    assert code == 0, doc["decision"]["reasons"]
+    assert set(rows(doc)) == tokens and doc["routing"]["served_by"] == {t: 3 for t in tokens}
+    assert all(r["pin"] == r["id"] and r["url"] is None for r in doc["replicas"])
+    assert doc["fleet"]["ids_learned"] is True and doc["fleet"]["replica_count"] == 4
+    for token, row in rows(doc).items():
+        checks = {c["check"]: c for c in row["checks"]}
+        assert checks["probes"]["detail"].startswith(f"3 of 3 answered by {token} (served-by x-session-token)")
+        assert f"every one served by {token} (served-by x-session-token)" in checks["coverage"]["detail"]
+        assert row["hits"] > 0
+    fleet = {c["check"]: c for c in doc["decision"]["fleet_checks"]}
+    assert fleet["coverage"] == {"check": "coverage", "result": "PASS", "detail": (
+        "the router's 12 unpinned probes came back with 4 distinct x-session-token values, one for each of the "
+        "4 replicas expected")}
+
+
+def test_a_degenerate_llm_d_replica_fails_by_its_token(profile, tmp_path, live_fleet):
+    from . import llmd_picker
+
+    pods = {r["id"]: r["url"] for r in live_fleet(2, "2:degenerate")["replicas"]}
+    with llmd_picker.picker(pods) as url:
+        code, doc = run(tmp_path, "--qualify", profile, "--router", url, "--replica-count", "2", "--channel", "llm-d")
+    bad = llmd_picker.token("r2")
+    assert code == 1 and doc["decision"]["failing_replicas"] == [bad], doc["decision"]["reasons"]
+    assert any(r.startswith("graded: post-promotion stage FAIL") for r in rows(doc)[bad]["reasons"])
+    assert rows(doc)[llmd_picker.token("r1")]["result"] == "PASS"
+
+
+def test_an_llm_d_replica_the_picker_never_routes_to_fails_the_fleet_on_coverage_naming_the_count(
+        profile, tmp_path, live_fleet):
+    from . import llmd_picker
+
+    pods = {r["id"]: r["url"] for r in live_fleet(3)["replicas"]}
+    with llmd_picker.picker(pods, unrouted={"r3"}) as url:
+        code, doc = run(tmp_path, "--qualify", profile, "--router", url, "--replica-count", "3", "--channel", "llm-d")
+    assert code == 1 and doc["decision"]["result"] == "FAIL"
+    assert doc["decision"]["reasons"] == [(
+        "fleet: coverage: the router's 9 unpinned probes came back with 2 distinct x-session-token values, "
+        "3 replicas expected (--replica-count): 1 of 3 never reached, so never graded")]
+    assert set(rows(doc)) == {llmd_picker.token("r1"), llmd_picker.token("r2")}
+    assert all(row["result"] == "PASS" for row in rows(doc).values())
+
+
+def test_aibrix_pods_graded_at_their_own_urls_are_covered_by_their_metrics_count_over_the_graded_run(
+        profile, tmp_path, live_fleet):
+    # A pod's own URL carries no target-pod (AIBrix's gateway adds it); the reference replicas'
+    # x-served-by is not the channel's header, so nothing in an answer names its pod.
+    urls = [f"{r['id']}={r['url']}" for r in live_fleet(2)["replicas"]]
+    code, doc = run(tmp_path, "--qualify", profile, "--replicas", *urls, "--channel", "aibrix")
+    assert code == 0, doc["decision"]["reasons"]
+    for rep in doc["replicas"]:
+        assert rep["graded"]["answers"]["served_by"] == {"(not named)": rep["graded"]["answers"]["answered"]}
+        assert rep["graded_requests_counted"] >= rep["graded"]["answers"]["answered"] > 0
+        coverage = {c["check"]: c for c in rows(doc)[rep["id"]]["checks"]}["coverage"]["detail"]
+        assert f"asked only of {rep['id']}, whose /metrics request count rose by" in coverage
+        assert coverage.endswith("during its run")
+
+
+def test_an_aibrix_pod_url_whose_graded_answers_another_pod_served_fails_on_coverage(profile, tmp_path, live_fleet):
+    from . import service_url
+
+    a, b = (r["url"] for r in live_fleet(2)["replicas"])
+    # r1's URL is a Service: its pinned probes reach pod a, its graded run pod b.
+    with service_url.service(a, b, first=3) as url:
+        code, doc = run(tmp_path, "--qualify", profile, "--replicas", f"r1={url}", f"r2={b}", "--channel", "aibrix")
+    assert code == 1 and doc["decision"]["failing_replicas"] == ["r1"], doc["decision"]["reasons"]
+    checks = {c["check"]: c for c in rows(doc)["r1"]["checks"]}
+    assert checks["probes"]["result"] == "PASS"
+    assert checks["coverage"]["result"] == "FAIL"
+    assert "but r1's /metrics counted only 0 requests: the rest were served elsewhere" in checks["coverage"]["detail"]
+    assert rows(doc)["r2"]["result"] == "PASS"

@@ -9,9 +9,9 @@ from dataclasses import replace
 from pytest_qualify.fleet.attribution import Tally
 from pytest_qualify.fleet.fingerprint import Fingerprint, FingerprintCheck, expected_from
 from pytest_qualify.fleet.graded import GradedRun
-from pytest_qualify.fleet.judge import FAIL, INCOMPLETE, PASS, FleetRecord, ReplicaRecord, Routing, decide
+from pytest_qualify.fleet.judge import FAIL, INCOMPLETE, PASS, Check, FleetRecord, ReplicaRecord, Routing, decide
 from pytest_qualify.fleet.probe import Probe, Readiness
-from pytest_qualify.fleet.spec import build_spec
+from pytest_qualify.fleet.spec import Replica, build_spec
 from pytest_qualify.promotion.identity import Identity
 
 IDS = ("r1", "r2", "r3", "r4")
@@ -124,3 +124,44 @@ def test_a_replica_that_answered_none_of_its_graded_requests_fails_coverage_sayi
     d = decide(record(r4=r))
     assert d.failing() == ["r4"]
     assert "coverage: no graded answer came from r4: none of its 7 graded requests was answered" in failing(d)["r4"]
+
+
+LEARNED = build_spec(router="http://gw", replica_count=4, channel="llm-d")
+
+
+def learned(tokens: tuple[str, ...]) -> FleetRecord:
+    """The fleet whose ids were learned: one healthy row for each token the router's 12 probes showed."""
+    spec = replace(LEARNED, replicas=tuple(Replica(t, pin=t) for t in tokens))
+    rows = tuple(replace(healthy("r1"), replica=r, probes=tuple(Probe(200, r.id, 0.05) for _ in range(3)),
+                         graded=GradedRun(0, PASS, "/b", 45, 0, tally=Tally(54, 54, {r.id: 54}))) for r in spec.replicas)
+    return FleetRecord(spec, "p", "post-promotion", EXPECTED, rows,
+                       Routing(12, {t: 12 // len(tokens) for t in tokens}, 0, 0, "served-by x-session-token"))
+
+
+def test_learned_ids_pass_when_every_expected_replica_showed_its_token():
+    d = decide(learned(("ta", "tb", "tc", "td")))
+    assert d.result == PASS and [row.replica for row in d.rows] == ["ta", "tb", "tc", "td"]
+    assert d.fleet_checks[0] == Check("coverage", PASS, "the router's 12 unpinned probes came back with 4 distinct "
+                                                        "x-session-token values, one for each of the 4 replicas expected")
+    assert d.fleet_checks[-1].detail == "4 of 4 learned replicas judged"
+
+
+def test_fewer_learned_tokens_than_expected_replicas_fail_the_fleet_on_coverage_naming_the_shortfall():
+    d = decide(learned(("ta", "tb", "tc")))
+    assert d.result == FAIL and d.failing() == [] and all(row.result == PASS for row in d.rows)
+    assert d.reasons == [("fleet: coverage: the router's 12 unpinned probes came back with 3 distinct x-session-token "
+                          "values, 4 replicas expected (--replica-count): 1 of 4 never reached, so never graded")]
+
+
+def test_no_token_at_all_is_every_replica_never_reached():
+    rec = replace(learned(("ta",)), replicas=(), spec=LEARNED, routing=Routing(12, {}, 0, 12, ""))
+    d = decide(rec)
+    assert d.result == FAIL and "came back with 0 distinct x-session-token values" in d.reasons[0]
+    assert "4 of 4 never reached" in d.reasons[0]
+
+
+def test_more_learned_tokens_than_expected_replicas_fail_membership():
+    d = decide(learned(("ta", "tb", "tc", "td", "te")))
+    assert d.result == FAIL and d.failing() == []
+    assert [c.name for c in d.fleet_checks if c.result == FAIL] == ["membership"]
+    assert "5 distinct x-session-token values, 4 replicas expected (--replica-count): 1 more" in d.reasons[0]

@@ -21,6 +21,15 @@ def test_a_router_with_data_parallel_ranks_pins_each_rank():
     assert spec.channel.pin_header == "X-data-parallel-rank" and spec.channel.metrics_label == "engine"
 
 
+def test_a_channel_that_learns_its_ids_takes_the_router_and_the_count_alone():
+    spec = build_spec(router="http://gw:8000", replica_count=4, channel="llm-d")
+    assert spec.replicas == () and spec.learns and spec.expected_count == 4
+    assert spec.as_dict()["replica_count"] == 4 and spec.as_dict()["ids_learned"] is True
+    named = build_spec(router="http://gw:8000", replica_ids=["dG9rLWE=", "dG9rLWI="], channel="llm-d")
+    assert not named.learns and [(r.id, r.pin) for r in named.replicas] == [("dG9rLWE=", "dG9rLWE="), ("dG9rLWI=", "dG9rLWI=")]
+    assert not build_spec(router="http://gw:8000", replica_count=2, channel="vllm-dp").learns
+
+
 def test_every_channel_row_is_read_from_the_data_file():
     known = channels()
     assert {"direct", "reference", "vllm-dp", "dynamo", "aibrix", "llm-d"} <= set(known)
@@ -45,6 +54,9 @@ def test_a_channel_merges_the_fields_it_asks_for_into_a_request_keeping_the_call
     ({"replicas": ["ftp://x"]}, "expected an http"),
     ({"router": "http://gw", "replica_count": 3}, "has no pin"),
     ({"router": "http://gw", "replica_count": 3, "channel": "dynamo"}, "--replica-ids"),
+    ({"router": "http://gw", "channel": "llm-d"}, "--replica-count N \\(their x-session-token values are learned"),
+    ({"router": "http://gw", "replica_count": 0, "channel": "llm-d"}, "--replica-count 0: expected at least 1"),
+    ({"replicas": ["http://x"], "replica_count": 2, "channel": "llm-d"}, "--replica-count 2 but 1 replicas"),
     ({"router": "http://gw", "replica_count": 3, "replica_ids": ["a", "b"], "channel": "reference"}, "but 2 replicas"),
     ({"replicas": ["a=http://x", "a=http://y"]}, "unique"),
     ({"replicas": ["http://x"], "channel": "nope"}, "expected one of"),
