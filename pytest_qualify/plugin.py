@@ -131,6 +131,10 @@ def _check_before_start(config: pytest.Config, state: RunState) -> evidence.Evid
     return evidence.load_evidence_state(config, state)
 
 
+# hypothesis's pytest plugin, by its entry-point name (``pytest11``).
+HYPOTHESIS_PLUGIN = "hypothesispytest"
+
+
 # First, so the run state exists before any other plugin's configure looks for it.
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
@@ -188,6 +192,9 @@ def pytest_configure(config: pytest.Config) -> None:
     server_watch = watch.ServerWatch(state)
     config.stash[watch.WATCH_KEY] = server_watch
     pm.register(server_watch, "qualify-server-watch")
+    # The protocol's suites draw nothing with hypothesis at run time (its corpora are stored), yet
+    # hypothesis's pytest plugin imports hypothesis in every run's terminal summary: 0.3 s at the end.
+    pm.set_blocked(HYPOTHESIS_PLUGIN)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:

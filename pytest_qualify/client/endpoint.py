@@ -11,7 +11,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from pytest_qualify.client.answer import Answer, StreamAssembly, as_dict, from_response
@@ -26,15 +25,22 @@ if TYPE_CHECKING:
     from pytest_qualify.profiles import Timeouts
 
 
-@cache
+_TLS_LOCK = threading.Lock()
+_TLS: list[ssl.SSLContext] = []  # the one context, once built
+
+
 def tls_context() -> ssl.SSLContext:
     """The process's one TLS context (the CA bundle and ``SSL_CERT_FILE``/``SSL_CERT_DIR`` as httpx
     reads them), shared by every client. httpx builds a context for each client it makes, loading the
     CA bundle each time: about 50 ms a raw client and 100 ms an openai client on a 2-core machine, paid
-    again for every load-level client and every reconnection, plain ``http://`` included."""
-    import httpx
+    again for every load-level client and every reconnection, plain ``http://`` included. Built once
+    under a lock: the preload thread and the first reads may ask at the same moment."""
+    with _TLS_LOCK:
+        if not _TLS:
+            import httpx
 
-    return httpx.create_ssl_context()
+            _TLS.append(httpx.create_ssl_context())
+        return _TLS[0]
 
 
 def preload() -> threading.Thread:

@@ -283,8 +283,10 @@ def probe_health(base_url: str, timeout_s: float) -> HealthProbe:
     through the client, with the API key, and also asks for a short answer.)"""
     import httpx
 
+    from pytest_qualify.client.endpoint import tls_context
+
     try:
-        resp = httpx.get(base_url.rstrip("/") + "/health", timeout=timeout_s)
+        resp = httpx.get(base_url.rstrip("/") + "/health", timeout=timeout_s, verify=tls_context())
     except httpx.HTTPError as exc:
         text = str(exc)
         return HealthProbe(error=f"{type(exc).__name__}: {text.splitlines()[0] if text else 'no answer'}",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ssl
 
+from pytest_qualify.client import endpoint
 from pytest_qualify.client.endpoint import QualifyClient, tls_context
 
 
@@ -17,7 +18,7 @@ def test_clients_build_one_tls_context_between_them(monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(ssl, "create_default_context", counted)
-    tls_context.cache_clear()
+    monkeypatch.setattr(endpoint, "_TLS", [])
     try:
         clients = [QualifyClient("http://127.0.0.1:9", "k", "m", 5.0) for _ in range(3)]
         for client in clients:
@@ -28,7 +29,6 @@ def test_clients_build_one_tls_context_between_them(monkeypatch):
     finally:
         for client in clients:
             client.close()
-        tls_context.cache_clear()
 
 
 def test_the_shared_context_verifies_certificates():
@@ -42,13 +42,13 @@ def test_preload_imports_the_sdk_and_builds_the_context_on_a_helper_thread():
 
     code = (
         "import sys, threading\n"
-        "from pytest_qualify.client.endpoint import preload, tls_context\n"
-        "assert 'openai' not in sys.modules and tls_context.cache_info().currsize == 0\n"
-        "thread = preload()\n"
+        "from pytest_qualify.client import endpoint\n"
+        "assert 'openai' not in sys.modules and not endpoint._TLS\n"
+        "thread = endpoint.preload()\n"
         "assert thread is not threading.current_thread() and thread.daemon\n"
         "thread.join(120)\n"
         "assert 'openai.types.chat' in sys.modules, sorted(m for m in sys.modules if m.startswith('openai'))[:5]\n"
-        "assert tls_context.cache_info().currsize == 1\n"
+        "assert len(endpoint._TLS) == 1 and endpoint.tls_context() is endpoint._TLS[0]\n"
         "print('preloaded')\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)

@@ -138,3 +138,25 @@ def test_a_node_id_selection_is_never_a_pass(pytester, tmp_path):
     result = run(pytester, f"--qualify={write_profile(tmp_path)}", "--qualify-endpoint", "reference", f"{SMOKE}::test_health")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     assert "partial run: test ids selected on the command line" in result.stdout.str()
+
+
+def test_a_qualification_run_leaves_hypothesis_unimported(pytester, tmp_path):
+    # The suites draw nothing at run time; hypothesis's pytest plugin would import hypothesis in the
+    # terminal summary of every run. Without --qualify the plugin stays (a project's own tests use it).
+    seen = pytester.path / "hypothesis.txt"
+    pytester.makepyfile(hypothesis_seen=textwrap.dedent(f"""
+        import sys
+        import pytest
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_unconfigure(config):
+            blocked = config.pluginmanager.is_blocked("hypothesispytest")
+            with open({str(seen)!r}, "a") as fh:
+                fh.write(f"imported={{'hypothesis' in sys.modules}} blocked={{blocked}}\\n")
+    """))
+    result = run(pytester, "-p", "hypothesis_seen", f"--qualify={write_profile(tmp_path)}", "--qualify-endpoint",
+                 "reference", SMOKE)
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    assert seen.read_text().splitlines() == ["imported=False blocked=True"]
+    pytester_run(pytester, "-p", "hypothesis_seen", str(suites_dir()))
+    assert seen.read_text().splitlines()[1].endswith("blocked=False")
