@@ -13,9 +13,10 @@ import hashlib
 import random
 import re
 import string
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
 from pytest_qualify.tasks import fixture_data
@@ -247,6 +248,7 @@ class FillerStream:
         self._sentences: list[str] = []
         self._pieces: list[int] = [0]  # cumulative: _pieces[i] = pieces in sentences[:i]
         self._parts = _pattern_parts(self.spec)
+        self._lock = threading.Lock()  # one stream may be shared (filler_stream): its draws stay in order
 
     def _extend(self, pieces_needed: int) -> None:
         # A pattern, then its slots' words left to right: the same draws, in the same order, as
@@ -267,13 +269,23 @@ class FillerStream:
         """Sentences holding exactly ``n_pieces`` pieces; the last one may stop mid-sentence."""
         if n_pieces <= 0:
             return []
-        self._extend(n_pieces)
+        with self._lock:
+            self._extend(n_pieces)
         full = bisect.bisect_right(self._pieces, n_pieces) - 1  # sentences that fit whole
         out = self._sentences[:full]
         rest = n_pieces - self._pieces[full]
         if rest:
             out.append(" ".join(self._sentences[full].rstrip(".").split(" ")[:rest]))
         return out
+
+
+@lru_cache(maxsize=16)
+def filler_stream(seed: str) -> FillerStream:
+    """The filler of ``seed`` with the fixtures' spec, shared in the process: a prompt sized once and
+    rebuilt from its units in every repetition (the window's edges, a lane's rebuild by another module)
+    takes the sentences already drawn for its seed, where a new stream drew a 262K-token prompt's
+    filler again for each rebuild (the same sentences: a stream only ever extends)."""
+    return FillerStream(seed)
 
 
 def render_messages(plan: HaystackPlan, sentences: Sequence[str], spec: NeedleSpec | None = None) -> Messages:
@@ -304,7 +316,7 @@ class Haystack:
     filler: FillerStream = field(init=False)
 
     def __post_init__(self) -> None:
-        self.filler = FillerStream(self.plan.seed)
+        self.filler = filler_stream(self.plan.seed)
 
     def build(self, n_pieces: int) -> Messages:
         return render_messages(self.plan, self.filler.sentences(n_pieces))

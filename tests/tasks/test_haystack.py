@@ -314,3 +314,18 @@ def test_the_filler_draws_each_slot_in_turn_as_a_regex_fill_would():
         stream = FillerStream(seed)
         pieces = sum(s.count(" ") + 2 for s in plain)
         assert stream.sentences(pieces) == plain
+
+
+def test_haystacks_of_one_seed_share_its_filler_and_build_the_same_prompts():
+    from pytest_qualify.tasks.haystack import FillerStream, Haystack, filler_stream, plan_haystack
+
+    plan = plan_haystack("shared-filler-seed", 0.5)
+    first, again = Haystack(plan), Haystack(plan)
+    assert first.filler is again.filler is filler_stream(plan.seed)
+    small, large = first.build(500), again.build(5000)
+    # A shared stream extended by a larger build gives the smaller one the same sentences as before,
+    # and both equal what a stream of their own draws.
+    assert first.build(500) == small and large == Haystack(plan).build(5000)
+    alone = FillerStream(plan.seed)
+    assert first.filler.sentences(5000) == alone.sentences(5000)
+    assert filler_stream("another-seed") is not first.filler
