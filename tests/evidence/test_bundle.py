@@ -106,6 +106,9 @@ def test_summary_validates_and_carries_the_run(run):
     (lambda s: s.pop("timing"), "(top level)"),
     (lambda s: s["timing"]["lanes"][0].update(ttft_s={"median": 1.0}), "timing.lanes.0.ttft_s"),
     (lambda s: s["items"][0].update(outcome="maybe"), "items.0.outcome"),
+    # The item fields whose definitions validate inlined (bundle_format.schema.inline_leaf_refs).
+    (lambda s: s["items"][0]["properties"].update(figure=[1, 2]), "items.0.properties.figure"),
+    (lambda s: s["items"][0].update(duration_s="fast"), "items.0.duration_s"),
 ])
 def test_schema_rejects_broken_summaries(run, mutate, field):
     summary = copy.deepcopy(run[0])
@@ -322,3 +325,19 @@ def test_plot_draws_limits_failures_window_edge_and_the_load_panel(tmp_path):
         legend = img.crop((WIDTH - MARGIN_RIGHT + 10, 40, WIDTH, HEIGHT - 62))
         assert legend.getbbox() is not None
     assert FAILED in colours and LIMIT in colours
+
+
+def test_leaf_definitions_are_inlined_and_the_others_kept_as_references():
+    from pytest_qualify.bundle_format.schema import inline_leaf_refs, schema
+
+    document = {"$defs": {"leaf": {"type": "integer"}, "branch": {"items": {"$ref": "#/$defs/leaf"}}},
+                "properties": {"a": {"$ref": "#/$defs/leaf"}, "b": {"$ref": "#/$defs/branch"},
+                               "c": {"$ref": "#/$defs/leaf", "minimum": 3}}}
+    inlined = inline_leaf_refs(document)
+    assert inlined["properties"]["a"] == {"type": "integer"}
+    assert inlined["properties"]["b"] == {"$ref": "#/$defs/branch"}  # a definition that refers on
+    assert inlined["properties"]["c"] == {"$ref": "#/$defs/leaf", "minimum": 3}  # a reference with siblings
+    assert inlined["$defs"]["branch"] == {"items": {"type": "integer"}}
+    published = schema()
+    assert '"#/$defs/scalar"' in json.dumps(published)  # the published file is left as written
+    assert '"#/$defs/scalar"' not in json.dumps(inline_leaf_refs(published))
