@@ -16,7 +16,6 @@ import re
 import shlex
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest

@@ -11,7 +11,6 @@ The whole protocol against this model is one command: ``pytest --qualify=qwen-cp
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 

@@ -19,7 +19,7 @@ from pytest_qualify.evidence.session import CaseRecord
 from pytest_qualify.stats import flips, stats_section, wilson
 from pytest_qualify.bundle_format.schema import validate
 from pytest_qualify.server.lifecycle import free_port
-from pytest_qualify.profiles import load_profile, module_registry
+from pytest_qualify.profiles import load_profile
 from ..judging import judge, summary_of
 
 

@@ -5,7 +5,6 @@ key is reported as such, without a traceback."""
 from __future__ import annotations
 
 import re
-import json
 import os
 import secrets
 import subprocess

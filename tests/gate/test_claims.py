@@ -4,14 +4,13 @@ the run cannot show does to the verdict (required: INCOMPLETE; otherwise listed)
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
 from pytest_qualify.gate.claims import NOT_VERIFIABLE, evaluate_claims, holds
 from pytest_qualify.gate.decide import FAIL, INCOMPLETE, PASS, ItemResult, RunRecord, decide
 from pytest_qualify.gate.run_facts import RunFacts
-from pytest_qualify.profiles import Claim, Claims, ProfileError, builtin_profiles, load_profile, module_registry
+from pytest_qualify.profiles import Claim, Claims, ProfileError, load_profile, module_registry
 from .profile_files import small_text, write
 
 

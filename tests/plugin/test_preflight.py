@@ -15,7 +15,6 @@ import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 
@@ -27,7 +26,7 @@ from pytest_qualify.engines import parse_engine
 from pytest_qualify.reference.faults import FaultError, check_for_run
 from pytest_qualify.settings import SettingsError, resolve
 
-from ..helpers import SMOKE, QualifyPytest, suite, write_profile
+from ..helpers import QualifyPytest, suite, write_profile
 from ..evidence.test_secrets import start_reference
 
 USAGE_ERROR = pytest.ExitCode.USAGE_ERROR

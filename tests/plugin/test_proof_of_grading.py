@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from ..helpers import QualifyPytest, suite, write_profile
+from ..helpers import QualifyPytest, suite
 from .test_preflight import assert_usage_error
 
 

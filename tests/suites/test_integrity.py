@@ -13,7 +13,6 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import pytest
 
 from pytest_qualify.evidence.answers import HELD_TITLE
 from pytest_qualify.graders.integrity import too_fast
