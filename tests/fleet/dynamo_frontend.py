@@ -6,63 +6,32 @@ final chunk. Worker ids are numbers, as Dynamo's instance ids are."""
 
 from __future__ import annotations
 
-import http.client
 import itertools
 import json
-import threading
-import urllib.parse
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from typing import Any
+
+from ..reference.in_thread import serve
+from .stand_in import StandIn
 
 PIN = "x-dynamo-worker-instance-id"
 
 
-class _Frontend(BaseHTTPRequestHandler):
+class _Frontend(StandIn):
     workers: Mapping[str, str]  # worker id -> the replica's base URL
-    pool: Any  # itertools.cycle over the worker ids
-    lock: threading.Lock
 
-    def log_message(self, fmt: str, *args: Any) -> None:
-        pass
-
-    def do_GET(self) -> None:  # noqa: N802
-        self._forward("GET", None)
-
-    def do_POST(self) -> None:  # noqa: N802
-        self._forward("POST", self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-
-    def _forward(self, method: str, body: bytes | None) -> None:
-        worker = self.headers.get(PIN) or self._next()
+    def forward(self, method: str, body: bytes | None) -> None:
+        worker = self.headers.get(PIN) or self.next_in_round()
         if worker not in self.workers:
-            self._send(404, b'{"error": {"message": "no such worker"}}', "application/json")
+            self.send(404, b'{"error": {"message": "no such worker"}}', "application/json")
             return
-        upstream = urllib.parse.urlsplit(self.workers[worker])
-        conn = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=600)
-        headers = {k: v for k, v in self.headers.items() if k.lower() in ("content-type", "authorization")}
-        try:
-            conn.request(method, self.path, body=body, headers=headers)
-            answer = conn.getresponse()
-            data, kind = answer.read(), answer.getheader("Content-Type") or "application/json"
-        finally:
-            conn.close()
+        status, data, kind = self.relay(method, body, self.workers[worker])
         request = json.loads(body) if body else {}
         asked = "worker_id" in ((request.get("nvext") or {}).get("extra_fields") or [])
-        if asked and answer.status == 200 and self.path.startswith("/v1/chat/completions"):
+        if asked and status == 200 and self.path.startswith("/v1/chat/completions"):
             data = _named(data, {"worker_id": {"prefill_worker_id": int(worker), "decode_worker_id": int(worker)}})
-        self._send(answer.status, data, kind)
-
-    def _next(self) -> str:
-        with self.lock:
-            return next(self.pool)
-
-    def _send(self, status: int, data: bytes, kind: str) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.send(status, data, kind)
 
 
 def _named(data: bytes, nvext: dict[str, Any]) -> bytes:
@@ -75,16 +44,6 @@ def _named(data: bytes, nvext: dict[str, Any]) -> bytes:
     return b"\n".join(lines)
 
 
-@contextmanager
-def frontend(workers: Mapping[str, str]) -> Iterator[str]:
+def frontend(workers: Mapping[str, str]) -> AbstractContextManager[str]:
     """Serve the frontend over ``workers`` (id -> replica URL) until the block ends; its base URL."""
-    handler = type("BoundFrontend", (_Frontend,), {"workers": dict(workers), "pool": itertools.cycle(list(workers)),
-                                                   "lock": threading.Lock()})
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    return serve(_Frontend.bound(workers=dict(workers), pool=itertools.cycle(list(workers))))

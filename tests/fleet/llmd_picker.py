@@ -7,14 +7,12 @@ the round (a pod the picker never picks), as a scorer that always rates one pod 
 from __future__ import annotations
 
 import base64
-import http.client
 import itertools
-import threading
-import urllib.parse
-from collections.abc import Collection, Iterator, Mapping
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from collections.abc import Collection, Mapping
+from contextlib import AbstractContextManager
+
+from ..reference.in_thread import serve
+from .stand_in import StandIn
 
 TOKEN = "x-session-token"
 NAMESPACE = "default"
@@ -25,56 +23,17 @@ def token(pod: str) -> str:
     return base64.b64encode(f"{NAMESPACE}/{pod}".encode()).decode()
 
 
-class _Picker(BaseHTTPRequestHandler):
+class _Picker(StandIn):
     pods: Mapping[str, str]  # token -> the pod's base URL
-    pool: Any  # itertools.cycle over the tokens of the round
-    lock: threading.Lock
 
-    def log_message(self, fmt: str, *args: Any) -> None:
-        pass
-
-    def do_GET(self) -> None:  # noqa: N802
-        self._forward("GET", None)
-
-    def do_POST(self) -> None:  # noqa: N802
-        self._forward("POST", self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-
-    def _forward(self, method: str, body: bytes | None) -> None:
+    def forward(self, method: str, body: bytes | None) -> None:
         asked = self.headers.get(TOKEN)
-        pod = asked if asked in self.pods else self._next()
-        upstream = urllib.parse.urlsplit(self.pods[pod])
-        conn = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=600)
-        headers = {k: v for k, v in self.headers.items() if k.lower() in ("content-type", "authorization")}
-        try:
-            conn.request(method, self.path, body=body, headers=headers)
-            answer = conn.getresponse()
-            data, kind = answer.read(), answer.getheader("Content-Type") or "application/json"
-        finally:
-            conn.close()
-        self.send_response(answer.status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header(TOKEN, pod)
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _next(self) -> str:
-        with self.lock:
-            return next(self.pool)
+        pod = asked if asked in self.pods else self.next_in_round()
+        self.send(*self.relay(method, body, self.pods[pod]), {TOKEN: pod})
 
 
-@contextmanager
-def picker(pods: Mapping[str, str], unrouted: Collection[str] = ()) -> Iterator[str]:
+def picker(pods: Mapping[str, str], unrouted: Collection[str] = ()) -> AbstractContextManager[str]:
     """Serve the picker over ``pods`` (name -> replica URL) until the block ends; its base URL."""
     by_token = {token(name): url for name, url in pods.items()}
     round_ = [token(name) for name in pods if name not in unrouted]
-    handler = type("BoundPicker", (_Picker,), {"pods": by_token, "pool": itertools.cycle(round_),
-                                               "lock": threading.Lock()})
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    return serve(_Picker.bound(pods=by_token, pool=itertools.cycle(round_)))
