@@ -260,9 +260,10 @@ def decide(record: FleetRecord) -> FleetDecision:
                                r.fingerprint.digest if r.fingerprint else None, hits))
     fleet: list[Check] = []
     expected = set(record.spec.ids)
+    routed = record.routing is not None and bool(record.routing.how)
     if record.spec.learns:
-        fleet.append(_learned(record))
-    if record.routing is not None and record.routing.how and not record.spec.learns:
+        fleet.append(_learned(record))  # the replicas are what the round found: membership is the count
+    elif routed:
         extra = {k: v for k, v in record.routing.served_by.items() if k not in expected}
         if extra:
             fleet.append(Check("membership", FAIL, "the router sent requests to replicas the fleet does not name: "
@@ -270,7 +271,7 @@ def decide(record: FleetRecord) -> FleetDecision:
         else:
             fleet.append(Check("membership", PASS, f"every routed probe was served by a named replica "
                                                    f"({record.routing.probes} probes)"))
-    if record.routing is not None and record.routing.how:
+    if routed:
         if record.routing.unattributed:
             fleet.append(Check("attribution", INCOMPLETE, f"{record.routing.unattributed} of {record.routing.probes} "
                                                           "routed answers named no replica"))
