@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-from pytest_qualify.evidence.report import claim_result, fact_value, row_verdict
+from pytest_qualify.evidence.report import claim_result, fact_value, failures_split, row_verdict
 from pytest_qualify.evidence.transcripts import ASKED, SLOTS, by_item
 
 HTML_FILE = "report.html"
@@ -486,8 +486,7 @@ def _serving(s: Mapping[str, Any]) -> str:
 
 def _failures(s: Mapping[str, Any]) -> str:
     index = {i["nodeid"]: n for n, i in enumerate(s["items"], start=1)}
-    unjudged = {i["nodeid"] for i in s["items"] if i.get("not_judged")}  # the gate judged them not at all
-    failures = [f for f in s["verdict"]["failures"] if f.get("nodeid") not in unjudged]
+    failures = failures_split(s)[0]  # an item the gate did not judge is no failed item
     if not failures:
         return ""
     rows = [(f'<a href="#item-{index[f["nodeid"]]}">{_e(f["item"])}</a>' if f.get("nodeid") in index else _e(f["item"]),

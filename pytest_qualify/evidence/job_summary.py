@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_qualify.evidence.report import cell, claim_result, row_verdict, table
+from pytest_qualify.evidence.report import cell, claim_result, failures_split, row_verdict, table
 from pytest_qualify.stats import headline, interval_text
 
 ENV = "GITHUB_STEP_SUMMARY"
@@ -67,7 +67,10 @@ def render(summary: Mapping[str, Any], *, bundle_dir: str, exit_code: int, max_b
         if weak:
             head += table(("Module", "Attempts passed", "95% Wilson interval"),
                           [(m["title"], f"{m['passed']}/{m['attempts']}", interval_text(m)) for m in weak]) + [""]
-    failures = v["failures"]
+    failures, unjudged = failures_split(s)
+    if unjudged:
+        head += [f"{len(unjudged)} item(s) not judged (no failure of the deployment, and no pass): "
+                 f"{cell(unjudged[0]['not_judged'][:300])}", ""]
     if not failures:
         return "\n".join(head) + "\n"
     head += [f"### Failures ({len(failures)})", ""]

@@ -38,7 +38,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_qualify.evidence.report import row_verdict
+from pytest_qualify.evidence.report import failures_split, row_verdict
 from pytest_qualify.gate.decide import GATE_CLASSNAME, MESSAGE_MAX, GateCase, message
 from pytest_qualify.properties import FAILURE_KINDS, JUNIT_MODULE, LANE, REPETITION, Outcome
 
@@ -53,7 +53,7 @@ def suite_properties(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     p, d, t = summary["profile"], summary["profile"]["deployment"], summary["target"]
     v = summary["verdict"]
     reasons = list(v["reasons"]) + [f"{f['module']}: {f['item']}, repetition {f['repetition']}: {f['reason']}"
-                                    for f in v["failures"][:20]]
+                                    for f in failures_split(summary)[0][:20]]
     props = [
         ("profile", p["name"]),
         ("model", d["model"]),

@@ -134,7 +134,7 @@ def _verdict_block(s: Mapping[str, Any]) -> list[str]:
         lines.append("The gate failed because:")
         lines.append("")
         lines += [f"- {cell(r)}" for r in v["reasons"]]
-        failures = v["failures"]
+        failures, _ = failures_split(s)
         if failures:
             lines.append(f"- {len(failures)} protocol item(s) failed (see Failures)")
     return lines + [""]
@@ -327,6 +327,16 @@ def faults_block(s: Mapping[str, Any]) -> list[str]:
             f"Fault switches turned on for this run, {cell(where)}. A fault that never engaged changed nothing, "
             "so the run cannot show it is caught: it leaves the run INCOMPLETE.", ""] + table(
         ("Fault", "Engaged", "First engaged", "What it breaks"), rows) + [""]
+
+
+def failures_split(s: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """The verdict's failed items as every reader lists them, and the items the gate did not judge:
+    (judged failures, not judged). An item the gate did not judge (a steered run's void answers, a
+    refused key) may have failed as a test but is no failure of the deployment, and no pass; each
+    reader shows it as not judged, with the gate's reason, never among the failures."""
+    unjudged = [i for i in s.get("items") or () if i.get("not_judged")]
+    skip = {i["nodeid"] for i in unjudged}
+    return [f for f in s["verdict"]["failures"] if f.get("nodeid") not in skip], unjudged
 
 
 def row_verdict(g: Mapping[str, Any]) -> str:
@@ -610,16 +620,27 @@ def _failure_kinds(s: Mapping[str, Any]) -> list[str]:
 
 
 def _failures(s: Mapping[str, Any]) -> list[str]:
-    failures = s["verdict"]["failures"]
+    failures, unjudged = failures_split(s)
     out = ["## Failures", ""]
     if not failures:
-        return out + ["None.", ""]
-    rows = [(f["module"], f["item"], f["lane"] or "-", f["repetition"], f["outcome"], f.get("failure_kind") or "-",
-             f["reason"]) for f in failures[:MAX_FAILURE_ROWS]]
-    out += table(("Module", "Item", "Lane", "Repetition", "Outcome", "Kind", "Reason"), rows)
-    if len(failures) > MAX_FAILURE_ROWS:
-        out.append(f"\n… and {len(failures) - MAX_FAILURE_ROWS} more in summary.json and junit.xml.")
-    return out + [""]
+        out += ["None.", ""]
+    else:
+        rows = [(f["module"], f["item"], f["lane"] or "-", f["repetition"], f["outcome"], f.get("failure_kind") or "-",
+                 f["reason"]) for f in failures[:MAX_FAILURE_ROWS]]
+        out += table(("Module", "Item", "Lane", "Repetition", "Outcome", "Kind", "Reason"), rows)
+        if len(failures) > MAX_FAILURE_ROWS:
+            out.append(f"\n… and {len(failures) - MAX_FAILURE_ROWS} more in summary.json and junit.xml.")
+        out.append("")
+    if unjudged:
+        out += ["## Not judged", "",
+                f"{len(unjudged)} item(s) the gate did not judge: no failure of the deployment, and no pass.", ""]
+        out += table(("Module", "Item", "Lane", "Repetition", "Outcome", "Why not judged", "The test's reason"),
+                     [(f["module"], f["item"], f["lane"] or "-", f["repetition"], f["outcome"], f["not_judged"],
+                       f["reason"] or "-") for f in unjudged[:MAX_FAILURE_ROWS]])
+        if len(unjudged) > MAX_FAILURE_ROWS:
+            out.append(f"\n… and {len(unjudged) - MAX_FAILURE_ROWS} more in summary.json and junit.xml.")
+        out.append("")
+    return out
 
 
 def _baseline(s: Mapping[str, Any]) -> list[str]:

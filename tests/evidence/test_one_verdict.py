@@ -504,3 +504,14 @@ def test_an_item_the_gate_did_not_judge_is_skipped_not_judged_in_both_junit_file
     page = html.render(summary, [], None, [])
     assert 'NOT JUDGED</span> <strong>test_1</strong>' in page and '>FAIL</span> <strong>test_1' not in page
     assert "<h2>Failed items" not in page  # not judged is not failed
+    # report.md and the job summary list it as not judged, with the gate's reason, never under Failures.
+    md = report.render(summary)
+    failures_section = md.split("## Failures", 1)[1].split("\n## ", 1)[0]
+    assert "test_1" not in failures_section and "None." in failures_section, failures_section
+    not_judged = md.split("## Not judged", 1)[1].split("\n## ", 1)[0]
+    assert "| smoke | test_1 |" in not_judged and why in not_judged, not_judged
+    assert "protocol item(s) failed" not in md
+    step = job_summary.render(summary, bundle_dir="b", exit_code=EXIT["INCOMPLETE"])
+    assert "### Failures" not in step and "1 item(s) not judged" in step and why[:60] in step, step
+    props = dict(junit.suite_properties(summary))
+    assert "test_1, repetition 1" not in " ".join(v for k, v in junit.suite_properties(summary)), props
