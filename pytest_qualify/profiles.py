@@ -317,7 +317,7 @@ class Profile:
         """The workload a run of this profile at ``stage`` measures, in the shape of
         ``bundle_format.workload.of_summary`` (no items: those are known once the run collected):
         what an A/B holds its two profiles to before any server starts."""
-        from pytest_qualify.bundle_format.workload import SAMPLING, task_data_sha256
+        from pytest_qualify.bundle_format.workload import SAMPLING, load_plan, sweep_plan, task_data_sha256
 
         st = self.stage(stage)
         modules = list(st.modules)
@@ -329,8 +329,8 @@ class Profile:
             "reasoning_headroom_tokens": self.limits.reasoning_headroom_tokens,
             "thinking": self.thinking.enabled,
             "window_tokens": self.limits.window_tokens if "window" in modules else None,
-            "load": ({"levels": list(self.load.levels), "probe_tokens": self.load.probe_tokens}
-                     if self.load is not None and "load" in modules else None),
+            "load": load_plan(self.load) if self.load is not None and "load" in modules else None,
+            "sweep": sweep_plan(self.sweep) if "sweep" in modules else None,
             "sampling": SAMPLING,
             "task_data": task_data_sha256(),
         }

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from pytest_qualify.compare.campaign import ArmPlan, BootRun, Runner
 
 USAGE = 4
+MAX_TOLERANCE_PCT = 100.0  # the profile schema's bound on [ab] tolerance_pct
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -61,8 +62,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gate", action="append", default=None, metavar="FIGURE",
                    help="a figure id or glob that gates (repeatable; default: the profile's [ab] figures, else every figure)")
     p.add_argument("--tolerance", type=float, default=None, metavar="PCT",
-                   help="the tolerance T in percent: equivalence within ±T, B not worse by T (default: the profile's "
-                        "[ab] tolerance_pct, else 5)")
+                   help="the tolerance T in percent, above 0 and at most 100: equivalence within ±T, B not worse by T "
+                        "(default: the profile's [ab] tolerance_pct, else 5)")
     p.add_argument("--noise-floor", default=None, metavar="FILE",
                    help="an A/A campaign's noise-floor.json of the same workload and host kind: its variance and "
                         "degrees of freedom are pooled with the boots'")
@@ -91,6 +92,11 @@ def _check_numbers(args: argparse.Namespace) -> None:
     _positive(args.boots, "--boots", minimum=2, what="at least 2 boots per arm (one boot has no boot-to-boot spread)")
     _positive(args.tolerance, "--tolerance", minimum=1e-9,
               what="the tolerance must be above 0% (no test can show a difference of exactly nothing)")
+    # The profile's [ab] tolerance_pct has the same ceiling: a tolerance no difference reaches (inf)
+    # calls every boot-to-boot spread "equivalent", so noise would read as B NOT WORSE.
+    if args.tolerance is not None and not args.tolerance <= MAX_TOLERANCE_PCT:
+        raise CompareUsageError(f"--tolerance {args.tolerance:g}: at most {MAX_TOLERANCE_PCT:g}% (a tolerance "
+                                "wider than that calls any spread equivalent, so noise would read as not worse)")
     if args.warm_up < 0:
         raise CompareUsageError(f"--warm-up {args.warm_up}: a number of boots, 0 or more")
 

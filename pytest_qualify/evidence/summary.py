@@ -16,6 +16,7 @@ from pytest_qualify import engines
 from pytest_qualify.evidence.metrics import Snapshot, TimingSource, delta, held_stream
 from pytest_qualify.graders.answer_checks import INCREMENTAL_MIN_TOKENS
 from pytest_qualify.bundle_format.schema import SCHEMA_ID, SCHEMA_VERSION
+from pytest_qualify.bundle_format.workload import load_plan, sweep_plan
 from pytest_qualify.properties import Outcome
 from pytest_qualify.redaction import redact_command, safe_url
 from pytest_qualify.server.info import ServerInfo
@@ -88,6 +89,9 @@ def profile_section(profile: Profile) -> dict[str, Any]:
         "thinking": {"enabled": th.enabled, "overridable": th.overridable},
         "required_modules": list(profile.required_modules),
         "waivable_modules": list(profile.waivable_modules),
+        # The plans that shape the load and sweep figures: what a comparison holds two runs to.
+        "load": load_plan(profile.load) if profile.load is not None else None,
+        "sweep": sweep_plan(profile.sweep),
     }
 
 

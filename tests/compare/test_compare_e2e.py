@@ -5,6 +5,7 @@ interleaved reference boots where B's server is slower."""
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import shutil
@@ -28,8 +29,10 @@ def template(tmp_path_factory) -> Template:
 
 def make_boot(template: Template, folder: Path, *, factor: float = 1.0, run_id: str, host_kind: str | None = None,
               simulated: bool | None = None, failed: tuple[str, ...] = (), verdict: str | None = None,
-              lane_tokens: int | None = None, task_data: str | None = None, repeat: int | None = None) -> Path:
-    """A sealed boot whose speed is ``factor`` times the template's: rates times it, times divided by it."""
+              lane_tokens: int | None = None, task_data: str | None = None, repeat: int | None = None,
+              load: dict | None = None, workers: int | None = None) -> Path:
+    """A sealed boot whose speed is ``factor`` times the template's: rates times it, times divided by it;
+    ``load``: parts of the load module's plan changed, ``workers``: the run's xdist workers."""
     s = speed(template.summary, factor)
     s["run"]["id"] = run_id
     if host_kind:
@@ -49,6 +52,10 @@ def make_boot(template: Template, folder: Path, *, factor: float = 1.0, run_id: 
         s["protocol"]["task_data_sha256"] = task_data
     if repeat:
         s["run"]["repeat"] = repeat
+    if load:
+        s["profile"]["load"].update(load)
+    if workers is not None:
+        s["run"]["workers"] = workers
     return clone(template, folder, s)
 
 
@@ -247,6 +254,30 @@ def test_ab_refuses_profiles_of_different_workloads_before_any_server_starts(tmp
     assert sys.executable
 
 
+@pytest.mark.parametrize("edit, words", [
+    (("probes_per_level = 6", "probes_per_level = 8"),
+     "load decode probes per level (the TTFT, TPOT and ITL p50s are over them): A (tiny-cpu-ab) 6, B (tiny-cpu-ab) 8"),
+    (("samples = 5", "samples = 3"),
+     "sweep samples per size (the TTFT is their median): A (tiny-cpu-ab) 5, B (tiny-cpu-ab) 3"),
+    (("decode_tokens = 64", "decode_tokens = 128"),
+     "sweep decode probe length in tokens: A (tiny-cpu-ab) 64, B (tiny-cpu-ab) 128"),
+])
+def test_ab_refuses_profiles_whose_statistics_differ_before_any_server_starts(tmp_path, capsys, edit, words):
+    """The CPU pair's arm A against itself with one plan setting changed: the same figure ids, another
+    statistic (a p50 over more probes, a median over fewer samples, a longer decode probe)."""
+    from pytest_qualify.profiles import builtin_profiles
+
+    text = Path(builtin_profiles()["tiny-cpu-ab"]).read_text()
+    assert text.count(edit[0]) == 1
+    b = tmp_path / "b.toml"
+    b.write_text(text.replace(*edit))
+    code = main(["ab", "tiny-cpu-ab", str(b), "--endpoint", "reference", "--out", str(tmp_path / "x")])
+    captured = capsys.readouterr()
+    assert code == 4 and len(captured.err.strip().splitlines()) == 1, captured.err
+    assert "ab: the two profiles measure different workloads: " + words in captured.err, captured.err
+    assert not captured.out and not (tmp_path / "x").exists()
+
+
 def test_attach_mode_compares_two_running_endpoints_run_by_run(tmp_path, capsys):
     """Two reference servers that keep running: each sample is a run, and every output says the
     spread is run-to-run, not boot-to-boot."""
@@ -375,6 +406,54 @@ def test_b_slightly_slower_inside_the_tolerance_is_shown_not_worse(template, tmp
     assert row["degradation_bound_pct"] < 5 and c["decision"]["not_worse"] == ["load.c1.output_tok_s"]
 
 
+@pytest.mark.parametrize("a_factors, b_factors, gates, result, exit_code, verdict_class", [
+    ((1.0, 1.003, 0.997), (0.95, 0.952, 0.948), ("load.c1.output_tok_s",), "B WORSE", 1, "v-FAIL"),
+    ((1.0, 1.002, 0.998, 1.001), (0.99, 0.992, 0.988, 0.991), ("load.c1.output_tok_s",), "B NOT WORSE", 0, "v-PASS"),
+    ((1.0, 1.1, 0.9), (1.01, 1.08, 0.92), ("load.c1.tpot_s_p50", "load.c1.output_tok_s"), "UNDECIDED", 2,
+     "v-INCOMPLETE"),
+], ids=["worse", "not-worse", "undecided"])
+def test_every_reader_of_a_comparison_reads_one_decision(template, tmp_path, capsys, a_factors, b_factors, gates,
+                                                         result, exit_code, verdict_class):
+    """The exit status, the last line, the page head printed above it, comparison.json,
+    comparison.md and comparison.html say the same answer; UNDECIDED names, in the JSON, both pages
+    and the last line, the boots per arm that would decide each undecided gating figure."""
+    a = arm(template, tmp_path, "A", a_factors)
+    b = arm(template, tmp_path, "B", b_factors)
+    out = tmp_path / "c"
+    code, stdout, _ = run("compare", *a, "--vs", *b, *(x for g in gates for x in ("--gate", g)), "--out", str(out),
+                          capsys=capsys)
+    c = json.loads((out / "comparison.json").read_text())
+    validate_comparison(c)
+    md, page = (out / "comparison.md").read_text(), (out / "comparison.html").read_text()
+    head = f"{result} (exit {exit_code})"
+    assert code == exit_code and c["result"] == result and c["exit_code"] == exit_code, stdout
+    lines = stdout.strip().splitlines()
+    assert lines[-1].startswith(f"COMPARISON: {head}") and lines[0] == f"# Comparison: {head}", stdout
+    assert md.startswith(f"# Comparison: {head}\n")
+    assert f"class='verdict {verdict_class}'>{result}</span> <span class=muted>exit {exit_code}</span>" in page
+    decision = c["decision"]
+    if result == "B WORSE":
+        assert decision["worse"] == list(gates) and "B separably worse on gating figure load.c1.output_tok_s" in md
+    if result == "B NOT WORSE":
+        assert decision["not_worse"] == list(gates) and not decision["worse"] and not decision["undecided"]
+    undecided = {u["figure"]: u["boots_to_decide"] for u in decision["undecided"]}
+    if result != "UNDECIDED":
+        assert not undecided and " undecided: " not in lines[-1]
+        return
+    assert set(undecided) == set(gates) and all(n is not None and n > 3 for n in undecided.values()), undecided
+    assert decision["boots_per_arm_to_decide"] == max(undecided.values())
+    assert f"2 gating figure(s) undecided: {max(undecided.values())} boots per arm would decide them" in lines[-1]
+    rows = {f["id"]: f for f in c["figures"]}
+    for figure, n in undecided.items():
+        assert rows[figure]["decision"] == "undecided" and rows[figure]["boots_to_decide"] == n
+        # The reason, in both pages and above the last line, and the figure's row of the table.
+        reason = next(r for r in c["reasons"] if r.startswith(f"gating figure {figure} undecided"))
+        assert f": {n} boots per arm would decide it (" in reason
+        assert f"- {reason}" in md and f"- {reason}" in stdout and html.escape(reason) in page
+        (row,) = [line for line in md.splitlines() if f"(`{figure}`" in line]
+        assert row.endswith(f"| **{rows[figure]['call']}** | {n} | yes |"), row
+
+
 # -- held-out classes: the bundle verified, the workload whole, the numbers sane ------------------
 
 
@@ -411,6 +490,54 @@ def test_a_repeat_2_run_is_not_the_workload_of_repeat_1_runs(template, tmp_path,
     b = arm(template, tmp_path, "B", (1.0, 1.01, 0.99), repeat=2)
     code, _, err = run("compare", *a, "--vs", *b, "--out", str(tmp_path / "c"), capsys=capsys)
     assert code == 4 and "repeat (repetitions per item; the load figures are a repetition's worst): A A1 --repeat 1" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "c").exists(), err
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"load": {"probes_per_level": 8}},
+     "load decode probes per level (the TTFT, TPOT and ITL p50s are over them): A A1 4, B B1 8"),
+    ({"load": {"requests_per_level": 24}},
+     "load mix requests per level (the level's throughput is over them and the probes): A A1 12, B B1 24"),
+    ({"load": {"mix": ["smoke"]}},
+     "load mix (the modules whose items make each level's requests): A A1 [smoke, tools, recall, json], B B1 [smoke]"),
+    ({"load": {"goodput_tpot_s_max": 0.5}}, "load goodput's TPOT limit (s): A A1 0.05, B B1 0.5"),
+    ({"workers": 2}, "xdist workers (other items share the server while one is timed): A A1 -n 0, B B1 -n 2"),
+])
+def test_a_setting_that_changes_a_statistic_is_another_workload(template, tmp_path, capsys, change, words):
+    """Beside --repeat: the load module's plan (a p50 over 8 probes, a throughput over another mix or
+    count of requests, goodput under another limit) and the xdist workers sharing the server while a
+    request is timed each make another statistic under the same figure id: refused in one line."""
+    assert template.summary["run"]["workers"] == 0
+    a = arm(template, tmp_path, "A", (1.0, 1.01, 0.99))
+    b = arm(template, tmp_path, "B", (1.0, 1.01, 0.99), **change)
+    code, _, err = run("compare", *a, "--vs", *b, "--out", str(tmp_path / "c"), capsys=capsys)
+    assert code == 4 and len(err.strip().splitlines()) == 1, err
+    assert "compare: the bundles measured different workloads: " + words in err, err
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_boot_records_the_plans_its_profile_plans_and_an_earlier_bundle_is_held_to_the_rest(template):
+    """summary.json's profile section holds the load and sweep plans in the shape a profile plans
+    them, so ab's check before any boot and compare's check of the bundles read one workload; a
+    bundle of an earlier release, whose summary holds no plan, is compared on what it names."""
+    import copy
+
+    from pytest_qualify.bundle_format.workload import differences, load_plan, of_summary, sweep_plan
+    from pytest_qualify.profiles import load_profile
+
+    small = load_profile("small")
+    assert template.summary["profile"]["load"] == load_plan(small.load)
+    assert template.summary["profile"]["sweep"] == sweep_plan(small.sweep)
+    assert differences(of_summary(template.summary), small.workload("timing")) == []
+    changed = copy.deepcopy(template.summary)
+    changed["profile"]["load"]["probes_per_level"] = 8
+    earlier = copy.deepcopy(template.summary)
+    del earlier["profile"]["load"], earlier["profile"]["sweep"], earlier["run"]["workers"]
+    assert differences(of_summary(template.summary), of_summary(changed)) != []
+    assert differences(of_summary(earlier), of_summary(changed)) == []
+    # A noise floor written before the sweep plan and the workers were part of the workload.
+    floor = {k: v for k, v in of_summary(template.summary).items() if k not in ("sweep", "workers")}
+    assert differences(floor, of_summary(template.summary)) == []
 
 
 @pytest.mark.parametrize("argv, words", [
@@ -418,6 +545,9 @@ def test_a_repeat_2_run_is_not_the_workload_of_repeat_1_runs(template, tmp_path,
     (["--boots", "1"], "--boots 1: at least 2 boots per arm"),
     (["--tolerance", "0"], "--tolerance 0: the tolerance must be above 0%"),
     (["--tolerance", "-3"], "--tolerance -3: the tolerance must be above 0%"),
+    # A tolerance no difference reaches calls any spread equivalent: noise would read B NOT WORSE.
+    (["--tolerance", "inf"], "--tolerance inf: at most 100%"),
+    (["--tolerance", "1000"], "--tolerance 1000: at most 100%"),
 ])
 def test_boots_and_tolerance_that_cannot_decide_are_usage_errors(template, tmp_path, capsys, argv, words):
     a = arm(template, tmp_path, "A", (1.0, 1.01))
@@ -425,8 +555,9 @@ def test_boots_and_tolerance_that_cannot_decide_are_usage_errors(template, tmp_p
     code, _, err = run("compare", *a, "--vs", *b, *argv, "--out", str(tmp_path / "c"), capsys=capsys)
     assert code == 4 and words in err and len(err.strip().splitlines()) == 1, err
     code = main(["ab", "small", "small", "--endpoint", "reference", *argv, "--out", str(tmp_path / "ab")])
-    assert code == 4 and words in capsys.readouterr().err
-    assert not (tmp_path / "ab").exists()  # refused before any boot
+    captured = capsys.readouterr()
+    assert code == 4 and words in captured.err and len(captured.err.strip().splitlines()) == 1, captured.err
+    assert not captured.out and not (tmp_path / "ab").exists()  # refused before any boot
 
 
 def test_cold_first_bundles_are_warm_up_and_no_sample(template, tmp_path, capsys):
