@@ -94,5 +94,5 @@ def test_the_refusal_is_a_usage_error_before_any_server_starts(pytester, tmp_pat
     result = pytester.runpytest_subprocess(f"--qualify={path}", "--qualify-endpoint", "http://127.0.0.1:9/v1")
     assert result.ret == 4
     err = result.stderr.str()
-    assert "claims.ttft_2k.required" in err and "sweep module" in err
+    assert "claims.ttft_2k.required" in err and "sweep module" in err and len(err.strip().splitlines()) == 1, err
     assert "QUALIFICATION" not in result.stdout.str()

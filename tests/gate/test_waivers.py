@@ -265,6 +265,7 @@ def _nothing_started(project: QualifyPytest, result: pytest.RunResult) -> None:
         list(project.evidence.rglob("*"))  # no run folder, no bundle
     errors = [line for line in result.stderr.str().splitlines() if line.startswith("ERROR:")]
     assert len(errors) == 1, result.stderr.str()
+    assert "QUALIFICATION" not in out, out  # one verdict: the usage error, no INCOMPLETE line before it
 
 
 @pytest.mark.parametrize("xdist", [(), ("-n", "2")], ids=["one-process", "xdist"])
