@@ -49,3 +49,13 @@ class Outcome(StrEnum):
     SKIPPED = "skipped"
     RERUN = "rerun"
     UNGRADED = "ungraded"
+
+
+class TimingSource(StrEnum):
+    """Where a streamed request's TTFT figure came from (the ``ttft_source`` property)."""
+
+    CLIENT = "client chunks"
+    # The whole answer came in one chunk with its finish and no engine timing stood in: the figure
+    # is the client's first chunk, which read the parser (it held the content), not the engine.
+    CLIENT_HELD = "client chunks, held"
+    ENGINE = "engine /metrics"

@@ -12,10 +12,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 from pytest_qualify.graders.answer_checks import INCREMENTAL_MIN_TOKENS
+from pytest_qualify.properties import TimingSource
 
 PREFIXES = ("vllm:", "vllm_")
 
@@ -166,16 +166,6 @@ def lane_properties(d: Delta, client_requests: int | None) -> dict[str, Any]:
     if d.requests is not None and client_requests is not None:
         props["metrics_attribution"] = "exclusive" if d.requests <= client_requests else "shared"
     return props
-
-
-class TimingSource(StrEnum):
-    """Where a streamed request's TTFT figure came from (the ``ttft_source`` property)."""
-
-    CLIENT = "client chunks"
-    # The whole answer came in one chunk with its finish and no engine timing stood in: the figure
-    # is the client's first chunk, which read the parser (it held the content), not the engine.
-    CLIENT_HELD = "client chunks, held"
-    ENGINE = "engine /metrics"
 
 
 TIMING_SOURCE_NOTES = {

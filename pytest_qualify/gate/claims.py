@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from pytest_qualify.gate.run_facts import RunFacts
+from pytest_qualify.properties import TimingSource
 from pytest_qualify.gate.slo import CheckRow, RowVerdict, limit_verdict
 from pytest_qualify.profiles import Direction
 
@@ -171,6 +172,16 @@ def measure(claim: Any, facts: RunFacts) -> tuple[float | None, str]:
                 s = lane[figure]
                 source = lane.get("ttft_source") if figure in ("ttft_s", "prefill_tok_s") else None
                 how = f"TTFT from {source}" if source and source != "client chunks" else "client-observed"
+                held = figure in ("ttft_s", "prefill_tok_s") and any(
+                    str(r.get("source")) == TimingSource.CLIENT_HELD for r in lane.get("ttft_sources") or ())
+                # A held stream's first chunk is its end: its TTFT at most the figure, its prefill rate at
+                # least. Such a figure shows "at most" (TTFT) or "at least" (prefill), never the other way.
+                shows = "at_most" if figure == "ttft_s" else "at_least"
+                if held and claim.direction != shows:
+                    return None, (f"not measurable here: the {claim.lane} lane's answer came whole in one chunk with its "
+                                  f"finish and no engine timing stood in, so its {figure} is only a bound "
+                                  f"({'at most' if shows == 'at_most' else 'at least'} {float(s['median']):,.4g}): the "
+                                  "parser held the content")
                 return float(s["median"]), f"{claim.lane} lane, median of {s['n']} repetition(s), {how}{simulated}"
         return None, f"the {claim.lane} lane recorded no {figure} in this run"
     if figure in ("ttft_s", "prefill_tok_s"):
@@ -181,7 +192,7 @@ def measure(claim: Any, facts: RunFacts) -> tuple[float | None, str]:
                           "(each came whole in one chunk with its finish, so its first chunk is its end)")
         if value is None:
             return None, f"the sweep module measured no prompt of {claim.prompt_tokens:,} tokens in this run"
-        if point.get("ttft_source") == "engine /metrics":
+        if point.get("ttft_source") == TimingSource.ENGINE:
             return float(value), (f"sweep, the engine's own TTFT (/metrics) over the samples at {claim.prompt_tokens:,} "
                                   f"tokens: each came whole in one chunk with its finish, so its first chunk read the "
                                   f"parser{simulated}")

@@ -281,3 +281,39 @@ def test_a_figure_the_engine_timed_for_a_held_stream_says_so_in_its_source():
                                       claim("ttft_s", 1.571, "at_most", lane="32K", name="lane"))}
     assert client["p"].source == "sweep, median of 3 warm sample(s) at 511 tokens"
     assert client["lane"].source == "32K lane, median of 3 repetition(s), client-observed"
+
+
+def test_a_lane_whose_stream_came_whole_bounds_its_ttft_and_shows_only_at_most():
+    """A lane answer held by the parser to its finish, with no engine timing to stand in, has a first
+    chunk that is its end: the TTFT is at most that, the prefill rate at least. An at-most TTFT claim
+    is held or broken on the bound; an at-least or within claim is not measurable here, never held."""
+    held = RunFacts(simulated=False, serving_facts={"facts": {}}, timing={"lanes": [
+        {"lane": "32K", "ttft_s": {"median": 1.4, "min": 1.3, "max": 1.5, "n": 2},
+         "prefill_tok_s": {"median": 23400.0, "min": 21800.0, "max": 25200.0, "n": 2},
+         "ttft_source": "client chunks, held",
+         "ttft_sources": [{"repetition": 1, "source": "client chunks, held"},
+                          {"repetition": 2, "source": "client chunks, held"}]}]})
+    got = {r.name: r for r in evaluate_claims(Claims((
+        claim("ttft_s", 1.5, "at_most", lane="32K", name="at most"),
+        claim("ttft_s", 1.4, "within", lane="32K", name="within"),
+        claim("ttft_s", 1.0, "at_least", tolerance=0.0, lane="32K", name="at least"),
+        claim("prefill_tok_s", 20000.0, "at_least", lane="32K", name="prefill"),
+        claim("prefill_tok_s", 30000.0, "at_most", lane="32K", name="prefill at most"))), held)}
+    assert got["at most"].status == "held" and got["at most"].measured == 1.4
+    assert got["prefill"].status == "held"
+    for name in ("within", "at least", "prefill at most"):
+        assert got[name].status == NOT_VERIFIABLE and got[name].measured is None, got[name]
+        assert "came whole in one chunk" in got[name].reason and "only a bound" in got[name].reason
+    # One repetition timed by the engine and one held: still a bound.
+    mixed = RunFacts(simulated=False, serving_facts={"facts": {}}, timing={"lanes": [
+        {"lane": "32K", "ttft_s": {"median": 1.4, "min": 1.3, "max": 1.5, "n": 2},
+         "ttft_source": "engine /metrics (repetition 1), client chunks, held (repetition 2)",
+         "ttft_sources": [{"repetition": 1, "source": "engine /metrics"}, {"repetition": 2, "source": "client chunks, held"}]}]})
+    (row,) = evaluate_claims(Claims((claim("ttft_s", 1.4, "within", lane="32K", name="w"),)), mixed)
+    assert row.status == NOT_VERIFIABLE
+    # The engine's own TTFT for every repetition is a measure, not a bound.
+    engine = RunFacts(simulated=False, serving_facts={"facts": {}}, timing={"lanes": [
+        {"lane": "32K", "ttft_s": {"median": 1.4, "min": 1.3, "max": 1.5, "n": 2}, "ttft_source": "engine /metrics",
+         "ttft_sources": [{"repetition": 1, "source": "engine /metrics"}, {"repetition": 2, "source": "engine /metrics"}]}]})
+    (row,) = evaluate_claims(Claims((claim("ttft_s", 1.4, "within", lane="32K", name="w"),)), engine)
+    assert row.status == "held" and row.measured == 1.4
