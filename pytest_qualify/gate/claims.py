@@ -28,9 +28,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from pytest_qualify.gate.run_facts import RunFacts
-from pytest_qualify.properties import TimingSource
 from pytest_qualify.gate.slo import CheckRow, RowVerdict, limit_verdict
 from pytest_qualify.profiles import Direction
+from pytest_qualify.properties import TimingSource
 
 TITLE = "Recipe claims"
 NOT_VERIFIABLE = "not verifiable here"
@@ -170,10 +170,11 @@ def measure(claim: Any, facts: RunFacts) -> tuple[float | None, str]:
         for lane in timing.get("lanes") or []:
             if lane.get("lane") == claim.lane and lane.get(figure):
                 s = lane[figure]
-                source = lane.get("ttft_source") if figure in ("ttft_s", "prefill_tok_s") else None
-                how = f"TTFT from {source}" if source and source != "client chunks" else "client-observed"
-                held = figure in ("ttft_s", "prefill_tok_s") and any(
-                    str(r.get("source")) == TimingSource.CLIENT_HELD for r in lane.get("ttft_sources") or ())
+                timed = figure in ("ttft_s", "prefill_tok_s")  # the figures a lane's TTFT source decides
+                source = lane.get("ttft_source") if timed else None
+                how = f"TTFT from {source}" if source and source != TimingSource.CLIENT else "client-observed"
+                held = timed and any(str(r.get("source")) == TimingSource.CLIENT_HELD
+                                     for r in lane.get("ttft_sources") or ())
                 # A held stream's first chunk is its end: its TTFT at most the figure, its prefill rate at
                 # least. Such a figure shows "at most" (TTFT) or "at least" (prefill), never the other way.
                 shows = "at_most" if figure == "ttft_s" else "at_least"
